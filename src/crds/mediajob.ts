@@ -71,7 +71,8 @@ export const MediaJobStatus = z.object({
     .optional()
     .describe("The id the provider returned (may differ from jobId)."),
   endpointId: z.string().max(256).optional(),
-  attempts: z.int().min(0).optional(),
+  attempts: z.int().min(0).optional().describe("Submissions made to the provider."),
+  failures: z.int().min(0).optional().describe("Attempts the provider reported FAILED or TIMED_OUT."),
   submittedAt: Timestamp.optional(),
   completedAt: Timestamp.optional(),
   updatedAt: Timestamp.optional(),

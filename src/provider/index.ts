@@ -1,0 +1,24 @@
+// The GPU provider client: the only module that talks to the provider's HTTP APIs.
+export {
+  GpuProviderClient,
+  type GpuProviderClientOptions,
+  type SubmitRequest,
+  type WorkersChange,
+} from "./client.js";
+export {
+  ProviderError,
+  isProviderError,
+  redact,
+  type ProviderErrorCode,
+  type ProviderErrorDetails,
+} from "./errors.js";
+export { DEFAULT_RETRY_POLICY, type RetryPolicy } from "./retry.js";
+export {
+  ENDPOINT_FIELDS,
+  EndpointHealthReport,
+  PROVIDER_JOB_STATUSES,
+  ProviderEndpoint,
+  ProviderJob,
+  TERMINAL_STATUSES,
+  type ProviderJobStatus,
+} from "./schemas.js";

@@ -1,0 +1,384 @@
+import type { Logger } from "pino";
+import type { EndpointHealthReport, ProviderJob, ProviderJobStatus } from "../provider/schemas.js";
+import type { Clock, TimerHandle } from "./clock.js";
+import type { Faults, ResolvedOptions } from "./options.js";
+import { failureFor, outputFor, type Workload } from "./outputs.js";
+import { chance, unit, type Rng } from "./random.js";
+
+// The provider's queue and workers: jobs go IN_QUEUE -> IN_PROGRESS -> COMPLETED | FAILED |
+// TIMED_OUT, or CANCELLED. Workers scale between workersMin and workersMax with a cold start;
+// workersMax = 0 leaves jobs in the queue. Pure in-memory state driven by the scaled clock.
+
+export interface EndpointConfig {
+  id: string;
+  name: string;
+  workload: Workload;
+  workersMin: number;
+  workersMax: number;
+  /** Seconds an idle worker above workersMin lives on. */
+  idleTimeout: number;
+  /** Default executionTimeout of the endpoint's jobs, simulated ms. */
+  executionTimeoutMs: number;
+  /** Provider fields stored and returned but not acted on (templateId, gpuIds, scalerType, ...). */
+  settings: Record<string, unknown>;
+}
+
+export interface Job {
+  /** The provider's job id: the client's id, or a generated one when it is ignored or absent. */
+  id: string;
+  /** Executions are counted per key: the id the client sent, else the provider id. */
+  key: string;
+  endpointId: string;
+  input: Record<string, unknown>;
+  webhook?: string;
+  executionTimeoutMs: number;
+  status: ProviderJobStatus;
+  submittedAt: number;
+  startedAt?: number;
+  delayTime?: number;
+  executionTime?: number;
+  output?: unknown;
+  error?: string;
+  workerId?: string;
+  timers: { run?: TimerHandle; ttl?: TimerHandle; retention?: TimerHandle };
+  /** Set while a held job has reached its natural end: runs the end on release. */
+  finishPending?: () => void;
+}
+
+interface Worker {
+  id: string;
+  state: "initializing" | "idle" | "running";
+  job?: Job;
+  timer?: TimerHandle;
+}
+
+interface EndpointRuntime {
+  config: EndpointConfig;
+  workers: Worker[];
+  queue: Job[];
+  completed: number;
+  failed: number;
+}
+
+export interface SubmitArgs {
+  clientId?: string;
+  input: Record<string, unknown>;
+  webhook?: string;
+  executionTimeoutMs?: number;
+  ttlMs?: number;
+}
+
+export type SubmitResult = { job: Job; created: boolean } | { conflict: string };
+
+export interface EngineDeps {
+  clock: Clock;
+  rng: Rng;
+  opts: ResolvedOptions;
+  faults: () => Faults;
+  /** Called once per job when it reaches a terminal state (the webhook trigger). */
+  onTerminal: (job: Job) => void;
+  /** Called when the provider loses a job (forget, TTL, endpoint removal): pending callbacks stop. */
+  onForget: (jobId: string) => void;
+  log?: Logger;
+}
+
+const DEFAULT_TTL_MS = 24 * 3_600_000;
+
+export class Engine {
+  readonly #d: EngineDeps;
+  readonly #endpoints = new Map<string, EndpointRuntime>();
+  readonly #jobs = new Map<string, Job>();
+  readonly #executions = new Map<string, number>();
+  readonly #held = new Set<string>();
+
+  constructor(deps: EngineDeps) {
+    this.#d = deps;
+  }
+
+  // ---- endpoints ----
+
+  /** Creates or replaces an endpoint's configuration; its queue and workers carry over. */
+  upsertEndpoint(config: EndpointConfig): void {
+    const ep = this.#endpoints.get(config.id);
+    if (ep === undefined)
+      this.#endpoints.set(config.id, { config, workers: [], queue: [], completed: 0, failed: 0 });
+    else ep.config = config;
+    this.#pump(this.#endpoints.get(config.id) as EndpointRuntime);
+  }
+
+  /** Deletes the endpoint; its jobs disappear with it (status then answers endpoint not found). */
+  removeEndpoint(id: string): boolean {
+    const ep = this.#endpoints.get(id);
+    if (ep === undefined) return false;
+    for (const job of [...this.#jobs.values()]) if (job.endpointId === id) this.#drop(job);
+    for (const w of ep.workers) this.#d.clock.cancel(w.timer);
+    this.#endpoints.delete(id);
+    return true;
+  }
+
+  endpoint(id: string): EndpointConfig | undefined {
+    return this.#endpoints.get(id)?.config;
+  }
+
+  endpoints(): EndpointConfig[] {
+    return [...this.#endpoints.values()].map((e) => e.config);
+  }
+
+  health(endpointId: string): EndpointHealthReport | undefined {
+    const ep = this.#endpoints.get(endpointId);
+    if (ep === undefined) return undefined;
+    const count = (s: Worker["state"]) => ep.workers.filter((w) => w.state === s).length;
+    return {
+      jobs: {
+        completed: ep.completed,
+        failed: ep.failed,
+        inProgress: ep.workers.filter((w) => w.job !== undefined).length,
+        inQueue: ep.queue.length,
+        retried: 0,
+      },
+      workers: {
+        idle: count("idle"),
+        initializing: count("initializing"),
+        ready: count("idle") + count("running"),
+        running: count("running"),
+        throttled: 0,
+        unhealthy: 0,
+      },
+    };
+  }
+
+  // ---- jobs ----
+
+  submit(endpointId: string, args: SubmitArgs): SubmitResult {
+    const ep = this.#endpoints.get(endpointId);
+    if (ep === undefined) throw new Error(`unknown endpoint ${endpointId}`);
+    const honourId = args.clientId !== undefined && !this.#d.faults().ignoreClientId;
+    if (honourId) {
+      const existing = this.#jobs.get(args.clientId as string);
+      if (existing !== undefined) {
+        if (existing.endpointId !== endpointId)
+          return { conflict: "job id already used on another endpoint" };
+        return { job: existing, created: false };
+      }
+    }
+    const id = honourId ? (args.clientId as string) : `${this.#d.rng.uuid()}-u1`;
+    const job: Job = {
+      id,
+      key: args.clientId ?? id,
+      endpointId,
+      input: args.input,
+      ...(args.webhook !== undefined && { webhook: args.webhook }),
+      executionTimeoutMs: args.executionTimeoutMs ?? ep.config.executionTimeoutMs,
+      status: "IN_QUEUE",
+      submittedAt: this.#d.clock.now(),
+      timers: {},
+    };
+    // TTL covers queue and execution; when it runs out the job is removed (research §1.2).
+    job.timers.ttl = this.#d.clock.after(args.ttlMs ?? DEFAULT_TTL_MS, () => this.#drop(job));
+    this.#jobs.set(id, job);
+    ep.queue.push(job);
+    this.#pump(ep);
+    return { job, created: true };
+  }
+
+  job(id: string): Job | undefined {
+    return this.#jobs.get(id);
+  }
+
+  cancel(job: Job): void {
+    if (job.status === "IN_QUEUE") {
+      const ep = this.#endpoints.get(job.endpointId);
+      if (ep !== undefined) ep.queue = ep.queue.filter((j) => j !== job);
+    } else if (job.status === "IN_PROGRESS") {
+      job.executionTime = this.#d.clock.toSim(this.#d.clock.now() - (job.startedAt ?? job.submittedAt));
+      this.#releaseWorker(job);
+    } else {
+      return;
+    }
+    job.status = "CANCELLED";
+    this.#terminal(job);
+  }
+
+  /** The provider loses the job: status 404 from now on, no callback. */
+  forget(id: string): boolean {
+    const job = this.#jobs.get(id);
+    if (job === undefined) return false;
+    this.#drop(job);
+    return true;
+  }
+
+  /** Keeps `id` IN_PROGRESS past its natural end until release(); may be called before submission. */
+  hold(id: string): void {
+    this.#held.add(id);
+  }
+
+  release(id: string): void {
+    this.#held.delete(id);
+    const job = this.#jobs.get(id);
+    const pending = job?.finishPending;
+    if (job !== undefined && pending !== undefined) {
+      job.finishPending = undefined;
+      pending();
+    }
+  }
+
+  executions(key: string): number {
+    return this.#executions.get(key) ?? 0;
+  }
+
+  allExecutions(): Map<string, number> {
+    return new Map(this.#executions);
+  }
+
+  close(): void {
+    // Timers belong to the clock, which the server closes.
+    this.#jobs.clear();
+    this.#endpoints.clear();
+  }
+
+  // ---- internals ----
+
+  #pump(ep: EndpointRuntime): void {
+    const cfg = ep.config;
+    for (const w of ep.workers) {
+      if (ep.queue.length === 0) break;
+      if (w.state === "idle") this.#start(ep, w, ep.queue.shift() as Job);
+    }
+    // Shrink first (workersMax lowered): idle, then initializing workers go now; running ones go
+    // when their job ends.
+    for (const state of ["idle", "initializing"] as const) {
+      for (const w of ep.workers.filter((x) => x.state === state)) {
+        if (ep.workers.length <= cfg.workersMax) break;
+        this.#terminate(ep, w);
+      }
+    }
+    const running = ep.workers.filter((w) => w.state === "running").length;
+    const wanted = Math.min(cfg.workersMax, Math.max(cfg.workersMin, running + ep.queue.length));
+    while (ep.workers.length < wanted) this.#spawn(ep);
+    for (const w of ep.workers)
+      if (w.state === "idle" && w.timer === undefined) this.#scheduleIdleStop(ep, w);
+  }
+
+  #spawn(ep: EndpointRuntime): void {
+    const w: Worker = { id: this.#d.rng.token(14), state: "initializing" };
+    const coldStart = this.#d.opts.coldStartMs * (0.8 + 0.4 * unit(this.#d.opts.seed, w.id, "cold"));
+    w.timer = this.#d.clock.after(coldStart, () => {
+      w.timer = undefined;
+      w.state = "idle";
+      this.#pump(ep);
+    });
+    ep.workers.push(w);
+  }
+
+  #terminate(ep: EndpointRuntime, w: Worker): void {
+    this.#d.clock.cancel(w.timer);
+    ep.workers = ep.workers.filter((x) => x !== w);
+  }
+
+  #scheduleIdleStop(ep: EndpointRuntime, w: Worker): void {
+    if (ep.workers.length <= ep.config.workersMin) return;
+    w.timer = this.#d.clock.after(ep.config.idleTimeout * 1000, () => {
+      w.timer = undefined;
+      if (w.state === "idle" && ep.workers.length > ep.config.workersMin) this.#terminate(ep, w);
+    });
+  }
+
+  #start(ep: EndpointRuntime, w: Worker, job: Job): void {
+    const { clock, opts } = this.#d;
+    clock.cancel(w.timer);
+    w.timer = undefined;
+    w.state = "running";
+    w.job = job;
+    const now = clock.now();
+    job.status = "IN_PROGRESS";
+    job.workerId = w.id;
+    job.startedAt = now;
+    job.delayTime = clock.toSim(now - job.submittedAt);
+    const n = (this.#executions.get(job.key) ?? 0) + 1;
+    this.#executions.set(job.key, n);
+    this.#d.log?.debug({ jobId: job.id, workerId: w.id, execution: n }, "job started");
+    const duration = opts.executionMs * (0.8 + 0.4 * unit(opts.seed, job.key, "exec", n));
+    const timedOut = duration > job.executionTimeoutMs;
+    job.timers.run = clock.after(timedOut ? job.executionTimeoutMs : duration, () => {
+      job.timers.run = undefined;
+      this.#finish(
+        job,
+        timedOut
+          ? "TIMED_OUT"
+          : chance(this.#d.faults().failJob, opts.seed, job.key, "fail", n)
+            ? "FAILED"
+            : "COMPLETED",
+      );
+    });
+  }
+
+  #finish(job: Job, status: "COMPLETED" | "FAILED" | "TIMED_OUT"): void {
+    if (this.#held.has(job.id)) {
+      job.finishPending = () => this.#finish(job, status);
+      return;
+    }
+    const ep = this.#endpoints.get(job.endpointId);
+    job.executionTime = this.#d.clock.toSim(this.#d.clock.now() - (job.startedAt ?? job.submittedAt));
+    const workload = ep?.config.workload ?? "render";
+    if (status === "COMPLETED") job.output = outputFor(workload, job.input);
+    else if (status === "FAILED") job.error = failureFor(workload, job.workerId ?? "unknown", job.input);
+    else job.error = `Job timed out after ${job.executionTimeoutMs} ms (policy.executionTimeout)`;
+    job.status = status;
+    this.#releaseWorker(job);
+    this.#terminal(job);
+  }
+
+  #releaseWorker(job: Job): void {
+    this.#d.clock.cancel(job.timers.run);
+    job.timers.run = undefined;
+    job.finishPending = undefined;
+    const ep = this.#endpoints.get(job.endpointId);
+    const w = ep?.workers.find((x) => x.job === job);
+    if (ep === undefined || w === undefined) return;
+    w.job = undefined;
+    w.state = "idle";
+    if (ep.workers.length > ep.config.workersMax) this.#terminate(ep, w);
+    this.#pump(ep);
+  }
+
+  #terminal(job: Job): void {
+    const ep = this.#endpoints.get(job.endpointId);
+    if (ep !== undefined) {
+      if (job.status === "COMPLETED") ep.completed++;
+      else if (job.status === "FAILED" || job.status === "TIMED_OUT") ep.failed++;
+    }
+    this.#d.clock.cancel(job.timers.ttl);
+    job.timers.ttl = undefined;
+    // RunPod keeps /run results 30 min, then status answers 404.
+    job.timers.retention = this.#d.clock.after(this.#d.opts.statusRetentionMs, () => {
+      if (this.#jobs.get(job.id) === job) this.#jobs.delete(job.id);
+    });
+    this.#d.log?.debug({ jobId: job.id, status: job.status }, "job finished");
+    this.#d.onTerminal(job);
+  }
+
+  /** Removes a job as if the provider lost it: no state, no callback. */
+  #drop(job: Job): void {
+    if (this.#jobs.get(job.id) !== job) return;
+    const ep = this.#endpoints.get(job.endpointId);
+    if (job.status === "IN_QUEUE" && ep !== undefined) ep.queue = ep.queue.filter((j) => j !== job);
+    if (job.status === "IN_PROGRESS") this.#releaseWorker(job);
+    for (const t of Object.values(job.timers)) this.#d.clock.cancel(t);
+    job.finishPending = undefined;
+    this.#jobs.delete(job.id);
+    this.#d.onForget(job.id);
+  }
+}
+
+/** The status object as /status, /cancel and the webhook carry it. */
+export function statusView(job: Job): ProviderJob {
+  return {
+    id: job.id,
+    status: job.status,
+    ...(job.delayTime !== undefined && { delayTime: job.delayTime }),
+    ...(job.executionTime !== undefined && { executionTime: job.executionTime }),
+    ...(job.output !== undefined && { output: job.output }),
+    ...(job.error !== undefined && { error: job.error }),
+    ...(job.workerId !== undefined && { workerId: job.workerId }),
+  };
+}

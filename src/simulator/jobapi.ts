@@ -1,0 +1,87 @@
+import type { IncomingMessage } from "node:http";
+import type { SimContext } from "./context.js";
+import { statusView } from "./engine.js";
+import { isRecord, json, readJson, type Reply } from "./http.js";
+
+// The job API under /v2/{endpointId}/...: run, status, cancel, health. A 404 body names what was
+// not found ({"error":"endpoint not found"} or {"error":"job not found"}) so clients can tell an
+// unknown endpoint from an expired job; RunPod's own 404 body is undocumented.
+
+const RUN_BODY_LIMIT = 10 * 1024 * 1024; // RunPod: /run payloads up to 10 MB
+const SEVEN_DAYS_MS = 7 * 24 * 3_600_000;
+const NOT_SIMULATED = new Set(["runsync", "stream", "retry", "purge-queue", "status-sync"]);
+
+export const endpointNotFound = (): Reply => json(404, { error: "endpoint not found" });
+export const jobNotFound = (): Reply => json(404, { error: "job not found" });
+
+export async function handleJobApi(ctx: SimContext, req: IncomingMessage, parts: string[]): Promise<Reply> {
+  const [endpointId = "", op = "", jobId, ...rest] = parts;
+  if (ctx.engine.endpoint(endpointId) === undefined) return endpointNotFound();
+  const method = req.method ?? "GET";
+  if (rest.length > 0) return json(404, { error: "not found" });
+
+  if (op === "run" && jobId === undefined) {
+    if (method !== "POST") return json(405, { error: "method not allowed" });
+    return submit(ctx, endpointId, await readJson(req, RUN_BODY_LIMIT));
+  }
+  if ((op === "status" || op === "cancel") && jobId !== undefined) {
+    if (op === "cancel" ? method !== "POST" : method !== "GET" && method !== "POST") {
+      return json(405, { error: "method not allowed" });
+    }
+    const job = ctx.engine.job(jobId);
+    if (job === undefined || job.endpointId !== endpointId) return jobNotFound();
+    if (op === "cancel") ctx.engine.cancel(job);
+    return json(200, statusView(job));
+  }
+  if (op === "health" && jobId === undefined) {
+    if (method !== "GET") return json(405, { error: "method not allowed" });
+    return json(200, ctx.engine.health(endpointId));
+  }
+  if (NOT_SIMULATED.has(op)) return json(501, { error: `${op} is not simulated` });
+  return json(404, { error: "not found" });
+}
+
+function submit(ctx: SimContext, endpointId: string, body: unknown): Reply {
+  if (!isRecord(body)) return json(400, { error: "body must be a JSON object" });
+  const { id, input, webhook, policy } = body;
+  if (!isRecord(input)) return json(400, { error: "input is required and must be an object" });
+  if (id !== undefined && (typeof id !== "string" || id.length === 0 || id.length > 256)) {
+    return json(400, { error: "id must be a string of 1 to 256 characters" });
+  }
+  if (webhook !== undefined && (typeof webhook !== "string" || !isHttpUrl(webhook))) {
+    return json(400, { error: "webhook must be an http(s) URL" });
+  }
+  if (policy !== undefined && !isRecord(policy)) return json(400, { error: "policy must be an object" });
+  const executionTimeout = policy?.executionTimeout;
+  const ttl = policy?.ttl;
+  if (executionTimeout !== undefined && !inRange(executionTimeout, 5_000, SEVEN_DAYS_MS)) {
+    return json(400, { error: "policy.executionTimeout must be between 5000 and 604800000 ms" });
+  }
+  if (ttl !== undefined && !inRange(ttl, 10_000, SEVEN_DAYS_MS)) {
+    return json(400, { error: "policy.ttl must be between 10000 and 604800000 ms" });
+  }
+  ctx.stats.submissions++;
+  const result = ctx.engine.submit(endpointId, {
+    ...(typeof id === "string" && { clientId: id }),
+    input,
+    ...(typeof webhook === "string" && { webhook }),
+    ...(typeof executionTimeout === "number" && { executionTimeoutMs: executionTimeout }),
+    ...(typeof ttl === "number" && { ttlMs: ttl }),
+  });
+  if ("conflict" in result) return json(409, { error: result.conflict });
+  if (!result.created) ctx.stats.duplicateSubmissions++;
+  return json(200, { id: result.job.id, status: result.job.status });
+}
+
+function inRange(v: unknown, min: number, max: number): boolean {
+  return typeof v === "number" && Number.isFinite(v) && v >= min && v <= max;
+}
+
+function isHttpUrl(s: string): boolean {
+  try {
+    const u = new URL(s);
+    return u.protocol === "http:" || u.protocol === "https:";
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,114 @@
+import type { Logger } from "pino";
+import { z } from "zod";
+import { WORKLOADS } from "./outputs.js";
+
+// The simulator's options, and the zod schemas that check the ones arriving over HTTP or from the
+// command line. Durations are simulated milliseconds (multiplied by timeScale) unless a name says
+// "real".
+
+const rate = z.number().min(0).max(1);
+
+export const FaultsSchema = z.strictObject({
+  /** Probability that a job's callback is never sent (all attempts). */
+  dropCallback: rate.optional(),
+  /** Probability that a job's callback is sent twice (each copy with its own retries). */
+  duplicateCallback: rate.optional(),
+  /** Extra delay before every callback, simulated ms. */
+  delayCallbackMs: z.number().min(0).optional(),
+  /** Hold callbacks for a short window and send them in reverse order of their terminal states. */
+  reorderCallbacks: z.boolean().optional(),
+  /** Probability that one delivery attempt fails without reaching the receiver (then retried). */
+  failCallbackDelivery: rate.optional(),
+  /** Token bucket on the job API and /graphql, real time; over it: 429 with Retry-After. */
+  rateLimit: z.strictObject({ requestsPerSecond: z.number().positive() }).optional(),
+  /** Probability that a job API or /graphql request answers 5xx. For /run, half of these accept the job first. */
+  serverErrors: rate.optional(),
+  /** Probability that a job ends FAILED instead of COMPLETED. */
+  failJob: rate.optional(),
+  /** Behave like real RunPod: ignore the client's `id` and generate ids; every submission runs. */
+  ignoreClientId: z.boolean().optional(),
+  /** Delay answers by `ms` real milliseconds (probability `rate`, default 1): to test client timeouts. */
+  responseDelay: z.strictObject({ ms: z.number().min(0), rate: rate.optional() }).optional(),
+});
+export type Faults = z.infer<typeof FaultsSchema>;
+
+export const EndpointSpecSchema = z.strictObject({
+  id: z.string().min(1).optional(),
+  name: z.string().min(1),
+  workload: z.enum(WORKLOADS as ["asr", "tts", "render"]).optional(),
+  workersMin: z.number().int().min(0).optional(),
+  workersMax: z.number().int().min(0).optional(),
+  /** Seconds, like the provider's field. */
+  idleTimeout: z.number().min(0).optional(),
+});
+export type EndpointSpec = z.infer<typeof EndpointSpecSchema>;
+
+/** A change to an existing endpoint (drift, scale-down) or a new one when `name` is given. */
+export const EndpointPatchSchema = EndpointSpecSchema.partial().omit({ id: true });
+export type EndpointPatch = z.infer<typeof EndpointPatchSchema>;
+
+export const PaymentWebhookSchema = z.strictObject({ url: z.url(), secret: z.string().min(1) });
+export type PaymentWebhook = z.infer<typeof PaymentWebhookSchema>;
+
+export interface SimulatorOptions {
+  /** 0 (default) = a free port; the host is always 127.0.0.1. */
+  port?: number;
+  /** Accepted GPU provider keys, as `Bearer <key>` or bare (like RunPod). Default ["sim-key"]. */
+  apiKeys?: string[];
+  /** Keys that authenticate but whose account is suspended: /v2 answers 403, myself answers an error. */
+  accountProblemKeys?: string[];
+  /** Keys accepted by the payment provider's redeliver call. Default ["sim-payment-key"]. */
+  paymentApiKeys?: string[];
+  endpoints?: EndpointSpec[];
+  /** Multiplies every simulated delay; 0.01 runs the provider 100x faster. Default 1. */
+  timeScale?: number;
+  /** Seeds every random choice (faults, generated ids, jitter). Default 1. */
+  seed?: number;
+  /** Worker cold start, simulated ms. Default 2000. */
+  coldStartMs?: number;
+  /** Job execution, simulated ms (+-20% per job, derived from the seed). Default 3000. */
+  executionMs?: number;
+  /** How long a terminal job stays readable before status answers 404. Default 30 min (RunPod /run). */
+  statusRetentionMs?: number;
+  /** Gap between callback attempts, simulated ms. Default 10000 (RunPod: 3 attempts, 10 s apart). */
+  callbackRetryDelayMs?: number;
+  /** Total callback attempts. Default 3. */
+  callbackAttempts?: number;
+  /** Timeout of one callback attempt, real ms. Default 5000. */
+  callbackTimeoutMs?: number;
+  faults?: Faults;
+  paymentWebhook?: PaymentWebhook;
+  logger?: Logger;
+}
+
+export interface ResolvedOptions {
+  port: number;
+  apiKeys: ReadonlySet<string>;
+  accountProblemKeys: ReadonlySet<string>;
+  paymentApiKeys: ReadonlySet<string>;
+  timeScale: number;
+  seed: number;
+  coldStartMs: number;
+  executionMs: number;
+  statusRetentionMs: number;
+  callbackRetryDelayMs: number;
+  callbackAttempts: number;
+  callbackTimeoutMs: number;
+}
+
+export function resolveOptions(opts: SimulatorOptions): ResolvedOptions {
+  return {
+    port: opts.port ?? 0,
+    apiKeys: new Set(opts.apiKeys ?? ["sim-key"]),
+    accountProblemKeys: new Set(opts.accountProblemKeys ?? []),
+    paymentApiKeys: new Set(opts.paymentApiKeys ?? ["sim-payment-key"]),
+    timeScale: opts.timeScale ?? 1,
+    seed: opts.seed ?? 1,
+    coldStartMs: opts.coldStartMs ?? 2_000,
+    executionMs: opts.executionMs ?? 3_000,
+    statusRetentionMs: opts.statusRetentionMs ?? 30 * 60_000,
+    callbackRetryDelayMs: opts.callbackRetryDelayMs ?? 10_000,
+    callbackAttempts: Math.max(1, opts.callbackAttempts ?? 3),
+    callbackTimeoutMs: opts.callbackTimeoutMs ?? 5_000,
+  };
+}

@@ -1,0 +1,286 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Agent } from "undici";
+import type { ProviderJob } from "../provider/schemas.js";
+import { CallbackSender, type DeliveryRecord } from "./callbacks.js";
+import { Clock } from "./clock.js";
+import type { SimContext, SimulatorStats } from "./context.js";
+import { configFromSpec } from "./endpoints.js";
+import { Engine } from "./engine.js";
+import { BadJson, BodyTooLarge, json, readJson, requestKey, writeReply, type Reply } from "./http.js";
+import { applyEndpoint, endpointView, handleInspection, jobView } from "./inspection.js";
+import { handleJobApi } from "./jobapi.js";
+import { handleGraphQL } from "./management.js";
+import {
+  EndpointSpecSchema,
+  FaultsSchema,
+  resolveOptions,
+  type EndpointPatch,
+  type Faults,
+  type PaymentWebhook,
+  type SimulatorOptions,
+} from "./options.js";
+import type { PaymentDelivery } from "./payment.js";
+import { PaymentSender } from "./payment.js";
+import { Rng } from "./random.js";
+
+export type { Faults, SimulatorOptions } from "./options.js";
+export type { DeliveryRecord } from "./callbacks.js";
+export type { PaymentDelivery } from "./payment.js";
+export type { SimulatorStats } from "./context.js";
+
+export type SimEndpoint = ReturnType<typeof endpointView>;
+export type SimJob = ProviderJob & { endpointId: string; key: string; executions: number };
+
+export interface Simulator {
+  /** http://127.0.0.1:PORT: /v2/..., /graphql, /v1/webhooks/..., and the inspection API under /_sim/. */
+  url: string;
+  port: number;
+  close(): Promise<void>;
+  /** How many times job `id` started executing (counted per client id; see docs/provider.md). */
+  executions(id: string): number;
+  allExecutions(): Map<string, number>;
+  /** Callback attempts made, in completion order. */
+  deliveries(): DeliveryRecord[];
+  /** Job ids whose callback the dropCallback fault swallowed. */
+  droppedCallbacks(): string[];
+  faults(): Faults;
+  /** Replaces the fault set (validated). */
+  setFaults(f: Faults | undefined): void;
+  /** Patches an existing endpoint (workers drift, ...) or creates one when `name` is given. */
+  setEndpoint(spec: { id?: string } & EndpointPatch): SimEndpoint;
+  removeEndpoint(id: string): boolean;
+  getEndpoint(id: string): SimEndpoint | undefined;
+  listEndpoints(): SimEndpoint[];
+  getJob(id: string): SimJob | undefined;
+  /** The provider loses the job: status 404 from now on, no callback. */
+  forgetJob(id: string): boolean;
+  /** Keeps the job IN_PROGRESS past its natural end (may be called before it is submitted). */
+  holdJob(id: string): void;
+  releaseJob(id: string): void;
+  stats(): SimulatorStats;
+  setPaymentWebhook(w: PaymentWebhook): void;
+  sendPaymentEvent(event: Record<string, unknown>): Promise<PaymentDelivery>;
+  paymentDeliveries(): PaymentDelivery[];
+}
+
+const GRAPHQL_BODY_LIMIT = 1024 * 1024;
+
+/** A token bucket in real time: `requestsPerSecond` sustained, bursts up to one second's worth. */
+class TokenBucket {
+  #tokens = Number.NaN;
+  #last = 0;
+
+  /** Undefined when the request may pass, else the seconds to wait. */
+  take(rps: number): number | undefined {
+    const now = Date.now();
+    const capacity = Math.max(1, rps);
+    this.#tokens = Number.isNaN(this.#tokens)
+      ? capacity
+      : Math.min(capacity, this.#tokens + ((now - this.#last) / 1000) * rps);
+    this.#last = now;
+    if (this.#tokens >= 1) {
+      this.#tokens -= 1;
+      return undefined;
+    }
+    return Math.max(1, Math.ceil((1 - this.#tokens) / rps));
+  }
+}
+
+export async function startSimulator(options: SimulatorOptions = {}): Promise<Simulator> {
+  const opts = resolveOptions(options);
+  let faults: Faults = FaultsSchema.parse(options.faults ?? {});
+  let bucket = new TokenBucket();
+  const clock = new Clock(opts.timeScale);
+  const log = options.logger?.child({ component: "gpu-simulator" });
+  // Its own connection pool for callbacks and payment events, so close() leaves no sockets.
+  const agent = new Agent({ keepAliveTimeout: 1_000 });
+  const callbacks = new CallbackSender({
+    clock,
+    opts,
+    faults: () => faults,
+    dispatcher: agent,
+    ...(log && { log }),
+  });
+  const engine = new Engine({
+    clock,
+    rng: new Rng(opts.seed),
+    opts,
+    faults: () => faults,
+    onTerminal: (job) => callbacks.notify(job),
+    onForget: (id) => callbacks.forget(id),
+    ...(log && { log }),
+  });
+  const idRng = new Rng(opts.seed ^ 0x5bd1e995);
+  const ctx: SimContext = {
+    opts,
+    clock,
+    engine,
+    callbacks,
+    payment: new PaymentSender(agent, idRng, options.paymentWebhook),
+    requestRng: new Rng(opts.seed ^ 0x9e3779b9),
+    idRng,
+    faults: () => faults,
+    setFaults: (f) => {
+      faults = FaultsSchema.parse(f);
+      bucket = new TokenBucket();
+    },
+    stats: { requests: 0, rateLimited: 0, serverErrors: 0, submissions: 0, duplicateSubmissions: 0 },
+    ...(log && { log }),
+  };
+  for (const spec of options.endpoints ?? [])
+    engine.upsertEndpoint(configFromSpec(EndpointSpecSchema.parse(spec)));
+
+  /** Faults shared by the job API and /graphql, in the order a real edge applies them. */
+  const guarded = async (
+    req: IncomingMessage,
+    url: URL,
+    kind: "job" | "graphql",
+    handler: (key: string) => Promise<Reply>,
+  ): Promise<Reply> => {
+    ctx.stats.requests++;
+    const f = faults;
+    if (f.responseDelay !== undefined && ctx.requestRng.chance(f.responseDelay.rate ?? 1)) {
+      await new Promise<void>((resolve) => clock.afterReal(f.responseDelay?.ms ?? 0, resolve));
+    }
+    const key = requestKey(req, url, kind === "graphql");
+    if (key === undefined || !(opts.apiKeys.has(key) || opts.accountProblemKeys.has(key))) {
+      return json(401, { error: "Unauthorized: check your API key" });
+    }
+    if (kind === "job" && opts.accountProblemKeys.has(key)) {
+      return json(403, { error: "Account suspended: insufficient balance" });
+    }
+    if (f.rateLimit !== undefined) {
+      const wait = bucket.take(f.rateLimit.requestsPerSecond);
+      if (wait !== undefined) {
+        ctx.stats.rateLimited++;
+        return json(429, { error: "rate limit exceeded" }, { "retry-after": String(wait) });
+      }
+    }
+    if (ctx.requestRng.chance(f.serverErrors)) {
+      ctx.stats.serverErrors++;
+      // Half the failed submissions are accepted first and only the answer is lost: the case that
+      // makes idempotent resubmission necessary.
+      if (kind === "job" && url.pathname.endsWith("/run") && ctx.requestRng.chance(0.5)) {
+        await handler(key);
+        return json(500, { error: "internal server error" });
+      }
+      return json(503, { error: "service unavailable" });
+    }
+    return handler(key);
+  };
+
+  const route = async (req: IncomingMessage, url: URL, parts: string[]): Promise<Reply> => {
+    const [head, ...rest] = parts;
+    if (head === "_sim") return handleInspection(ctx, req, rest);
+    if (head === "graphql" && rest.length === 0) {
+      if (req.method !== "POST") return json(405, { error: "method not allowed" });
+      return guarded(req, url, "graphql", async (key) =>
+        handleGraphQL(ctx, key, await readJson(req, GRAPHQL_BODY_LIMIT)),
+      );
+    }
+    if (head === "v2" && rest.length >= 2)
+      return guarded(req, url, "job", () => handleJobApi(ctx, req, rest));
+    if (
+      head === "v1" &&
+      rest[0] === "webhooks" &&
+      rest[1] === "deliveries" &&
+      rest[3] === "redeliver" &&
+      rest.length === 4
+    ) {
+      return redeliver(req, url, rest[2] ?? "");
+    }
+    return json(404, { error: "not found" });
+  };
+
+  const redeliver = async (req: IncomingMessage, url: URL, id: string): Promise<Reply> => {
+    if (req.method !== "POST") return json(405, { error: "method not allowed" });
+    const key = requestKey(req, url, false);
+    if (key === undefined || !opts.paymentApiKeys.has(key))
+      return json(401, { error: "Invalid API key provided" });
+    try {
+      const delivery = await ctx.payment.redeliver(id);
+      if (delivery === undefined) return json(404, { error: "delivery not found" });
+      return json(200, {
+        id: delivery.id,
+        eventId: delivery.eventId,
+        redelivered: true,
+        attempt: delivery.attempts.at(-1),
+      });
+    } catch (err) {
+      return json(409, { error: err instanceof Error ? err.message : String(err) });
+    }
+  };
+
+  const onRequest = async (req: IncomingMessage, res: ServerResponse) => {
+    let reply: Reply;
+    try {
+      const url = new URL(req.url ?? "/", "http://127.0.0.1");
+      const parts = url.pathname
+        .split("/")
+        .filter((p) => p !== "")
+        .map(decodeURIComponent);
+      reply = await route(req, url, parts);
+    } catch (err) {
+      if (err instanceof BodyTooLarge) reply = json(413, { error: "payload too large" });
+      else if (err instanceof BadJson) reply = json(400, { error: "body is not valid JSON" });
+      else if (err instanceof URIError) reply = json(400, { error: "malformed path" });
+      else {
+        log?.error({ err }, "simulator request failed");
+        reply = json(500, { error: "simulator error" });
+      }
+    }
+    if (!res.headersSent && !res.destroyed) writeReply(res, reply);
+  };
+
+  const server = createServer((req, res) => void onRequest(req, res));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port, "127.0.0.1", () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://127.0.0.1:${port}`;
+  log?.info({ url, endpoints: engine.endpoints().map((e) => e.id) }, "GPU provider simulator listening");
+
+  const view = (id: string) => {
+    const config = engine.endpoint(id);
+    return config === undefined ? undefined : endpointView(ctx, config);
+  };
+  let closing: Promise<void> | undefined;
+
+  return {
+    url,
+    port,
+    close: () =>
+      (closing ??= (async () => {
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeAllConnections();
+        clock.close();
+        await callbacks.close();
+        engine.close();
+        await closed;
+        await agent.destroy();
+      })()),
+    executions: (id) => engine.executions(id),
+    allExecutions: () => engine.allExecutions(),
+    deliveries: () => callbacks.deliveries(),
+    droppedCallbacks: () => callbacks.dropped(),
+    faults: () => ({ ...faults }),
+    setFaults: (f) => ctx.setFaults(f ?? {}),
+    setEndpoint: (spec) => endpointView(ctx, applyEndpoint(ctx, spec)),
+    removeEndpoint: (id) => engine.removeEndpoint(id),
+    getEndpoint: view,
+    listEndpoints: () => engine.endpoints().map((c) => endpointView(ctx, c)),
+    getJob: (id) => jobView(ctx, id),
+    forgetJob: (id) => engine.forget(id),
+    holdJob: (id) => engine.hold(id),
+    releaseJob: (id) => engine.release(id),
+    stats: () => ({ ...ctx.stats }),
+    setPaymentWebhook: (w) => ctx.payment.setWebhook(w),
+    sendPaymentEvent: (event) => ctx.payment.send(event),
+    paymentDeliveries: () => ctx.payment.deliveries(),
+  };
+}

@@ -1,0 +1,447 @@
+import { createServer, type IncomingHttpHeaders } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Writable } from "node:stream";
+import { pino } from "pino";
+import { request } from "undici";
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  GpuProviderClient,
+  ProviderError,
+  TERMINAL_STATUSES,
+  type GpuProviderClientOptions,
+  type ProviderErrorCode,
+} from "../../src/provider/index.js";
+import { startSimulator, type Simulator } from "../../src/simulator/server.js";
+
+// The client against the simulator over real HTTP on 127.0.0.1, one case per error and fault.
+
+const KEY = "rp_TESTKEY_5f1c0a9e7d3b4c2a";
+const SUSPENDED_KEY = "rp_SUSPENDED_0b9c8d7e6f";
+const EP = "ep-asr-test";
+
+const logLines: string[] = [];
+const logger = pino(
+  { level: "debug" },
+  new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logLines.push(chunk.toString());
+      done();
+    },
+  }),
+);
+const errorsSeen: unknown[] = [];
+
+let sim: Simulator;
+
+beforeEach(async () => {
+  sim = await startSimulator({
+    apiKeys: [KEY],
+    accountProblemKeys: [SUSPENDED_KEY],
+    timeScale: 0.01,
+    endpoints: [{ id: EP, name: "media-asr-test", workersMax: 2 }],
+    logger,
+  });
+});
+afterEach(() => sim.close());
+
+function client(opts: Partial<GpuProviderClientOptions> = {}): GpuProviderClient {
+  return new GpuProviderClient({
+    apiUrl: sim.url,
+    apiKey: KEY,
+    logger,
+    timeoutMs: 2_000,
+    retryBudgetMs: 5_000,
+    retryBaseDelayMs: 20,
+    ...opts,
+  });
+}
+
+async function expectCode(p: Promise<unknown>, code: ProviderErrorCode): Promise<ProviderError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  errorsSeen.push(err);
+  expect(err).toBeInstanceOf(ProviderError);
+  expect((err as ProviderError).code).toBe(code);
+  return err as ProviderError;
+}
+
+async function waitFor<T>(fn: () => T | Promise<T>, ok: (v: T) => boolean, ms = 5_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${ms} ms: ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** A webhook receiver that records bodies and answers with the given statuses in turn, then 200. */
+async function receiver(statuses: number[] = []) {
+  const got: Array<{ url: string; body: string; headers: IncomingHttpHeaders }> = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => (body += c.toString()));
+    req.on("end", () => {
+      got.push({ url: req.url ?? "", body, headers: req.headers });
+      res.statusCode = statuses[got.length - 1] ?? 200;
+      res.end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { got, base, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+describe("errors", () => {
+  it("a wrong key is INVALID_API_KEY at once, on the job API and on the key check", async () => {
+    const c = client({ apiKey: "rp_WRONG_KEY_abcdef" });
+    await expectCode(c.status(EP, "x"), "INVALID_API_KEY");
+    await expectCode(c.checkKey(), "INVALID_API_KEY");
+    expect(sim.stats().requests).toBe(2); // neither was retried
+  });
+
+  it("a suspended account is ACCOUNT_PROBLEM on the key check and on submit", async () => {
+    const c = client({ apiKey: SUSPENDED_KEY });
+    await expectCode(c.checkKey(), "ACCOUNT_PROBLEM");
+    await expectCode(c.submit(EP, { id: "j", input: {} }), "ACCOUNT_PROBLEM");
+  });
+
+  it("a 404 on an endpoint surfaces as ENDPOINT_NOT_FOUND, on a job as JOB_NOT_FOUND", async () => {
+    const c = client();
+    const e = await expectCode(c.submit("no-such-endpoint", { id: "j1", input: {} }), "ENDPOINT_NOT_FOUND");
+    expect(e.status).toBe(404);
+    await expectCode(c.status("no-such-endpoint", "j1"), "ENDPOINT_NOT_FOUND");
+    await expectCode(c.health("no-such-endpoint"), "ENDPOINT_NOT_FOUND");
+    await expectCode(c.status(EP, "no-such-job"), "JOB_NOT_FOUND");
+    await expectCode(c.cancel(EP, "no-such-job"), "JOB_NOT_FOUND");
+    expect(sim.stats().requests).toBe(5);
+  });
+
+  it("a rejected request (400) is BAD_REQUEST and not retried", async () => {
+    const e = await expectCode(
+      client().submit(EP, { id: "j", input: {}, policy: { ttl: 5 } }),
+      "BAD_REQUEST",
+    );
+    expect(e.retryable).toBe(false);
+    expect(sim.stats().requests).toBe(1);
+  });
+
+  it("429: waits as long as Retry-After says, then succeeds", async () => {
+    sim.setFaults({ rateLimit: { requestsPerSecond: 1 } });
+    const c = client();
+    await c.health(EP);
+    const started = Date.now();
+    await c.health(EP);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(950);
+    expect(sim.stats().rateLimited).toBe(1);
+    const retryLog = logLines.map((l) => JSON.parse(l)).find((l) => l.code === "RATE_LIMITED");
+    expect(retryLog).toMatchObject({ op: "health", status: 429, delayMs: 1000 });
+  });
+
+  it("429 with a Retry-After beyond the budget fails fast with RATE_LIMITED and the wait", async () => {
+    sim.setFaults({ rateLimit: { requestsPerSecond: 1 } });
+    const c = client({ retryBudgetMs: 500 });
+    await c.health(EP);
+    const started = Date.now();
+    const e = await expectCode(c.health(EP), "RATE_LIMITED");
+    expect(Date.now() - started).toBeLessThan(500);
+    expect(e.retryAfterMs).toBe(1000);
+    expect(e.retryable).toBe(true);
+  });
+
+  it("5xx then success: retried with backoff", async () => {
+    sim.setFaults({ serverErrors: 1 });
+    setTimeout(() => sim.setFaults({}), 150);
+    const health = await client().health(EP);
+    expect(health.jobs.completed).toBe(0);
+    expect(sim.stats().serverErrors).toBeGreaterThanOrEqual(2);
+    expect(
+      logLines.some((l) => l.includes('"code":"PROVIDER_UNAVAILABLE"') && l.includes('"status":503')),
+    ).toBe(true);
+  });
+
+  it("5xx that never ends: PROVIDER_UNAVAILABLE within the budget", async () => {
+    sim.setFaults({ serverErrors: 1 });
+    const started = Date.now();
+    const e = await expectCode(client({ retryBudgetMs: 400 }).health(EP), "PROVIDER_UNAVAILABLE");
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(e.retryable).toBe(true);
+    expect(sim.stats().serverErrors).toBeGreaterThanOrEqual(2);
+  });
+
+  it("a provider that does not answer in time: PROVIDER_UNAVAILABLE after the timeout and budget", async () => {
+    sim.setFaults({ responseDelay: { ms: 2_000 } });
+    const started = Date.now();
+    const e = await expectCode(
+      client({ timeoutMs: 100, retryBudgetMs: 300 }).health(EP),
+      "PROVIDER_UNAVAILABLE",
+    );
+    const took = Date.now() - started;
+    expect(e.message).toMatch(/no answer within \d+ ms/);
+    expect(took).toBeGreaterThanOrEqual(100);
+    expect(took).toBeLessThan(1_000);
+  });
+
+  it("a slow answer is retried and the next fast one wins", async () => {
+    sim.setFaults({ responseDelay: { ms: 2_000 } });
+    setTimeout(() => sim.setFaults({}), 150);
+    const health = await client({ timeoutMs: 100 }).health(EP);
+    expect(health.workers.running).toBe(0);
+  });
+
+  it("a network error (nothing listening) is PROVIDER_UNAVAILABLE", async () => {
+    const url = sim.url;
+    await sim.close();
+    await expectCode(
+      new GpuProviderClient({ apiUrl: url, apiKey: KEY, retryBudgetMs: 200, retryBaseDelayMs: 10 }).health(
+        EP,
+      ),
+      "PROVIDER_UNAVAILABLE",
+    );
+  });
+});
+
+describe("jobs", () => {
+  it("runs a job to COMPLETED with a transcript, and reports it in health", async () => {
+    const c = client();
+    const submitted = await c.submit(EP, { id: "job-a", input: { audio_url: "s3://bucket/a.wav" } });
+    expect(submitted).toEqual({ id: "job-a", status: "IN_QUEUE" });
+    const done = await waitFor(
+      () => c.status(EP, "job-a"),
+      (j) => TERMINAL_STATUSES.has(j.status),
+    );
+    expect(done.status).toBe("COMPLETED");
+    expect(done.output).toMatchObject({ transcript: expect.any(String), language: "en" });
+    expect(done.delayTime).toBeGreaterThan(0);
+    expect(done.executionTime).toBeGreaterThan(0);
+    expect(done.workerId).toMatch(/^[a-z0-9]{14}$/);
+    expect((await c.health(EP)).jobs.completed).toBe(1);
+  });
+
+  it("a duplicate submission returns the existing job and executes once", async () => {
+    const c = client();
+    const first = await c.submit(EP, { id: "dup-1", input: { audio_url: "a" } });
+    const again = await Promise.all(
+      [1, 2, 3].map(() => c.submit(EP, { id: "dup-1", input: { audio_url: "a" } })),
+    );
+    expect(again.map((r) => r.id)).toEqual(["dup-1", "dup-1", "dup-1"]);
+    await waitFor(
+      () => c.status(EP, "dup-1"),
+      (j) => j.status === "COMPLETED",
+    );
+    const late = await c.submit(EP, { id: "dup-1", input: { audio_url: "a" } });
+    expect(late).toEqual({ id: first.id, status: "COMPLETED" });
+    expect(sim.executions("dup-1")).toBe(1);
+    expect(sim.stats().duplicateSubmissions).toBe(4);
+  });
+
+  it("cancel ends a queued job CANCELLED", async () => {
+    sim.setEndpoint({ id: EP, workersMax: 0 });
+    const c = client();
+    await c.submit(EP, { id: "to-cancel", input: {} });
+    const cancelled = await c.cancel(EP, "to-cancel");
+    expect(cancelled.status).toBe("CANCELLED");
+    expect(sim.executions("to-cancel")).toBe(0);
+  });
+
+  it("keeps the provider's own id when the provider ignores ours (like RunPod)", async () => {
+    sim.setFaults({ ignoreClientId: true });
+    const c = client();
+    const a = await c.submit(EP, { id: "ours-1", input: {} });
+    const b = await c.submit(EP, { id: "ours-1", input: {} });
+    expect(a.id).toMatch(/^[0-9a-f-]{36}-u1$/);
+    expect(b.id).not.toBe(a.id);
+    await expectCode(c.status(EP, "ours-1"), "JOB_NOT_FOUND");
+    await waitFor(
+      () => c.status(EP, a.id),
+      (j) => j.status === "COMPLETED",
+    );
+    await waitFor(
+      () => sim.executions("ours-1"),
+      (n) => n === 2,
+    );
+  });
+});
+
+describe("callbacks", () => {
+  it("posts the status object to the webhook URL exactly as given", async () => {
+    const r = await receiver();
+    try {
+      const webhook = `${r.base}/reports/gpu_provider?job=cb-1&token=a%2Bb`;
+      await client().submit(EP, { id: "cb-1", input: { audio_url: "x" }, webhook });
+      await waitFor(
+        () => r.got.length,
+        (n) => n === 1,
+      );
+      const [hit] = r.got;
+      expect(hit?.url).toBe("/reports/gpu_provider?job=cb-1&token=a%2Bb");
+      expect(hit?.headers["content-type"]).toBe("application/json");
+      expect(JSON.parse(hit?.body ?? "")).toMatchObject({ id: "cb-1", status: "COMPLETED", webhook });
+    } finally {
+      await r.close();
+    }
+  });
+
+  it("dropped callbacks never arrive (counts as configured)", async () => {
+    sim.setFaults({ dropCallback: 1 });
+    const r = await receiver();
+    try {
+      const c = client();
+      for (const id of ["d1", "d2", "d3"])
+        await c.submit(EP, { id, input: {}, webhook: `${r.base}/cb?job=${id}` });
+      await waitFor(
+        () => sim.droppedCallbacks().length,
+        (n) => n === 3,
+      );
+      await new Promise((res) => setTimeout(res, 200));
+      expect(r.got).toHaveLength(0);
+      expect(sim.deliveries()).toHaveLength(0);
+      expect(sim.droppedCallbacks().sort()).toEqual(["d1", "d2", "d3"]);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it("duplicated callbacks arrive twice each, with the same body", async () => {
+    sim.setFaults({ duplicateCallback: 1 });
+    const r = await receiver();
+    try {
+      const c = client();
+      for (const id of ["u1", "u2"]) await c.submit(EP, { id, input: {}, webhook: `${r.base}/cb?job=${id}` });
+      await waitFor(
+        () => r.got.length,
+        (n) => n >= 4,
+      );
+      await new Promise((res) => setTimeout(res, 100));
+      expect(r.got).toHaveLength(4);
+      for (const id of ["u1", "u2"]) {
+        const bodies = r.got.filter((g) => g.url === `/cb?job=${id}`).map((g) => g.body);
+        expect(bodies).toHaveLength(2);
+        expect(bodies[0]).toBe(bodies[1]);
+      }
+      expect(sim.deliveries().filter((d) => d.ok)).toHaveLength(4);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it("a failed delivery is retried: three attempts in all, 10 s (scaled) apart", async () => {
+    const r = await receiver([500, 503, 500, 500]);
+    try {
+      await client().submit(EP, { id: "f1", input: {}, webhook: `${r.base}/cb` });
+      await waitFor(
+        () => sim.deliveries().length,
+        (n) => n === 3,
+      );
+      await new Promise((res) => setTimeout(res, 250));
+      const attempts = sim.deliveries();
+      expect(attempts.map((d) => [d.attempt, d.httpStatus, d.ok])).toEqual([
+        [1, 500, false],
+        [2, 503, false],
+        [3, 500, false],
+      ]);
+      expect((attempts[1]?.at ?? 0) - (attempts[0]?.at ?? 0)).toBeGreaterThanOrEqual(90);
+      expect(r.got).toHaveLength(3);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it("a delivery that succeeds on the second attempt stops there", async () => {
+    const r = await receiver([502]);
+    try {
+      await client().submit(EP, { id: "f2", input: {}, webhook: `${r.base}/cb` });
+      await waitFor(
+        () => sim.deliveries().filter((d) => d.ok).length,
+        (n) => n === 1,
+      );
+      await new Promise((res) => setTimeout(res, 250));
+      expect(sim.deliveries().map((d) => d.ok)).toEqual([false, true]);
+    } finally {
+      await r.close();
+    }
+  });
+});
+
+describe("management", () => {
+  it("checkKey returns the account id", async () => {
+    const { accountId } = await client().checkKey();
+    expect(accountId).toMatch(/^user_[0-9a-f]{20}$/);
+    expect(accountId).not.toContain(KEY);
+  });
+
+  it("updateEndpointWorkers changes workers and keeps every other field (full replace done right)", async () => {
+    const c = client();
+    const [ep] = await c.listEndpoints();
+    expect(ep).toMatchObject({ id: EP, name: "media-asr-test", workersMin: 0, workersMax: 2 });
+    await c.saveEndpoint({
+      ...ep!,
+      scalerValue: 7,
+      locations: "US",
+      networkVolumeIds: [{ networkVolumeId: "vol-1" }],
+    });
+    const updated = await c.updateEndpointWorkers(EP, { workersMin: 1, workersMax: 4 });
+    expect(updated).toMatchObject({
+      id: EP,
+      workersMin: 1,
+      workersMax: 4,
+      scalerValue: 7,
+      locations: "US",
+      templateId: "sim-asr-template",
+      networkVolumeIds: [{ networkVolumeId: "vol-1" }],
+    });
+    expect(sim.getEndpoint(EP)).toMatchObject({ workersMin: 1, workersMax: 4, scalerValue: 7 });
+  });
+
+  it("the simulator's saveEndpoint really is a full replace: omitted fields reset", async () => {
+    const c = client();
+    const [ep] = await c.listEndpoints();
+    await c.saveEndpoint({ ...ep!, scalerValue: 9 });
+    const partial = {
+      query: "mutation($input: EndpointInput!) { saveEndpoint(input: $input) { id scalerValue workersMax } }",
+      variables: {
+        input: { id: EP, name: ep!.name, templateId: ep!.templateId, gpuIds: ep!.gpuIds, workersMax: 1 },
+      },
+    };
+    const res = await request(`${sim.url}/graphql`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+      body: JSON.stringify(partial),
+    });
+    expect(await res.body.json()).toEqual({
+      data: { saveEndpoint: { id: EP, scalerValue: 4, workersMax: 1 } },
+    });
+  });
+
+  it("updateEndpointWorkers on an unknown endpoint is ENDPOINT_NOT_FOUND; min above max is BAD_REQUEST", async () => {
+    await expectCode(client().updateEndpointWorkers("nope", { workersMax: 1 }), "ENDPOINT_NOT_FOUND");
+    await expectCode(client().updateEndpointWorkers(EP, { workersMin: 5 }), "BAD_REQUEST");
+    await expectCode(
+      client().saveEndpoint({ id: "nope", name: "x", workersMin: 0, workersMax: 0, idleTimeout: 5 }),
+      "ENDPOINT_NOT_FOUND",
+    );
+  });
+
+  it("management calls are retried through 5xx like job calls", async () => {
+    sim.setFaults({ serverErrors: 1 });
+    setTimeout(() => sim.setFaults({}), 100);
+    expect(await client().listEndpoints()).toHaveLength(1);
+  });
+});
+
+afterAll(() => {
+  // Whatever happened above, the key never reached a log line or an error.
+  expect(logLines.length).toBeGreaterThan(0);
+  for (const line of logLines) {
+    expect(line).not.toContain(KEY);
+    expect(line).not.toContain(SUSPENDED_KEY);
+  }
+  expect(errorsSeen.length).toBeGreaterThan(10);
+  for (const err of errorsSeen) {
+    const text = `${String(err)} ${(err as Error).stack ?? ""} ${JSON.stringify(err)}`;
+    expect(text).not.toContain(KEY);
+    expect(text).not.toContain(SUSPENDED_KEY);
+  }
+});

@@ -1,0 +1,108 @@
+import { describe, expect, it } from "vitest";
+import {
+  ProviderError,
+  bodyMessage,
+  errorFromGraphQL,
+  errorFromResponse,
+  parseRetryAfter,
+  redact,
+} from "../../src/provider/errors.js";
+
+const SECRET = "sk-test-secret-value";
+const ctx = (extra: { jobId?: string; retryAfter?: string } = {}) => ({
+  op: "status",
+  secret: SECRET,
+  ...extra,
+});
+
+describe("errorFromResponse", () => {
+  it.each([
+    [401, "{}", "INVALID_API_KEY", false],
+    [402, "{}", "ACCOUNT_PROBLEM", false],
+    [403, '{"error":"Account suspended: insufficient balance"}', "ACCOUNT_PROBLEM", false],
+    [403, "<html>Attention Required! | Cloudflare</html>", "PROVIDER_UNAVAILABLE", false],
+    [400, '{"error":"input is required"}', "BAD_REQUEST", false],
+    [409, "{}", "BAD_REQUEST", false],
+    [413, "{}", "BAD_REQUEST", false],
+    [408, "", "PROVIDER_UNAVAILABLE", true],
+    [500, "oops", "PROVIDER_UNAVAILABLE", true],
+    [503, "", "PROVIDER_UNAVAILABLE", true],
+    [429, "", "RATE_LIMITED", true],
+  ] as const)("HTTP %i %s -> %s (retryable %s)", (status, body, code, retryable) => {
+    const err = errorFromResponse(status, body, ctx());
+    expect(err).toBeInstanceOf(ProviderError);
+    expect(err.code).toBe(code);
+    expect(err.retryable).toBe(retryable);
+    expect(err.status).toBe(status);
+  });
+
+  it("tells an unknown endpoint from an unknown job on 404 by the body", () => {
+    expect(errorFromResponse(404, '{"error":"endpoint not found"}', ctx({ jobId: "j" })).code).toBe(
+      "ENDPOINT_NOT_FOUND",
+    );
+    expect(errorFromResponse(404, '{"error":"job not found"}', ctx({ jobId: "j" })).code).toBe(
+      "JOB_NOT_FOUND",
+    );
+  });
+
+  it("falls back on the route for a 404 with an unhelpful body", () => {
+    expect(errorFromResponse(404, "", ctx({ jobId: "j" })).code).toBe("JOB_NOT_FOUND");
+    expect(errorFromResponse(404, "", ctx()).code).toBe("ENDPOINT_NOT_FOUND");
+  });
+
+  it("carries Retry-After on 429", () => {
+    expect(errorFromResponse(429, "", ctx({ retryAfter: "3" })).retryAfterMs).toBe(3000);
+    expect(errorFromResponse(429, "", ctx()).retryAfterMs).toBeUndefined();
+  });
+
+  it("never puts the key in the message, even when the provider echoes it", () => {
+    const err = errorFromResponse(401, JSON.stringify({ error: `bad key ${SECRET}` }), ctx());
+    expect(err.message).not.toContain(SECRET);
+    expect(err.message).toContain("[REDACTED]");
+  });
+});
+
+describe("errorFromGraphQL", () => {
+  it.each([
+    ["Account suspended: insufficient balance", "ACCOUNT_PROBLEM"],
+    ["You have exceeded your quota of workers", "ACCOUNT_PROBLEM"],
+    ["Endpoint not found", "ENDPOINT_NOT_FOUND"],
+    ["Something went wrong. Please try again later or contact support.", "PROVIDER_UNAVAILABLE"],
+    ["workersMin cannot be greater than workersMax", "BAD_REQUEST"],
+    ["Unauthorized", "INVALID_API_KEY"],
+  ] as const)("%s -> %s", (message, code) => {
+    expect(errorFromGraphQL([message], { op: "saveEndpoint", secret: SECRET }).code).toBe(code);
+  });
+});
+
+describe("parseRetryAfter", () => {
+  it("reads delta-seconds, fractions and HTTP dates", () => {
+    expect(parseRetryAfter("2")).toBe(2000);
+    expect(parseRetryAfter("0.5")).toBe(500);
+    expect(parseRetryAfter(["7", "9"])).toBe(7000);
+    const now = Date.parse("2026-01-01T00:00:00Z");
+    expect(parseRetryAfter("Thu, 01 Jan 2026 00:00:05 GMT", now)).toBe(5000);
+    expect(parseRetryAfter("Wed, 31 Dec 2025 23:00:00 GMT", now)).toBe(0);
+  });
+
+  it("ignores what it cannot read", () => {
+    expect(parseRetryAfter(undefined)).toBeUndefined();
+    expect(parseRetryAfter("")).toBeUndefined();
+    expect(parseRetryAfter("soon")).toBeUndefined();
+    expect(parseRetryAfter("-1")).toBeUndefined();
+  });
+});
+
+describe("helpers", () => {
+  it("redacts every occurrence", () => {
+    expect(redact(`a ${SECRET} b ${SECRET}`, SECRET)).toBe("a [REDACTED] b [REDACTED]");
+    expect(redact("abc", "")).toBe("abc");
+  });
+
+  it("finds the message of the usual error bodies", () => {
+    expect(bodyMessage('{"error":"x"}')).toBe("x");
+    expect(bodyMessage('{"detail":"resource not found","title":"Not Found"}')).toBe("resource not found");
+    expect(bodyMessage('{"errors":[{"message":"a"},{"message":"b"}]}')).toBe("a; b");
+    expect(bodyMessage("plain")).toBe("plain");
+  });
+});
