@@ -48,7 +48,7 @@ export async function waitForServed(kc: KubeConfig, timeoutMs = 30_000): Promise
 /** Polls until `probe` returns a value (not undefined/false) or the time is up. */
 export async function eventually<T>(
   probe: () => Promise<T | undefined | false> | T | undefined | false,
-  opts: { timeoutMs?: number; intervalMs?: number; message?: string } = {},
+  opts: { timeoutMs?: number; intervalMs?: number; message?: string | (() => string) } = {},
 ): Promise<T> {
   const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
   let lastError: unknown;
@@ -61,7 +61,7 @@ export async function eventually<T>(
     }
     if (Date.now() > deadline) {
       throw new Error(
-        `${opts.message ?? "condition not met"} within ${opts.timeoutMs ?? 20_000} ms` +
+        `${(typeof opts.message === "function" ? opts.message() : opts.message) ?? "condition not met"} within ${opts.timeoutMs ?? 20_000} ms` +
           (lastError ? `: ${String((lastError as Error).message ?? lastError)}` : ""),
       );
     }

@@ -1,0 +1,218 @@
+// Reconciles one GpuEndpoint: resolve it to a live provider endpoint, keep its worker settings in
+// sync (restoring drift: the provider lowers maxWorkers on its own), and report what the runbook's
+// diagnosis table asks for, as conditions. Ready is what MediaJobs wait for.
+import type { Logger } from "pino";
+import type { GpuEndpoint, GpuEndpointStatus } from "../../crds/gpuendpoint.js";
+import type { Env } from "../../config/env.js";
+import { conventionalEndpointName, endpointFromEnv } from "../../config/env.js";
+import type { KubeApi } from "../../k8s/api.js";
+import { describeError } from "../../k8s/errors.js";
+import type { EventRecorder, EventType } from "../../k8s/events.js";
+import { isProviderError, type GpuProviderClient, type ProviderEndpoint } from "../../provider/index.js";
+import { getCondition, setCondition, type ConditionInput } from "../conditions.js";
+import type { Informer } from "../informer.js";
+import { sameStatus } from "../mediajob/lifecycle.js";
+import type { ReconcileResult } from "../workqueue.js";
+import {
+  FIX_ENDPOINT,
+  credentialsCondition,
+  healthCondition,
+  toHealth,
+  warmWorkersCondition,
+} from "./diagnosis.js";
+import type { ProviderView } from "./provider-view.js";
+
+export interface GpuEndpointDeps {
+  api: KubeApi;
+  endpoints: Informer<GpuEndpoint>;
+  provider: Pick<GpuProviderClient, "health" | "saveEndpoint" | "updateEndpointWorkers">;
+  view: ProviderView;
+  events: EventRecorder;
+  log: Logger;
+  env: Pick<
+    Env,
+    | "MEDIA_ENV"
+    | "MEDIA_ENDPOINT_PREFIX"
+    | "GPU_PROVIDER_ENDPOINT_ASR"
+    | "GPU_PROVIDER_ENDPOINT_TTS"
+    | "GPU_PROVIDER_ENDPOINT_RENDER"
+  >;
+  tickMs: number;
+  now?: () => Date;
+}
+
+type Resolution =
+  { endpoint: ProviderEndpoint; by: NonNullable<GpuEndpointStatus["resolvedBy"]> } | { missing: string };
+
+export class GpuEndpointReconciler {
+  constructor(private readonly d: GpuEndpointDeps) {}
+
+  readonly reconcile = async (key: string): Promise<ReconcileResult | void> => {
+    const ep = this.d.endpoints.getByKey(key);
+    if (!ep || ep.metadata.deletionTimestamp) return;
+    const now = (this.d.now?.() ?? new Date()).toISOString();
+    const gen = ep.metadata.generation;
+    const events: Array<[EventType, string, string]> = [];
+    let status: GpuEndpointStatus = { ...ep.status };
+    const set = (c: ConditionInput, eventType?: EventType) => {
+      const prev = getCondition(status.conditions, c.type);
+      if (eventType && (!prev || prev.status !== c.status || prev.reason !== c.reason))
+        events.push([eventType, c.reason, c.message]);
+      status = { ...status, conditions: setCondition(status.conditions, c, now, gen) };
+    };
+    const finish = async (
+      ready: ConditionInput,
+      requeueAfterMs = this.d.tickMs,
+    ): Promise<ReconcileResult> => {
+      set(ready, ready.status === "True" ? "Normal" : "Warning");
+      status = { ...status, observedGeneration: gen, lastSyncedAt: status.lastSyncedAt ?? now };
+      if (!sameStatus(status, ep.status)) await this.d.api.replaceStatus("gpuendpoints", { ...ep, status });
+      for (const [type, reason, message] of events) await this.d.events.record(ep, type, reason, message);
+      return { requeueAfterMs };
+    };
+    const notReady = (reason: string, message: string): ConditionInput => ({
+      type: "Ready",
+      status: "False",
+      reason,
+      message,
+    });
+
+    set(warmWorkersCondition(this.d.env.MEDIA_ENV, ep.spec), "Warning");
+
+    // 1. The key (one check per tick, shared by every endpoint).
+    try {
+      const { accountId } = await this.d.view.checkKey();
+      set(credentialsCondition(undefined, accountId));
+    } catch (err) {
+      const c = credentialsCondition(isProviderError(err) ? err : undefined);
+      if (!isProviderError(err)) c.message = `could not check the GPU API key: ${describeError(err)}`;
+      set(c, "Warning");
+      return finish(notReady(c.reason, c.message));
+    }
+
+    // 2. Which provider endpoint this is.
+    let resolved: Resolution;
+    try {
+      resolved = await this.resolve(ep);
+    } catch (err) {
+      const message = `could not list the provider's endpoints: ${describeError(err)}`;
+      set({ type: "EndpointFound", status: "Unknown", reason: "ProviderUnavailable", message }, "Warning");
+      return finish(notReady("ProviderUnavailable", message));
+    }
+    if ("missing" in resolved) {
+      set(
+        { type: "EndpointFound", status: "False", reason: "ENDPOINT_NOT_FOUND", message: resolved.missing },
+        "Warning",
+      );
+      const { endpointId: _id, endpointName: _n, resolvedBy: _b, ...rest } = status;
+      status = rest;
+      return finish(notReady("ENDPOINT_NOT_FOUND", resolved.missing));
+    }
+    let live = resolved.endpoint;
+    status = { ...status, endpointId: live.id, endpointName: live.name, resolvedBy: resolved.by };
+    set(
+      {
+        type: "EndpointFound",
+        status: "True",
+        reason: "EndpointFound",
+        message: `provider endpoint ${live.name} (${live.id}), resolved by ${resolved.by}`,
+      },
+      "Normal",
+    );
+
+    // 3. Workers in sync; drift at the provider is restored.
+    const want = {
+      workersMin: ep.spec.minWorkers,
+      workersMax: ep.spec.maxWorkers,
+      idleTimeout: ep.spec.idleTimeoutSeconds,
+    };
+    const drift = (Object.keys(want) as Array<keyof typeof want>).filter((k) => live[k] !== want[k]);
+    if (drift.length) {
+      try {
+        live = await this.d.provider.updateEndpointWorkers(live.id, want);
+        this.d.view.invalidateEndpoints();
+        const what = drift.map((k) => `${k} ${String(resolved.endpoint[k])} -> ${want[k]}`).join(", ");
+        events.push(["Normal", "WorkersSynced", `set at the provider: ${what}`]);
+      } catch (err) {
+        const message = `could not update the workers at the provider: ${describeError(err)}`;
+        set({ type: "WorkersInSync", status: "False", reason: "UpdateFailed", message }, "Warning");
+        return finish(notReady("WorkersNotInSync", message), Math.min(this.d.tickMs, 5_000));
+      }
+    }
+    status = {
+      ...status,
+      workersMin: live.workersMin,
+      workersMax: live.workersMax,
+      idleTimeoutSeconds: live.idleTimeout,
+    };
+    set({
+      type: "WorkersInSync",
+      status: "True",
+      reason: "InSync",
+      message: `min ${live.workersMin}, max ${live.workersMax}, idle timeout ${live.idleTimeout}s`,
+    });
+
+    // 4. Health (informational: a sick endpoint still accepts jobs into its queue).
+    try {
+      const health = toHealth(await this.d.provider.health(live.id));
+      set(healthCondition(health, ep.status?.health, ep.spec), "Warning");
+      status = { ...status, health, lastSyncedAt: now };
+    } catch (err) {
+      set({
+        type: "WorkersHealthy",
+        status: "Unknown",
+        reason: "HealthUnavailable",
+        message: `health check failed: ${describeError(err)}`,
+      });
+    }
+    return finish({
+      type: "Ready",
+      status: "True",
+      reason: "Ready",
+      message: `endpoint ${live.id} is live and in sync`,
+    });
+  };
+
+  /** spec.endpointId, else GPU_PROVIDER_ENDPOINT_<WORKLOAD>, else the endpoint named <prefix>-<workload>-<env>. */
+  private async resolve(ep: GpuEndpoint): Promise<Resolution> {
+    const all = await this.d.view.listEndpoints();
+    const byId = (id: string, by: "spec" | "environment", source: string): Resolution => {
+      const found = all.find((e) => e.id === id);
+      return found
+        ? { endpoint: found, by }
+        : {
+            missing: `endpoint id ${id} (from ${source}) does not match a live endpoint. Fix: ${FIX_ENDPOINT}`,
+          };
+    };
+    if (ep.spec.endpointId) return byId(ep.spec.endpointId, "spec", "spec.endpointId");
+    const fromEnv = endpointFromEnv(this.d.env as Env, ep.spec.workload);
+    if (fromEnv)
+      return byId(fromEnv, "environment", `GPU_PROVIDER_ENDPOINT_${ep.spec.workload.toUpperCase()}`);
+    const name = conventionalEndpointName(this.d.env as Env, ep.spec.workload);
+    const named = all.find((e) => e.name === name);
+    if (named) return { endpoint: named, by: "name" };
+    if (ep.spec.create) {
+      // No id: the provider creates the endpoint and assigns one.
+      const created = await this.d.provider.saveEndpoint({
+        name,
+        templateId: ep.spec.create.templateId,
+        gpuIds: ep.spec.create.gpuTypeIds.join(","),
+        workersMin: ep.spec.minWorkers,
+        workersMax: ep.spec.maxWorkers,
+        idleTimeout: ep.spec.idleTimeoutSeconds,
+        ...(ep.spec.create.gpuCount ? { gpuCount: ep.spec.create.gpuCount } : {}),
+      } as ProviderEndpoint);
+      this.d.view.invalidateEndpoints();
+      await this.d.events.record(
+        ep,
+        "Normal",
+        "EndpointCreated",
+        `created provider endpoint ${name} (${created.id})`,
+      );
+      return { endpoint: created, by: "created" };
+    }
+    return {
+      missing: `no endpoint id is set (spec.endpointId, GPU_PROVIDER_ENDPOINT_${ep.spec.workload.toUpperCase()}) and no provider endpoint is named ${name}. Fix: ${FIX_ENDPOINT}, or set spec.create`,
+    };
+  }
+}

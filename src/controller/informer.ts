@@ -1,0 +1,252 @@
+// A list+watch cache of one resource, on @kubernetes/client-node's Watch, hardened against what
+// that library is known to do (see the research notes in docs/controller.md):
+//  - a watch that ends or errors is restarted from the last resourceVersion, with backoff;
+//  - a watch that goes silent (a dead TCP stream sends nothing and never ends) is aborted by a
+//    watchdog; bookmarks keep a healthy idle watch talking;
+//  - 410 Gone (resourceVersion too old) triggers a full relist, diffed against the cache so
+//    handlers see the deletes they missed;
+//  - handlers run synchronously and must only enqueue keys; a throwing handler is contained.
+import { Watch } from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import type { ZodType } from "zod";
+import { GROUP, VERSION } from "../crds/common.js";
+import type { KubeApi, KubeObject, Plural } from "../k8s/api.js";
+import { describeError, isGone } from "../k8s/errors.js";
+
+export type InformerEvent = "add" | "update" | "delete";
+export type InformerHandler<T> = (event: InformerEvent, obj: T, old?: T) => void;
+
+export interface InformerOptions<T> {
+  plural: Plural;
+  namespace?: string;
+  schema?: ZodType<T>;
+  /** Server-side watch timeout; the watch is renewed after it (default 60 s). */
+  watchTimeoutSeconds?: number;
+  /** Abort a watch that sent nothing, not even a bookmark, for this long (default timeout + 30 s). */
+  silenceMs?: number;
+  maxBackoffMs?: number;
+  log: Logger;
+}
+
+export const objectKey = (o: { metadata: { namespace?: string; name: string } }): string =>
+  `${o.metadata.namespace ?? ""}/${o.metadata.name}`;
+
+export function splitKey(key: string): { namespace: string; name: string } {
+  const i = key.indexOf("/");
+  return { namespace: key.slice(0, i), name: key.slice(i + 1) };
+}
+
+export class Informer<T extends KubeObject> {
+  private readonly cache = new Map<string, T>();
+  private readonly handlers: InformerHandler<T>[] = [];
+  private resourceVersion = "";
+  private stopped = false;
+  private abort?: AbortController;
+  private synced = false;
+  private syncWaiters: Array<() => void> = [];
+  private loop?: Promise<void>;
+  /** Last time the watch delivered anything (event or bookmark) or was (re)established. */
+  lastActivityAt = 0;
+  restarts = 0;
+  relists = 0;
+
+  constructor(
+    private readonly api: KubeApi,
+    private readonly opts: InformerOptions<T>,
+  ) {}
+
+  on(handler: InformerHandler<T>): void {
+    this.handlers.push(handler);
+  }
+
+  get hasSynced(): boolean {
+    return this.synced;
+  }
+
+  get(namespace: string, name: string): T | undefined {
+    return this.cache.get(`${namespace}/${name}`);
+  }
+
+  getByKey(key: string): T | undefined {
+    return this.cache.get(key);
+  }
+
+  list(namespace?: string): T[] {
+    const all = [...this.cache.values()];
+    return namespace === undefined ? all : all.filter((o) => o.metadata.namespace === namespace);
+  }
+
+  keys(): string[] {
+    return [...this.cache.keys()];
+  }
+
+  get size(): number {
+    return this.cache.size;
+  }
+
+  /** Starts the list+watch loop; resolves once the first list is in the cache. */
+  async start(): Promise<void> {
+    this.stopped = false;
+    this.loop ??= this.run();
+    if (!this.synced) await new Promise<void>((r) => this.syncWaiters.push(r));
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abort?.abort();
+    for (const w of this.syncWaiters) w();
+    this.syncWaiters = [];
+    await this.loop;
+    this.loop = undefined;
+  }
+
+  private emit(event: InformerEvent, obj: T, old?: T): void {
+    for (const h of this.handlers) {
+      try {
+        h(event, obj, old);
+      } catch (err) {
+        this.opts.log.error({ err: describeError(err) }, "informer handler threw");
+      }
+    }
+  }
+
+  private accept(raw: unknown): T | undefined {
+    if (!this.opts.schema) return raw as T;
+    const res = this.opts.schema.safeParse(raw);
+    if (res.success) return res.data;
+    const meta = (raw as KubeObject | undefined)?.metadata;
+    this.opts.log.warn(
+      {
+        object: meta ? `${meta.namespace}/${meta.name}` : "?",
+        issues: res.error.issues.slice(0, 3).map((i) => i.message),
+      },
+      "ignoring an object that fails the schema",
+    );
+    return undefined;
+  }
+
+  private upsert(raw: unknown): void {
+    const obj = this.accept(raw);
+    if (!obj) return;
+    const key = objectKey(obj);
+    const old = this.cache.get(key);
+    if (old?.metadata.resourceVersion === obj.metadata.resourceVersion) return;
+    this.cache.set(key, obj);
+    this.emit(old ? "update" : "add", obj, old);
+  }
+
+  private remove(raw: KubeObject): void {
+    const key = objectKey(raw);
+    const old = this.cache.get(key);
+    if (!old) return;
+    this.cache.delete(key);
+    this.emit("delete", old);
+  }
+
+  private async relist(): Promise<void> {
+    const { items, resourceVersion } = await this.api.list<T>(this.opts.plural, this.opts.namespace);
+    const seen = new Set<string>();
+    for (const item of items) {
+      seen.add(objectKey(item));
+      this.upsert(item);
+    }
+    for (const [key, old] of [...this.cache]) if (!seen.has(key)) this.remove(old);
+    this.resourceVersion = resourceVersion;
+    this.relists++;
+    if (!this.synced) {
+      this.synced = true;
+      for (const w of this.syncWaiters) w();
+      this.syncWaiters = [];
+    }
+  }
+
+  private path(): string {
+    const ns = this.opts.namespace;
+    return ns
+      ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${this.opts.plural}`
+      : `/apis/${GROUP}/${VERSION}/${this.opts.plural}`;
+  }
+
+  /** One watch, from the current resourceVersion, until it ends. */
+  private watchOnce(): Promise<"ended" | "expired" | "stalled"> {
+    const timeoutSeconds = this.opts.watchTimeoutSeconds ?? 60;
+    const silenceMs = this.opts.silenceMs ?? (timeoutSeconds + 30) * 1000;
+    return new Promise((resolve, reject) => {
+      let outcome: "ended" | "expired" | "stalled" = "ended";
+      let settled = false;
+      const finish = (err?: unknown) => {
+        if (settled) return;
+        settled = true;
+        clearInterval(watchdog);
+        this.abort?.abort();
+        if (err && outcome === "ended" && !this.stopped) reject(err);
+        else resolve(outcome);
+      };
+      this.lastActivityAt = Date.now();
+      const watchdog = setInterval(
+        () => {
+          if (Date.now() - this.lastActivityAt > silenceMs) {
+            outcome = "stalled";
+            finish();
+          }
+        },
+        Math.min(5_000, silenceMs / 2),
+      );
+      watchdog.unref();
+      new Watch(this.api.kubeConfig)
+        .watch(
+          this.path(),
+          { resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds },
+          (type: string, obj: KubeObject & { code?: number }) => {
+            this.lastActivityAt = Date.now();
+            if (type === "ERROR") {
+              // 410 Gone (or any other error object): our resourceVersion is unusable; relist.
+              outcome = "expired";
+              this.opts.log.info({ code: obj.code }, "watch error event; relisting");
+              return finish();
+            }
+            const rv = obj.metadata?.resourceVersion;
+            if (rv) this.resourceVersion = rv;
+            if (type === "ADDED" || type === "MODIFIED") this.upsert(obj);
+            else if (type === "DELETED") this.remove(obj);
+          },
+          (err: unknown) => {
+            if (err && isGone(err)) outcome = "expired";
+            finish(err);
+          },
+        )
+        .then((controller) => {
+          this.abort = controller;
+          if (settled) controller.abort();
+        })
+        .catch(finish);
+    });
+  }
+
+  private async run(): Promise<void> {
+    let backoff = 500;
+    const maxBackoff = this.opts.maxBackoffMs ?? 30_000;
+    while (!this.stopped) {
+      try {
+        if (!this.resourceVersion) await this.relist();
+        const outcome = await this.watchOnce();
+        if (this.stopped) break;
+        if (outcome === "expired") this.resourceVersion = "";
+        if (outcome === "stalled")
+          this.opts.log.warn({ plural: this.opts.plural }, "watch went silent; restarting it");
+        this.restarts++;
+        backoff = 500;
+      } catch (err) {
+        if (this.stopped) break;
+        if (isGone(err)) this.resourceVersion = "";
+        this.restarts++;
+        this.opts.log.warn(
+          { plural: this.opts.plural, err: describeError(err), retryInMs: backoff },
+          "list/watch failed",
+        );
+        await new Promise((r) => setTimeout(r, backoff * (0.5 + Math.random() / 2)));
+        backoff = Math.min(maxBackoff, backoff * 2);
+      }
+    }
+  }
+}

@@ -1,0 +1,165 @@
+// Leader election on a coordination.k8s.io/v1 Lease, with client-go's rules: acquire when the
+// Lease is free or its holder has not renewed within leaseDuration (by our own clock, measured
+// from when we last saw the record change, so clocks need not agree); renew every retryPeriod;
+// give up leadership when renewing has failed for renewDeadline; release on graceful shutdown.
+import { randomBytes } from "node:crypto";
+import type { Logger } from "pino";
+import type { KubeApi } from "../k8s/api.js";
+import { describeError, isAlreadyExists, isConflict, isNotFound } from "../k8s/errors.js";
+
+export interface LeaderElectionOptions {
+  namespace: string;
+  name: string;
+  identity?: string;
+  leaseDurationMs?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+  log: Logger;
+  onStartedLeading: () => void;
+  onStoppedLeading: () => void;
+}
+
+interface Lease {
+  metadata: { name: string; namespace: string; resourceVersion?: string };
+  spec: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    acquireTime?: string;
+    renewTime?: string;
+    leaseTransitions?: number;
+  };
+}
+
+/** metav1.MicroTime wants exactly six fractional digits. */
+export const microTime = (d = new Date()): string => d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+
+export function defaultIdentity(): string {
+  return `${process.env.POD_NAME ?? process.env.HOSTNAME ?? "local"}_${randomBytes(4).toString("hex")}`;
+}
+
+export class LeaderElector {
+  readonly identity: string;
+  private leading = false;
+  private stopped = false;
+  private timer?: NodeJS.Timeout;
+  private observed?: { record: string; at: number };
+  private lastRenew = 0;
+  private readonly leaseDurationMs: number;
+  private readonly renewDeadlineMs: number;
+  private readonly retryPeriodMs: number;
+
+  constructor(
+    private readonly api: KubeApi,
+    private readonly opts: LeaderElectionOptions,
+  ) {
+    this.identity = opts.identity ?? defaultIdentity();
+    this.leaseDurationMs = opts.leaseDurationMs ?? 15_000;
+    this.renewDeadlineMs = opts.renewDeadlineMs ?? 10_000;
+    this.retryPeriodMs = opts.retryPeriodMs ?? 2_000;
+  }
+
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  private get path(): string {
+    return `/apis/coordination.k8s.io/v1/namespaces/${this.opts.namespace}/leases`;
+  }
+
+  start(): void {
+    this.stopped = false;
+    const tick = async () => {
+      if (this.stopped) return;
+      await this.tryAcquireOrRenew();
+      if (!this.stopped) this.timer = setTimeout(tick, this.retryPeriodMs);
+    };
+    void tick();
+  }
+
+  private lose(reason: string): void {
+    if (!this.leading) return;
+    this.leading = false;
+    this.opts.log.warn({ identity: this.identity, reason }, "leadership lost");
+    this.opts.onStoppedLeading();
+  }
+
+  private async tryAcquireOrRenew(): Promise<void> {
+    const now = Date.now();
+    const spec = (transitions: number, acquireTime?: string) => ({
+      holderIdentity: this.identity,
+      leaseDurationSeconds: Math.ceil(this.leaseDurationMs / 1000),
+      acquireTime: acquireTime ?? microTime(),
+      renewTime: microTime(),
+      leaseTransitions: transitions,
+    });
+    try {
+      let lease: Lease | undefined;
+      try {
+        lease = await this.api.rawJson<Lease>("GET", `${this.path}/${this.opts.name}`);
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
+      if (!lease) {
+        await this.api.rawJson("POST", this.path, {
+          apiVersion: "coordination.k8s.io/v1",
+          kind: "Lease",
+          metadata: { name: this.opts.name, namespace: this.opts.namespace },
+          spec: spec(0),
+        });
+        return this.acquired();
+      }
+      const record = JSON.stringify([lease.spec.holderIdentity, lease.spec.renewTime]);
+      if (this.observed?.record !== record) this.observed = { record, at: now };
+      const holder = lease.spec.holderIdentity;
+      const duration = (lease.spec.leaseDurationSeconds ?? 15) * 1000;
+      const heldByOther = holder && holder !== this.identity && now < this.observed.at + duration;
+      if (heldByOther) {
+        this.lose(`lease held by ${holder}`);
+        return;
+      }
+      const transitions = (lease.spec.leaseTransitions ?? 0) + (holder === this.identity ? 0 : 1);
+      await this.api.rawJson("PUT", `${this.path}/${this.opts.name}`, {
+        ...lease,
+        spec: spec(transitions, holder === this.identity ? lease.spec.acquireTime : undefined),
+      });
+      this.acquired();
+    } catch (err) {
+      if (!(isConflict(err) || isAlreadyExists(err))) {
+        this.opts.log.warn(
+          { err: describeError(err) },
+          "leader election: could not read or update the lease",
+        );
+      }
+      if (this.leading && Date.now() - this.lastRenew > this.renewDeadlineMs)
+        this.lose("could not renew the lease in time");
+    }
+  }
+
+  private acquired(): void {
+    this.lastRenew = Date.now();
+    if (this.leading) return;
+    this.leading = true;
+    this.opts.log.info({ identity: this.identity }, "became the leader");
+    this.opts.onStartedLeading();
+  }
+
+  /** Stops campaigning; a leader releases the Lease so a successor need not wait it out. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    if (!this.leading) return;
+    this.leading = false;
+    try {
+      const lease = await this.api.rawJson<Lease>("GET", `${this.path}/${this.opts.name}`);
+      if (lease.spec.holderIdentity === this.identity) {
+        await this.api.rawJson("PUT", `${this.path}/${this.opts.name}`, {
+          ...lease,
+          spec: { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: microTime() },
+        });
+      }
+    } catch (err) {
+      this.opts.log.warn({ err: describeError(err) }, "could not release the lease");
+    }
+    this.opts.onStoppedLeading();
+  }
+}

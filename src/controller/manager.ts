@@ -1,0 +1,230 @@
+// Wires the controllers together: informers fill caches on every replica; only the leader runs
+// the work queues. Event handlers only enqueue keys; the periodic resync (the spec's tick)
+// enqueues every key, so a missed event is corrected within one tick.
+import type { Logger } from "pino";
+import { BillingAccount, billingAccountName } from "../crds/billingaccount.js";
+import { GpuEndpoint } from "../crds/gpuendpoint.js";
+import { MediaJob } from "../crds/mediajob.js";
+import type { Env } from "../config/env.js";
+import type { KubeApi } from "../k8s/api.js";
+import { describeError } from "../k8s/errors.js";
+import { EventRecorder } from "../k8s/events.js";
+import type { GpuProviderClient } from "../provider/index.js";
+import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
+import { ProviderView } from "./gpuendpoint/provider-view.js";
+import { Informer, objectKey } from "./informer.js";
+import { LeaderElector } from "./leader.js";
+import { MediaJobReconciler } from "./mediajob/reconciler.js";
+import { ControllerMetrics } from "./metrics.js";
+import { WorkQueue, type Reconciler } from "./workqueue.js";
+import { RetryLater } from "./mediajob/reconciler.js";
+
+export interface ManagerOptions {
+  api: KubeApi;
+  provider: GpuProviderClient;
+  env: Env;
+  log: Logger;
+  metrics?: ControllerMetrics;
+  /** Identity in the leader Lease (tests give each process its own). */
+  identity?: string;
+  leaseDurationMs?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+  /** Called when leadership is lost: controller-runtime exits so the pod restarts as a candidate. */
+  onLeadershipLost?: () => void;
+}
+
+export class Manager {
+  readonly jobs: Informer<MediaJob>;
+  readonly endpoints: Informer<GpuEndpoint>;
+  readonly accounts: Informer<BillingAccount>;
+  readonly jobQueue: WorkQueue;
+  readonly endpointQueue: WorkQueue;
+  readonly metrics: ControllerMetrics;
+  readonly elector?: LeaderElector;
+  private resyncTimer?: NodeJS.Timeout;
+  private running?: Promise<unknown>;
+  private leading = false;
+  private stopped = false;
+  readonly jobReconciler: MediaJobReconciler;
+  readonly endpointReconciler: GpuEndpointReconciler;
+
+  constructor(private readonly o: ManagerOptions) {
+    const { api, env, log } = o;
+    const ns = env.WATCH_NAMESPACE;
+    this.metrics = o.metrics ?? new ControllerMetrics();
+    this.jobs = new Informer<MediaJob>(api, {
+      plural: "mediajobs",
+      namespace: ns,
+      schema: MediaJob,
+      log: log.child({ informer: "mediajobs" }),
+    });
+    this.endpoints = new Informer<GpuEndpoint>(api, {
+      plural: "gpuendpoints",
+      namespace: ns,
+      schema: GpuEndpoint as never,
+      log: log.child({ informer: "gpuendpoints" }),
+    });
+    this.accounts = new Informer<BillingAccount>(api, {
+      plural: "billingaccounts",
+      namespace: ns,
+      schema: BillingAccount,
+      log: log.child({ informer: "billingaccounts" }),
+    });
+    const events = new EventRecorder(api.core, "media-orchestrator-controller", log);
+    const tickMs = env.RESYNC_INTERVAL_SECONDS * 1000;
+    const queueOpts = (name: string) => ({
+      onError: (key: string, err: unknown, retryInMs: number) => {
+        const level = err instanceof RetryLater ? "info" : "warn";
+        log[level](
+          { controller: name, key, err: describeError(err), retryInMs },
+          "reconcile failed; retrying with backoff",
+        );
+      },
+      onDone: (_key: string, ms: number, outcome: string) => {
+        this.metrics.reconciles.inc({ controller: name, outcome });
+        this.metrics.reconcileSeconds.observe({ controller: name }, ms / 1000);
+      },
+    });
+    this.jobQueue = new WorkQueue(queueOpts("mediajob"));
+    this.endpointQueue = new WorkQueue({ ...queueOpts("gpuendpoint"), maxDelayMs: tickMs });
+
+    if (!env.CALLBACK_BASE_URL || !env.CALLBACK_SECRET)
+      throw new Error("CALLBACK_BASE_URL and CALLBACK_SECRET are required");
+    this.jobReconciler = new MediaJobReconciler({
+      api,
+      jobs: this.jobs,
+      endpoints: this.endpoints,
+      accounts: this.accounts,
+      provider: o.provider,
+      events,
+      log: log.child({ controller: "mediajob" }),
+      settings: {
+        callbackBaseUrl: env.CALLBACK_BASE_URL,
+        callbackSecret: env.CALLBACK_SECRET,
+        defaultTimeoutSeconds: env.JOB_TIMEOUT_SECONDS,
+        tickMs,
+      },
+      onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
+    });
+    this.endpointReconciler = new GpuEndpointReconciler({
+      api,
+      endpoints: this.endpoints,
+      provider: o.provider,
+      view: new ProviderView(o.provider, Math.max(1_000, tickMs - 500)),
+      events,
+      log: log.child({ controller: "gpuendpoint" }),
+      env,
+      tickMs,
+    });
+
+    this.jobs.on((_e, job) => this.jobQueue.add(objectKey(job)));
+    this.endpoints.on((event, ep, old) => {
+      this.endpointQueue.add(objectKey(ep));
+      // Jobs waiting on this endpoint go at once, not at the next tick.
+      if (
+        event !== "delete" &&
+        JSON.stringify(ep.status?.conditions) === JSON.stringify(old?.status?.conditions)
+      )
+        return;
+      for (const job of this.jobs.list(ep.metadata.namespace)) {
+        if (job.status?.phase !== "Pending" && job.status?.phase !== undefined) continue;
+        if (
+          job.spec.endpointRef
+            ? job.spec.endpointRef === ep.metadata.name
+            : job.spec.workload === ep.spec.workload
+        ) {
+          this.jobQueue.add(objectKey(job));
+        }
+      }
+    });
+    this.accounts.on((_e, acct) => {
+      for (const job of this.jobs.list(acct.metadata.namespace)) {
+        if (job.spec.account && billingAccountName(job.spec.account) === acct.metadata.name)
+          this.jobQueue.add(objectKey(job));
+      }
+    });
+
+    if (env.LEADER_ELECTION) {
+      this.elector = new LeaderElector(api, {
+        namespace: env.LEADER_ELECTION_NAMESPACE,
+        name: env.LEADER_ELECTION_ID,
+        identity: o.identity,
+        leaseDurationMs: o.leaseDurationMs,
+        renewDeadlineMs: o.renewDeadlineMs,
+        retryPeriodMs: o.retryPeriodMs,
+        log: log.child({ component: "leader-election" }),
+        onStartedLeading: () => this.startLeading(),
+        onStoppedLeading: () => this.stopLeading(),
+      });
+    }
+  }
+
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  get synced(): boolean {
+    return this.jobs.hasSynced && this.endpoints.hasSynced && this.accounts.hasSynced;
+  }
+
+  /** Starts the caches, then campaigns (or leads at once without leader election). */
+  async start(): Promise<void> {
+    this.stopped = false;
+    await Promise.all([this.jobs.start(), this.endpoints.start(), this.accounts.start()]);
+    if (this.elector) this.elector.start();
+    else this.startLeading();
+  }
+
+  private startLeading(): void {
+    if (this.leading || this.stopped) return;
+    this.leading = true;
+    this.metrics.leader.set(1);
+    const concurrency = this.o.env.MAX_CONCURRENT_RECONCILES;
+    this.running = Promise.all([
+      this.jobQueue.run(concurrency, this.instrument(this.jobReconciler.reconcile)),
+      this.endpointQueue.run(Math.max(1, Math.min(4, concurrency)), this.endpointReconciler.reconcile),
+    ]);
+    this.resync();
+    const tickMs = this.o.env.RESYNC_INTERVAL_SECONDS * 1000;
+    this.resyncTimer = setInterval(() => this.resync(), tickMs);
+    this.resyncTimer.unref();
+  }
+
+  private instrument(r: Reconciler): Reconciler {
+    return async (key) => {
+      this.metrics.queueDepth.set({ controller: "mediajob" }, this.jobQueue.length);
+      return r(key);
+    };
+  }
+
+  /** The tick: every cached object is reconciled again. */
+  resync(): void {
+    for (const key of this.endpoints.keys()) this.endpointQueue.add(key);
+    for (const key of this.jobs.keys()) this.jobQueue.add(key);
+    this.metrics.cachedObjects.set({ resource: "mediajobs" }, this.jobs.size);
+    this.metrics.cachedObjects.set({ resource: "gpuendpoints" }, this.endpoints.size);
+  }
+
+  /** Losing the lease stops reconciling at once: no new key is handed out. */
+  private stopLeading(): void {
+    if (!this.leading) return;
+    this.leading = false;
+    this.metrics.leader.set(0);
+    if (this.resyncTimer) clearInterval(this.resyncTimer);
+    this.jobQueue.shutdown();
+    this.endpointQueue.shutdown();
+    if (!this.stopped) this.o.onLeadershipLost?.();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.resyncTimer) clearInterval(this.resyncTimer);
+    this.jobQueue.shutdown();
+    this.endpointQueue.shutdown();
+    await this.running; // in-flight reconciles finish
+    if (this.elector) await this.elector.stop();
+    this.leading = false;
+    await Promise.all([this.jobs.stop(), this.endpoints.stop(), this.accounts.stop()]);
+  }
+}

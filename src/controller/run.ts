@@ -1,0 +1,44 @@
+// Builds the controller from the configuration: provider client, manager, health server.
+import type { Logger } from "pino";
+import { requireVars, type Env } from "../config/env.js";
+import { KubeApi } from "../k8s/api.js";
+import { loadKubeConfig } from "../k8s/config.js";
+import { GpuProviderClient } from "../provider/index.js";
+import { startControllerHealthServer } from "./health.js";
+import { Manager } from "./manager.js";
+
+export interface RunningController {
+  manager: Manager;
+  healthUrl: string;
+  stop(): Promise<void>;
+}
+
+export async function runController(
+  env: Env,
+  log: Logger,
+  opts: { kubeconfig?: string; onLeadershipLost?: () => void } = {},
+): Promise<RunningController> {
+  requireVars(env, ["GPU_PROVIDER_API_KEY", "CALLBACK_BASE_URL", "CALLBACK_SECRET"], "controller");
+  const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }));
+  const provider = new GpuProviderClient({
+    apiUrl: env.GPU_PROVIDER_API_URL,
+    managementUrl: env.GPU_PROVIDER_MANAGEMENT_URL,
+    apiKey: env.GPU_PROVIDER_API_KEY!,
+    logger: log.child({ component: "gpu-provider" }),
+  });
+  const manager = new Manager({ api, provider, env, log, onLeadershipLost: opts.onLeadershipLost });
+  const health = await startControllerHealthServer(manager, env.WEBHOOKS_HOST, env.CONTROLLER_METRICS_PORT);
+  await manager.start();
+  log.info(
+    { health: health.url, namespace: env.WATCH_NAMESPACE ?? "(all)", leaderElection: env.LEADER_ELECTION },
+    "controller started",
+  );
+  return {
+    manager,
+    healthUrl: health.url,
+    stop: async () => {
+      await manager.stop();
+      await new Promise<void>((r) => health.server.close(() => r()));
+    },
+  };
+}

@@ -1,0 +1,155 @@
+// A work queue of keys with client-go's semantics:
+//  - a key added many times before it is processed is processed once (the `dirty` set);
+//  - a key is never processed by two workers at once (the `processing` set): added while being
+//    processed, it is processed again afterwards;
+//  - failures requeue with per-key exponential backoff; success forgets the backoff;
+//  - requeue-after keeps only the earliest timer per key.
+
+export interface ReconcileResult {
+  /** Reconcile this key again after this many milliseconds (polling an external system). */
+  requeueAfterMs?: number;
+}
+
+export type Reconciler = (key: string) => Promise<ReconcileResult | void>;
+
+export interface WorkQueueOptions {
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  onError?: (key: string, err: unknown, retryInMs: number) => void;
+  onDone?: (key: string, durationMs: number, outcome: "success" | "error" | "requeue") => void;
+}
+
+export class WorkQueue {
+  private readonly queue: string[] = [];
+  private head = 0;
+  private readonly dirty = new Set<string>();
+  private readonly processing = new Set<string>();
+  private readonly failures = new Map<string, number>();
+  private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  private waiters: Array<() => void> = [];
+  private shuttingDown = false;
+  private readonly baseDelayMs: number;
+  private readonly maxDelayMs: number;
+
+  constructor(private readonly opts: WorkQueueOptions = {}) {
+    this.baseDelayMs = opts.baseDelayMs ?? 5;
+    this.maxDelayMs = opts.maxDelayMs ?? 5 * 60_000;
+  }
+
+  get length(): number {
+    return this.queue.length - this.head;
+  }
+
+  get inFlight(): number {
+    return this.processing.size;
+  }
+
+  add(key: string): void {
+    if (this.shuttingDown || this.dirty.has(key)) return;
+    this.dirty.add(key);
+    if (this.processing.has(key)) return; // picked up again by done()
+    this.queue.push(key);
+    this.wake();
+  }
+
+  addAfter(key: string, delayMs: number): void {
+    if (this.shuttingDown) return;
+    if (delayMs <= 0) return this.add(key);
+    const at = Date.now() + delayMs;
+    const existing = this.timers.get(key);
+    if (existing && existing.at <= at) return;
+    if (existing) clearTimeout(existing.timer);
+    const timer = setTimeout(() => {
+      this.timers.delete(key);
+      this.add(key);
+    }, delayMs);
+    timer.unref();
+    this.timers.set(key, { at, timer });
+  }
+
+  /** Requeues with the key's next backoff delay and returns that delay. */
+  addRateLimited(key: string): number {
+    const n = this.failures.get(key) ?? 0;
+    this.failures.set(key, n + 1);
+    const delay = Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** n);
+    this.addAfter(key, delay);
+    return delay;
+  }
+
+  forget(key: string): void {
+    this.failures.delete(key);
+  }
+
+  failuresOf(key: string): number {
+    return this.failures.get(key) ?? 0;
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** The next key to process, or undefined once shut down. */
+  async get(): Promise<string | undefined> {
+    while (this.length === 0) {
+      if (this.shuttingDown) return undefined;
+      await new Promise<void>((r) => this.waiters.push(r));
+    }
+    const key = this.queue[this.head++]!;
+    if (this.head > 1024 && this.head * 2 > this.queue.length) {
+      this.queue.splice(0, this.head);
+      this.head = 0;
+    }
+    this.dirty.delete(key);
+    this.processing.add(key);
+    return key;
+  }
+
+  done(key: string): void {
+    this.processing.delete(key);
+    if (this.dirty.has(key)) {
+      this.queue.push(key);
+      this.wake();
+    }
+  }
+
+  /**
+   * Runs `concurrency` workers until shutdown. Each key goes through `reconcile`; an error requeues
+   * it with backoff, a requeueAfter schedules it, success forgets its backoff.
+   */
+  async run(concurrency: number, reconcile: Reconciler): Promise<void> {
+    const worker = async () => {
+      for (;;) {
+        const key = await this.get();
+        if (key === undefined) return;
+        const started = Date.now();
+        try {
+          const result = await reconcile(key);
+          this.forget(key);
+          if (result?.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
+          this.opts.onDone?.(
+            key,
+            Date.now() - started,
+            result?.requeueAfterMs !== undefined ? "requeue" : "success",
+          );
+        } catch (err) {
+          const delay = this.addRateLimited(key);
+          this.opts.onError?.(key, err, delay);
+          this.opts.onDone?.(key, Date.now() - started, "error");
+        } finally {
+          this.done(key);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, worker));
+  }
+
+  /** Stops handing out keys; workers finish their current key and return. */
+  shutdown(): void {
+    this.shuttingDown = true;
+    for (const { timer } of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+    this.wake();
+  }
+}

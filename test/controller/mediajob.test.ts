@@ -1,0 +1,294 @@
+// The MediaJob controller against the real control plane and the simulator over HTTP. Callbacks
+// go nowhere here (no sidecar): every completion below comes from the controller's own recovery
+// of missed callbacks, the spec's manual runbook automated. test/e2e covers callbacks.
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { CoreV1Api } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import type { Manager } from "../../src/controller/manager.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import type { Simulator } from "../../src/simulator/server.js";
+import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import {
+  condition,
+  gpuEndpoint,
+  mediaJob,
+  simEndpointId,
+  startManager,
+  startTestSimulator,
+  testEnv,
+  waitForPhase,
+  waitForReady,
+} from "../support/stack.js";
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+let ns = "";
+let sim: Simulator;
+let manager: Manager;
+
+async function eventsFor(name: string): Promise<Array<{ reason: string; message: string; type: string }>> {
+  const list = await kc
+    .makeApiClient(CoreV1Api)
+    .listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${name}` });
+  return list.items.map((e) => ({ reason: e.reason ?? "", message: e.message ?? "", type: e.type ?? "" }));
+}
+
+beforeAll(async () => {
+  ns = await createTestNamespace(kc, "mediajob");
+  sim = await startTestSimulator();
+  manager = startManager(kc, sim, testEnv(ns, { GPU_PROVIDER_API_URL: sim.url, JOB_TIMEOUT_SECONDS: "2" }));
+  await manager.start();
+  for (const w of ["asr", "tts", "render"])
+    await api.create("gpuendpoints", ns, gpuEndpoint(w, { workload: w }) as never);
+  for (const w of ["asr", "tts", "render"]) await waitForReady(api, ns, w);
+});
+
+afterAll(async () => {
+  await manager?.stop();
+  await sim?.close();
+});
+
+describe("MediaJob lifecycle", () => {
+  it("fixes the job id, submits with it, and completes a job whose callback was lost", async () => {
+    sim.setFaults({ dropCallback: 1 });
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("dropped", {
+        workload: "asr",
+        id: "order-7",
+        timeoutSeconds: 1,
+        input: { audio: "a.wav" },
+      }) as never,
+    );
+    const job = await waitForPhase(api, ns, "dropped", "Completed");
+    expect(job.status).toMatchObject({ jobId: "order-7", providerJobId: "order-7", attempts: 1 });
+    expect(job.status?.output).toBeTruthy();
+    expect(job.status?.endpointId).toBe(simEndpointId(sim, "media-asr-test"));
+    expect(sim.executions("order-7")).toBe(1);
+    expect(condition(job, "Succeeded")).toMatchObject({ status: "True", reason: "Completed" });
+    // The finalizer guards only in-flight jobs: it comes off once the job is finished.
+    await eventually(async () => {
+      const j = await api.get<MediaJob>("mediajobs", ns, "dropped");
+      return !(j?.metadata.finalizers ?? []).includes("media-orchestrator.io/cancel-at-provider");
+    });
+    const events = await eventsFor("dropped");
+    expect(events.map((e) => e.reason)).toEqual(
+      expect.arrayContaining(["Submitted", "RecoveredMissedCallback"]),
+    );
+    sim.setFaults({});
+  });
+
+  it("defaults the job id to metadata.uid", async () => {
+    const created = await api.create<MediaJob>(
+      "mediajobs",
+      ns,
+      mediaJob("by-uid", { workload: "tts", timeoutSeconds: 1 }) as never,
+    );
+    const job = await waitForPhase(api, ns, "by-uid", "Completed");
+    expect(job.status?.jobId).toBe(created.metadata.uid);
+    expect(sim.executions(created.metadata.uid!)).toBe(1);
+  });
+
+  it("replays a job the provider forgot (status 404): Pending, replay true, resubmitted", async () => {
+    sim.holdJob("lost-1");
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("lost", { workload: "render", id: "lost-1", timeoutSeconds: 1 }) as never,
+    );
+    await waitForPhase(api, ns, "lost", "Processing");
+    await eventually(() => sim.executions("lost-1") === 1);
+    sim.forgetJob("lost-1");
+    sim.releaseJob("lost-1");
+    const job = await waitForPhase(api, ns, "lost", "Completed");
+    expect(job.status).toMatchObject({ replay: true, attempts: 2, jobId: "lost-1" });
+    expect(sim.executions("lost-1")).toBe(2); // the provider lost the first run: a second is the only way
+    expect((await eventsFor("lost")).map((e) => e.reason)).toContain("ProviderLostJob");
+  });
+
+  it("keeps checking a stuck job the provider still runs, then completes it", async () => {
+    sim.holdJob("slow-1");
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("slow", { workload: "asr", id: "slow-1", timeoutSeconds: 1 }) as never,
+    );
+    await eventually(async () => (await eventsFor("slow")).some((e) => e.reason === "StillRunning"), {
+      timeoutMs: 10_000,
+    });
+    expect((await api.get<MediaJob>("mediajobs", ns, "slow"))?.status?.phase).toBe("Processing");
+    sim.releaseJob("slow-1");
+    const job = await waitForPhase(api, ns, "slow", "Completed");
+    expect(job.status?.attempts).toBe(1);
+    expect(sim.executions("slow-1")).toBe(1);
+  });
+
+  it("retries a FAILED job with a fresh submission id while attempts remain, then fails it", async () => {
+    sim.setFaults({ failJob: 1, dropCallback: 1 });
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("flaky", { workload: "tts", id: "flaky-1", timeoutSeconds: 1, maxAttempts: 2 }) as never,
+    );
+    const job = await waitForPhase(api, ns, "flaky", "Failed");
+    sim.setFaults({});
+    expect(job.status).toMatchObject({ attempts: 2, failures: 2 });
+    expect(job.status?.error).toMatch(/^FAILED/);
+    expect(sim.executions("flaky-1")).toBe(1);
+    expect(sim.executions("flaky-1-retry-1")).toBe(1);
+    expect(condition(job, "Succeeded")).toMatchObject({ status: "False", reason: "Failed" });
+  });
+});
+
+describe("the operator's reset, as the README writes it", () => {
+  function readmeResetCommand(name: string): string[] {
+    // The command is taken from the README itself, so the documented command is the tested one.
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    const block = /```sh\n(kubectl patch mediajob "\$JOB"[\s\S]*?)\n```/.exec(readme);
+    if (!block) throw new Error("README has no reset command block");
+    const script = block[1]!.replace(/\\\n\s*/g, " ");
+    return ["-c", `JOB=${name}; ${script}`];
+  }
+
+  it("resets a Processing job to Pending with replay; it is resubmitted within a tick and runs once", async () => {
+    sim.holdJob("reset-1");
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("resettable", { workload: "asr", id: "reset-1", timeoutSeconds: 2 }) as never,
+    );
+    const before = await waitForPhase(api, ns, "resettable", "Processing");
+    execFileSync("bash", readmeResetCommand("resettable"), {
+      env: { ...process.env, KUBECONFIG: testKubeconfigPath(), NAMESPACE: ns },
+      encoding: "utf8",
+    });
+    const resubmitted = await eventually(async () => {
+      const j = await api.get<MediaJob>("mediajobs", ns, "resettable");
+      return j?.status?.attempts === 2 && j.status.phase === "Processing" ? j : undefined;
+    });
+    expect(resubmitted.status?.replay).toBe(true);
+    expect(Date.parse(resubmitted.status!.updatedAt!)).toBeGreaterThan(
+      Date.parse(before.status!.updatedAt!) - 1000,
+    );
+    sim.releaseJob("reset-1");
+    await waitForPhase(api, ns, "resettable", "Completed");
+    expect(sim.executions("reset-1")).toBe(1); // same id: the provider answered with the job it had
+  });
+
+  it("refuses the reset of a job that is not Processing and changes nothing", async () => {
+    await api.create("mediajobs", ns, mediaJob("done", { workload: "tts", timeoutSeconds: 1 }) as never);
+    const done = await waitForPhase(api, ns, "done", "Completed");
+    expect(() =>
+      execFileSync("bash", readmeResetCommand("done"), {
+        env: { ...process.env, KUBECONFIG: testKubeconfigPath(), NAMESPACE: ns },
+        encoding: "utf8",
+        stdio: "pipe",
+      }),
+    ).toThrow(/the server rejected our request due to an error in our request/);
+    const after = await api.get<MediaJob>("mediajobs", ns, "done");
+    expect(after?.status?.phase).toBe("Completed");
+    expect(after?.metadata.resourceVersion).toBe(done.metadata.resourceVersion);
+  });
+});
+
+describe("pipelines", () => {
+  it("runs asr -> tts -> render: three Completed jobs, each fed the previous output, and no fourth", async () => {
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("pipe", {
+        workload: "asr",
+        timeoutSeconds: 1,
+        input: { audio: "s3://in.wav" },
+        then: [
+          { workload: "tts", timeoutSeconds: 1, input: { voice: "en-1" } },
+          { workload: "render", timeoutSeconds: 1 },
+        ],
+      }) as never,
+    );
+    await waitForPhase(api, ns, "pipe-2-render", "Completed");
+    const first = await waitForPhase(api, ns, "pipe", "Completed");
+    const second = await waitForPhase(api, ns, "pipe-1-tts", "Completed");
+    const third = await waitForPhase(api, ns, "pipe-2-render", "Completed");
+    expect(first.status?.nextJob).toBe("pipe-1-tts");
+    expect(second.status?.nextJob).toBe("pipe-2-render");
+    expect(third.status?.nextJob).toBeUndefined();
+    expect(second.spec.input).toMatchObject({
+      voice: "en-1",
+      previous: { job: "pipe", workload: "asr", output: first.status?.output },
+    });
+    expect(third.spec.input).toMatchObject({
+      previous: { job: "pipe-1-tts", output: second.status?.output },
+    });
+    expect(second.metadata.ownerReferences?.[0]).toMatchObject({ name: "pipe", uid: first.metadata.uid });
+    // A few more ticks: nothing else appears.
+    await new Promise((r) => setTimeout(r, 2500));
+    const all = await api.list<MediaJob>("mediajobs", ns, {
+      labelSelector: "media-orchestrator.io/pipeline=pipe",
+    });
+    expect(all.items.map((j) => j.metadata.name).sort()).toEqual(["pipe-1-tts", "pipe-2-render"]);
+  });
+
+  it("triggers the next step when an operator completes a job by hand", async () => {
+    sim.holdJob("manual-1");
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("manual", {
+        workload: "asr",
+        id: "manual-1",
+        timeoutSeconds: 600,
+        then: [{ workload: "tts", timeoutSeconds: 1 }],
+      }) as never,
+    );
+    const processing = await waitForPhase(api, ns, "manual", "Processing");
+    await api.replaceStatus("mediajobs", {
+      ...processing,
+      status: { ...processing.status, phase: "Completed", output: { transcript: "by hand" } },
+    } as never);
+    const next = await waitForPhase(api, ns, "manual-1-tts", "Completed");
+    expect(next.spec.input).toMatchObject({ previous: { output: { transcript: "by hand" } } });
+    sim.releaseJob("manual-1");
+  });
+});
+
+describe("endpoints", () => {
+  it("keeps a job Pending with the cause while its endpoint is missing, then runs it once the endpoint appears", async () => {
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("waits", { workload: "asr", endpointRef: "late-asr", timeoutSeconds: 1 }) as never,
+    );
+    const waiting = await eventually(async () => {
+      const j = await api.get<MediaJob>("mediajobs", ns, "waits");
+      return condition(j, "EndpointReady")?.reason === "EndpointMissing" ? j : undefined;
+    });
+    expect(waiting.status?.phase).toBe("Pending");
+    expect(condition(waiting, "EndpointReady")?.message).toMatch(/GpuEndpoint late-asr does not exist/);
+    expect(
+      (await eventsFor("waits")).some((e) => e.type === "Warning" && e.reason === "EndpointMissing"),
+    ).toBe(true);
+    await api.create("gpuendpoints", ns, gpuEndpoint("late-asr", { workload: "asr" }) as never);
+    const job = await waitForPhase(api, ns, "waits", "Completed");
+    expect(condition(job, "EndpointReady")?.status).toBe("True");
+  });
+});
+
+describe("deletion", () => {
+  it("cancels a Processing job at the provider before the object goes", async () => {
+    sim.holdJob("del-1");
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("deleted", { workload: "render", id: "del-1", timeoutSeconds: 600 }) as never,
+    );
+    const job = await waitForPhase(api, ns, "deleted", "Processing");
+    expect(job.metadata.finalizers).toContain("media-orchestrator.io/cancel-at-provider");
+    await api.delete("mediajobs", ns, "deleted");
+    await eventually(async () => (await api.get("mediajobs", ns, "deleted")) === undefined);
+    expect(sim.getJob("del-1")?.status).toBe("CANCELLED");
+  });
+});

@@ -1,0 +1,137 @@
+// A controller under test: the provider simulator over real HTTP, the real control plane, and a
+// Manager watching one namespace (so test files never see each other's objects).
+import { randomBytes } from "node:crypto";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { pino } from "pino";
+import { parseEnv, type Env } from "../../src/config/env.js";
+import { API_VERSION } from "../../src/crds/index.js";
+import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import { Manager } from "../../src/controller/manager.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import { GpuProviderClient } from "../../src/provider/index.js";
+import { startSimulator, type Simulator, type SimulatorOptions } from "../../src/simulator/server.js";
+import { eventually } from "./kube.js";
+
+export const TEST_ENV = "test";
+export const PREFIX = "media";
+export const SIM_KEY = "sim-key";
+
+export function testEnv(namespace: string, overrides: Record<string, string> = {}): Env {
+  return parseEnv({
+    GPU_PROVIDER_API_KEY: SIM_KEY,
+    GPU_PROVIDER_API_URL: "http://127.0.0.1:1",
+    MEDIA_ENV: TEST_ENV,
+    MEDIA_ENDPOINT_PREFIX: PREFIX,
+    CALLBACK_BASE_URL: "http://127.0.0.1:9",
+    CALLBACK_SECRET: `callback-secret-${randomBytes(8).toString("hex")}`,
+    PAYMENT_PROVIDER_WEBHOOK_SECRET: `whsec_${randomBytes(12).toString("hex")}`,
+    RESYNC_INTERVAL_SECONDS: "1",
+    JOB_TIMEOUT_SECONDS: "600",
+    WATCH_NAMESPACE: namespace,
+    LEADER_ELECTION: "false",
+    LEADER_ELECTION_NAMESPACE: namespace,
+    MAX_CONCURRENT_RECONCILES: "4",
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
+    ...overrides,
+  });
+}
+
+export const testLogger = () => pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
+
+/** A simulator with the three conventional endpoints, fast. */
+export function startTestSimulator(opts: SimulatorOptions = {}): Promise<Simulator> {
+  return startSimulator({
+    timeScale: 0.01,
+    coldStartMs: 500,
+    executionMs: 1000,
+    callbackRetryDelayMs: 500,
+    endpoints: ["asr", "tts", "render"].map((w) => ({
+      name: `${PREFIX}-${w}-${TEST_ENV}`,
+      workload: w as "asr",
+      workersMax: 3,
+    })),
+    logger: testLogger(),
+    ...opts,
+  });
+}
+
+export function startManager(
+  kc: KubeConfig,
+  sim: Simulator,
+  env: Env,
+  extra: Partial<ConstructorParameters<typeof Manager>[0]> = {},
+): Manager {
+  const api = new KubeApi(kc);
+  const provider = new GpuProviderClient({
+    apiUrl: sim.url,
+    apiKey: env.GPU_PROVIDER_API_KEY!,
+    timeoutMs: 5_000,
+    retryBudgetMs: 5_000,
+  });
+  return new Manager({ api, provider, env, log: testLogger(), ...extra });
+}
+
+type Spec = Record<string, unknown> & { workload: string };
+
+/** The provider id of the simulator's endpoint with this name. */
+export function simEndpointId(sim: Simulator, name: string): string | undefined {
+  return (sim.listEndpoints() as Array<{ id?: string; name?: string }>).find((e) => e.name === name)?.id;
+}
+
+export const gpuEndpoint = (name: string, spec: Spec) => ({
+  apiVersion: API_VERSION,
+  kind: "GpuEndpoint",
+  metadata: { name },
+  spec,
+});
+
+export const mediaJob = (name: string, spec: Spec) => ({
+  apiVersion: API_VERSION,
+  kind: "MediaJob",
+  metadata: { name },
+  spec,
+});
+
+export async function waitForPhase(
+  api: KubeApi,
+  ns: string,
+  name: string,
+  phase: string,
+  timeoutMs = 20_000,
+): Promise<MediaJob> {
+  let last: MediaJob | undefined;
+  return eventually(
+    async () => {
+      last = await api.get<MediaJob>("mediajobs", ns, name);
+      return last?.status?.phase === phase ? last : undefined;
+    },
+    {
+      timeoutMs,
+      message: () => `MediaJob ${ns}/${name} to reach ${phase} (last: ${JSON.stringify(last?.status)})`,
+    },
+  );
+}
+
+export async function waitForReady(
+  api: KubeApi,
+  ns: string,
+  name: string,
+  timeoutMs = 20_000,
+): Promise<GpuEndpoint> {
+  return eventually(
+    async () => {
+      const ep = await api.get<GpuEndpoint>("gpuendpoints", ns, name);
+      return ep?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ? ep : undefined;
+    },
+    { timeoutMs, message: `GpuEndpoint ${ns}/${name} to be Ready` },
+  );
+}
+
+export function condition(
+  obj: { status?: { conditions?: Array<{ type: string }> } } | undefined,
+  type: string,
+) {
+  return obj?.status?.conditions?.find((c) => c.type === type) as
+    { type: string; status: string; reason: string; message: string } | undefined;
+}
