@@ -48,6 +48,8 @@ export class Manager {
   private stopped = false;
   readonly jobReconciler: MediaJobReconciler;
   readonly endpointReconciler: GpuEndpointReconciler;
+  /** The provider's management view shared by every GpuEndpoint reconcile (one check per tick). */
+  readonly providerView: ProviderView;
 
   constructor(private readonly o: ManagerOptions) {
     const { api, env, log } = o;
@@ -107,11 +109,12 @@ export class Manager {
       },
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
     });
+    this.providerView = new ProviderView(o.provider, Math.max(1_000, tickMs - 500));
     this.endpointReconciler = new GpuEndpointReconciler({
       api,
       endpoints: this.endpoints,
       provider: o.provider,
-      view: new ProviderView(o.provider, Math.max(1_000, tickMs - 500)),
+      view: this.providerView,
       events,
       log: log.child({ controller: "gpuendpoint" }),
       env,

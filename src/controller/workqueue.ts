@@ -90,10 +90,11 @@ export class WorkQueue {
     for (const w of waiters) w();
   }
 
-  /** The next key to process, or undefined once shut down. */
+  /** The next key to process, or undefined once shut down (queued keys are not drained). */
   async get(): Promise<string | undefined> {
-    while (this.length === 0) {
+    for (;;) {
       if (this.shuttingDown) return undefined;
+      if (this.length > 0) break;
       await new Promise<void>((r) => this.waiters.push(r));
     }
     const key = this.queue[this.head++]!;

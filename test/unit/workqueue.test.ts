@@ -1,0 +1,102 @@
+import { describe, expect, it } from "vitest";
+import { WorkQueue } from "../../src/controller/workqueue.js";
+
+const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
+
+describe("WorkQueue", () => {
+  it("collapses duplicates added before processing", async () => {
+    const q = new WorkQueue();
+    for (let i = 0; i < 5; i++) q.add("a");
+    q.add("b");
+    expect(q.length).toBe(2);
+    expect(await q.get()).toBe("a");
+    expect(await q.get()).toBe("b");
+  });
+
+  it("never hands out a key that is being processed; re-adds it after done()", async () => {
+    const q = new WorkQueue();
+    q.add("a");
+    const key = await q.get();
+    q.add("a"); // while processing
+    expect(q.length).toBe(0);
+    q.done(key!);
+    expect(q.length).toBe(1);
+    expect(await q.get()).toBe("a");
+  });
+
+  it("runs a key on one worker at a time, even under many workers and re-adds", async () => {
+    const q = new WorkQueue();
+    let running = 0;
+    let maxRunning = 0;
+    let runs = 0;
+    const reconcile = async () => {
+      running++;
+      maxRunning = Math.max(maxRunning, running);
+      runs++;
+      await tick(5);
+      running--;
+    };
+    const done = q.run(8, reconcile);
+    for (let i = 0; i < 50; i++) {
+      q.add("same");
+      await tick(1);
+    }
+    await tick(30);
+    q.shutdown();
+    await done;
+    expect(maxRunning).toBe(1);
+    expect(runs).toBeGreaterThan(1);
+    expect(runs).toBeLessThan(50);
+  });
+
+  it("backs off per key exponentially on errors and forgets on success", async () => {
+    const q = new WorkQueue({ baseDelayMs: 10, maxDelayMs: 40 });
+    expect(q.addRateLimited("a")).toBe(10);
+    expect(q.addRateLimited("a")).toBe(20);
+    expect(q.addRateLimited("a")).toBe(40);
+    expect(q.addRateLimited("a")).toBe(40);
+    expect(q.addRateLimited("b")).toBe(10);
+    q.forget("a");
+    expect(q.failuresOf("a")).toBe(0);
+    q.shutdown();
+  });
+
+  it("requeues after an error and after requeueAfterMs, keeping the earliest timer", async () => {
+    const q = new WorkQueue({ baseDelayMs: 5 });
+    const seen: string[] = [];
+    let failOnce = true;
+    const done = q.run(2, async (key) => {
+      seen.push(key);
+      if (key === "err" && failOnce) {
+        failOnce = false;
+        throw new Error("boom");
+      }
+      if (key === "poll" && seen.filter((k) => k === "poll").length === 1) return { requeueAfterMs: 20 };
+    });
+    q.add("err");
+    q.add("poll");
+    q.addAfter("late", 1000);
+    q.addAfter("late", 10); // earlier timer wins
+    await tick(80);
+    q.shutdown();
+    await done;
+    expect(seen.filter((k) => k === "err")).toHaveLength(2);
+    expect(seen.filter((k) => k === "poll")).toHaveLength(2);
+    expect(seen).toContain("late");
+  });
+
+  it("lets in-flight work finish on shutdown and hands out nothing more", async () => {
+    const q = new WorkQueue();
+    let finished = 0;
+    const done = q.run(1, async () => {
+      await tick(20);
+      finished++;
+    });
+    q.add("a");
+    q.add("b");
+    await tick(5);
+    q.shutdown();
+    await done;
+    expect(finished).toBe(1);
+  });
+});
