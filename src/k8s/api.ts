@@ -11,6 +11,7 @@ import {
 } from "@kubernetes/client-node";
 import { request as httpsRequest, type RequestOptions } from "node:https";
 import { GROUP, VERSION } from "../crds/common.js";
+import { withConnectionReuse } from "./config.js";
 import { isConflict, isNotFound } from "./errors.js";
 
 export interface KubeObject {
@@ -44,6 +45,7 @@ export class KubeApi {
   readonly core: CoreV1Api;
 
   constructor(readonly kubeConfig: KubeConfig) {
+    withConnectionReuse(kubeConfig);
     this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
     this.core = kubeConfig.makeApiClient(CoreV1Api);
   }
@@ -65,7 +67,15 @@ export class KubeApi {
     const opts: RequestOptions = { method, headers: { Accept: "application/json" } };
     await this.kubeConfig.applyToHTTPSOptions(opts);
     const payload = body === undefined ? undefined : JSON.stringify(body);
-    if (payload !== undefined) opts.headers = { ...opts.headers, "Content-Type": contentType };
+    // Always a Content-Length: Node sends a DELETE body unframed (no chunking by default), and on
+    // a kept-alive connection those bytes would be read as the start of the next request.
+    if (payload !== undefined) {
+      opts.headers = {
+        ...opts.headers,
+        "Content-Type": contentType,
+        "Content-Length": Buffer.byteLength(payload),
+      };
+    }
     return new Promise<T>((resolve, reject) => {
       const req = httpsRequest(url, opts, (res) => {
         const chunks: Buffer[] = [];
@@ -219,6 +229,8 @@ export class KubeApi {
       } catch (err) {
         if (!isConflict(err) || i + 1 >= attempts) throw err;
         conflicts++;
+        // Jittered backoff, so writers that collided do not collide again in lockstep.
+        await new Promise((r) => setTimeout(r, Math.random() * Math.min(200, 10 * 2 ** i)));
       }
     }
   }
