@@ -26,7 +26,8 @@ export function callbackUrl(baseUrl: string, secret: string, t: CallbackTarget):
 
 /** Constant-time check of a token against the target it claims. */
 export function verifyCallbackToken(secret: string, t: CallbackTarget, token: string | undefined): boolean {
-  if (!token) return false;
+  // An empty secret would make every token computable by anyone.
+  if (!token || !secret) return false;
   const expected = Buffer.from(callbackToken(secret, t));
   const given = Buffer.from(token);
   return given.length === expected.length && timingSafeEqual(given, expected);

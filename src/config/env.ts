@@ -115,3 +115,11 @@ export function endpointFromEnv(env: Env, workload: "asr" | "tts" | "render"): s
 export function conventionalEndpointName(env: Env, workload: string): string {
   return `${env.MEDIA_ENDPOINT_PREFIX}-${workload}-${env.MEDIA_ENV}`;
 }
+
+/**
+ * Where the sidecar keeps PaymentEvents and BillingAccounts, and so where admission looks them
+ * up: WATCH_NAMESPACE, else the pod's own (downward API POD_NAMESPACE), else "default".
+ */
+export function stateNamespace(env: Pick<Env, "WATCH_NAMESPACE">): string {
+  return env.WATCH_NAMESPACE ?? process.env.POD_NAMESPACE ?? "default";
+}

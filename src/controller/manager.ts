@@ -5,7 +5,7 @@ import type { Logger } from "pino";
 import { BillingAccount, billingAccountName } from "../crds/billingaccount.js";
 import { GpuEndpoint } from "../crds/gpuendpoint.js";
 import { MediaJob } from "../crds/mediajob.js";
-import type { Env } from "../config/env.js";
+import { stateNamespace, type Env } from "../config/env.js";
 import type { KubeApi } from "../k8s/api.js";
 import { describeError } from "../k8s/errors.js";
 import { EventRecorder } from "../k8s/events.js";
@@ -67,9 +67,11 @@ export class Manager {
       schema: GpuEndpoint as never,
       log: log.child({ informer: "gpuendpoints" }),
     });
+    // BillingAccounts live where the sidecar writes them: its namespace, the same rule it uses.
+    const accountNamespace = stateNamespace(env);
     this.accounts = new Informer<BillingAccount>(api, {
       plural: "billingaccounts",
-      namespace: ns,
+      namespace: accountNamespace,
       schema: BillingAccount,
       log: log.child({ informer: "billingaccounts" }),
     });
@@ -100,6 +102,7 @@ export class Manager {
       accounts: this.accounts,
       provider: o.provider,
       events,
+      accountNamespace,
       log: log.child({ controller: "mediajob" }),
       settings: {
         callbackBaseUrl: env.CALLBACK_BASE_URL,
@@ -142,7 +145,7 @@ export class Manager {
       }
     });
     this.accounts.on((_e, acct) => {
-      for (const job of this.jobs.list(acct.metadata.namespace)) {
+      for (const job of this.jobs.list()) {
         if (job.spec.account && billingAccountName(job.spec.account) === acct.metadata.name)
           this.jobQueue.add(objectKey(job));
       }

@@ -49,6 +49,8 @@ export interface MediaJobDeps {
   events: EventRecorder;
   log: Logger;
   settings: MediaJobSettings;
+  /** Where the sidecar keeps BillingAccounts; undefined: the job's own namespace. */
+  accountNamespace?: string;
   now?: () => Date;
   onTransition?: (from: string | undefined, to: string | undefined) => void;
 }
@@ -150,9 +152,13 @@ export class MediaJobReconciler {
     events: PendingEvent[],
     eventType: EventType,
   ): MediaJobStatus {
+    // Every Event is an apiserver write: record warnings and recoveries from them, not the
+    // expected first pass of every job (admitted, endpoint ready).
     const prev = getCondition(status.conditions, c.type);
-    if (!prev || prev.status !== c.status || prev.reason !== c.reason)
-      events.push([eventType, c.reason, c.message]);
+    const changed = !prev || prev.status !== c.status || prev.reason !== c.reason;
+    const worthTelling =
+      eventType === "Warning" || (prev !== undefined && prev.status !== "True" && c.status === "True");
+    if (changed && worthTelling) events.push([eventType, c.reason, c.message]);
     return this.condition(status, job, c, now);
   }
 
@@ -167,7 +173,10 @@ export class MediaJobReconciler {
         reason: "NoAccount",
         message: "the job names no billing account",
       };
-    const acct = this.d.accounts.get(job.metadata.namespace ?? "", billingAccountName(account));
+    const acct = this.d.accounts.get(
+      this.d.accountNamespace ?? job.metadata.namespace ?? "",
+      billingAccountName(account),
+    );
     const state = acct?.status?.subscriptionStatus;
     if (state && ADMITTING_STATES.has(state)) {
       return {

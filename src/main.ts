@@ -1,0 +1,52 @@
+// The operator's processes: `controller`, `webhooks` (the sidecar) or `all` (both in one process,
+// for `make run` and local development). In the cluster the chart runs them as two containers.
+import { ConfigError, parseEnv } from "./config/env.js";
+import { runController } from "./controller/run.js";
+import { createLogger } from "./log.js";
+import { runWebhooks } from "./webhooks/run.js";
+
+async function main(argv: string[]): Promise<void> {
+  const mode = argv[0] ?? "all";
+  if (!["controller", "webhooks", "all"].includes(mode)) {
+    console.error("usage: media-orchestrator controller|webhooks|all");
+    process.exit(2);
+  }
+  let env;
+  try {
+    env = parseEnv();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const log = createLogger(env.LOG_LEVEL, `media-orchestrator-${mode}`);
+  const stops: Array<() => Promise<void>> = [];
+  let stopping = false;
+  const shutdown = async (code: number) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ code }, "shutting down");
+    for (const stop of stops.reverse())
+      await stop().catch((err) => log.error({ err: String(err) }, "shutdown step failed"));
+    process.exit(code);
+  };
+  process.on("SIGTERM", () => void shutdown(0));
+  process.on("SIGINT", () => void shutdown(0));
+  try {
+    if (mode === "webhooks" || mode === "all") stops.push((await runWebhooks(env, log)).stop);
+    // Losing the lease ends the process, as controller-runtime does: the pod restarts as a candidate.
+    if (mode === "controller" || mode === "all")
+      stops.push((await runController(env, log, { onLeadershipLost: () => void shutdown(1) })).stop);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(1);
+    }
+    log.fatal({ err: err instanceof Error ? err.message : String(err) }, "start failed");
+    process.exit(1);
+  }
+}
+
+await main(process.argv.slice(2));

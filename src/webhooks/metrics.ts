@@ -1,0 +1,104 @@
+// The sidecar's Prometheus metrics, on the registry it is given (one process may run the controller
+// and the sidecar side by side, each with its own registry). Label values come from fixed sets
+// (route templates, outcome words, signature failure reasons), never from request data.
+import { Counter, Histogram, Registry, collectDefaultMetrics, type Metric } from "prom-client";
+
+const PREFIX = "media_orchestrator_webhooks_";
+
+function registered<T extends Metric>(registry: Registry, name: string, make: () => T): T {
+  return (registry.getSingleMetric(name) as T | undefined) ?? make();
+}
+
+export class WebhookMetrics {
+  readonly requests: Counter<"route" | "outcome" | "code">;
+  readonly duration: Histogram<"route">;
+  readonly signatureFailures: Counter<"reason">;
+  readonly duplicates: Counter<"route">;
+  readonly conflicts: Counter<"resource">;
+  readonly paymentOutcomes: Counter<"outcome">;
+  readonly gcDeleted: Counter;
+
+  constructor(readonly registry: Registry = new Registry()) {
+    const registers = [registry];
+    this.requests = registered(
+      registry,
+      `${PREFIX}requests_total`,
+      () =>
+        new Counter({
+          name: `${PREFIX}requests_total`,
+          help: "HTTP requests by route template, outcome and status code",
+          labelNames: ["route", "outcome", "code"] as const,
+          registers,
+        }),
+    );
+    this.duration = registered(
+      registry,
+      `${PREFIX}request_duration_seconds`,
+      () =>
+        new Histogram({
+          name: `${PREFIX}request_duration_seconds`,
+          help: "Time from the request's arrival to the response, by route template",
+          labelNames: ["route"] as const,
+          buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+          registers,
+        }),
+    );
+    this.signatureFailures = registered(
+      registry,
+      `${PREFIX}signature_failures_total`,
+      () =>
+        new Counter({
+          name: `${PREFIX}signature_failures_total`,
+          help: "Payment webhooks refused by the signature check, by reason",
+          labelNames: ["reason"] as const,
+          registers,
+        }),
+    );
+    this.duplicates = registered(
+      registry,
+      `${PREFIX}duplicates_total`,
+      () =>
+        new Counter({
+          name: `${PREFIX}duplicates_total`,
+          help: "Deliveries that repeated one already handled or in flight (answered without new effects)",
+          labelNames: ["route"] as const,
+          registers,
+        }),
+    );
+    this.conflicts = registered(
+      registry,
+      `${PREFIX}patch_conflicts_total`,
+      () =>
+        new Counter({
+          name: `${PREFIX}patch_conflicts_total`,
+          help: "Optimistic-concurrency conflicts (HTTP 409) on status writes, by resource",
+          labelNames: ["resource"] as const,
+          registers,
+        }),
+    );
+    this.paymentOutcomes = registered(
+      registry,
+      `${PREFIX}payment_events_total`,
+      () =>
+        new Counter({
+          name: `${PREFIX}payment_events_total`,
+          help: "Processing attempts of payment events, by the outcome recorded",
+          labelNames: ["outcome"] as const,
+          registers,
+        }),
+    );
+    this.gcDeleted = registered(
+      registry,
+      `${PREFIX}payment_events_gc_deleted_total`,
+      () =>
+        new Counter({
+          name: `${PREFIX}payment_events_gc_deleted_total`,
+          help: "PaymentEvents deleted by the retention garbage collector",
+          registers,
+        }),
+    );
+    if (!registry.getSingleMetric(`${PREFIX}process_cpu_seconds_total`)) {
+      collectDefaultMetrics({ register: registry, prefix: PREFIX });
+    }
+  }
+}

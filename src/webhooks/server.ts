@@ -1,0 +1,186 @@
+// The webhooks sidecar: a Fastify server beside the controller in every replica. It writes state only
+// through the Kubernetes API, so replicas need no coordination beyond what the apiserver gives
+// (create is atomic, status writes carry a resourceVersion). docs/webhooks.md has the decisions.
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import type { Logger } from "pino";
+import { Registry } from "prom-client";
+import { stateNamespace, webhookSecrets, type Env } from "../config/env.js";
+import type { KubeApi } from "../k8s/api.js";
+import { describeError } from "../k8s/errors.js";
+import { registerCallbackRoute } from "./callbacks.js";
+import { redactUrl, webhookLogger } from "./logging.js";
+import { WebhookMetrics } from "./metrics.js";
+import { PaymentEvents, registerPaymentRoute } from "./payments.js";
+import { DEFAULT_RATE_LIMITS, TokenBuckets, type RateLimitSettings } from "./ratelimit.js";
+import { KubeReadiness } from "./readiness.js";
+import { genericBody, outcomeOf, refuse, send, setOutcome } from "./replies.js";
+
+export interface WebhookServerOptions {
+  api: KubeApi;
+  /** Secrets come from here: webhookSecrets(env) and env.CALLBACK_SECRET. */
+  env: Env;
+  log: Logger;
+  /** Clock for signature tolerance and the timestamps written (tests). */
+  now?: () => Date;
+  /** Default: a new one. */
+  registry?: Registry;
+  /** Where PaymentEvents and BillingAccounts live. Default: webhookNamespace(env). */
+  namespace?: string;
+  /** Request body limit in bytes (413 above it). Default 1 MiB. */
+  bodyLimit?: number;
+  rateLimits?: Partial<RateLimitSettings>;
+  /** How long a concurrent duplicate of a payment event waits for the attempt in flight. Default 5 s. */
+  duplicateWaitMs?: number;
+  /** After this long, a Processing PaymentEvent counts as a crashed attempt and is claimed again. Default 60 s. */
+  staleClaimMs?: number;
+}
+
+export const DEFAULT_BODY_LIMIT = 1024 * 1024;
+const PROBES = new Set(["/healthz", "/readyz", "/metrics"]);
+
+/** The sidecar's own namespace: WATCH_NAMESPACE, else the pod's (downward API), else "default". */
+export function webhookNamespace(env: Env): string {
+  return stateNamespace(env);
+}
+
+/** The server with every route registered, not listening. */
+export async function buildWebhookServer(opts: WebhookServerOptions): Promise<FastifyInstance> {
+  const log = webhookLogger(opts.log);
+  const now = opts.now ?? (() => new Date());
+  const namespace = opts.namespace ?? webhookNamespace(opts.env);
+  const metrics = new WebhookMetrics(opts.registry ?? new Registry());
+  const bodyLimit = opts.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const limits = { ...DEFAULT_RATE_LIMITS, ...opts.rateLimits };
+  const secrets = webhookSecrets(opts.env);
+  const readiness = new KubeReadiness(opts.api, namespace);
+
+  const app = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    // Fastify's per-request lines would log the URL (callback tokens); ours, below, redacts it.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit,
+    return503OnClosing: true,
+    forceCloseConnections: "idle",
+    requestTimeout: 30_000,
+  });
+  // JSON only: text/plain (Fastify's other default) would reach the handlers as a string.
+  app.removeContentTypeParser("text/plain");
+
+  // Graceful shutdown: server.close() reaps only the keep-alive connections idle at that moment;
+  // a connection whose request is in flight would stay open after its answer and hold close()
+  // up until the client's keep-alive ends. Answers sent while closing therefore end the connection.
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
+  app.addHook("onSend", async (_req, reply, payload) => {
+    if (closing) void reply.header("connection", "close");
+    return payload;
+  });
+
+  app.addHook("onResponse", async (req, reply) => {
+    const route = req.routeOptions.url ?? "unmatched";
+    const code = reply.statusCode;
+    const outcome = outcomeOf(req, code);
+    metrics.requests.inc({ route, outcome, code: String(code) });
+    metrics.duration.observe({ route }, reply.elapsedTime / 1000);
+    const line = {
+      method: req.method,
+      url: redactUrl(req.url),
+      route,
+      statusCode: code,
+      outcome,
+      ms: Math.round(reply.elapsedTime),
+    };
+    if (PROBES.has(route)) req.log.debug(line, "request");
+    else req.log.info(line, "request");
+  });
+
+  app.setErrorHandler((err, req, reply) => {
+    const status = (err as { statusCode?: unknown }).statusCode;
+    if (typeof status === "number" && status >= 400 && status < 500) {
+      // Parser errors can quote the body (a JSON SyntaxError does): log the code, never the message.
+      const code = (err as { code?: unknown }).code;
+      req.log.info(
+        { code: typeof code === "string" ? code : undefined, statusCode: status },
+        "request refused",
+      );
+      setOutcome(req, outcomeOf(req, status));
+      return reply.code(status).send(genericBody(status));
+    }
+    // Anything else is ours or our dependency's (the Kubernetes API): retryable, never a 500.
+    req.log.error({ error: describeError(err).slice(0, 1000) }, "request failed: answering 503");
+    return send(req, reply, refuse(503, "unavailable", { "retry-after": "5" }));
+  });
+  app.setNotFoundHandler((req, reply) => send(req, reply, refuse(404, "not_found")));
+
+  app.get("/healthz", async (_req, reply) => reply.type("text/plain").send("ok\n"));
+  let wasReady: boolean | undefined;
+  app.get("/readyz", async (req, reply) => {
+    const r = await readiness.check();
+    if (r.ready !== wasReady) {
+      if (r.ready) req.log.info("ready: the Kubernetes API answers");
+      else req.log.warn({ reason: r.reason }, "not ready: the Kubernetes API does not answer");
+      wasReady = r.ready;
+    }
+    return reply
+      .code(r.ready ? 200 : 503)
+      .type("text/plain")
+      .send(r.ready ? "ok\n" : "kubernetes api unreachable\n");
+  });
+  app.get("/metrics", async (_req, reply) =>
+    reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
+  );
+
+  const events = new PaymentEvents({
+    api: opts.api,
+    namespace,
+    metrics,
+    now,
+    log,
+    staleClaimMs: opts.staleClaimMs ?? 60_000,
+    duplicateWaitMs: opts.duplicateWaitMs ?? 5_000,
+  });
+  await registerPaymentRoute(app, {
+    events,
+    secrets,
+    toleranceSeconds: opts.env.WEBHOOK_TOLERANCE_SECONDS,
+    now,
+    metrics,
+    limiter: new TokenBuckets(limits.payment),
+    bodyLimit,
+  });
+  registerCallbackRoute(app, {
+    api: opts.api,
+    secret: opts.env.CALLBACK_SECRET,
+    now,
+    metrics,
+    globalLimiter: new TokenBuckets(limits.callbackGlobal),
+    perJobLimiter: new TokenBuckets(limits.callbackPerJob),
+  });
+
+  if (secrets.length === 0)
+    log.error("PAYMENT_PROVIDER_WEBHOOK_SECRET is not set: every payment webhook is refused (400)");
+  if (!opts.env.CALLBACK_SECRET) log.error("CALLBACK_SECRET is not set: every GPU callback is refused (401)");
+  return app;
+}
+
+export interface RunningWebhookServer {
+  url: string;
+  app: FastifyInstance;
+  /** Stops accepting, finishes the requests in flight, then resolves. */
+  close(): Promise<void>;
+}
+
+export async function startWebhookServer(
+  opts: WebhookServerOptions & { host?: string; port?: number },
+): Promise<RunningWebhookServer> {
+  const app = await buildWebhookServer(opts);
+  const host = opts.host ?? opts.env.WEBHOOKS_HOST;
+  await app.listen({ host, port: opts.port ?? opts.env.WEBHOOKS_PORT });
+  const addr = app.server.address();
+  const port = typeof addr === "object" && addr ? addr.port : (opts.port ?? opts.env.WEBHOOKS_PORT);
+  const shownHost =
+    host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
+  return { url: `http://${shownHost}:${port}`, app, close: () => app.close() };
+}

@@ -1,0 +1,264 @@
+// fast-check fuzz of both routes over real HTTP: random bodies, headers, sizes and content types.
+// Without a valid signature or token nothing may change in Kubernetes, and no input at all may
+// earn a 5xx.
+import fc from "fast-check";
+import { pino } from "pino";
+import { request } from "undici";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { callbackToken, callbackUrl } from "../../src/callback/token.js";
+import type { Env } from "../../src/config/env.js";
+import { API_VERSION, type MediaJob } from "../../src/crds/index.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
+import { signStripePayload } from "../../src/webhooks/signature.js";
+import { createTestNamespace, testKubeConfig } from "../support/kube.js";
+import { testEnv } from "../support/stack.js";
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+const BODY_LIMIT = 8 * 1024;
+const PAY = "/webhooks/payment_provider";
+const ROOMY = {
+  payment: { capacity: 1e6, refillPerSecond: 1e6 },
+  callbackGlobal: { capacity: 1e6, refillPerSecond: 1e6 },
+  callbackPerJob: { capacity: 1e6, refillPerSecond: 1e6 },
+};
+const nowS = () => Math.floor(Date.now() / 1000);
+
+let unsignedNs = "";
+let signedNs = "";
+let env: Env;
+let secret = "";
+let callbackSecret = "";
+let unsigned: RunningWebhookServer;
+let signed: RunningWebhookServer;
+let job: MediaJob;
+const JOB = "fuzz-target";
+const JOB_ID = "job-fuzz-target";
+
+async function processingJob(ns: string): Promise<MediaJob> {
+  const created = await api.create<MediaJob>("mediajobs", ns, {
+    apiVersion: API_VERSION,
+    kind: "MediaJob",
+    metadata: { name: JOB },
+    spec: { workload: "render", maxAttempts: 3 },
+  });
+  return api.replaceStatus<MediaJob>("mediajobs", {
+    ...created,
+    status: { phase: "Processing", jobId: JOB_ID, attempts: 1, updatedAt: new Date().toISOString() },
+  });
+}
+
+// ---- arbitraries --------------------------------------------------------------------------------
+
+const printable = (maxLength: number) => fc.string({ unit: "grapheme-ascii", maxLength });
+const hex64 = fc.uint8Array({ minLength: 32, maxLength: 32 }).map((b) => Buffer.from(b).toString("hex"));
+
+const contentType = fc.oneof(
+  { weight: 6, arbitrary: fc.constantFrom("application/json", "application/json; charset=utf-8") },
+  {
+    weight: 3,
+    arbitrary: fc.constantFrom(
+      "text/plain",
+      "application/xml",
+      "",
+      "application/jsonx",
+      "multipart/form-data",
+      "*/*",
+    ),
+  },
+  { weight: 1, arbitrary: fc.constant(undefined) },
+  { weight: 1, arbitrary: printable(40) },
+);
+
+const subscriptionish = fc.record(
+  {
+    id: fc.oneof(fc.constant("evt_fuzz"), printable(30)),
+    object: fc.constant("event"),
+    type: fc.oneof(
+      fc.constantFrom("customer.subscription.updated", "customer.subscription.deleted", "invoice.paid"),
+      printable(30),
+    ),
+    created: fc.oneof(fc.integer({ min: 0, max: 4_000_000_000 }), fc.double(), fc.string()),
+    data: fc.record(
+      {
+        object: fc.record(
+          {
+            customer: fc.oneof(fc.constant("cus_fuzz"), printable(20), fc.integer()),
+            status: fc.oneof(fc.constantFrom("active", "canceled", "bogus"), fc.integer()),
+          },
+          { requiredKeys: [] },
+        ),
+      },
+      { requiredKeys: [] },
+    ),
+  },
+  { requiredKeys: [] },
+);
+
+const jobStatusish = fc.record(
+  {
+    id: fc.oneof(fc.constant(JOB_ID), printable(20), fc.integer()),
+    status: fc.oneof(
+      fc.constantFrom("COMPLETED", "FAILED", "TIMED_OUT", "IN_PROGRESS", "CANCELLED", "NOPE"),
+      fc.integer(),
+    ),
+    output: fc.jsonValue({ maxDepth: 2 }),
+    error: fc.oneof(fc.string(), fc.constant(null)),
+  },
+  { requiredKeys: [] },
+);
+
+const body: fc.Arbitrary<Buffer> = fc.oneof(
+  { weight: 2, arbitrary: fc.uint8Array({ maxLength: 600 }).map((b) => Buffer.from(b)) },
+  { weight: 2, arbitrary: fc.json({ maxDepth: 3 }).map((s) => Buffer.from(s)) },
+  { weight: 3, arbitrary: subscriptionish.map((o) => Buffer.from(JSON.stringify(o))) },
+  { weight: 3, arbitrary: jobStatusish.map((o) => Buffer.from(JSON.stringify(o))) },
+  { weight: 1, arbitrary: fc.constant(Buffer.alloc(0)) },
+  // Around and above the body limit.
+  {
+    weight: 1,
+    arbitrary: fc
+      .integer({ min: BODY_LIMIT - 64, max: BODY_LIMIT + 4096 })
+      .map((n) => Buffer.from(JSON.stringify({ id: JOB_ID, status: "COMPLETED", pad: "x".repeat(n) }))),
+  },
+);
+
+/** Stripe-Signature values that can never be valid for the body they come with. */
+const badSignature = (b: Buffer) =>
+  fc.oneof(
+    fc.constant(undefined),
+    printable(120),
+    hex64.map((h) => `t=${nowS()},v1=${h}`),
+    fc.integer({ min: 0, max: 4_000_000_000 }).chain((t) => hex64.map((h) => `t=${t},v1=${h},v0=${h}`)),
+    fc.constant(signStripePayload(b, "whsec_not_the_secret", nowS())),
+    fc.constant(signStripePayload(b, secret, nowS() - 3600)),
+    fc.constant(signStripePayload(b, secret, nowS() + 3600)),
+    fc.constant(signStripePayload(Buffer.concat([b, Buffer.from(" ")]), secret, nowS())),
+    fc.constant(signStripePayload(b, secret, nowS()).replace("v1=", "v0=")),
+  );
+
+/** Callback query strings whose token never matches the target they name. */
+const badCallbackUrl = (base: string, ns: string) =>
+  fc
+    .record({
+      ns: fc.oneof(fc.constant(ns), printable(20)),
+      name: fc.oneof(fc.constant(JOB), printable(20)),
+      job: fc.oneof(fc.constant(JOB_ID), printable(20)),
+      token: fc.oneof(
+        printable(60),
+        fc.constant(callbackToken(callbackSecret, { namespace: ns, name: "another-job", jobId: JOB_ID })),
+        fc.constant(callbackToken("not-the-secret", { namespace: ns, name: JOB, jobId: JOB_ID })),
+        fc.constant(undefined),
+      ),
+      drop: fc.subarray(["ns", "name", "job"]),
+    })
+    .filter(
+      (q) =>
+        q.token === undefined ||
+        q.token !== callbackToken(callbackSecret, { namespace: q.ns, name: q.name, jobId: q.job }) ||
+        q.drop.length > 0,
+    )
+    .map((q) => {
+      const u = new URL(`${base}/reports/gpu_provider`);
+      for (const k of ["ns", "name", "job"] as const) if (!q.drop.includes(k)) u.searchParams.set(k, q[k]);
+      if (q.token !== undefined) u.searchParams.set("token", q.token);
+      return u.toString();
+    });
+
+async function send(
+  url: string,
+  ct: string | undefined,
+  payload: Buffer,
+  headers: Record<string, string> = {},
+) {
+  const res = await request(url, {
+    method: "POST",
+    headers: { ...(ct === undefined ? {} : { "content-type": ct }), ...headers },
+    body: payload,
+  });
+  await res.body.dump();
+  return res.statusCode;
+}
+
+beforeAll(async () => {
+  unsignedNs = await createTestNamespace(kc, "webhooks-fuzz");
+  signedNs = await createTestNamespace(kc, "webhooks-fuzz-signed");
+  env = testEnv(unsignedNs);
+  secret = env.PAYMENT_PROVIDER_WEBHOOK_SECRET!;
+  callbackSecret = env.CALLBACK_SECRET!;
+  const common = {
+    api,
+    env,
+    log: pino({ level: "silent" }),
+    host: "127.0.0.1",
+    port: 0,
+    bodyLimit: BODY_LIMIT,
+    rateLimits: ROOMY,
+  };
+  unsigned = await startWebhookServer({ ...common, namespace: unsignedNs });
+  signed = await startWebhookServer({ ...common, namespace: signedNs });
+  job = await processingJob(unsignedNs);
+  await processingJob(signedNs);
+});
+
+afterAll(async () => {
+  await Promise.all([unsigned?.close(), signed?.close()]);
+});
+
+describe("fuzz", () => {
+  it("without a valid signature or token: never a 5xx, never a change in Kubernetes", async () => {
+    const seen = new Set<number>();
+    await fc.assert(
+      fc.asyncProperty(
+        fc.boolean(),
+        contentType,
+        body.chain((b) =>
+          fc.tuple(fc.constant(b), badSignature(b), badCallbackUrl(unsigned.url, unsignedNs)),
+        ),
+        printable(50),
+        async (payment, ct, [payload, signature, cbUrl], noise) => {
+          const status = payment
+            ? await send(`${unsigned.url}${PAY}`, ct, payload, {
+                ...(signature === undefined ? {} : { "stripe-signature": signature }),
+                "x-fuzz": noise,
+              })
+            : await send(cbUrl, ct, payload, { "x-fuzz": noise });
+          seen.add(status);
+          if (payment) expect([400, 413, 415]).toContain(status);
+          else expect(status).toBe(401);
+        },
+      ),
+      { numRuns: 250 },
+    );
+    expect([...seen].every((s) => s < 500)).toBe(true);
+    expect((await api.list("paymentevents", unsignedNs)).items).toEqual([]);
+    expect((await api.list("billingaccounts", unsignedNs)).items).toEqual([]);
+    const after = await api.get<MediaJob>("mediajobs", unsignedNs, JOB);
+    expect(after?.metadata.resourceVersion).toBe(job.metadata.resourceVersion);
+  });
+
+  it("with a valid signature or token but any body: never a 5xx", async () => {
+    const seen = new Map<number, number>();
+    const cb = callbackUrl(signed.url, callbackSecret, {
+      namespace: signedNs,
+      name: JOB,
+      jobId: JOB_ID,
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.boolean(), contentType, body, async (payment, ct, payload) => {
+        const status = payment
+          ? await send(`${signed.url}${PAY}`, ct, payload, {
+              "stripe-signature": signStripePayload(payload, secret, nowS()),
+            })
+          : await send(cb, ct, payload);
+        seen.set(status, (seen.get(status) ?? 0) + 1);
+        expect(status).toBeLessThan(500);
+      }),
+      { numRuns: 150 },
+    );
+    // The fuzz reached past the checks: some deliveries were accepted, some refused.
+    expect(seen.get(200) ?? 0).toBeGreaterThan(0);
+    expect(seen.get(400) ?? 0).toBeGreaterThan(0);
+  });
+});

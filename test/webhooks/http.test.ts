@@ -1,0 +1,328 @@
+// Around the two routes, over real HTTP: body limit, content types, rate limits, probes, metrics,
+// the Kubernetes API going away, and a graceful shutdown that finishes the requests in flight.
+import { randomBytes } from "node:crypto";
+import { KubeConfig } from "@kubernetes/client-node";
+import { pino } from "pino";
+import { Registry } from "prom-client";
+import { request } from "undici";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { callbackUrl } from "../../src/callback/token.js";
+import { ConfigError, type Env } from "../../src/config/env.js";
+import {
+  API_VERSION,
+  billingAccountName,
+  paymentEventName,
+  type BillingAccount,
+  type MediaJob,
+  type PaymentEvent,
+} from "../../src/crds/index.js";
+import { KubeApi, type KubeObject, type Plural } from "../../src/k8s/api.js";
+import {
+  startWebhookServer,
+  type RunningWebhookServer,
+  type WebhookServerOptions,
+} from "../../src/webhooks/server.js";
+import { runWebhooks } from "../../src/webhooks/run.js";
+import { signStripePayload } from "../../src/webhooks/signature.js";
+import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import { testEnv } from "../support/stack.js";
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+const silent = pino({ level: "silent" });
+const PAY = "/webhooks/payment_provider";
+let ns = "";
+let env: Env;
+const servers: RunningWebhookServer[] = [];
+const uid = () => randomBytes(4).toString("hex");
+const nowS = () => Math.floor(Date.now() / 1000);
+
+async function start(opts: Partial<WebhookServerOptions> = {}) {
+  const s = await startWebhookServer({
+    api,
+    env,
+    log: silent,
+    namespace: ns,
+    host: "127.0.0.1",
+    port: 0,
+    ...opts,
+  });
+  servers.push(s);
+  return s;
+}
+
+async function call(
+  url: string,
+  init: { method?: "GET" | "POST"; headers?: Record<string, string>; body?: string } = {},
+) {
+  const res = await request(url, { method: init.method ?? "POST", headers: init.headers, body: init.body });
+  return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
+}
+
+function signedEvent(type = "invoice.paid", object: Record<string, unknown> = {}) {
+  const body = JSON.stringify({ id: `evt_${uid()}`, type, created: nowS(), data: { object } });
+  return {
+    body,
+    headers: {
+      "content-type": "application/json",
+      "stripe-signature": signStripePayload(body, env.PAYMENT_PROVIDER_WEBHOOK_SECRET!, nowS()),
+    },
+  };
+}
+
+async function processingJob(name: string): Promise<MediaJob> {
+  const created = await api.create<MediaJob>("mediajobs", ns, {
+    apiVersion: API_VERSION,
+    kind: "MediaJob",
+    metadata: { name },
+    spec: { workload: "tts" },
+  });
+  return api.replaceStatus<MediaJob>("mediajobs", {
+    ...created,
+    status: { phase: "Processing", jobId: `job-${name}`, attempts: 1, updatedAt: new Date().toISOString() },
+  });
+}
+
+const cbUrl = (base: string, name: string) =>
+  callbackUrl(base, env.CALLBACK_SECRET!, { namespace: ns, name, jobId: `job-${name}` });
+
+beforeAll(async () => {
+  ns = await createTestNamespace(kc, "webhooks-http");
+  env = testEnv(ns);
+});
+
+afterAll(async () => {
+  await Promise.all(servers.map((s) => s.close()));
+});
+
+describe("HTTP shape", () => {
+  it("answers 413 above the body limit and 415 to anything but JSON, on both routes", async () => {
+    const s = await start({ bodyLimit: 16 * 1024 });
+    const name = `shape-${uid()}`;
+    const before = await processingJob(name);
+    for (const url of [`${s.url}${PAY}`, cbUrl(s.url, name)]) {
+      const big = JSON.stringify({ id: `job-${name}`, status: "COMPLETED", pad: "x".repeat(20 * 1024) });
+      const tooLarge = await call(url, { headers: { "content-type": "application/json" }, body: big });
+      expect(tooLarge.status, url).toBe(413);
+      expect(JSON.parse(tooLarge.text)).toEqual({ error: "payload too large" });
+      for (const type of [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "application/xml",
+        "application/jsonx",
+        "multipart/form-data; boundary=x",
+      ]) {
+        const res = await call(url, {
+          headers: { "content-type": type },
+          body: '{"id":"x","status":"COMPLETED"}',
+        });
+        expect(res.status, `${url} ${type}`).toBe(415);
+        expect(JSON.parse(res.text)).toEqual({ error: "unsupported media type" });
+      }
+      expect((await call(url, { body: '{"a":1}' })).status, "no content type").toBe(415);
+    }
+    // A charset parameter is fine (the signature is over bytes either way).
+    const ev = signedEvent();
+    const ok = await call(`${s.url}${PAY}`, {
+      headers: { ...ev.headers, "content-type": "application/json; charset=utf-8" },
+      body: ev.body,
+    });
+    expect(ok.status).toBe(200);
+    expect((await api.get("mediajobs", ns, name))?.metadata.resourceVersion).toBe(
+      before.metadata.resourceVersion,
+    );
+  });
+
+  it("answers 404 to unknown paths and methods, with a generic body", async () => {
+    const s = await start();
+    for (const [method, path] of [
+      ["GET", "/nope"],
+      ["GET", PAY],
+      ["POST", "/webhooks/other"],
+      ["GET", "/reports/gpu_provider?token=abc"],
+    ] as const) {
+      const res = await call(`${s.url}${path}`, { method });
+      expect(res.status, path).toBe(404);
+      expect(JSON.parse(res.text)).toEqual({ error: "not found" });
+    }
+  });
+});
+
+describe("rate limits", () => {
+  it("limits the payment route as a whole, with Retry-After", async () => {
+    const s = await start({ rateLimits: { payment: { capacity: 3, refillPerSecond: 0.01 } } });
+    const codes: number[] = [];
+    let retryAfter: unknown;
+    for (let i = 0; i < 5; i++) {
+      const ev = signedEvent();
+      const res = await call(`${s.url}${PAY}`, { headers: ev.headers, body: ev.body });
+      codes.push(res.status);
+      if (res.status === 429) retryAfter = res.headers["retry-after"];
+    }
+    expect(codes).toEqual([200, 200, 200, 429, 429]);
+    expect(Number(retryAfter)).toBeGreaterThan(0);
+  });
+
+  it("limits callbacks per job, so one noisy job does not block the others from the same IP", async () => {
+    const s = await start({ rateLimits: { callbackPerJob: { capacity: 2, refillPerSecond: 0.01 } } });
+    const noisy = `noisy-${uid()}`;
+    const quiet = `quiet-${uid()}`;
+    await processingJob(noisy);
+    await processingJob(quiet);
+    const codes: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const res = await call(cbUrl(s.url, noisy), {
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ id: `job-${noisy}`, status: "IN_PROGRESS" }),
+      });
+      codes.push(res.status);
+    }
+    expect(codes).toEqual([200, 200, 429, 429]);
+    const other = await call(cbUrl(s.url, quiet), {
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ id: `job-${quiet}`, status: "COMPLETED", output: { ok: true } }),
+    });
+    expect(other.status).toBe(200);
+    expect((await api.get<MediaJob>("mediajobs", ns, quiet))?.status?.phase).toBe("Completed");
+    // Forged callbacks are refused before the per-job bucket: they cannot use up a real job's tokens.
+    const forged = new URL(cbUrl(s.url, quiet));
+    forged.searchParams.set("token", "forged");
+    for (let i = 0; i < 4; i++)
+      expect(
+        (await call(forged.toString(), { headers: { "content-type": "application/json" }, body: "{}" }))
+          .status,
+      ).toBe(401);
+  });
+});
+
+describe("probes and metrics", () => {
+  it("serves /healthz, /readyz and /metrics", async () => {
+    const registry = new Registry();
+    const s = await start({ registry });
+    expect((await call(`${s.url}/healthz`, { method: "GET" })).status).toBe(200);
+    expect((await call(`${s.url}/readyz`, { method: "GET" })).status).toBe(200);
+    const ev = signedEvent();
+    await call(`${s.url}${PAY}`, { headers: ev.headers, body: ev.body });
+    await call(`${s.url}${PAY}`, { headers: ev.headers, body: ev.body });
+    await call(`${s.url}${PAY}`, { headers: { "content-type": "application/json" }, body: ev.body });
+    const metrics = await call(`${s.url}/metrics`, { method: "GET" });
+    expect(metrics.status).toBe(200);
+    expect(metrics.headers["content-type"]).toContain("text/plain");
+    const text = metrics.text;
+    expect(text).toMatch(
+      /media_orchestrator_webhooks_requests_total\{route="\/webhooks\/payment_provider",outcome="ignored",code="200"\} 1/,
+    );
+    expect(text).toMatch(
+      /media_orchestrator_webhooks_requests_total\{route="\/webhooks\/payment_provider",outcome="duplicate",code="200"\} 1/,
+    );
+    expect(text).toMatch(
+      /media_orchestrator_webhooks_requests_total\{route="\/webhooks\/payment_provider",outcome="bad_signature",code="400"\} 1/,
+    );
+    expect(text).toMatch(/media_orchestrator_webhooks_signature_failures_total\{reason="missing_header"\} 1/);
+    expect(text).toMatch(
+      /media_orchestrator_webhooks_duplicates_total\{route="\/webhooks\/payment_provider"\} 1/,
+    );
+    expect(text).toMatch(
+      /media_orchestrator_webhooks_request_duration_seconds_count\{route="\/webhooks\/payment_provider"\} 3/,
+    );
+    expect(text).toContain("media_orchestrator_webhooks_patch_conflicts_total");
+  });
+
+  it("is not ready, and answers 503 (never 500) while the Kubernetes API is unreachable", async () => {
+    const down = new KubeConfig();
+    down.loadFromOptions({
+      clusters: [{ name: "down", server: "https://127.0.0.1:1", skipTLSVerify: true }],
+      users: [{ name: "u", token: "t" }],
+      contexts: [{ name: "down", cluster: "down", user: "u" }],
+      currentContext: "down",
+    });
+    const s = await start({ api: new KubeApi(down) });
+    expect((await call(`${s.url}/healthz`, { method: "GET" })).status).toBe(200);
+    expect((await call(`${s.url}/readyz`, { method: "GET" })).status).toBe(503);
+    const ev = signedEvent("customer.subscription.updated");
+    const pay = await call(`${s.url}${PAY}`, { headers: ev.headers, body: ev.body });
+    expect(pay.status).toBe(503);
+    expect(pay.headers["retry-after"]).toBeDefined();
+    expect(JSON.parse(pay.text)).toEqual({ error: "unavailable, retry later" });
+    const name = `down-${uid()}`;
+    const cb = await call(cbUrl(s.url, name), {
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ id: `job-${name}`, status: "COMPLETED" }),
+    });
+    expect(cb.status).toBe(503);
+  });
+});
+
+/** The real API, slowed down: requests stay in flight long enough to shut down under them. */
+class SlowKubeApi extends KubeApi {
+  /** Reads started so far: a request is in flight once its first read started. */
+  reads = 0;
+  override async get<T extends KubeObject>(
+    plural: Plural,
+    namespace: string,
+    name: string,
+  ): Promise<T | undefined> {
+    this.reads++;
+    await new Promise((r) => setTimeout(r, 500));
+    return super.get<T>(plural, namespace, name);
+  }
+}
+
+describe("graceful shutdown", () => {
+  it("finishes the requests in flight, then stops accepting", async () => {
+    const slow = new SlowKubeApi(kc);
+    const s = await startWebhookServer({
+      api: slow,
+      env,
+      log: silent,
+      namespace: ns,
+      host: "127.0.0.1",
+      port: 0,
+    });
+    const name = `shutdown-${uid()}`;
+    await processingJob(name);
+    const customer = `cus_shutdown_${uid()}`;
+    const ev = signedEvent("customer.subscription.created", { id: "sub_1", customer, status: "active" });
+    const cbInFlight = call(cbUrl(s.url, name), {
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ id: `job-${name}`, status: "COMPLETED", output: { done: 1 } }),
+    });
+    const payInFlight = call(`${s.url}${PAY}`, { headers: ev.headers, body: ev.body });
+    await eventually(() => slow.reads >= 2, { timeoutMs: 20_000, intervalMs: 10 });
+    const closed = s.close();
+    const [cb, pay] = await Promise.all([cbInFlight, payInFlight]);
+    await closed;
+    expect(cb.status).toBe(200);
+    expect(JSON.parse(cb.text)).toEqual({ received: true, applied: true });
+    expect((await api.get<MediaJob>("mediajobs", ns, name))?.status?.phase).toBe("Completed");
+    expect(pay.status).toBe(200);
+    const id = (JSON.parse(ev.body) as { id: string }).id;
+    const rec = await api.get<PaymentEvent>("paymentevents", ns, paymentEventName(id));
+    expect(rec?.status?.outcome).toBe("Processed");
+    const acct = await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(customer));
+    expect(acct?.status?.subscriptionStatus).toBe("active");
+    await expect(call(`${s.url}/healthz`, { method: "GET" })).rejects.toThrow();
+  });
+});
+
+describe("runWebhooks (the process entry point)", () => {
+  it("starts the server and the GC from the configuration, and stops them", async () => {
+    const local = testEnv(ns, { WEBHOOKS_HOST: "127.0.0.1", WEBHOOKS_PORT: "0" });
+    const running = await runWebhooks(local, silent, { kubeconfig: testKubeconfigPath() });
+    try {
+      expect((await call(`${running.url}/readyz`, { method: "GET" })).status).toBe(200);
+      const metrics = await call(`${running.url}/metrics`, { method: "GET" });
+      expect(metrics.text).toContain("media_orchestrator_webhooks_payment_events_gc_deleted_total");
+    } finally {
+      await running.stop();
+    }
+    await expect(call(`${running.url}/healthz`, { method: "GET" })).rejects.toThrow();
+  });
+
+  it("refuses to start without a callback secret", async () => {
+    const local = { ...testEnv(ns), CALLBACK_SECRET: undefined };
+    await expect(runWebhooks(local, silent, { kubeconfig: testKubeconfigPath() })).rejects.toBeInstanceOf(
+      ConfigError,
+    );
+  });
+});

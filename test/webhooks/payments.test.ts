@@ -1,0 +1,466 @@
+// POST /webhooks/payment_provider over real HTTP against the real control plane: signatures,
+// dedupe (replays, concurrent duplicates across replicas), ordering of subscription events,
+// failed processing and redelivery, stale claims, and retention.
+import { randomBytes } from "node:crypto";
+import { RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { pino } from "pino";
+import { Registry } from "prom-client";
+import { request } from "undici";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Env } from "../../src/config/env.js";
+import {
+  API_VERSION,
+  billingAccountName,
+  paymentEventName,
+  type BillingAccount,
+  type PaymentEvent,
+} from "../../src/crds/index.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import { impersonating } from "../../src/k8s/config.js";
+import { startPaymentEventGc } from "../../src/webhooks/gc.js";
+import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
+import { signStripePayload } from "../../src/webhooks/signature.js";
+import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
+import { testEnv } from "../support/stack.js";
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+const silent = pino({ level: "silent" });
+const OLD_SECRET = `whsec_old_${randomBytes(12).toString("hex")}`;
+const NEW_SECRET = `whsec_new_${randomBytes(12).toString("hex")}`;
+const PATH = "/webhooks/payment_provider";
+
+let ns = "";
+let env: Env;
+let server: RunningWebhookServer;
+const servers: RunningWebhookServer[] = [];
+
+const nowS = () => Math.floor(Date.now() / 1000);
+const uid = () => randomBytes(6).toString("hex");
+
+function subscriptionEvent(
+  customer: string,
+  status: string,
+  opts: { id?: string; type?: string; created?: number; sub?: string } = {},
+) {
+  return {
+    id: opts.id ?? `evt_${uid()}`,
+    object: "event",
+    type: opts.type ?? "customer.subscription.updated",
+    created: opts.created ?? nowS(),
+    livemode: false,
+    data: { object: { id: opts.sub ?? `sub_${customer}`, object: "subscription", customer, status } },
+  };
+}
+
+async function post(url: string, body: string, headers: Record<string, string>) {
+  const res = await request(`${url}${PATH}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body,
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, text, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+}
+
+/** Signs with the current secret and posts, as the provider does. */
+function deliver(event: object, url = server.url, secret = NEW_SECRET) {
+  const body = JSON.stringify(event);
+  return post(url, body, { "stripe-signature": signStripePayload(body, secret, nowS()) });
+}
+
+const record = (eventId: string) => api.get<PaymentEvent>("paymentevents", ns, paymentEventName(eventId));
+const account = (customer: string) =>
+  api.get<BillingAccount>("billingaccounts", ns, billingAccountName(customer));
+
+async function metricValue(registry: Registry, name: string, labels: Record<string, string> = {}) {
+  const m = await registry.getSingleMetric(name)?.get();
+  return (m?.values ?? [])
+    .filter((v) => Object.entries(labels).every(([k, val]) => String(v.labels[k]) === val))
+    .reduce((sum, v) => sum + v.value, 0);
+}
+
+async function start(opts: Partial<Parameters<typeof startWebhookServer>[0]> = {}) {
+  const s = await startWebhookServer({
+    api,
+    env,
+    log: silent,
+    namespace: ns,
+    host: "127.0.0.1",
+    port: 0,
+    registry: new Registry(),
+    // The machine may be loaded: let concurrent duplicates wait as long as processing takes.
+    duplicateWaitMs: 30_000,
+    ...opts,
+  });
+  servers.push(s);
+  return s;
+}
+
+beforeAll(async () => {
+  ns = await createTestNamespace(kc, "webhooks-payments");
+  // A rotation in progress: both secrets are accepted.
+  env = testEnv(ns, { PAYMENT_PROVIDER_WEBHOOK_SECRET: `${NEW_SECRET},${OLD_SECRET}` });
+  server = await start();
+});
+
+afterAll(async () => {
+  await Promise.all(servers.map((s) => s.close()));
+});
+
+describe("signature check over HTTP", () => {
+  const customer = () => `cus_sig_${uid()}`;
+
+  it("accepts a valid signature and one made with the second secret of a rotation", async () => {
+    for (const secret of [NEW_SECRET, OLD_SECRET]) {
+      const c = customer();
+      const ev = subscriptionEvent(c, "active");
+      const res = await deliver(ev, server.url, secret);
+      expect(res.status).toBe(200);
+      expect(res.json).toEqual({ received: true });
+      expect((await record(ev.id))?.status?.outcome).toBe("Processed");
+      expect((await account(c))?.status?.subscriptionStatus).toBe("active");
+    }
+  });
+
+  it("refuses bad signatures with a short 400, writes nothing, and counts the reason", async () => {
+    const registry = new Registry();
+    const s = await start({ registry });
+    const t = nowS();
+    const cases: Array<[string, (body: string) => Record<string, string>, string]> = [
+      [
+        "tampered body",
+        (b) => ({ "stripe-signature": signStripePayload(b.replace("active", "trialing"), NEW_SECRET, t) }),
+        "no_matching_signature",
+      ],
+      [
+        "wrong secret",
+        (b) => ({ "stripe-signature": signStripePayload(b, "whsec_wrong", t) }),
+        "no_matching_signature",
+      ],
+      [
+        "expired timestamp",
+        (b) => ({ "stripe-signature": signStripePayload(b, NEW_SECRET, nowS() - 360) }),
+        "timestamp_outside_tolerance",
+      ],
+      [
+        "future timestamp",
+        (b) => ({ "stripe-signature": signStripePayload(b, NEW_SECRET, nowS() + 360) }),
+        "timestamp_outside_tolerance",
+      ],
+      ["missing header", () => ({}), "missing_header"],
+      ["malformed header", () => ({ "stripe-signature": "garbage" }), "malformed_header"],
+      ["no v1", () => ({ "stripe-signature": `t=${t},v0=abc` }), "missing_v1_signature"],
+      ["empty v1", () => ({ "stripe-signature": `t=${t},v1=` }), "missing_v1_signature"],
+      [
+        "no timestamp",
+        (b) => ({ "stripe-signature": signStripePayload(b, NEW_SECRET, t).replace(/^t=\d+,/, "") }),
+        "missing_timestamp",
+      ],
+    ];
+    for (const [label, headers, reason] of cases) {
+      const c = customer();
+      const ev = subscriptionEvent(c, "active");
+      const body = JSON.stringify(ev);
+      const res = await post(s.url, body, headers(body));
+      expect(res.status, label).toBe(400);
+      expect(res.json, label).toEqual({ error: "bad request" });
+      expect(res.text).not.toContain(reason);
+      expect(await record(ev.id), label).toBeUndefined();
+      expect(await account(c), label).toBeUndefined();
+    }
+    expect(await metricValue(registry, "media_orchestrator_webhooks_signature_failures_total")).toBe(
+      cases.length,
+    );
+    expect(
+      await metricValue(registry, "media_orchestrator_webhooks_signature_failures_total", {
+        reason: "timestamp_outside_tolerance",
+      }),
+    ).toBe(2);
+    // A signature made on a body whose bytes differ only in whitespace fails too: raw bytes count.
+    const ev = subscriptionEvent(customer(), "active");
+    const signed = JSON.stringify(ev);
+    const res = await post(s.url, JSON.stringify(ev, null, 2), {
+      "stripe-signature": signStripePayload(signed, NEW_SECRET, t),
+    });
+    expect(res.status).toBe(400);
+  });
+
+  it("answers 400 to a signed body that is not an event, and records nothing", async () => {
+    for (const body of ["not json", "[]", '{"id":"evt_x"}', '{"id":"","type":"a","created":1}', "null"]) {
+      const res = await post(server.url, body, {
+        "stripe-signature": signStripePayload(body, NEW_SECRET, nowS()),
+      });
+      expect(res.status, body).toBe(400);
+    }
+    expect(await record("evt_x")).toBeUndefined();
+  });
+});
+
+describe("dedupe on event.id", () => {
+  it("answers a replay of a processed event 200 without writing anything", async () => {
+    const c = `cus_replay_${uid()}`;
+    const ev = subscriptionEvent(c, "active", { type: "customer.subscription.created" });
+    expect((await deliver(ev)).status).toBe(200);
+    const rec = await record(ev.id);
+    const acct = await account(c);
+    expect(rec?.spec).toMatchObject({ eventId: ev.id, type: ev.type, created: ev.created, customerId: c });
+    expect(rec?.status).toMatchObject({ outcome: "Processed", attempts: 1, deliveries: 1 });
+    for (let i = 0; i < 3; i++) {
+      const res = await deliver(ev);
+      expect(res.status).toBe(200);
+      expect(res.json).toEqual({ received: true, duplicate: true });
+    }
+    expect((await record(ev.id))?.metadata.resourceVersion).toBe(rec?.metadata.resourceVersion);
+    expect((await account(c))?.metadata.resourceVersion).toBe(acct?.metadata.resourceVersion);
+  });
+
+  it("makes one record and one effect from twenty concurrent deliveries spread over four replicas", async () => {
+    const replicas = [server, ...(await Promise.all([start(), start(), start()]))];
+    const c = `cus_burst_${uid()}`;
+    const ev = subscriptionEvent(c, "trialing");
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => deliver(ev, replicas[i % 4]!.url)),
+    );
+    expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
+    expect(answers.filter((a) => a.json.duplicate !== true)).toHaveLength(1);
+    const rec = await record(ev.id);
+    expect(rec?.status).toMatchObject({ outcome: "Processed", attempts: 1, deliveries: 1 });
+    const acct = await account(c);
+    expect(acct?.status).toMatchObject({ subscriptionStatus: "trialing", lastEventId: ev.id });
+    const all = await api.list<PaymentEvent>("paymentevents", ns);
+    expect(all.items.filter((p) => p.spec.eventId === ev.id)).toHaveLength(1);
+  });
+
+  it("counts one processing across replicas in the metrics", async () => {
+    const regs = [new Registry(), new Registry(), new Registry()];
+    const replicas = await Promise.all(regs.map((registry) => start({ registry })));
+    const ev = subscriptionEvent(`cus_metrics_${uid()}`, "active");
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => deliver(ev, replicas[i % 3]!.url)),
+    );
+    expect(answers.every((a) => a.status === 200)).toBe(true);
+    let processed = 0;
+    let duplicates = 0;
+    for (const r of regs) {
+      processed += await metricValue(r, "media_orchestrator_webhooks_payment_events_total", {
+        outcome: "Processed",
+      });
+      duplicates += await metricValue(r, "media_orchestrator_webhooks_duplicates_total");
+    }
+    expect(processed).toBe(1);
+    expect(duplicates).toBe(11);
+  });
+
+  it("claims a record left Processing by a crashed attempt, but waits for a live one (409 when it takes too long)", async () => {
+    const c = `cus_stale_${uid()}`;
+    const stale = subscriptionEvent(c, "active");
+    const live = subscriptionEvent(`cus_live_${uid()}`, "active");
+    for (const [ev, ageMs] of [
+      [stale, 120_000],
+      [live, 0],
+    ] as const) {
+      const created = await api.create<PaymentEvent>("paymentevents", ns, {
+        apiVersion: API_VERSION,
+        kind: "PaymentEvent",
+        metadata: { name: paymentEventName(ev.id) },
+        spec: { eventId: ev.id, type: ev.type, created: ev.created },
+      });
+      await api.replaceStatus("paymentevents", {
+        ...created,
+        status: {
+          outcome: "Processing",
+          attempts: 1,
+          deliveries: 1,
+          lastDeliveryAt: new Date(Date.now() - ageMs).toISOString(),
+        },
+      });
+    }
+    const impatient = await start({ duplicateWaitMs: 300 });
+    const res = await deliver(stale, impatient.url);
+    expect(res.status).toBe(200);
+    expect((await record(stale.id))?.status).toMatchObject({
+      outcome: "Processed",
+      attempts: 2,
+      deliveries: 2,
+    });
+    expect((await account(c))?.status?.subscriptionStatus).toBe("active");
+
+    const busy = await deliver(live, impatient.url);
+    expect(busy.status).toBe(409);
+    expect((await record(live.id))?.status?.outcome).toBe("Processing");
+    expect(await account(String(live.data.object.customer))).toBeUndefined();
+  });
+});
+
+describe("subscription events", () => {
+  it("never lets an older event overwrite a newer state, whatever the delivery order", async () => {
+    const c = `cus_order_${uid()}`;
+    const t = nowS() - 100;
+    const created = subscriptionEvent(c, "incomplete", { type: "customer.subscription.created", created: t });
+    const activated = subscriptionEvent(c, "active", { created: t + 5 });
+    const pastDue = subscriptionEvent(c, "past_due", { created: t + 20 });
+    for (const ev of [pastDue, created, activated]) expect((await deliver(ev)).status).toBe(200);
+    const acct = await account(c);
+    expect(acct?.spec.customerId).toBe(c);
+    expect(acct?.status).toMatchObject({
+      subscriptionStatus: "past_due",
+      lastEventId: pastDue.id,
+      lastEventCreated: t + 20,
+      subscriptionId: `sub_${c}`,
+    });
+    expect(acct?.status?.conditions?.find((x) => x.type === "Active")).toMatchObject({
+      status: "False",
+      reason: "SubscriptionPastDue",
+    });
+    // The older ones are recorded as processed (handled), not failed: no redelivery needed.
+    for (const ev of [created, activated]) {
+      const rec = await record(ev.id);
+      expect(rec?.status?.outcome).toBe("Processed");
+      expect(rec?.status?.message).toContain("unchanged");
+    }
+  });
+
+  it("orders events of the same second by id, so both delivery orders converge", async () => {
+    const t = nowS() - 50;
+    const finals: string[] = [];
+    for (const order of [0, 1]) {
+      const c = `cus_tie_${order}_${uid()}`;
+      const a = subscriptionEvent(c, "active", { id: `evt_tie_a_${uid()}`, created: t });
+      const b = subscriptionEvent(c, "unpaid", { id: a.id.replace("evt_tie_a_", "evt_tie_b_"), created: t });
+      for (const ev of order === 0 ? [a, b] : [b, a]) expect((await deliver(ev)).status).toBe(200);
+      finals.push((await account(c))?.status?.subscriptionStatus ?? "none");
+    }
+    expect(finals).toEqual(["unpaid", "unpaid"]);
+  });
+
+  it("marks a deleted subscription canceled", async () => {
+    const c = `cus_del_${uid()}`;
+    const t = nowS() - 10;
+    expect((await deliver(subscriptionEvent(c, "active", { created: t }))).status).toBe(200);
+    const del = subscriptionEvent(c, "active", { type: "customer.subscription.deleted", created: t + 1 });
+    expect((await deliver(del)).status).toBe(200);
+    expect((await account(c))?.status).toMatchObject({ subscriptionStatus: "canceled", lastEventId: del.id });
+  });
+
+  it("records other event types as Ignored and answers 200", async () => {
+    const ev = {
+      id: `evt_${uid()}`,
+      object: "event",
+      type: "invoice.paid",
+      created: nowS(),
+      data: { object: { id: "in_1", object: "invoice", customer: `cus_inv_${uid()}` } },
+    };
+    const res = await deliver(ev);
+    expect(res.status).toBe(200);
+    expect((await record(ev.id))?.status).toMatchObject({ outcome: "Ignored", attempts: 1 });
+    expect(await account(ev.data.object.customer)).toBeUndefined();
+    expect((await deliver(ev)).json).toEqual({ received: true, duplicate: true });
+  });
+
+  it("records a subscription event it cannot apply as Failed and answers 400", async () => {
+    const ev = subscriptionEvent(`cus_bad_${uid()}`, "exploded");
+    const res = await deliver(ev);
+    expect(res.status).toBe(400);
+    const rec = await record(ev.id);
+    expect(rec?.status?.outcome).toBe("Failed");
+    expect(rec?.status?.message).toContain("status");
+  });
+});
+
+describe("failed processing", () => {
+  it("records Failed, answers 503, and processes the event again when it is redelivered", async () => {
+    // A sidecar whose credentials may write PaymentEvents but not (yet) BillingAccounts: the
+    // apiserver itself refuses the effect.
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    const user = `webhooks-limited-${uid()}`;
+    const rules = (withAccounts: boolean) => [
+      {
+        apiGroups: ["media-orchestrator.io"],
+        resources: ["paymentevents", "paymentevents/status"],
+        verbs: ["get", "list", "create", "update"],
+      },
+      ...(withAccounts
+        ? [
+            {
+              apiGroups: ["media-orchestrator.io"],
+              resources: ["billingaccounts", "billingaccounts/status"],
+              verbs: ["get", "create", "update"],
+            },
+          ]
+        : []),
+    ];
+    await rbac.createNamespacedRole({
+      namespace: ns,
+      body: { metadata: { name: user }, rules: rules(false) },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace: ns,
+      body: {
+        metadata: { name: user },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: user },
+        subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: user }],
+      },
+    });
+    const limited = new KubeApi(impersonating(kc, user));
+    await eventually(async () => (await limited.list("paymentevents", ns)) && true, { timeoutMs: 10_000 });
+    const s = await start({ api: limited });
+
+    const c = `cus_fail_${uid()}`;
+    const ev = subscriptionEvent(c, "active");
+    const first = await deliver(ev, s.url);
+    expect(first.status).toBe(503);
+    expect(first.json).toEqual({ error: "unavailable, retry later" });
+    const failed = await record(ev.id);
+    expect(failed?.status).toMatchObject({ outcome: "Failed", attempts: 1 });
+    expect(failed?.status?.message).toMatch(/403|forbidden/i);
+    expect(await account(c)).toBeUndefined();
+
+    await rbac.replaceNamespacedRole({
+      name: user,
+      namespace: ns,
+      body: { metadata: { name: user }, rules: rules(true) },
+    });
+    const second = await eventually(
+      async () => {
+        const r = await deliver(ev, s.url);
+        return r.status === 200 ? r : undefined;
+      },
+      { timeoutMs: 10_000, intervalMs: 250 },
+    );
+    expect(second.json).toEqual({ received: true });
+    const done = await record(ev.id);
+    expect(done?.status?.outcome).toBe("Processed");
+    expect(done?.status?.attempts).toBeGreaterThanOrEqual(2);
+    expect((await account(c))?.status?.subscriptionStatus).toBe("active");
+    expect((await deliver(ev, s.url)).json).toEqual({ received: true, duplicate: true });
+  });
+});
+
+describe("retention", () => {
+  it("garbage-collects PaymentEvents older than the retention, and only those", async () => {
+    const gcNs = await createTestNamespace(kc, "webhooks-gc");
+    const s = await start({ namespace: gcNs });
+    const evs = [0, 1, 2].map(() => subscriptionEvent(`cus_gc_${uid()}`, "active"));
+    for (const ev of evs) expect((await deliver(ev, s.url)).status).toBe(200);
+    const retentionMs = 7 * 24 * 3_600_000;
+    const at = (offsetMs: number) =>
+      startPaymentEventGc({
+        api,
+        namespace: gcNs,
+        retentionMs,
+        log: silent,
+        now: () => new Date(Date.now() + offsetMs),
+      });
+    const early = at(retentionMs - 3_600_000);
+    expect(await early.runOnce()).toBe(0);
+    early.stop();
+    expect((await api.list("paymentevents", gcNs)).items).toHaveLength(3);
+    const late = at(retentionMs + 60_000);
+    expect(await late.runOnce()).toBe(3);
+    late.stop();
+    expect((await api.list("paymentevents", gcNs)).items).toHaveLength(0);
+    // The BillingAccounts are state, not dedupe records: they stay.
+    expect((await api.list("billingaccounts", gcNs)).items).toHaveLength(3);
+  });
+});
