@@ -37,7 +37,10 @@ crds-check: deps ## fail when the committed CRD manifests differ from the zod sc
 controlplane: deps ## build (or reuse) the local kube-apiserver + etcd binary
 	$(TSX) scripts/cluster.ts build
 
-test: deps crds-check lint typecheck controlplane ## every test, from a fresh clone
+helm: deps ## build (or reuse) helm v3.18.6 from its Go module into .local/bin
+	$(TSX) -e 'import("./test/support/helm.ts").then((m) => console.log(m.helmBinary()))'
+
+test: deps crds-check lint typecheck controlplane helm ## every test, from a fresh clone
 	npx vitest run
 
 cluster-up: deps ## start the local control plane; kubeconfig in .local/kubeconfig

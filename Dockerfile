@@ -1,0 +1,41 @@
+# syntax=docker/dockerfile:1
+# media-orchestrator: one image for both containers of the pod (`controller` and `webhooks` are
+# arguments of the same entry point). Build: docker build -t media-orchestrator:dev .
+# Then, for kind: kind load docker-image media-orchestrator:dev (docs/helm.md).
+
+# Pinned Node base (the version the project is developed and tested with). Pin the digest too
+# in your registry mirror: docker buildx imagetools inspect node:20.20.2-bookworm-slim
+ARG NODE_IMAGE=node:20.20.2-bookworm-slim
+
+# 1. Compile TypeScript with the full dependency set (dev dependencies hold tsc).
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+ENV npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
+COPY package.json package-lock.json ./
+RUN --mount=type=cache,target=/root/.npm npm ci
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npx tsc -p tsconfig.build.json
+
+# 2. Production dependencies only, from the same lock file.
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /app
+ENV npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
+COPY package.json package-lock.json ./
+RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --ignore-scripts
+
+# 3. The runtime: compiled JavaScript, production node_modules, package.json (ESM "type").
+FROM ${NODE_IMAGE}
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=deps --chown=root:root /app/node_modules ./node_modules
+COPY --from=build --chown=root:root /app/dist/src ./dist/src
+COPY --chown=root:root package.json ./
+# The files belong to root and are read-only to the process; it runs as the image's non-root
+# "node" user, by number so that Kubernetes' runAsNonRoot can verify it. Nothing is written at
+# run time (the chart mounts the root file system read-only, with an emptyDir on /tmp).
+USER 1000:1000
+# 8080: the webhooks sidecar; 8081: the controller's health and metrics.
+EXPOSE 8080 8081
+ENTRYPOINT ["node", "--enable-source-maps", "dist/src/main.js"]
+CMD ["controller"]

@@ -1,0 +1,228 @@
+{{/*
+Names. The fullname is the release name, suffixed with the chart name unless the release name
+already contains it; cluster-scoped objects add the namespace so that two releases of the same
+name in two namespaces never collide.
+*/}}
+{{- define "media-orchestrator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "media-orchestrator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "media-orchestrator.clusterName" -}}
+{{- printf "%s-%s" .Release.Namespace (include "media-orchestrator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "media-orchestrator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object (the generated CRD templates include this one too). */}}
+{{- define "media-orchestrator.labels" -}}
+helm.sh/chart: {{ include "media-orchestrator.chart" . }}
+{{ include "media-orchestrator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: media-orchestrator
+{{- end }}
+
+{{- define "media-orchestrator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "media-orchestrator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "media-orchestrator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "media-orchestrator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The namespace the operator watches: empty means all namespaces (watchAllNamespaces). */}}
+{{- define "media-orchestrator.watchNamespace" -}}
+{{- if not .Values.watchAllNamespaces }}
+{{- default .Release.Namespace .Values.watchNamespace }}
+{{- end }}
+{{- end }}
+
+{{/* Where the chart's GpuEndpoints go: the watched namespace, else the release namespace. */}}
+{{- define "media-orchestrator.endpointsNamespace" -}}
+{{- default .Release.Namespace (include "media-orchestrator.watchNamespace" .) }}
+{{- end }}
+
+{{- define "media-orchestrator.leaderElectionId" -}}
+{{- include "media-orchestrator.fullname" . }}
+{{- end }}
+
+{{- define "media-orchestrator.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion (toString .Values.image.tag)) }}
+{{- end }}
+
+{{/* The Secret the pods read their credentials from. */}}
+{{- define "media-orchestrator.secretName" -}}
+{{- default (include "media-orchestrator.fullname" .) .Values.secrets.existingSecret }}
+{{- end }}
+
+{{/*
+CALLBACK_BASE_URL: the value given, else the Ingress host, else the Service's cluster DNS name
+(reachable from inside the cluster only).
+*/}}
+{{- define "media-orchestrator.callbackBaseUrl" -}}
+{{- if .Values.callback.baseUrl }}
+{{- .Values.callback.baseUrl | trimSuffix "/" }}
+{{- else if .Values.ingress.enabled }}
+{{- printf "%s://%s" (ternary "https" "http" .Values.ingress.tls.enabled) .Values.ingress.host }}
+{{- else }}
+{{- printf "http://%s.%s.svc:%d" (include "media-orchestrator.fullname" .) .Release.Namespace (int .Values.service.port) }}
+{{- end }}
+{{- end }}
+
+{{/* The rules JSON schema cannot express; each message names the value to fix. */}}
+{{- define "media-orchestrator.validate" -}}
+{{- if and .Values.crds.only (not .Values.crds.install) }}
+{{- fail "crds.only=true renders only the CRDs: it needs crds.install=true" }}
+{{- end }}
+{{- if and .Values.watchAllNamespaces .Values.watchNamespace }}
+{{- fail (printf "watchNamespace (%q) and watchAllNamespaces=true contradict each other: set one" .Values.watchNamespace) }}
+{{- end }}
+{{- if and .Values.secrets.existingSecret (or .Values.secrets.gpuProviderApiKey .Values.secrets.paymentProviderApiKey .Values.secrets.paymentProviderWebhookSecret .Values.callback.secret) }}
+{{- fail "secrets.existingSecret is set: the credentials (secrets.gpuProviderApiKey, secrets.paymentProviderApiKey, secrets.paymentProviderWebhookSecret, callback.secret) must then be keys of that Secret, not values" }}
+{{- end }}
+{{- if and .Values.ingress.enabled (not .Values.ingress.host) }}
+{{- fail "ingress.host is required when ingress.enabled=true" }}
+{{- end }}
+{{- $pdb := .Values.podDisruptionBudget }}
+{{- if and $pdb.enabled (gt (int .Values.replicaCount) 1) (not (kindIs "string" $pdb.minAvailable)) (ge (int $pdb.minAvailable) (int .Values.replicaCount)) }}
+{{- fail (printf "podDisruptionBudget.minAvailable (%d) must be less than replicaCount (%d), or no node could ever be drained" (int $pdb.minAvailable) (int .Values.replicaCount)) }}
+{{- end }}
+{{- range $w := list "asr" "tts" "render" }}
+{{- $ep := index $.Values.gpuEndpoints $w }}
+{{- if lt (int $ep.maxWorkers) (int $ep.minWorkers) }}
+{{- fail (printf "gpuEndpoints.%s.maxWorkers (%d) must be at least gpuEndpoints.%s.minWorkers (%d)" $w (int $ep.maxWorkers) $w (int $ep.minWorkers)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Environment of both containers: the product's configuration (src/config/env.ts). */}}
+{{- define "media-orchestrator.env" -}}
+- name: MEDIA_ENV
+  value: {{ .Values.environment | quote }}
+- name: MEDIA_ENDPOINT_PREFIX
+  value: {{ .Values.endpointPrefix | quote }}
+- name: GPU_PROVIDER_API_URL
+  value: {{ .Values.gpuProvider.apiUrl | quote }}
+{{- with .Values.gpuProvider.managementUrl }}
+- name: GPU_PROVIDER_MANAGEMENT_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- range $w := list "asr" "tts" "render" }}
+{{- with index $.Values.gpuProvider.endpoints $w }}
+- name: GPU_PROVIDER_ENDPOINT_{{ upper $w }}
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+- name: PAYMENT_PROVIDER_API_URL
+  value: {{ .Values.paymentProvider.apiUrl | quote }}
+- name: CALLBACK_BASE_URL
+  value: {{ include "media-orchestrator.callbackBaseUrl" . | quote }}
+- name: RESYNC_INTERVAL_SECONDS
+  value: {{ .Values.resyncIntervalSeconds | quote }}
+- name: JOB_TIMEOUT_SECONDS
+  value: {{ .Values.jobTimeoutSeconds | quote }}
+- name: MAX_CONCURRENT_RECONCILES
+  value: {{ .Values.maxConcurrentReconciles | quote }}
+- name: WATCH_NAMESPACE
+  value: {{ include "media-orchestrator.watchNamespace" . | quote }}
+- name: LEADER_ELECTION
+  value: "true"
+- name: LEADER_ELECTION_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
+- name: LEADER_ELECTION_ID
+  value: {{ include "media-orchestrator.leaderElectionId" . | quote }}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+# The sidecar's namespace for PaymentEvents and BillingAccounts when no WATCH_NAMESPACE is set.
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: WEBHOOKS_PORT
+  value: {{ .Values.service.port | quote }}
+- name: CONTROLLER_METRICS_PORT
+  value: {{ .Values.service.metricsPort | quote }}
+- name: LOG_LEVEL
+  value: {{ .Values.logLevel | quote }}
+{{- range $key := list "GPU_PROVIDER_API_KEY" "PAYMENT_PROVIDER_API_KEY" "PAYMENT_PROVIDER_WEBHOOK_SECRET" "CALLBACK_SECRET" }}
+- name: {{ $key }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "media-orchestrator.secretName" $ }}
+      key: {{ $key }}
+      optional: {{ ne $key "CALLBACK_SECRET" }}
+{{- end }}
+{{- end }}
+
+{{/* The restricted Pod Security Standard, container side. */}}
+{{- define "media-orchestrator.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+privileged: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+{{- end }}
+
+{{/*
+The rules of the watched namespace (or of every namespace with watchAllNamespaces): one line per
+need, see docs/helm.md. c = controller (src/controller), w = webhooks sidecar (src/webhooks).
+*/}}
+{{- define "media-orchestrator.rules" -}}
+# c: informer (list, watch), next pipeline step (create, get), finalizer (merge patch)
+# w: a callback reads its job (get)
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["mediajobs"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+# c: every status write is a PUT with the resourceVersion read; w: callbacks write status
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["mediajobs/status"]
+  verbs: ["update"]
+# c: informer
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["gpuendpoints"]
+  verbs: ["list", "watch"]
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["gpuendpoints/status"]
+  verbs: ["update"]
+# c: informer (admission of jobs); w: subscription events (get, create)
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["billingaccounts"]
+  verbs: ["get", "list", "watch", "create"]
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["billingaccounts/status"]
+  verbs: ["update"]
+# w: the dedupe claim (create), replays (get), garbage collection of old records (list, delete)
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["paymentevents"]
+  verbs: ["get", "list", "create", "delete"]
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["paymentevents/status"]
+  verbs: ["update"]
+# c, w: Kubernetes Events on the objects (src/k8s/events.ts creates, never patches)
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}

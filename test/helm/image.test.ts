@@ -1,0 +1,84 @@
+// The Dockerfile cannot be built here (no Docker engine), so this checks what would break the
+// image or disagree with the chart: a runtime import of a dev dependency (the image has
+// production dependencies only), the user, the ports, the entry point's modes, the build context.
+import { readdirSync, readFileSync } from "node:fs";
+import { builtinModules } from "node:module";
+import { join, relative } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { REPO_ROOT } from "../support/controlplane.js";
+
+const read = (p: string) => readFileSync(join(REPO_ROOT, p), "utf8");
+const dockerfile = read("Dockerfile");
+const pkg = JSON.parse(read("package.json")) as {
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+};
+const values = parse(read("deploy/helm/values.yaml")) as { service: { port: number; metricsPort: number } };
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? sourceFiles(join(dir, e.name)) : e.name.endsWith(".ts") ? [join(dir, e.name)] : [],
+  );
+}
+
+describe("the image", () => {
+  it("needs only production dependencies at run time", () => {
+    const builtins = new Set(builtinModules);
+    const missing: string[] = [];
+    const seen = new Set<string>();
+    for (const file of sourceFiles(join(REPO_ROOT, "src"))) {
+      const text = readFileSync(file, "utf8");
+      // Type-only imports vanish at compile time; every other bare import must be installed.
+      for (const m of text.matchAll(/^import\s+(?!type\s)[^;]*?from\s+"([^".][^"]*)"/gms)) {
+        const spec = m[1]!;
+        if (spec.startsWith("node:") || builtins.has(spec)) continue;
+        const name = spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]!;
+        seen.add(name);
+        if (!(name in pkg.dependencies)) missing.push(`${relative(REPO_ROOT, file)}: ${name}`);
+      }
+    }
+    expect(missing).toEqual([]);
+    expect([...seen]).toEqual(expect.arrayContaining(["@kubernetes/client-node", "fastify", "zod"]));
+  });
+
+  it("is multi-stage on a pinned Node base and ships production dependencies only", () => {
+    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:\d+\.\d+\.\d+-[a-z]+-slim$/m);
+    expect(dockerfile.match(/^FROM /gm)).toHaveLength(3);
+    expect(dockerfile).toMatch(/^RUN .*npm ci --omit=dev/m);
+    const final = dockerfile.slice(dockerfile.lastIndexOf("\nFROM "));
+    expect(final).toContain("COPY --from=deps --chown=root:root /app/node_modules ./node_modules");
+    expect(final).not.toMatch(/^RUN /m); // nothing installed or built in the final stage
+  });
+
+  it("runs as the non-root user the chart declares, on the chart's ports", () => {
+    const chartUser = /runAsUser: (\d+)/.exec(read("deploy/helm/templates/deployment.yaml"))![1];
+    expect(/^USER (\d+):(\d+)$/m.exec(dockerfile)?.slice(1)).toEqual([chartUser, chartUser]);
+    expect(chartUser).not.toBe("0");
+    expect(/^EXPOSE (.*)$/m.exec(dockerfile)?.[1]?.split(" ").map(Number)).toEqual([
+      values.service.port,
+      values.service.metricsPort,
+    ]);
+  });
+
+  it("starts the entry point the build produces, in the modes the chart runs", () => {
+    expect(dockerfile).toContain('ENTRYPOINT ["node", "--enable-source-maps", "dist/src/main.js"]');
+    const main = read("src/main.ts");
+    for (const mode of ["controller", "webhooks"]) expect(main).toContain(`"${mode}"`);
+    const deployment = read("deploy/helm/templates/deployment.yaml");
+    expect(deployment).toContain('args: ["controller"]');
+    expect(deployment).toContain('args: ["webhooks"]');
+  });
+
+  it("sends only what the build needs as its context", () => {
+    const ignore = read(".dockerignore")
+      .split("\n")
+      .filter((l) => l && !l.startsWith("#"));
+    expect(ignore[0]).toBe("**");
+    expect(ignore.slice(1).sort()).toEqual(
+      ["!package-lock.json", "!package.json", "!src/**", "!tsconfig.build.json", "!tsconfig.json"].sort(),
+    );
+    for (const f of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json", "src"])
+      expect(dockerfile).toMatch(new RegExp(`^COPY [^\\n]*\\b${f.replace(".", "\\.")}\\b`, "m"));
+  });
+});
