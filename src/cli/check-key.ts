@@ -1,0 +1,80 @@
+// check-key: the runbook's credential check, GraphQL `query { myself { id } }` with the key.
+import { FIX_KEY } from "../controller/gpuendpoint/diagnosis.js";
+import { isProviderError } from "../provider/index.js";
+import type { CliContext } from "./context.js";
+import { EXIT_OK, EXIT_PROBLEM } from "./errors.js";
+
+export type KeyVerdict = "valid" | "invalid" | "account-problem" | "unknown" | "missing";
+
+export interface KeyCheck {
+  result: KeyVerdict;
+  accountId?: string;
+  message: string;
+  fix?: string;
+}
+
+export const FIX_ACCOUNT =
+  "resolve the billing, balance, quota or suspension in the provider's account settings; the key itself is fine";
+export const FIX_UNREACHABLE =
+  "check GPU_PROVIDER_API_URL (and GPU_PROVIDER_MANAGEMENT_URL), the network, and the provider's status page; then run check-key again";
+
+/** The key check as a verdict; never throws for provider answers. */
+export async function checkKey(ctx: CliContext): Promise<KeyCheck> {
+  const { env } = await ctx.config();
+  if (!env.GPU_PROVIDER_API_KEY) {
+    return {
+      result: "missing",
+      message: "GPU_PROVIDER_API_KEY is not set",
+      fix: "export GPU_PROVIDER_API_KEY, or pass --secret <namespace>/<name> naming the operator's Secret",
+    };
+  }
+  const gpu = await ctx.gpu();
+  try {
+    const { accountId } = await gpu.checkKey();
+    return {
+      result: "valid",
+      accountId,
+      message: `the GPU provider API key is valid (account ${accountId})`,
+    };
+  } catch (err) {
+    if (isProviderError(err, "INVALID_API_KEY")) {
+      return { result: "invalid", message: "the GPU provider rejects the API key", fix: FIX_KEY };
+    }
+    if (isProviderError(err, "ACCOUNT_PROBLEM")) {
+      return {
+        result: "account-problem",
+        message: `the key is valid, but the provider account cannot run work (billing, quota or suspension): ${err.message}`,
+        fix: FIX_ACCOUNT,
+      };
+    }
+    return {
+      result: "unknown",
+      message: `could not check the key: ${err instanceof Error ? err.message : String(err)}`,
+      fix: FIX_UNREACHABLE,
+    };
+  }
+}
+
+export async function run(ctx: CliContext): Promise<number> {
+  const check = await checkKey(ctx);
+  const { env, sources } = await ctx.config();
+  if (ctx.out.machine) {
+    ctx.out.data({
+      ...check,
+      apiUrl: env.GPU_PROVIDER_MANAGEMENT_URL ?? env.GPU_PROVIDER_API_URL,
+      keySource: sources.GPU_PROVIDER_API_KEY ?? null,
+    });
+  } else {
+    const label = {
+      valid: "valid",
+      invalid: "INVALID",
+      "account-problem": "ACCOUNT PROBLEM",
+      unknown: "UNKNOWN",
+      missing: "MISSING",
+    }[check.result];
+    ctx.out.line(`GPU provider API key: ${label}`);
+    ctx.out.line(`  ${check.message}`);
+    if (check.fix) ctx.out.line(`  Fix: ${check.fix}`);
+  }
+  return check.result === "valid" ? EXIT_OK : EXIT_PROBLEM;
+}

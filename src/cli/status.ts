@@ -1,0 +1,234 @@
+// status <mediajob>: the job as Kubernetes sees it, beside the provider's actual status, and a
+// verdict: do they agree, and if not, what to run.
+import type { MediaJob } from "../crds/mediajob.js";
+import { isTerminal } from "../controller/mediajob/lifecycle.js";
+import type { CliContext } from "./context.js";
+import { humanDuration } from "./duration.js";
+import { EXIT_OK, EXIT_PROBLEM } from "./errors.js";
+import {
+  askProvider,
+  findStuck,
+  getJob,
+  processingSinceMs,
+  providerErrorHint,
+  providerJobId,
+  providerState,
+  type ProviderView,
+} from "./jobs.js";
+import { formatFields } from "./output.js";
+
+export interface Verdict {
+  /** True when an operator should act (or the comparison could not be made). */
+  attention: boolean;
+  summary: string;
+  next?: string;
+}
+
+/** The runbook's reading of (Kubernetes phase, provider status). */
+export function verdict(
+  job: MediaJob,
+  view: ProviderView | undefined,
+  cmd: (verb: string) => string,
+): Verdict {
+  const phase = job.status?.phase ?? "Pending";
+  if (!view) {
+    return {
+      attention: true,
+      summary: "the provider was not asked: no GPU provider API key is configured",
+      next: "export GPU_PROVIDER_API_KEY (or pass --secret <namespace>/<name>) and run status again",
+    };
+  }
+  if (view.state === "error") {
+    return {
+      attention: true,
+      summary: `could not read the job's status at the provider: ${view.message}`,
+      next: providerErrorHint(view),
+    };
+  }
+  if (isTerminal(phase)) {
+    return { attention: false, summary: `the job is ${phase}; nothing to do` };
+  }
+  if (phase === "Pending") {
+    return {
+      attention: false,
+      summary:
+        "Pending: the controller submits it within one tick (check its conditions if it stays Pending)",
+    };
+  }
+  // Processing.
+  switch (view.state) {
+    case "not-submitted":
+      return {
+        attention: true,
+        summary: "Processing, but no endpoint id is recorded: the provider cannot be asked",
+        next: `${cmd("reset")} to resubmit it`,
+      };
+    case "not-found":
+      return {
+        attention: true,
+        summary: "Processing, but the provider does not know the job (lost, expired or never received)",
+        next: `${cmd("reset")} to replay it`,
+      };
+    case "found": {
+      const s = view.job.status;
+      if (s === "IN_QUEUE" || s === "IN_PROGRESS") {
+        return { attention: false, summary: `the provider is still working on it (${s}); wait` };
+      }
+      if (s === "COMPLETED") {
+        return {
+          attention: true,
+          summary:
+            "the provider completed the job but Kubernetes still shows Processing: the callback was missed",
+          next: `${cmd("complete")} to take the provider's output (or ${cmd("reset")} to run it again)`,
+        };
+      }
+      return {
+        attention: true,
+        summary: `the provider reports ${s} but Kubernetes still shows Processing: the callback was missed`,
+        next: `'kubectl media recover' applies the result once the job is past its timeout; ${cmd("reset")} runs it again now`,
+      };
+    }
+  }
+}
+
+export async function run(ctx: CliContext): Promise<number> {
+  const name = ctx.inv.args[0]!;
+  const { api } = await ctx.kube();
+  const namespace = await ctx.namespace();
+  const job = await getJob(api, namespace, name);
+  const { env } = await ctx.config();
+  const view = env.GPU_PROVIDER_API_KEY ? await askProvider(await ctx.gpu(), job) : undefined;
+  const nsFlag = `-n ${namespace}`;
+  const v = verdict(job, view, (verb) => `'kubectl media ${verb} ${name} ${nsFlag}'`);
+
+  const status = job.status ?? {};
+  const now = Date.now();
+  const since = processingSinceMs(job);
+  const timeoutSeconds = job.spec.timeoutSeconds ?? env.JOB_TIMEOUT_SECONDS;
+  const processingForMs = status.phase === "Processing" && since !== undefined ? now - since : undefined;
+  const stuck = findStuck([job], now, { defaultTimeoutSeconds: env.JOB_TIMEOUT_SECONDS }).length > 0;
+
+  if (ctx.out.machine) {
+    ctx.out.data({
+      mediaJob: {
+        namespace,
+        name,
+        workload: job.spec.workload,
+        phase: status.phase ?? null,
+        jobId: status.jobId ?? null,
+        providerJobId: status.providerJobId ?? null,
+        endpointId: status.endpointId ?? null,
+        attempts: status.attempts ?? 0,
+        failures: status.failures ?? 0,
+        replay: status.replay ?? false,
+        submittedAt: status.submittedAt ?? null,
+        updatedAt: status.updatedAt ?? null,
+        completedAt: status.completedAt ?? null,
+        error: status.error ?? null,
+        nextJob: status.nextJob ?? null,
+        timeoutSeconds,
+        processingForSeconds: processingForMs === undefined ? null : Math.floor(processingForMs / 1000),
+        stuck,
+        conditions: status.conditions ?? [],
+      },
+      provider: providerData(view),
+      verdict: v,
+    });
+    return v.attention ? EXIT_PROBLEM : EXIT_OK;
+  }
+
+  const ago = (iso?: string) => (iso ? `${iso} (${humanDuration(now - Date.parse(iso))} ago)` : "-");
+  let phaseText = status.phase ?? "(none yet)";
+  if (processingForMs !== undefined) {
+    phaseText += ` for ${humanDuration(processingForMs)} (timeout ${humanDuration(timeoutSeconds * 1000)}${stuck ? ": STUCK" : ""})`;
+  }
+  ctx.out.line(`MediaJob ${namespace}/${name} (${job.spec.workload})`);
+  ctx.out.line("Kubernetes:");
+  ctx.out.line(
+    formatFields(
+      [
+        ["Phase", phaseText],
+        ["Job ID", status.jobId ?? "-"],
+        ["Provider job", status.providerJobId ?? "-"],
+        ["Endpoint", status.endpointId ?? "-"],
+        ["Attempts", String(status.attempts ?? 0) + (status.failures ? ` (${status.failures} failed)` : "")],
+        ["Replay", String(status.replay ?? false)],
+        ["Submitted", ago(status.submittedAt)],
+        ["Updated", ago(status.updatedAt)],
+        ...(status.completedAt ? [["Completed", ago(status.completedAt)] as [string, string]] : []),
+        ...(status.error ? [["Error", status.error] as [string, string]] : []),
+        ...(status.nextJob ? [["Next job", status.nextJob] as [string, string]] : []),
+        [
+          "Conditions",
+          (status.conditions ?? []).map((c) => `${c.type}=${c.status} (${c.reason})`).join(", ") || "-",
+        ],
+      ],
+      "  ",
+    ),
+  );
+  ctx.out.line("Provider:");
+  ctx.out.line(formatFields(providerFields(job, view), "  "));
+  ctx.out.line(`Verdict: ${v.summary}`);
+  if (v.next) ctx.out.line(`Next:    ${v.next}`);
+  return v.attention ? EXIT_PROBLEM : EXIT_OK;
+}
+
+function providerData(view: ProviderView | undefined): Record<string, unknown> {
+  if (!view) return { status: "NOT_ASKED" };
+  const base = {
+    status: providerState(view),
+    ...("id" in view ? { id: view.id, endpointId: view.endpointId } : {}),
+  };
+  switch (view.state) {
+    case "found":
+      return {
+        ...base,
+        delayTimeMs: view.job.delayTime ?? null,
+        executionTimeMs: view.job.executionTime ?? null,
+        error: view.job.error ?? null,
+        output: view.job.output ?? null,
+      };
+    case "error":
+      return { ...base, code: view.code, message: view.message };
+    default:
+      return { ...base, message: view.message };
+  }
+}
+
+function providerFields(job: MediaJob, view: ProviderView | undefined): Array<[string, string]> {
+  if (!view) return [["Status", "not asked (no GPU_PROVIDER_API_KEY)"]];
+  const asked: Array<[string, string]> =
+    view.state === "not-submitted"
+      ? []
+      : [["Asked for", `job ${providerJobId(job)} on endpoint ${job.status?.endpointId}`]];
+  switch (view.state) {
+    case "found": {
+      const j = view.job;
+      const out: Array<[string, string]> = [...asked, ["Status", j.status]];
+      if (j.delayTime !== undefined) out.push(["Delay", `${j.delayTime} ms`]);
+      if (j.executionTime !== undefined) out.push(["Execution", `${j.executionTime} ms`]);
+      if (j.output !== undefined) out.push(["Output", summarize(j.output)]);
+      if (j.error !== undefined && j.error !== null && j.error !== "")
+        out.push([
+          "Error",
+          typeof j.error === "string" ? j.error.slice(0, 300) : JSON.stringify(j.error).slice(0, 300),
+        ]);
+      return out;
+    }
+    case "not-found":
+      return [...asked, ["Status", `NOT_FOUND: ${view.message}`]];
+    case "not-submitted":
+      return [["Status", `not asked: ${view.message}`]];
+    case "error":
+      return [...asked, ["Status", `ERROR (${view.code}): ${view.message}`]];
+  }
+}
+
+/** The output's shape in one line: its keys, not its content. */
+function summarize(output: unknown): string {
+  if (output && typeof output === "object" && !Array.isArray(output)) {
+    const keys = Object.keys(output);
+    return keys.length ? `{${keys.join(", ")}}` : "{}";
+  }
+  return JSON.stringify(output)?.slice(0, 80) ?? String(output);
+}

@@ -1,0 +1,155 @@
+// The CLI's pure parts: durations, tables, masking, the command line, the stuck rule.
+import { describe, expect, it } from "vitest";
+import { parseCommandLine } from "../../src/cli/args.js";
+import { humanDuration, parseDuration } from "../../src/cli/duration.js";
+import { UsageError } from "../../src/cli/errors.js";
+import { findStuck } from "../../src/cli/jobs.js";
+import { formatTable, Output } from "../../src/cli/output.js";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+
+describe("durations", () => {
+  it("reads kubectl-style durations", () => {
+    expect(parseDuration("90s", "--x")).toBe(90_000);
+    expect(parseDuration("5m", "--x")).toBe(300_000);
+    expect(parseDuration("2h", "--x")).toBe(7_200_000);
+    expect(parseDuration("1d", "--x")).toBe(86_400_000);
+    expect(parseDuration("1h30m", "--x")).toBe(5_400_000);
+    expect(parseDuration("500ms", "--x")).toBe(500);
+    expect(parseDuration("1.5h", "--x")).toBe(5_400_000);
+    expect(parseDuration("0s", "--x")).toBe(0);
+  });
+
+  it.each(["10", "", "5 m", "m", "1w", "-5m", "5m3", "1h 2m"])("refuses %j, naming the flag", (text) => {
+    expect(() => parseDuration(text, "--older-than")).toThrow(UsageError);
+    expect(() => parseDuration(text, "--older-than")).toThrow(/--older-than.*90s, 5m, 2h, 1d/);
+  });
+
+  it("prints ages as kubectl does", () => {
+    expect(humanDuration(45_000)).toBe("45s");
+    expect(humanDuration(200_000)).toBe("3m20s");
+    expect(humanDuration(12 * 60_000)).toBe("12m");
+    expect(humanDuration((5 * 60 + 3) * 60_000)).toBe("5h3m");
+    expect(humanDuration(20 * 3_600_000)).toBe("20h");
+    expect(humanDuration((3 * 24 + 4) * 3_600_000)).toBe("3d4h");
+    expect(humanDuration(40 * 86_400_000)).toBe("40d");
+    expect(humanDuration(-5)).toBe("0s");
+  });
+});
+
+describe("output", () => {
+  it("lays out tables like kubectl", () => {
+    expect(
+      formatTable(
+        ["name", "phase"],
+        [
+          ["a", "Processing"],
+          ["longer-name", "Pending"],
+        ],
+      ),
+    ).toBe("NAME          PHASE\na             Processing\nlonger-name   Pending");
+  });
+
+  it("masks every registered secret, in every stream and format", () => {
+    let stdout = "";
+    let stderr = "";
+    const out = new Output("json", {
+      stdout: { write: (t: string) => (stdout += t) },
+      stderr: { write: (t: string) => (stderr += t) },
+    });
+    out.addSecrets("key-123456", "key-123456-longer", undefined, "ab");
+    out.data({ message: "echoed key-123456-longer and key-123456" });
+    out.note("error: key-123456");
+    out.line("ab stays: too short to be a secret");
+    expect(stdout + stderr).not.toContain("key-123456");
+    expect(stdout).toContain("echoed [REDACTED] and [REDACTED]");
+    expect(stderr).toBe("error: [REDACTED]\n");
+    expect(stdout).toContain("ab stays");
+  });
+});
+
+describe("command line", () => {
+  const usage = (argv: string[]) => {
+    try {
+      parseCommandLine(argv);
+    } catch (err) {
+      expect(err).toBeInstanceOf(UsageError);
+      return (err as UsageError).message;
+    }
+    throw new Error(`no usage error for ${argv.join(" ")}`);
+  };
+
+  it("takes kubectl's global flags anywhere on the line", () => {
+    const inv = parseCommandLine(["-n", "media", "status", "mj/job-1", "-o", "json", "--context=prod"]);
+    expect(inv).toMatchObject({
+      command: "status",
+      args: ["job-1"],
+      namespace: "media",
+      format: "json",
+      context: "prod",
+      requestTimeoutMs: 30_000,
+    });
+    expect(parseCommandLine(["stuck", "-A", "--older-than", "2h", "-oyaml"])).toMatchObject({
+      allNamespaces: true,
+      olderThanMs: 7_200_000,
+      format: "yaml",
+    });
+    expect(parseCommandLine(["check-key", "--secret", "ops/orchestrator"])).toMatchObject({
+      secret: { namespace: "ops", name: "orchestrator" },
+    });
+    expect(parseCommandLine(["recover", "--dry-run"])).toMatchObject({ dryRun: true, format: "table" });
+  });
+
+  it("answers help without running anything", () => {
+    expect(parseCommandLine(["--help"])).toHaveProperty("help", expect.stringContaining("Commands:"));
+    expect(parseCommandLine(["help", "reset"])).toHaveProperty("help", expect.stringContaining("test op"));
+    expect(parseCommandLine(["recover", "-h"])).toHaveProperty("help", expect.stringContaining("--dry-run"));
+  });
+
+  it("refuses what a command does not take", () => {
+    expect(usage([])).toBe("no command given");
+    expect(usage(["restart"])).toBe('unknown command "restart"');
+    expect(usage(["status"])).toBe("status needs <mediajob>");
+    expect(usage(["status", "a", "b"])).toBe('unexpected argument "b"');
+    expect(usage(["reset", "a", "-o", "json"])).toBe("reset does not take -o");
+    expect(usage(["status", "a", "-A"])).toBe("status does not take -A");
+    expect(usage(["stuck", "--dry-run"])).toBe("stuck does not take --dry-run");
+    expect(usage(["stuck", "-o", "wide"])).toMatch(/unknown output format "wide"/);
+    expect(usage(["stuck", "-A", "-n", "x"])).toMatch(/either -n\/--namespace or -A/);
+    expect(usage(["stuck", "--bogus"])).toMatch(/unknown flag '--bogus'/);
+    expect(usage(["stuck", "-n"])).toMatch(/'-n, --namespace <value>' argument missing/);
+    expect(usage(["check-key", "--secret", "a/b/c"])).toMatch(/--secret takes <namespace>\/<name>/);
+    expect(usage(["check-key", "--request-timeout", "0s"])).toMatch(/greater than zero/);
+    expect(usage(["status", "gpuendpoint/x"])).toMatch(/not a MediaJob name/);
+  });
+});
+
+describe("the stuck rule", () => {
+  const now = Date.parse("2025-01-01T12:00:00Z");
+  const job = (name: string, phase: string, submittedMinutesAgo: number, timeoutSeconds?: number) =>
+    ({
+      apiVersion: "media-orchestrator.io/v1alpha1",
+      kind: "MediaJob",
+      metadata: { name, namespace: "ns" },
+      spec: { workload: "asr", ...(timeoutSeconds ? { timeoutSeconds } : {}) },
+      status: { phase, submittedAt: new Date(now - submittedMinutesAgo * 60_000).toISOString() },
+    }) as MediaJob;
+  const jobs = [
+    job("old", "Processing", 30),
+    job("young", "Processing", 5),
+    job("own-short-timeout", "Processing", 5, 60),
+    job("done", "Completed", 300),
+    job("queued", "Pending", 300),
+  ];
+
+  it("is Processing past the job's own timeout, else the default; oldest first", () => {
+    const names = findStuck(jobs, now, { defaultTimeoutSeconds: 600 }).map((s) => s.job.metadata.name);
+    expect(names).toEqual(["old", "own-short-timeout"]);
+  });
+
+  it("with --older-than, is Processing longer than that, whatever the timeout", () => {
+    const found = findStuck(jobs, now, { olderThanMs: 20 * 60_000, defaultTimeoutSeconds: 600 });
+    expect(found.map((s) => s.job.metadata.name)).toEqual(["old"]);
+    expect(found[0]).toMatchObject({ processingForMs: 30 * 60_000, limitMs: 20 * 60_000 });
+    expect(findStuck(jobs, now, { olderThanMs: 0, defaultTimeoutSeconds: 600 })).toHaveLength(3);
+  });
+});
