@@ -1,7 +1,6 @@
 // Two controllers at once: one leader, no job submitted twice; the leader's graceful stop
 // releases the Lease and the other takes over without waiting it out.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Simulator } from "../../src/simulator/server.js";
