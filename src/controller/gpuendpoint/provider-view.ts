@@ -3,48 +3,62 @@
 // Concurrent reconciles share one in-flight request; a failed fetch is not cached.
 import type { GpuProviderClient, ProviderEndpoint } from "../../provider/index.js";
 
-export class ProviderView {
-  private credentials?: { at: number; value: Promise<{ accountId: string }> };
-  private endpoints?: { at: number; value: Promise<ProviderEndpoint[]> };
-  credentialChecks = 0;
+/** One value fetched at most once per ttl; callers in the meantime share the same promise. */
+class Cached<T> {
+  private entry?: { at: number; value: Promise<T> };
+  fetches = 0;
 
   constructor(
-    private readonly provider: Pick<GpuProviderClient, "checkKey" | "listEndpoints">,
+    private readonly fetch: () => Promise<T>,
     private readonly ttlMs: number,
-    private readonly clock: () => number = Date.now,
+    private readonly clock: () => number,
   ) {}
 
-  private fresh(entry: { at: number } | undefined): boolean {
-    return entry !== undefined && this.clock() - entry.at < this.ttlMs;
+  get(): Promise<T> {
+    if (!this.entry || this.clock() - this.entry.at >= this.ttlMs) {
+      this.fetches++;
+      const entry = { at: this.clock(), value: this.fetch() };
+      this.entry = entry;
+      entry.value.catch(() => {
+        if (this.entry === entry) this.entry = undefined;
+      });
+    }
+    return this.entry.value;
+  }
+
+  invalidate(): void {
+    this.entry = undefined;
+  }
+}
+
+export class ProviderView {
+  private readonly credentials: Cached<{ accountId: string }>;
+  private readonly endpoints: Cached<ProviderEndpoint[]>;
+
+  constructor(
+    provider: Pick<GpuProviderClient, "checkKey" | "listEndpoints">,
+    ttlMs: number,
+    clock: () => number = Date.now,
+  ) {
+    this.credentials = new Cached(() => provider.checkKey(), ttlMs, clock);
+    this.endpoints = new Cached(() => provider.listEndpoints(), ttlMs, clock);
+  }
+
+  /** How many key checks went to the provider (one per tick, whatever the number of endpoints). */
+  get credentialChecks(): number {
+    return this.credentials.fetches;
   }
 
   checkKey(): Promise<{ accountId: string }> {
-    if (!this.fresh(this.credentials)) {
-      this.credentialChecks++;
-      const value = this.provider.checkKey();
-      const entry = { at: this.clock(), value };
-      this.credentials = entry;
-      value.catch(() => {
-        if (this.credentials === entry) this.credentials = undefined;
-      });
-    }
-    return this.credentials!.value;
+    return this.credentials.get();
   }
 
   listEndpoints(): Promise<ProviderEndpoint[]> {
-    if (!this.fresh(this.endpoints)) {
-      const value = this.provider.listEndpoints();
-      const entry = { at: this.clock(), value };
-      this.endpoints = entry;
-      value.catch(() => {
-        if (this.endpoints === entry) this.endpoints = undefined;
-      });
-    }
-    return this.endpoints!.value;
+    return this.endpoints.get();
   }
 
   /** After we changed an endpoint, the next reader must see the provider's new state. */
   invalidateEndpoints(): void {
-    this.endpoints = undefined;
+    this.endpoints.invalidate();
   }
 }
