@@ -180,7 +180,12 @@ describe("the operator's reset, as the README writes it", () => {
 
   it("refuses the reset of a job that is not Processing and changes nothing", async () => {
     await api.create("mediajobs", ns, mediaJob("done", { workload: "tts", timeoutSeconds: 1 }) as never);
-    const done = await waitForPhase(api, ns, "done", "Completed");
+    await waitForPhase(api, ns, "done", "Completed");
+    // Settled: the finalizer comes off just after Completed; compare against the object after that.
+    const done = await eventually(async () => {
+      const j = await api.get<MediaJob>("mediajobs", ns, "done");
+      return j && !(j.metadata.finalizers ?? []).length ? j : undefined;
+    });
     expect(() =>
       execFileSync("bash", readmeResetCommand("done"), {
         env: { ...process.env, KUBECONFIG: testKubeconfigPath(), NAMESPACE: ns },

@@ -74,7 +74,8 @@ describe("callbacks complete jobs", () => {
       );
       const job = await waitForPhase(api, ns, id, "Completed");
       expect(sim.executions(id)).toBe(1);
-      expect(sim.deliveries().some((d) => d.jobId === id && d.ok)).toBe(true);
+      // The simulator records the delivery once the sidecar has answered, just after the write.
+      await eventually(() => sim.deliveries().some((d) => d.jobId === id && d.ok));
       expect(job.status?.output).toBeTruthy();
       expect(job.status?.attempts).toBe(1);
     },
