@@ -92,6 +92,22 @@ describe("resolution", () => {
     }
   });
 
+  it("creates the provider endpoint from spec.create when none is found", async () => {
+    await api.create(
+      "gpuendpoints",
+      ns,
+      gpuEndpoint("created", {
+        workload: "render",
+        maxWorkers: 2,
+        create: { templateId: "tpl-render", gpuTypeIds: ["NVIDIA A40"] },
+      }) as never,
+    );
+    const ep = await waitForReady(api, ns, "created");
+    expect(ep.status).toMatchObject({ resolvedBy: "created", endpointName: "media-render-test" });
+    expect(simEndpointId(sim, "media-render-test")).toBe(ep.status?.endpointId);
+    expect((await reasons(ns, "created")).some((r) => r.startsWith("EndpointCreated"))).toBe(true);
+  });
+
   it("shows the columns in kubectl get gpuendpoints", () => {
     const out = execFileSync(
       "kubectl",
@@ -127,10 +143,13 @@ describe("workers", () => {
     await eventually(() => (sim.getEndpoint(id) as { workersMax?: number }).workersMax === 4, {
       timeoutMs: 10_000,
     });
-    await eventually(async () =>
-      (await reasons(ns, "by-name")).some((r) =>
-        r.includes("WorkersSynced: set at the provider: workersMax 0 -> 4"),
-      ),
+    let seen: string[] = [];
+    await eventually(
+      async () => {
+        seen = await reasons(ns, "by-name");
+        return seen.some((r) => r.includes("WorkersSynced: set at the provider: workersMax 0 -> 4"));
+      },
+      { message: () => `a WorkersSynced Event (seen: ${JSON.stringify(seen)})` },
     );
   });
 

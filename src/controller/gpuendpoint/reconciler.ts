@@ -190,7 +190,12 @@ export class GpuEndpointReconciler {
       return byId(fromEnv, "environment", `GPU_PROVIDER_ENDPOINT_${ep.spec.workload.toUpperCase()}`);
     const name = conventionalEndpointName(this.d.env as Env, ep.spec.workload);
     const named = all.find((e) => e.name === name);
-    if (named) return { endpoint: named, by: "name" };
+    // An endpoint we created is found by its name afterwards; it stays "created" while it is the same one.
+    if (named)
+      return {
+        endpoint: named,
+        by: ep.status?.resolvedBy === "created" && ep.status.endpointId === named.id ? "created" : "name",
+      };
     if (ep.spec.create) {
       // No id: the provider creates the endpoint and assigns one.
       const created = await this.d.provider.saveEndpoint({
