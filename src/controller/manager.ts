@@ -14,10 +14,9 @@ import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { Informer, objectKey } from "./informer.js";
 import { LeaderElector } from "./leader.js";
-import { MediaJobReconciler } from "./mediajob/reconciler.js";
+import { MediaJobReconciler, RetryLater } from "./mediajob/reconciler.js";
 import { ControllerMetrics } from "./metrics.js";
 import { WorkQueue, type Reconciler } from "./workqueue.js";
-import { RetryLater } from "./mediajob/reconciler.js";
 
 export interface ManagerOptions {
   api: KubeApi;
