@@ -8,7 +8,12 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { CALLBACK_PATH, verifyCallbackToken, type CallbackTarget } from "../callback/token.js";
-import { applyProviderResult, isTerminal, withPhaseConditions } from "../controller/mediajob/lifecycle.js";
+import {
+  applyProviderResult,
+  effectiveJobId,
+  isTerminal,
+  withPhaseConditions,
+} from "../controller/mediajob/lifecycle.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeApi } from "../k8s/api.js";
 import { isConflict } from "../k8s/errors.js";
@@ -103,7 +108,8 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
           target.namespace,
           target.name,
           (current) => {
-            foreign = current.status?.jobId !== target.jobId;
+            // Before the controller's first status write the job's id is still its effective one.
+            foreign = (current.status?.jobId ?? effectiveJobId(current)) !== target.jobId;
             if (foreign) return undefined;
             terminal = isTerminal(current.status?.phase);
             const next = applyProviderResult(current, result, nowIso);

@@ -95,6 +95,18 @@ describe("applyProviderResult", () => {
     );
   });
 
+  it("accepts a callback that beats the controller's first status write (no status yet)", () => {
+    const fresh = job(undefined, { id: "order-9" });
+    expect(
+      applyProviderResult(fresh, { id: "order-9", status: "COMPLETED", output: { t: 1 } }, NOW),
+    ).toMatchObject({
+      phase: "Completed",
+      jobId: "order-9",
+      output: { t: 1 },
+    });
+    expect(applyProviderResult(fresh, { id: "someone-else", status: "COMPLETED" }, NOW)).toBeUndefined();
+  });
+
   it("converges whatever the order and multiplicity of results (fast-check)", () => {
     const result = fc.constantFrom(
       { id: "j1", status: "COMPLETED", output: { text: "ok" } },

@@ -11,6 +11,7 @@ import type { EventRecorder, EventType } from "../../k8s/events.js";
 import { isProviderError, type GpuProviderClient, type ProviderEndpoint } from "../../provider/index.js";
 import { getCondition, setCondition, type ConditionInput } from "../conditions.js";
 import type { Informer } from "../informer.js";
+import { StaleCacheGuard } from "../stale-cache.js";
 import { sameStatus } from "../mediajob/lifecycle.js";
 import type { ReconcileResult } from "../workqueue.js";
 import {
@@ -45,11 +46,14 @@ type Resolution =
   { endpoint: ProviderEndpoint; by: NonNullable<GpuEndpointStatus["resolvedBy"]> } | { missing: string };
 
 export class GpuEndpointReconciler {
+  private readonly stale = new StaleCacheGuard();
+
   constructor(private readonly d: GpuEndpointDeps) {}
 
   readonly reconcile = async (key: string): Promise<ReconcileResult | void> => {
     const ep = this.d.endpoints.getByKey(key);
-    if (!ep || ep.metadata.deletionTimestamp) return;
+    if (!ep || ep.metadata.deletionTimestamp) return this.stale.forget(key);
+    if (this.stale.isStale(key, ep.metadata.resourceVersion)) return { requeueAfterMs: 100 };
     const now = (this.d.now?.() ?? new Date()).toISOString();
     const gen = ep.metadata.generation;
     const events: Array<[EventType, string, string]> = [];
@@ -66,7 +70,10 @@ export class GpuEndpointReconciler {
     ): Promise<ReconcileResult> => {
       set(ready, ready.status === "True" ? "Normal" : "Warning");
       status = { ...status, observedGeneration: gen, lastSyncedAt: status.lastSyncedAt ?? now };
-      if (!sameStatus(status, ep.status)) await this.d.api.replaceStatus("gpuendpoints", { ...ep, status });
+      if (!sameStatus(status, ep.status)) {
+        const written = await this.d.api.replaceStatus("gpuendpoints", { ...ep, status });
+        this.stale.remember(key, ep.metadata.resourceVersion, written.metadata.resourceVersion);
+      }
       for (const [type, reason, message] of events) await this.d.events.record(ep, type, reason, message);
       return { requeueAfterMs };
     };

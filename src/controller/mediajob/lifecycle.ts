@@ -83,8 +83,10 @@ export function applyProviderResult(
   result: ProviderResult,
   now: string,
 ): MediaJobStatus | undefined {
-  const status = job.status;
-  if (!status || isTerminal(status.phase)) return undefined;
+  // A fast job's callback can arrive before the controller's first status write: judge it against
+  // the status the job is about to have (its id is spec.id or the uid, fixed already).
+  const status = job.status?.jobId ? job.status : initialStatus(job, now);
+  if (isTerminal(status.phase)) return undefined;
   if (!concernsCurrentSubmission(status, result)) return undefined;
   const base: MediaJobStatus = {
     ...status,

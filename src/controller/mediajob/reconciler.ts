@@ -17,6 +17,7 @@ import {
 } from "../../provider/index.js";
 import { getCondition, setCondition, type ConditionInput } from "../conditions.js";
 import { splitKey, type Informer } from "../informer.js";
+import { StaleCacheGuard } from "../stale-cache.js";
 import type { ReconcileResult } from "../workqueue.js";
 import {
   FINALIZER,
@@ -73,8 +74,7 @@ interface Outcome {
 }
 
 export class MediaJobReconciler {
-  /** resourceVersions we wrote over, per key: a cache still showing one of them is stale. */
-  private readonly superseded = new Map<string, Set<string>>();
+  private readonly stale = new StaleCacheGuard();
 
   constructor(private readonly d: MediaJobDeps) {}
 
@@ -85,11 +85,10 @@ export class MediaJobReconciler {
   readonly reconcile = async (key: string): Promise<ReconcileResult | void> => {
     let job = this.d.jobs.getByKey(key);
     if (!job) {
-      this.superseded.delete(key);
+      this.stale.forget(key);
       return;
     }
-    const stale = this.superseded.get(key);
-    if (stale?.has(job.metadata.resourceVersion ?? "")) return { requeueAfterMs: 50 };
+    if (this.stale.isStale(key, job.metadata.resourceVersion)) return { requeueAfterMs: 50 };
     if (job.metadata.deletionTimestamp) return this.finalize(job);
 
     const nowDate = this.now();
@@ -115,7 +114,7 @@ export class MediaJobReconciler {
     const status = withPhaseConditions(outcome.status, job.metadata.generation, now);
     if (!sameStatus(status, before)) {
       const written = await this.d.api.replaceStatus("mediajobs", { ...job, status });
-      this.remember(key, job.metadata.resourceVersion, written.metadata.resourceVersion);
+      this.stale.remember(key, job.metadata.resourceVersion, written.metadata.resourceVersion);
       if (before?.phase !== status.phase) this.d.onTransition?.(before?.phase, status.phase);
       job = {
         ...job,
@@ -130,14 +129,6 @@ export class MediaJobReconciler {
     if (outcome.retry) throw new RetryLater(outcome.retry);
     return outcome.requeueAfterMs === undefined ? undefined : { requeueAfterMs: outcome.requeueAfterMs };
   };
-
-  private remember(key: string, from: string | undefined, to: string | undefined): void {
-    if (!from || !to) return;
-    const set = this.superseded.get(key) ?? new Set<string>();
-    set.add(from);
-    set.delete(to);
-    this.superseded.set(key, set);
-  }
 
   private condition(status: MediaJobStatus, job: MediaJob, c: ConditionInput, now: string): MediaJobStatus {
     return { ...status, conditions: setCondition(status.conditions, c, now, job.metadata.generation) };
