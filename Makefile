@@ -41,7 +41,7 @@ helm: deps ## build (or reuse) helm v3.18.6 from its Go module into .local/bin
 	$(TSX) -e 'import("./test/support/helm.ts").then((m) => console.log(m.helmBinary()))'
 
 test: deps crds-check lint typecheck controlplane helm ## every test, from a fresh clone
-	npx vitest run
+	npx vitest run --reporter=default --reporter=json --outputFile.json=.local/test-results.json
 
 cluster-up: deps ## start the local control plane; kubeconfig in .local/kubeconfig
 	$(TSX) scripts/cluster.ts up

@@ -4,6 +4,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import {
+  MAX_ATTEMPTS_AFTER_LOSS,
+  afterProviderLostJob,
   applyProviderResult,
   concernsCurrentSubmission,
   initialStatus,
@@ -141,6 +143,16 @@ describe("reset and timeouts", () => {
       updatedAt: NOW,
     });
     expect(resetToPending({ phase: "Completed" }, NOW)).toBeUndefined();
+  });
+
+  it("replays a job the provider lost, but not forever", () => {
+    expect(afterProviderLostJob(processing({ attempts: 1 }), NOW)).toMatchObject({
+      phase: "Pending",
+      replay: true,
+    });
+    const stop = afterProviderLostJob(processing({ attempts: MAX_ATTEMPTS_AFTER_LOSS }), NOW);
+    expect(stop.phase).toBe("Failed");
+    expect(stop.error).toMatch(/lost this job 3 times.*CALLBACK_BASE_URL/);
   });
 
   it("counts a job stuck after its timeout, from submittedAt", () => {

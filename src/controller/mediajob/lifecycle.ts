@@ -123,6 +123,30 @@ export function applyProviderResult(
   }
 }
 
+/**
+ * Submissions after which a job the provider keeps losing is failed instead of replayed. A provider
+ * keeps a finished job's status only for a while (RunPod: 30 min); when callbacks never reach the
+ * sidecar and the timeout is longer than that, every replay would run (and bill) the job again.
+ */
+export const MAX_ATTEMPTS_AFTER_LOSS = 3;
+
+/** The provider answered 404 for a Processing job: replay it, or stop replaying. */
+export function afterProviderLostJob(status: MediaJobStatus, now: string): MediaJobStatus {
+  if ((status.attempts ?? 1) >= MAX_ATTEMPTS_AFTER_LOSS) {
+    return {
+      ...status,
+      phase: "Failed",
+      updatedAt: now,
+      completedAt: now,
+      error:
+        `ProviderLostJob: the provider lost this job ${status.attempts} times. Its status is kept only for a ` +
+        "limited time after it finishes, so callbacks are probably not reaching the sidecar: check " +
+        "CALLBACK_BASE_URL and the sidecar, then reset the job to run it again",
+    };
+  }
+  return resetToPending(status, now)!;
+}
+
 /** The spec's reset: Pending, updatedAt now, replay true; only from Processing. */
 export function resetToPending(status: MediaJobStatus, now: string): MediaJobStatus | undefined {
   if (status.phase !== "Processing") return undefined;

@@ -21,6 +21,7 @@ import { StaleCacheGuard } from "../stale-cache.js";
 import type { ReconcileResult } from "../workqueue.js";
 import {
   FINALIZER,
+  afterProviderLostJob,
   applyProviderResult,
   effectiveJobId,
   initialStatus,
@@ -396,12 +397,15 @@ export class MediaJobReconciler {
       return { status: applied };
     } catch (err) {
       if (isProviderError(err, "JOB_NOT_FOUND")) {
+        const next = afterProviderLostJob(status, now);
         events.push([
           "Warning",
           "ProviderLostJob",
-          `the provider no longer knows job ${providerId}; reset to Pending and replayed`,
+          next.phase === "Failed"
+            ? `the provider no longer knows job ${providerId}, for the ${status.attempts}th time; not replaying it again`
+            : `the provider no longer knows job ${providerId}; reset to Pending and replayed`,
         ]);
-        return { status: resetToPending(status, now)! };
+        return { status: next };
       }
       const message = `could not read the job's status at the provider: ${describeError(err)}`;
       events.push(["Warning", "StatusCheckFailed", message]);
