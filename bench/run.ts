@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import autocannon from "autocannon";
-import { API_VERSION } from "../src/crds/index.js";
+import { API_VERSION, paymentEventName } from "../src/crds/index.js";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import { callbackUrl } from "../src/callback/token.js";
 import { withPhaseConditions } from "../src/controller/mediajob/lifecycle.js";
@@ -198,10 +198,13 @@ async function productThroughput(n: number) {
       await new Promise((r) => setTimeout(r, Math.max(2000, n)));
     }
     const lastCompleted = Math.max(...items.map((j) => Date.parse(j.status!.completedAt!)));
-    const toSubmitted = items.map(
+    // A callback can complete a job before the controller recorded its submission (no submittedAt):
+    // those are counted, not timed.
+    const recorded = items.filter((j) => j.status?.submittedAt);
+    const toSubmitted = recorded.map(
       (j) => Date.parse(j.status!.submittedAt!) - createdAt.get(j.metadata.name)!,
     );
-    const toCompleted = items.map(
+    const toCompleted = recorded.map(
       (j) => Date.parse(j.status!.completedAt!) - Date.parse(j.status!.submittedAt!),
     );
     const seconds = (lastCompleted - started) / 1000;
@@ -211,6 +214,7 @@ async function productThroughput(n: number) {
       jobsPerSecond: round(n / seconds),
       createToSubmittedMs: { p50: percentile(toSubmitted, 50), p99: percentile(toSubmitted, 99) },
       submittedToCompletedMs: { p50: percentile(toCompleted, 50), p99: percentile(toCompleted, 99) },
+      completedBeforeSubmissionRecorded: items.length - recorded.length,
       executionsPerJob: Math.max(...[...sim.allExecutions().values()]),
       controllerRssMiB: round(rssMiB(controller.pid!)),
       controllerCpuSeconds: round(cpuSeconds(controller.pid!) - cpuBefore),
@@ -283,7 +287,8 @@ async function intake() {
       body: replayBody,
     });
     const before = (await api.list("paymentevents", ns)).items.length;
-    const replayRv = (await api.list("paymentevents", ns)).resourceVersion;
+    const replayed = () => api.get("paymentevents", ns, paymentEventName("evt_bench_replay"));
+    const replayRv = (await replayed())?.metadata.resourceVersion;
     const replays = await run({
       url: `${base}/webhooks/payment_provider`,
       method: "POST",
@@ -325,7 +330,10 @@ async function intake() {
       newEvents: { ...summary(fresh), kubernetesWritesPerRequest: 2 },
       replays: {
         ...summary(replays),
-        kubernetesWrites: afterList.resourceVersion === replayRv ? 0 : "changed",
+        kubernetesWrites:
+          (await replayed())?.metadata.resourceVersion === replayRv && afterList.items.length === before
+            ? 0
+            : "changed",
         paymentEventsBefore: before,
         paymentEventsAfter: afterList.items.length,
       },
@@ -547,9 +555,18 @@ try {
 mkdirSync(join(REPO_ROOT, "bench/results"), { recursive: true });
 // A partial run (--only) replaces its own sections and keeps the others of the last run.
 const latest = join(REPO_ROOT, "bench/results/latest.json");
-const merged = existsSync(latest)
-  ? { ...(JSON.parse(readFileSync(latest, "utf8")) as Record<string, unknown>), ...results }
-  : results;
+const previous = existsSync(latest)
+  ? (JSON.parse(readFileSync(latest, "utf8")) as Record<string, unknown>)
+  : {};
+const merged: Record<string, unknown> = { ...previous, ...results };
+if (Array.isArray(previous.throughput) && Array.isArray(results.throughput)) {
+  // Rows of a partial run replace the rows of the same size.
+  const rows = new Map<number, unknown>(
+    (previous.throughput as Array<{ jobs: number }>).map((r) => [r.jobs, r]),
+  );
+  for (const r of results.throughput as Array<{ jobs: number }>) rows.set(r.jobs, r);
+  merged.throughput = [...rows.entries()].sort(([a], [b]) => a - b).map(([, r]) => r);
+}
 writeFileSync(latest, `${JSON.stringify(merged, null, 2)}\n`);
 writeReport(merged);
 log(`results: bench/results/latest.json, docs/benchmarks.md`);
