@@ -273,9 +273,10 @@ describe("endpoints", () => {
     });
     expect(waiting.status?.phase).toBe("Pending");
     expect(condition(waiting, "EndpointReady")?.message).toMatch(/GpuEndpoint late-asr does not exist/);
-    expect(
+    // The Event is recorded just after the status write that set the condition.
+    await eventually(async () =>
       (await eventsFor("waits")).some((e) => e.type === "Warning" && e.reason === "EndpointMissing"),
-    ).toBe(true);
+    );
     await api.create("gpuendpoints", ns, gpuEndpoint("late-asr", { workload: "asr" }) as never);
     const job = await waitForPhase(api, ns, "waits", "Completed");
     expect(condition(job, "EndpointReady")?.status).toBe("True");
