@@ -2,7 +2,6 @@
 // each route, worker settings pushed to the provider, drift restored, and the runbook's diagnosis
 // (invalid key, ENDPOINT_NOT_FOUND) as conditions that jobs wait on.
 import { execFileSync } from "node:child_process";
-import { CoreV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
@@ -10,7 +9,13 @@ import type { Manager } from "../../src/controller/manager.js";
 import { warmWorkersCondition } from "../../src/controller/gpuendpoint/diagnosis.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Simulator } from "../../src/simulator/server.js";
-import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import {
+  createTestNamespace,
+  eventsOf,
+  eventually,
+  testKubeConfig,
+  testKubeconfigPath,
+} from "../support/kube.js";
 import {
   condition,
   gpuEndpoint,
@@ -32,10 +37,7 @@ let manager: Manager;
 const getEp = (name: string, namespace = ns) => api.get<GpuEndpoint>("gpuendpoints", namespace, name);
 
 async function reasons(namespace: string, name: string): Promise<string[]> {
-  const list = await kc
-    .makeApiClient(CoreV1Api)
-    .listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name}` });
-  return list.items.map((e) => `${e.reason}: ${e.message}`);
+  return (await eventsOf(kc, namespace, name)).map((e) => `${e.reason}: ${e.message}`);
 }
 
 beforeAll(async () => {

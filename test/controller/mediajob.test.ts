@@ -3,13 +3,18 @@
 // of missed callbacks, the spec's manual runbook automated. test/e2e covers callbacks.
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { CoreV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Simulator } from "../../src/simulator/server.js";
-import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import {
+  createTestNamespace,
+  eventsOf,
+  eventually,
+  testKubeConfig,
+  testKubeconfigPath,
+} from "../support/kube.js";
 import {
   condition,
   gpuEndpoint,
@@ -28,12 +33,7 @@ let ns = "";
 let sim: Simulator;
 let manager: Manager;
 
-async function eventsFor(name: string): Promise<Array<{ reason: string; message: string; type: string }>> {
-  const list = await kc
-    .makeApiClient(CoreV1Api)
-    .listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${name}` });
-  return list.items.map((e) => ({ reason: e.reason ?? "", message: e.message ?? "", type: e.type ?? "" }));
-}
+const eventsFor = (name: string) => eventsOf(kc, ns, name);
 
 beforeAll(async () => {
   ns = await createTestNamespace(kc, "mediajob");

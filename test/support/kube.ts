@@ -68,3 +68,17 @@ export async function eventually<T>(
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 100));
   }
 }
+
+export interface RecordedEvent {
+  type: string;
+  reason: string;
+  message: string;
+}
+
+/** The Events recorded about one object, as `kubectl describe` would list them. */
+export async function eventsOf(kc: KubeConfig, namespace: string, name: string): Promise<RecordedEvent[]> {
+  const list = await kc
+    .makeApiClient(CoreV1Api)
+    .listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name}` });
+  return list.items.map((e) => ({ type: e.type ?? "", reason: e.reason ?? "", message: e.message ?? "" }));
+}

@@ -16,7 +16,7 @@ import {
   type ProviderJobStatus,
 } from "../../provider/index.js";
 import { getCondition, setCondition, type ConditionInput } from "../conditions.js";
-import { splitKey, type Informer } from "../informer.js";
+import type { Informer } from "../informer.js";
 import { StaleCacheGuard } from "../stale-cache.js";
 import type { ReconcileResult } from "../workqueue.js";
 import {
@@ -293,7 +293,8 @@ export class MediaJobReconciler {
 
     const jobId = status.jobId ?? effectiveJobId(job);
     const id = submissionId(status, jobId);
-    const { namespace, name } = { namespace: job.metadata.namespace!, name: job.metadata.name };
+    const namespace = job.metadata.namespace!;
+    const name = job.metadata.name;
     const timeoutSeconds = job.spec.timeoutSeconds ?? this.d.settings.defaultTimeoutSeconds;
     try {
       const res = await this.d.provider.submit(endpointId, {
@@ -468,9 +469,8 @@ export class MediaJobReconciler {
   }
 
   private async removeFinalizer(job: MediaJob): Promise<void> {
-    const { namespace, name } = splitKey(`${job.metadata.namespace}/${job.metadata.name}`);
     try {
-      await this.d.api.mergePatch("mediajobs", namespace, name, {
+      await this.d.api.mergePatch("mediajobs", job.metadata.namespace!, job.metadata.name, {
         metadata: {
           finalizers: (job.metadata.finalizers ?? []).filter((f) => f !== FINALIZER),
           resourceVersion: job.metadata.resourceVersion,
