@@ -37,7 +37,7 @@ const JobSettings = {
     .min(1)
     .max(100)
     .optional()
-    .describe("How many submissions a job gets when the provider reports FAILED or TIMED_OUT. Default 1."),
+    .describe("How many times the job may run before a FAILED or TIMED_OUT from the provider is final. Default 1."),
   account: z
     .string()
     .min(1)

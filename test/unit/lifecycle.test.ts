@@ -12,6 +12,7 @@ import {
   msUntilStuck,
   nextStepName,
   nextStepObject,
+  recordSubmission,
   resetToPending,
   submissionId,
   withPhaseConditions,
@@ -132,6 +133,66 @@ describe("applyProviderResult", () => {
         expect(current.status).toEqual(sawCompleted ? once : processing());
       }),
     );
+  });
+});
+
+describe("recordSubmission (a callback beat the controller's status write)", () => {
+  const sub = {
+    providerJobId: "j1",
+    endpointId: "ep-1",
+    submittedAt: "2026-11-22T09:59:59.000Z",
+    attempts: 1,
+  };
+
+  it("adds when, where and which attempt to a job the callback already completed, keeping its outcome", () => {
+    const completedByCallback = applyProviderResult(
+      job(undefined, { id: "j1" }),
+      { id: "j1", status: "COMPLETED", output: { text: "hi" } },
+      NOW,
+    )!;
+    expect(completedByCallback).toMatchObject({ phase: "Completed", attempts: 0 });
+    expect(completedByCallback.submittedAt).toBeUndefined();
+    const recorded = recordSubmission(completedByCallback, sub)!;
+    expect(recorded).toEqual({
+      ...completedByCallback,
+      providerJobId: "j1",
+      endpointId: "ep-1",
+      submittedAt: sub.submittedAt,
+      attempts: 1,
+    });
+  });
+
+  it("counts the attempt on a job a FAILED callback sent back to Pending, so the retry policy holds", () => {
+    const retried = applyProviderResult(
+      job(undefined, { id: "j1", maxAttempts: 2 }),
+      { id: "j1", status: "FAILED", error: "oom" },
+      NOW,
+    )!;
+    expect(retried).toMatchObject({ phase: "Pending", failures: 1, attempts: 0 });
+    const recorded = recordSubmission(retried, sub)!;
+    expect(recorded).toMatchObject({ phase: "Pending", failures: 1, attempts: 1, endpointId: "ep-1" });
+    expect(recorded.providerJobId).toBeUndefined();
+    // With the attempt counted, the next FAILED is the last one allowed.
+    const failed = applyProviderResult(
+      job({ ...recorded, phase: "Processing", providerJobId: "j1-retry-1", attempts: 2 }, { maxAttempts: 2 }),
+      { id: "j1-retry-1", status: "FAILED" },
+      NOW,
+    );
+    expect(failed?.phase).toBe("Failed");
+  });
+
+  it("changes nothing when the submission is already recorded or concerns another provider job", () => {
+    expect(recordSubmission(processing(), sub)).toBeUndefined();
+    expect(
+      recordSubmission({ phase: "Completed", jobId: "j1", providerJobId: "other", attempts: 0 }, sub),
+    ).toBeUndefined();
+    expect(recordSubmission(undefined, sub)).toBeUndefined();
+  });
+
+  it("is idempotent: recording twice equals recording once", () => {
+    const done: MediaJobStatus = { phase: "Completed", jobId: "j1", attempts: 0, output: {} };
+    const once = recordSubmission(done, sub)!;
+    expect(recordSubmission(once, sub)).toBeUndefined();
   });
 });
 

@@ -109,7 +109,9 @@ export function applyProviderResult(
         result.error,
         result.status === "TIMED_OUT" ? "the job timed out at the provider" : "the job failed",
       );
-      if ((status.attempts ?? 1) < maxAttempts(job)) {
+      // Judged by failures, not submissions: a replay of a lost job is not a failed try, and the
+      // failure count is right even when the callback beat the controller's record of the attempt.
+      if (failures < maxAttempts(job)) {
         // Retry: back to Pending with a fresh submission id; forget the failed provider job.
         const { providerJobId: _p, submittedAt: _s, ...rest } = base;
         return { ...rest, phase: "Pending", failures, error: `${result.status}: ${message}` };
@@ -121,6 +123,40 @@ export function applyProviderResult(
     default:
       return undefined;
   }
+}
+
+/** What one submission established: facts that exist only in the controller until written. */
+export interface SubmissionRecord {
+  providerJobId: string;
+  endpointId: string;
+  submittedAt: string;
+  attempts: number;
+}
+
+/**
+ * A submission this controller made but could not record because another writer changed the
+ * status first (typically the sidecar, applying a callback that beat the controller's write).
+ * Returns that writer's status with the submission's facts added where they are missing, or
+ * undefined when there is nothing to add. It never changes the phase or the outcome the other
+ * writer decided: it only makes a finished job say when, where and as which attempt it ran.
+ */
+export function recordSubmission(
+  current: MediaJobStatus | undefined,
+  sub: SubmissionRecord,
+): MediaJobStatus | undefined {
+  if (!current?.jobId || (current.attempts ?? 0) >= sub.attempts) return undefined;
+  if (current.phase === "Pending") {
+    // A FAILED callback already sent the job back for a retry: count the submission all the same.
+    return { ...current, attempts: sub.attempts, endpointId: sub.endpointId };
+  }
+  if (current.providerJobId && current.providerJobId !== sub.providerJobId) return undefined;
+  return {
+    ...current,
+    providerJobId: sub.providerJobId,
+    endpointId: sub.endpointId,
+    submittedAt: current.submittedAt ?? sub.submittedAt,
+    attempts: sub.attempts,
+  };
 }
 
 /**

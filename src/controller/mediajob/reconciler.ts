@@ -7,7 +7,7 @@ import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../crds/mediajob.js";
 import { callbackUrl } from "../../callback/token.js";
 import type { KubeApi } from "../../k8s/api.js";
-import { describeError, isAlreadyExists, isNotFound } from "../../k8s/errors.js";
+import { describeError, isAlreadyExists, isConflict, isNotFound } from "../../k8s/errors.js";
 import type { EventRecorder, EventType } from "../../k8s/events.js";
 import {
   isProviderError,
@@ -28,10 +28,12 @@ import {
   isTerminal,
   msUntilStuck,
   nextStepObject,
+  recordSubmission,
   resetToPending,
   sameStatus,
   submissionId,
   withPhaseConditions,
+  type SubmissionRecord,
 } from "./lifecycle.js";
 
 export interface MediaJobSettings {
@@ -72,6 +74,8 @@ interface Outcome {
   status: MediaJobStatus;
   requeueAfterMs?: number;
   retry?: string;
+  /** Set when this pass submitted the job: a fact that must reach status even if the write conflicts. */
+  submission?: SubmissionRecord;
 }
 
 export class MediaJobReconciler {
@@ -112,16 +116,25 @@ export class MediaJobReconciler {
         break;
     }
 
-    const status = withPhaseConditions(outcome.status, job.metadata.generation, now);
+    let status = withPhaseConditions(outcome.status, job.metadata.generation, now);
     if (!sameStatus(status, before)) {
-      const written = await this.d.api.replaceStatus("mediajobs", { ...job, status });
-      this.stale.remember(key, job.metadata.resourceVersion, written.metadata.resourceVersion);
-      if (before?.phase !== status.phase) this.d.onTransition?.(before?.phase, status.phase);
-      job = {
-        ...job,
-        status,
-        metadata: { ...job.metadata, resourceVersion: written.metadata.resourceVersion },
-      };
+      try {
+        const written = await this.d.api.replaceStatus("mediajobs", { ...job, status });
+        this.stale.remember(key, job.metadata.resourceVersion, written.metadata.resourceVersion);
+        if (before?.phase !== status.phase) this.d.onTransition?.(before?.phase, status.phase);
+        job = {
+          ...job,
+          status,
+          metadata: { ...job.metadata, resourceVersion: written.metadata.resourceVersion },
+        };
+      } catch (err) {
+        if (!outcome.submission || !isConflict(err)) throw err;
+        const current = await this.recordLostSubmission(job, before, status, outcome.submission, now);
+        if (!current) return;
+        this.stale.remember(key, job.metadata.resourceVersion, current.metadata.resourceVersion);
+        job = current;
+        status = current.status ?? status;
+      }
     }
     for (const [type, reason, message] of events) await this.d.events.record(job, type, reason, message);
 
@@ -330,13 +343,19 @@ export class MediaJobReconciler {
         "Submitted",
         `submitted to endpoint ${endpointId} as ${res.id}${status.replay ? " (replay)" : ""}, attempt ${status.attempts}`,
       ]);
+      const submission: SubmissionRecord = {
+        providerJobId: res.id,
+        endpointId,
+        submittedAt: now,
+        attempts: status.attempts!,
+      };
       // A provider that already has this id answers with that job: if it finished, take its result now.
       if (TERMINAL_STATUSES.has(res.status as ProviderJobStatus)) {
         const result = await this.d.provider.status(endpointId, res.id);
         const applied = applyProviderResult({ ...job, status }, result, now);
         if (applied) status = applied;
       }
-      return { status, requeueAfterMs: timeoutSeconds * 1000 };
+      return { status, requeueAfterMs: timeoutSeconds * 1000, submission };
     } catch (err) {
       const reason = isProviderError(err) ? err.code : "SubmitFailed";
       const message = `submission to endpoint ${endpointId} failed: ${describeError(err)}`;
@@ -350,6 +369,48 @@ export class MediaJobReconciler {
       );
       return { status, retry: message };
     }
+  }
+
+  /**
+   * The status write after a submission lost a conflict. The job is at the provider now, so the
+   * submission must not be forgotten: if nobody else changed the status (a label or spec edit bumped
+   * the resourceVersion), write this pass's status onto the fresh object; if the sidecar already
+   * applied a callback, keep its outcome and add the submission's facts. Returns the object as
+   * stored, or undefined when it is gone.
+   */
+  private async recordLostSubmission(
+    job: MediaJob,
+    before: MediaJobStatus | undefined,
+    status: MediaJobStatus,
+    submission: SubmissionRecord,
+    now: string,
+  ): Promise<MediaJob | undefined> {
+    const submitted: ConditionInput = {
+      type: "Submitted",
+      status: "True",
+      reason: "Submitted",
+      message: `submitted as ${submission.providerJobId}`,
+    };
+    const { object, written } = await this.d.api.updateStatusWithRetry<MediaJob>(
+      "mediajobs",
+      job.metadata.namespace!,
+      job.metadata.name,
+      (current) => {
+        if (sameStatus(current.status, before)) return { ...current, status };
+        const recorded = recordSubmission(current.status, submission);
+        if (!recorded) return undefined;
+        const withCondition =
+          recorded.phase === "Pending" ? recorded : this.condition(recorded, current, submitted, now);
+        return { ...current, status: withPhaseConditions(withCondition, current.metadata.generation, now) };
+      },
+    );
+    if (written && object) {
+      this.d.log.info(
+        { job: `${job.metadata.namespace}/${job.metadata.name}`, phase: object.status?.phase },
+        "another writer changed the job while it was being submitted; recorded the submission on its status",
+      );
+    }
+    return object;
   }
 
   // ---- Processing: the automated "missed callback" runbook ------------------------------------

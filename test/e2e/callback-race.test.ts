@@ -1,0 +1,148 @@
+// A fast job's callback can reach the sidecar before the controller has written that it submitted
+// the job: the controller's status write then loses a conflict to the sidecar's. These tests force
+// that order on every submission (the provider client answers the controller only once the sidecar
+// has applied the callback) and check that the submission is still recorded and the retry policy
+// still holds: no job without submittedAt, attempts or endpointId, no extra run of paid work.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import type { Manager } from "../../src/controller/manager.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import { GpuProviderClient, type SubmitRequest } from "../../src/provider/index.js";
+import type { Simulator } from "../../src/simulator/server.js";
+import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
+import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
+import {
+  condition,
+  gpuEndpoint,
+  mediaJob,
+  simEndpointId,
+  startManager,
+  startTestSimulator,
+  testEnv,
+  testLogger,
+  waitForPhase,
+  waitForReady,
+} from "../support/stack.js";
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+let ns = "";
+let sim: Simulator;
+let sidecar: RunningWebhookServer;
+let manager: Manager;
+
+/** The job's status as the sidecar leaves it after the callback for submission `id`. */
+const callbackApplied = (job: MediaJob | undefined, id: string): boolean => {
+  const s = job?.status;
+  if (!s) return false;
+  if (s.phase === "Completed" || s.phase === "Failed" || s.phase === "Cancelled") return true;
+  // A FAILED callback with attempts left sends the job back to Pending with one more failure.
+  const failuresAfter = id.includes("-retry-") ? Number(id.split("-retry-")[1]) + 1 : 1;
+  return s.phase === "Pending" && (s.failures ?? 0) >= failuresAfter;
+};
+
+/** A provider client that answers a submission only after the sidecar has applied its callback. */
+class CallbackFirstClient extends GpuProviderClient {
+  override async submit(endpointId: string, req: SubmitRequest) {
+    const res = await super.submit(endpointId, req);
+    const name = req.id.split("-retry-")[0]!;
+    await eventually(async () => callbackApplied(await api.get<MediaJob>("mediajobs", ns, name), req.id), {
+      message: `the callback for ${req.id} was never applied`,
+    });
+    return res;
+  }
+}
+
+beforeAll(async () => {
+  ns = await createTestNamespace(kc, "callback-race");
+  sim = await startTestSimulator({
+    endpoints: [{ name: "media-asr-test", workload: "asr", workersMax: 3 }],
+  });
+  const env = testEnv(ns, {
+    GPU_PROVIDER_API_URL: sim.url,
+    JOB_TIMEOUT_SECONDS: "600",
+    WEBHOOKS_HOST: "127.0.0.1",
+    WEBHOOKS_PORT: "0",
+  });
+  sidecar = await startWebhookServer({ api, env, log: testLogger(), namespace: ns });
+  const provider = new CallbackFirstClient({
+    apiUrl: sim.url,
+    apiKey: env.GPU_PROVIDER_API_KEY!,
+    timeoutMs: 5_000,
+    retryBudgetMs: 5_000,
+  });
+  manager = startManager(kc, sim, { ...env, CALLBACK_BASE_URL: sidecar.url }, { provider });
+  await manager.start();
+  await api.create("gpuendpoints", ns, gpuEndpoint("asr", { workload: "asr" }) as never);
+  await waitForReady(api, ns, "asr");
+});
+
+afterAll(async () => {
+  await manager?.stop();
+  await sidecar?.close();
+  await sim?.close();
+});
+
+const finalizerGone = (name: string) =>
+  eventually(async () => {
+    const j = await api.get<MediaJob>("mediajobs", ns, name);
+    return !(j?.metadata.finalizers ?? []).length && j;
+  });
+
+describe("a callback that beats the controller's record of the submission", () => {
+  it("COMPLETED: the job keeps the callback's output and still says when, where and as which attempt it ran", async () => {
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("fast", { workload: "asr", id: "fast", input: { audio: "a.wav" } }) as never,
+    );
+    await waitForPhase(api, ns, "fast", "Completed");
+    const job = await eventually(async () => {
+      const j = await api.get<MediaJob>("mediajobs", ns, "fast");
+      return j?.status?.submittedAt ? j : undefined;
+    });
+    expect(job.status).toMatchObject({
+      phase: "Completed",
+      jobId: "fast",
+      providerJobId: "fast",
+      attempts: 1,
+      endpointId: simEndpointId(sim, "media-asr-test"),
+    });
+    expect(job.status?.output).toBeTruthy();
+    expect(Date.parse(job.status!.submittedAt!)).toBeLessThanOrEqual(Date.parse(job.status!.completedAt!));
+    expect(condition(job, "Submitted")).toMatchObject({ status: "True" });
+    expect(condition(job, "Succeeded")).toMatchObject({ status: "True", reason: "Completed" });
+    expect(sim.executions("fast")).toBe(1);
+    await finalizerGone("fast");
+  });
+
+  it("FAILED with retries allowed: exactly maxAttempts runs, then Failed with every attempt counted", async () => {
+    sim.setFaults({ failJob: 1 });
+    try {
+      await api.create(
+        "mediajobs",
+        ns,
+        mediaJob("flaky", {
+          workload: "asr",
+          id: "flaky",
+          maxAttempts: 2,
+          input: { audio: "b.wav" },
+        }) as never,
+      );
+      const job = await waitForPhase(api, ns, "flaky", "Failed");
+      // The record of the last submission may land just after the sidecar's Failed.
+      const settled = await eventually(async () => {
+        const j = await api.get<MediaJob>("mediajobs", ns, "flaky");
+        return j?.status?.attempts === 2 ? j : undefined;
+      });
+      expect(job.status?.failures).toBe(2);
+      expect(settled.status).toMatchObject({ phase: "Failed", failures: 2, attempts: 2 });
+      expect(sim.executions("flaky")).toBe(1);
+      expect(sim.executions("flaky-retry-1")).toBe(1);
+      expect(sim.executions("flaky-retry-2")).toBe(0);
+      await finalizerGone("flaky");
+    } finally {
+      sim.setFaults({});
+    }
+  });
+});
