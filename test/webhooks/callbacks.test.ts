@@ -279,26 +279,34 @@ describe("applying provider results", () => {
   });
 
   it("applies exactly one of many concurrent, contradictory callbacks", async () => {
-    const name = `race-${uid()}`;
-    await processingJob(name);
-    const jobId = `job-${name}`;
-    const bodies = Array.from({ length: 16 }, (_, i) =>
-      i % 2
-        ? { id: jobId, status: "COMPLETED", output: { n: i } }
-        : { id: jobId, status: "FAILED", error: `e${i}` },
-    );
-    const answers = await Promise.all(bodies.map((b) => callback(urlFor(name), b)));
-    expect(answers.every((a) => a.status === 200)).toBe(true);
-    const winners = answers.flatMap((a, i) => (a.json.applied ? [bodies[i]!] : []));
-    expect(winners).toHaveLength(1);
-    const final = await job(name);
-    const w = winners[0]!;
-    if (w.status === "COMPLETED")
-      expect(final?.status).toMatchObject({ phase: "Completed", output: w.output });
-    else expect(final?.status).toMatchObject({ phase: "Failed", error: `FAILED: ${w.error}` });
-    const conflicts =
-      (await registry.getSingleMetric("media_orchestrator_webhooks_patch_conflicts_total")?.get())?.values ??
-      [];
-    expect(conflicts.find((v) => v.labels.resource === "mediajobs")?.value ?? 0).toBeGreaterThan(0);
+    const conflicts = async () =>
+      (
+        (await registry.getSingleMetric("media_orchestrator_webhooks_patch_conflicts_total")?.get())
+          ?.values ?? []
+      ).find((v) => v.labels.resource === "mediajobs")?.value ?? 0;
+    const before = await conflicts();
+    // A burst only races when its requests overlap at the apiserver; on a loaded machine one may
+    // run nearly in sequence. Every burst must apply exactly one callback; bursts repeat (on fresh
+    // jobs) until one of them has gone through the conflict path.
+    for (let round = 0; round < 8 && (await conflicts()) === before; round++) {
+      const name = `race-${uid()}`;
+      await processingJob(name);
+      const jobId = `job-${name}`;
+      const bodies = Array.from({ length: 16 }, (_, i) =>
+        i % 2
+          ? { id: jobId, status: "COMPLETED", output: { n: i } }
+          : { id: jobId, status: "FAILED", error: `e${i}` },
+      );
+      const answers = await Promise.all(bodies.map((b) => callback(urlFor(name), b)));
+      expect(answers.every((a) => a.status === 200)).toBe(true);
+      const winners = answers.flatMap((a, i) => (a.json.applied ? [bodies[i]!] : []));
+      expect(winners).toHaveLength(1);
+      const final = await job(name);
+      const w = winners[0]!;
+      if (w.status === "COMPLETED")
+        expect(final?.status).toMatchObject({ phase: "Completed", output: w.output });
+      else expect(final?.status).toMatchObject({ phase: "Failed", error: `FAILED: ${w.error}` });
+    }
+    expect(await conflicts()).toBeGreaterThan(before);
   });
 });
