@@ -146,7 +146,8 @@ describe("errors", () => {
     await c.health(EP);
     const started = Date.now();
     const e = await expectCode(c.health(EP), "RATE_LIMITED");
-    expect(Date.now() - started).toBeLessThan(500);
+    // It did not sit out the 1 s Retry-After (the margin absorbs a loaded CI machine).
+    expect(Date.now() - started).toBeLessThan(950);
     expect(e.retryAfterMs).toBe(1000);
     expect(e.retryable).toBe(true);
   });
@@ -166,7 +167,8 @@ describe("errors", () => {
     sim.setFaults({ serverErrors: 1 });
     const started = Date.now();
     const e = await expectCode(client({ retryBudgetMs: 400 }).health(EP), "PROVIDER_UNAVAILABLE");
-    expect(Date.now() - started).toBeLessThan(1_000);
+    // The 400 ms budget plus one request in flight, with room for a loaded CI machine.
+    expect(Date.now() - started).toBeLessThan(400 + 1_000);
     expect(e.retryable).toBe(true);
     expect(sim.stats().serverErrors).toBeGreaterThanOrEqual(2);
   });
@@ -181,7 +183,7 @@ describe("errors", () => {
     const took = Date.now() - started;
     expect(e.message).toMatch(/no answer within \d+ ms/);
     expect(took).toBeGreaterThanOrEqual(100);
-    expect(took).toBeLessThan(1_000);
+    expect(took).toBeLessThan(300 + 1_000);
   });
 
   it("a slow answer is retried and the next fast one wins", async () => {
