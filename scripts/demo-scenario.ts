@@ -139,7 +139,10 @@ export async function runDemoScenario(ctx: DemoContext): Promise<DemoSummary> {
         );
       }
     }
-    if (current.length === PIPELINE.length && current.every((j) => j.status?.phase === "Completed")) break;
+    // Completed by a callback can come a moment before the controller's record of the submission
+    // (submittedAt, attempts): the summary reports each step once both have landed.
+    const settled = (j: MediaJob) => j.status?.phase === "Completed" && j.status.submittedAt !== undefined;
+    if (current.length === PIPELINE.length && current.every(settled)) break;
     if (current.some((j) => j.status?.phase === "Failed")) break;
     if (Date.now() > deadline)
       throw new Error(

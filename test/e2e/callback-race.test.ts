@@ -20,6 +20,7 @@ import {
   startTestSimulator,
   testEnv,
   testLogger,
+  waitForCompletedAndRecorded,
   waitForPhase,
   waitForReady,
 } from "../support/stack.js";
@@ -96,11 +97,7 @@ describe("a callback that beats the controller's record of the submission", () =
       ns,
       mediaJob("fast", { workload: "asr", id: "fast", input: { audio: "a.wav" } }) as never,
     );
-    await waitForPhase(api, ns, "fast", "Completed");
-    const job = await eventually(async () => {
-      const j = await api.get<MediaJob>("mediajobs", ns, "fast");
-      return j?.status?.submittedAt ? j : undefined;
-    });
+    const job = await waitForCompletedAndRecorded(api, ns, "fast");
     expect(job.status).toMatchObject({
       phase: "Completed",
       jobId: "fast",

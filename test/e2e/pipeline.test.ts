@@ -18,7 +18,7 @@ import {
   startTestSimulator,
   testEnv,
   testLogger,
-  waitForPhase,
+  waitForCompletedAndRecorded,
   waitForReady,
 } from "../support/stack.js";
 
@@ -72,7 +72,7 @@ describe("callbacks complete jobs", () => {
         ns,
         mediaJob(id, { workload, id, timeoutSeconds: 600, input: { text: `hello ${workload}` } }) as never,
       );
-      const job = await waitForPhase(api, ns, id, "Completed");
+      const job = await waitForCompletedAndRecorded(api, ns, id);
       expect(sim.executions(id)).toBe(1);
       // The simulator records the delivery once the sidecar has answered, just after the write.
       await eventually(() => sim.deliveries().some((d) => d.jobId === id && d.ok));
@@ -92,7 +92,7 @@ describe("callbacks complete jobs", () => {
           mediaJob(n, { workload: "tts", id: n, timeoutSeconds: 600 }) as never,
         );
       for (const n of names) {
-        const job = await waitForPhase(api, ns, n, "Completed");
+        const job = await waitForCompletedAndRecorded(api, ns, n);
         expect(job.status?.attempts).toBe(1);
         expect(sim.executions(n)).toBe(1);
         await eventually(() => sim.deliveries().filter((d) => d.jobId === n && d.ok).length >= 2);

@@ -113,6 +113,26 @@ export async function waitForPhase(
   );
 }
 
+/**
+ * Completed, and the controller's record of the submission has landed too: a callback can complete
+ * a job a moment before the controller writes when, where and as which attempt it was submitted.
+ */
+export async function waitForCompletedAndRecorded(
+  api: KubeApi,
+  ns: string,
+  name: string,
+  timeoutMs = 20_000,
+): Promise<MediaJob> {
+  await waitForPhase(api, ns, name, "Completed", timeoutMs);
+  return eventually(
+    async () => {
+      const j = await api.get<MediaJob>("mediajobs", ns, name);
+      return j?.status?.submittedAt ? j : undefined;
+    },
+    { timeoutMs, message: `MediaJob ${ns}/${name} to record its submission` },
+  );
+}
+
 export async function waitForReady(
   api: KubeApi,
   ns: string,
