@@ -11,6 +11,18 @@ import { startSimulator } from "../../src/simulator/server.js";
 
 const rate = (max: number) => fc.double({ min: 0, max, noNaN: true });
 
+// The simulator deduplicates an id only while it still knows the job: up to statusRetentionMs
+// (simulated, so multiplied by TIME_SCALE) after the job ended. The client retries in real time.
+// A copy of the first submitAll can still be retrying RETRY_BUDGET_MS after the job ended (a dozen
+// 5xx in a row is rare but happens with serverErrors near 0.5), then the terminal wait, then the
+// second submitAll with the same budget. The default retention, 30 min x 0.002 = 3.6 s real, is
+// shorter than that: such a late retry re-created the finished job and it ran twice. Exactly once
+// holds only while retention outlasts every retry, as it does at real speed (30 min against 30 s).
+const TIME_SCALE = 0.002;
+const RETRY_BUDGET_MS = 20_000;
+const TERMINAL_WAIT_MS = 10_000;
+const RETENTION_REAL_MS = 2 * RETRY_BUDGET_MS + TERMINAL_WAIT_MS + 10_000;
+
 describe("exactly-once submission", () => {
   it("every submitted id executes exactly once, whatever the faults", async () => {
     // A receiver that fails one callback in three, so callback retries run too.
@@ -42,7 +54,8 @@ describe("exactly-once submission", () => {
           async (faults, jobs, copies, seed) => {
             const sim = await startSimulator({
               seed,
-              timeScale: 0.002,
+              timeScale: TIME_SCALE,
+              statusRetentionMs: RETENTION_REAL_MS / TIME_SCALE,
               faults,
               endpoints: [{ id: "ep", name: "media-render-prop", workersMax: 3 }],
             });
@@ -51,7 +64,7 @@ describe("exactly-once submission", () => {
                 apiUrl: sim.url,
                 apiKey: "sim-key",
                 timeoutMs: 2_000,
-                retryBudgetMs: 20_000,
+                retryBudgetMs: RETRY_BUDGET_MS,
                 retryBaseDelayMs: 5,
                 maxAttempts: 50,
               });
@@ -80,19 +93,21 @@ describe("exactly-once submission", () => {
             }
           },
         ),
-        { numRuns: 25 },
+        // A failure shrinks through slow cases (long 5xx streaks): stop it before the vitest timeout
+        // so the report shows the counterexample and fast-check seed instead of a bare timeout.
+        { numRuns: 25, interruptAfterTimeLimit: 50_000, markInterruptAsFailure: true },
       );
     } finally {
       await new Promise<void>((r) => receiver.close(() => r()));
     }
-  });
+  }, 90_000);
 });
 
 async function waitAllTerminal(
   getJob: (id: string) => { status: ProviderJobStatus } | undefined,
   ids: string[],
 ): Promise<void> {
-  const deadline = Date.now() + 10_000;
+  const deadline = Date.now() + TERMINAL_WAIT_MS;
   while (!ids.every((id) => TERMINAL_STATUSES.has(getJob(id)?.status ?? "IN_QUEUE"))) {
     if (Date.now() > deadline) throw new Error("jobs did not finish");
     await new Promise((r) => setTimeout(r, 5));
