@@ -129,9 +129,17 @@ export class MediaJobReconciler {
         };
       } catch (err) {
         if (!outcome.submission || !isConflict(err)) throw err;
-        const current = await this.recordLostSubmission(job, before, status, outcome.submission, now);
+        const { current, overwritten } = await this.recordLostSubmission(
+          job,
+          before,
+          status,
+          outcome.submission,
+          now,
+        );
         if (!current) return;
-        this.stale.remember(key, job.metadata.resourceVersion, current.metadata.resourceVersion);
+        // The cache may still show our old copy or the other writer's: neither is the truth now.
+        for (const rv of [job.metadata.resourceVersion, ...overwritten])
+          this.stale.remember(key, rv, current.metadata.resourceVersion);
         job = current;
         status = current.status ?? status;
       }
@@ -376,7 +384,7 @@ export class MediaJobReconciler {
    * submission must not be forgotten: if nobody else changed the status (a label or spec edit bumped
    * the resourceVersion), write this pass's status onto the fresh object; if the sidecar already
    * applied a callback, keep its outcome and add the submission's facts. Returns the object as
-   * stored, or undefined when it is gone.
+   * stored (undefined when it is gone) and the resourceVersions this wrote over.
    */
   private async recordLostSubmission(
     job: MediaJob,
@@ -384,7 +392,8 @@ export class MediaJobReconciler {
     status: MediaJobStatus,
     submission: SubmissionRecord,
     now: string,
-  ): Promise<MediaJob | undefined> {
+  ): Promise<{ current: MediaJob | undefined; overwritten: string[] }> {
+    const read: string[] = [];
     const submitted: ConditionInput = {
       type: "Submitted",
       status: "True",
@@ -396,6 +405,7 @@ export class MediaJobReconciler {
       job.metadata.namespace!,
       job.metadata.name,
       (current) => {
+        read.push(current.metadata.resourceVersion ?? "");
         if (sameStatus(current.status, before)) return { ...current, status };
         const recorded = recordSubmission(current.status, submission);
         if (!recorded) return undefined;
@@ -410,7 +420,7 @@ export class MediaJobReconciler {
         "another writer changed the job while it was being submitted; recorded the submission on its status",
       );
     }
-    return object;
+    return { current: object, overwritten: written ? read : [] };
   }
 
   // ---- Processing: the automated "missed callback" runbook ------------------------------------
