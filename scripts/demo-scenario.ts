@@ -154,14 +154,21 @@ export async function runDemoScenario(ctx: DemoContext): Promise<DemoSummary> {
 
   const done = await jobs();
   ctx.onProgress?.(done);
-  const list = await api.core.listNamespacedEvent({ namespace: ns });
-  const recovered = list.items
-    .filter(
-      (e) =>
-        PIPELINE.includes(e.involvedObject.name ?? "") &&
-        ["RecoveredMissedCallback", "ProviderLostJob"].includes(e.reason ?? ""),
-    )
-    .map((e) => ({ job: e.involvedObject.name!, how: `${e.reason}: ${e.message}` }));
+  // The controller writes Events in the background, just after the status they explain: give the
+  // recovery's Event a moment to land.
+  const recoveries = async () =>
+    (await api.core.listNamespacedEvent({ namespace: ns })).items
+      .filter(
+        (e) =>
+          PIPELINE.includes(e.involvedObject.name ?? "") &&
+          ["RecoveredMissedCallback", "ProviderLostJob"].includes(e.reason ?? ""),
+      )
+      .map((e) => ({ job: e.involvedObject.name!, how: `${e.reason}: ${e.message}` }));
+  let recovered = await recoveries();
+  for (let i = 0; i < 25 && recovered.length === 0; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    recovered = await recoveries();
+  }
   const finalAccount = await account();
   return {
     steps: done.map((j) => ({

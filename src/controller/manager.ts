@@ -8,7 +8,7 @@ import { MediaJob } from "../crds/mediajob.js";
 import { stateNamespace, type Env } from "../config/env.js";
 import type { KubeApi } from "../k8s/api.js";
 import { describeError } from "../k8s/errors.js";
-import { EventRecorder } from "../k8s/events.js";
+import { BackgroundEventRecorder, EventRecorder } from "../k8s/events.js";
 import type { GpuProviderClient } from "../provider/index.js";
 import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
@@ -49,6 +49,8 @@ export class Manager {
   readonly endpointReconciler: GpuEndpointReconciler;
   /** The provider's management view shared by every GpuEndpoint reconcile (one check per tick). */
   readonly providerView: ProviderView;
+  /** Events are written in the background; stop() waits for them. */
+  private readonly events: BackgroundEventRecorder;
 
   constructor(private readonly o: ManagerOptions) {
     const { api, env, log } = o;
@@ -74,7 +76,11 @@ export class Manager {
       schema: BillingAccount,
       log: log.child({ informer: "billingaccounts" }),
     });
-    const events = new EventRecorder(api.core, "media-orchestrator-controller", log);
+    const events = new BackgroundEventRecorder(
+      new EventRecorder(api.core, "media-orchestrator-controller", log),
+      log,
+    );
+    this.events = events;
     const tickMs = env.RESYNC_INTERVAL_SECONDS * 1000;
     const queueOpts = (name: string) => ({
       onError: (key: string, err: unknown, retryInMs: number) => {
@@ -228,6 +234,7 @@ export class Manager {
     this.jobQueue.shutdown();
     this.endpointQueue.shutdown();
     await this.running; // in-flight reconciles finish
+    await this.events.flush(); // and the Events they recorded are written
     if (this.elector) await this.elector.stop();
     this.leading = false;
     await Promise.all([this.jobs.stop(), this.endpoints.stop(), this.accounts.stop()]);

@@ -52,3 +52,81 @@ export class EventRecorder {
     }
   }
 }
+
+/** Where reconcilers send Events. */
+export interface EventSink {
+  record(target: EventTarget, type: EventType, reason: string, message: string): Promise<void>;
+}
+
+export interface BackgroundEventsOptions {
+  /** Events written at once. */
+  concurrency?: number;
+  /** Events waiting at most; beyond it new ones are dropped. */
+  buffer?: number;
+}
+
+/**
+ * Records Events off the reconcile's critical path, as client-go's event broadcaster does:
+ * `record` returns at once and a few senders write the Events in order of arrival. A reconcile
+ * no longer waits a round trip per Event, and a slow or failing events API never slows the
+ * work. When the buffer is full, new Events are dropped and counted: an Event is a note for
+ * humans, never state the product reads back.
+ */
+export class BackgroundEventRecorder implements EventSink {
+  private readonly pending: Array<Parameters<EventSink["record"]>> = [];
+  private active = 0;
+  private readonly idleWaiters: Array<() => void> = [];
+  private readonly concurrency: number;
+  private readonly buffer: number;
+  /** Events dropped because the buffer was full. */
+  dropped = 0;
+
+  constructor(
+    private readonly sink: EventSink,
+    private readonly log: Logger,
+    opts: BackgroundEventsOptions = {},
+  ) {
+    this.concurrency = opts.concurrency ?? 4;
+    this.buffer = opts.buffer ?? 1000;
+  }
+
+  record(target: EventTarget, type: EventType, reason: string, message: string): Promise<void> {
+    if (this.pending.length >= this.buffer) {
+      // Log the first drop of each burst, not every one.
+      if (this.dropped++ === 0 || this.dropped % 1000 === 0)
+        this.log.warn({ dropped: this.dropped, reason }, "event buffer full; dropping events");
+      return Promise.resolve();
+    }
+    this.pending.push([target, type, reason, message]);
+    this.pump();
+    return Promise.resolve();
+  }
+
+  /** Resolves once every buffered Event has been sent, or after timeoutMs (graceful shutdown). */
+  async flush(timeoutMs = 5_000): Promise<void> {
+    if (this.active === 0 && this.pending.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      new Promise<void>((resolve) => this.idleWaiters.push(resolve)),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+    ]);
+    clearTimeout(timer);
+  }
+
+  private pump(): void {
+    while (this.active < this.concurrency && this.pending.length > 0) {
+      const args = this.pending.shift()!;
+      this.active++;
+      // The sink never rejects (EventRecorder logs and drops); the catch is for other sinks.
+      void this.sink
+        .record(...args)
+        .catch((err: unknown) => this.log.warn({ err: (err as Error).message }, "could not record event"))
+        .finally(() => {
+          this.active--;
+          this.pump();
+          if (this.active === 0 && this.pending.length === 0)
+            for (const resolve of this.idleWaiters.splice(0)) resolve();
+        });
+    }
+  }
+}

@@ -107,7 +107,7 @@ describe("resolution", () => {
     const ep = await waitForReady(api, ns, "created");
     expect(ep.status).toMatchObject({ resolvedBy: "created", endpointName: "media-render-test" });
     expect(simEndpointId(sim, "media-render-test")).toBe(ep.status?.endpointId);
-    expect((await reasons(ns, "created")).some((r) => r.startsWith("EndpointCreated"))).toBe(true);
+    await eventually(async () => (await reasons(ns, "created")).some((r) => r.startsWith("EndpointCreated")));
   });
 
   it("shows the columns in kubectl get gpuendpoints", () => {

@@ -74,10 +74,11 @@ describe("MediaJob lifecycle", () => {
       const j = await api.get<MediaJob>("mediajobs", ns, "dropped");
       return !(j?.metadata.finalizers ?? []).includes("media-orchestrator.io/cancel-at-provider");
     });
-    const events = await eventsFor("dropped");
-    expect(events.map((e) => e.reason)).toEqual(
-      expect.arrayContaining(["Submitted", "RecoveredMissedCallback"]),
-    );
+    // Events are written in the background, just after the status.
+    await eventually(async () => {
+      const reasons = (await eventsFor("dropped")).map((e) => e.reason);
+      return reasons.includes("Submitted") && reasons.includes("RecoveredMissedCallback");
+    });
     sim.setFaults({});
   });
 
@@ -106,7 +107,7 @@ describe("MediaJob lifecycle", () => {
     const job = await waitForPhase(api, ns, "lost", "Completed");
     expect(job.status).toMatchObject({ replay: true, attempts: 2, jobId: "lost-1" });
     expect(sim.executions("lost-1")).toBe(2); // the provider lost the first run: a second is the only way
-    expect((await eventsFor("lost")).map((e) => e.reason)).toContain("ProviderLostJob");
+    await eventually(async () => (await eventsFor("lost")).some((e) => e.reason === "ProviderLostJob"));
   });
 
   it("keeps checking a stuck job the provider still runs, then completes it", async () => {

@@ -7,7 +7,7 @@ import type { Env } from "../../config/env.js";
 import { conventionalEndpointName, endpointFromEnv } from "../../config/env.js";
 import type { KubeApi } from "../../k8s/api.js";
 import { describeError } from "../../k8s/errors.js";
-import type { EventRecorder, EventType } from "../../k8s/events.js";
+import type { EventSink, EventType } from "../../k8s/events.js";
 import { isProviderError, type GpuProviderClient, type ProviderEndpoint } from "../../provider/index.js";
 import { getCondition, setCondition, type ConditionInput } from "../conditions.js";
 import type { Informer } from "../informer.js";
@@ -28,7 +28,7 @@ export interface GpuEndpointDeps {
   endpoints: Informer<GpuEndpoint>;
   provider: Pick<GpuProviderClient, "health" | "saveEndpoint" | "updateEndpointWorkers">;
   view: ProviderView;
-  events: EventRecorder;
+  events: EventSink;
   log: Logger;
   env: Pick<
     Env,

@@ -8,7 +8,7 @@ import type { MediaJob, MediaJobStatus } from "../../crds/mediajob.js";
 import { callbackUrl } from "../../callback/token.js";
 import type { KubeApi } from "../../k8s/api.js";
 import { describeError, isAlreadyExists, isConflict, isNotFound } from "../../k8s/errors.js";
-import type { EventRecorder, EventType } from "../../k8s/events.js";
+import type { EventSink, EventType } from "../../k8s/events.js";
 import {
   isProviderError,
   TERMINAL_STATUSES,
@@ -50,7 +50,7 @@ export interface MediaJobDeps {
   endpoints: Informer<GpuEndpoint>;
   accounts: Informer<BillingAccount>;
   provider: Pick<GpuProviderClient, "submit" | "status" | "cancel">;
-  events: EventRecorder;
+  events: EventSink;
   log: Logger;
   settings: MediaJobSettings;
   /** Where the sidecar keeps BillingAccounts; undefined: the job's own namespace. */

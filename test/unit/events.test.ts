@@ -1,0 +1,95 @@
+// The background Event recorder: a reconcile never waits for an Event, Events keep their order,
+// at most `concurrency` are in flight, a full buffer drops (and counts) instead of growing, and
+// flush waits for what is buffered (graceful shutdown).
+import pino from "pino";
+import { describe, expect, it } from "vitest";
+import { BackgroundEventRecorder, type EventSink } from "../../src/k8s/events.js";
+
+const target = { metadata: { name: "j", namespace: "ns" } };
+
+/** A sink whose writes finish only when the test releases them. */
+function gatedSink() {
+  const started: string[] = [];
+  const done: string[] = [];
+  const gates: Array<() => void> = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const sink: EventSink = {
+    record: (_t, _type, reason) => {
+      started.push(reason);
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      return new Promise<void>((resolve) =>
+        gates.push(() => {
+          inFlight--;
+          done.push(reason);
+          resolve();
+        }),
+      );
+    },
+  };
+  const releaseAll = async () => {
+    while (gates.length) {
+      gates.shift()!();
+      await new Promise((r) => setImmediate(r));
+    }
+  };
+  return { sink, started, done, releaseAll, maxInFlight: () => maxInFlight };
+}
+
+describe("BackgroundEventRecorder", () => {
+  it("returns before the Event is written, sends in order, with bounded concurrency", async () => {
+    const g = gatedSink();
+    const rec = new BackgroundEventRecorder(g.sink, pino({ level: "silent" }), { concurrency: 2 });
+    for (let i = 0; i < 5; i++) await rec.record(target, "Normal", `e${i}`, "m");
+    // Every record() has resolved, yet nothing is written: the writes are gated.
+    expect(g.done).toEqual([]);
+    expect(g.started).toEqual(["e0", "e1"]);
+    const flushed = rec.flush(10_000);
+    await g.releaseAll();
+    await flushed;
+    expect(g.done).toEqual(["e0", "e1", "e2", "e3", "e4"]);
+    expect(g.maxInFlight()).toBe(2);
+  });
+
+  it("drops and counts Events beyond the buffer instead of growing", async () => {
+    const g = gatedSink();
+    const rec = new BackgroundEventRecorder(g.sink, pino({ level: "silent" }), { concurrency: 1, buffer: 2 });
+    for (let i = 0; i < 6; i++) await rec.record(target, "Warning", `e${i}`, "m");
+    // One in flight, two buffered, three dropped.
+    expect(rec.dropped).toBe(3);
+    const flushed = rec.flush(10_000);
+    await g.releaseAll();
+    await flushed;
+    expect(g.done).toEqual(["e0", "e1", "e2"]);
+  });
+
+  it("keeps sending after a sink that rejects", async () => {
+    const sent: string[] = [];
+    const rec = new BackgroundEventRecorder(
+      {
+        record: async (_t, _type, reason) => {
+          if (reason === "bad") throw new Error("events API down");
+          sent.push(reason);
+        },
+      },
+      pino({ level: "silent" }),
+      { concurrency: 1 },
+    );
+    await rec.record(target, "Normal", "bad", "m");
+    await rec.record(target, "Normal", "good", "m");
+    await rec.flush(10_000);
+    expect(sent).toEqual(["good"]);
+  });
+
+  it("flush gives up after its timeout when a write hangs", async () => {
+    const rec = new BackgroundEventRecorder(
+      { record: () => new Promise<void>(() => {}) },
+      pino({ level: "silent" }),
+    );
+    await rec.record(target, "Normal", "hangs", "m");
+    const t = Date.now();
+    await rec.flush(50);
+    expect(Date.now() - t).toBeGreaterThanOrEqual(45);
+  });
+});
