@@ -59,7 +59,7 @@ export function writeReport(r: Json): void {
   if (r.throughput) {
     out.push("## End-to-end job throughput", "");
     out.push(
-      "N MediaJobs created at once; the controller submits them to the simulator (instant workers, callbacks on), the sidecar applies the callbacks. The ceiling is a bare client making the same Kubernetes writes per job (create, finalizer, Processing status, Event, Completed status, finalizer removal) at the same concurrency, against the same control plane, measured before and after the product; the better of the two is the ceiling.",
+      "N MediaJobs created at once; the controller submits them to the simulator (instant workers, callbacks on), the sidecar applies the callbacks. The ceiling is a bare client making the same Kubernetes writes per job (create, finalizer, Processing status, Event, Completed status, finalizer removal) at the same concurrency (`--concurrency`, 32 by default: 32 writers for the ceiling and the job creation, `MAX_CONCURRENT_RECONCILES=32` for the controller), against the same control plane, measured before and after the product; the better of the two is the ceiling.",
       "",
     );
     out.push(

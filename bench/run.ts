@@ -38,10 +38,12 @@ const { values: args } = parseArgs({
     jobs: { type: "string", default: "1000,10000" },
     scale: { type: "string", default: "1000,10000,50000" },
     only: { type: "string", default: "throughput,intake,scale,recovery" },
-    concurrency: { type: "string", default: "16" },
+    concurrency: { type: "string", default: "32" },
   },
 });
 const only = new Set(args.only!.split(","));
+// One number for every parallel actor: the ceiling's writers, the job creators and the
+// controller's MAX_CONCURRENT_RECONCILES, so the product and its ceiling run at the same concurrency.
 const CONCURRENCY = Number(args.concurrency);
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
@@ -98,7 +100,7 @@ async function ceiling(n: number): Promise<{ jobsPerSecond: number; writesPerJob
   const started = Date.now();
   await pool(
     Array.from({ length: n }, (_, i) => `j-${i}`),
-    CONCURRENCY * 2,
+    CONCURRENCY,
     async (name) => {
       const created = await api.create<MediaJob>("mediajobs", ns, job(name)); // 1 create
       const withFinalizer = await api.mergePatch<MediaJob>("mediajobs", ns, name, {
@@ -181,7 +183,7 @@ async function productThroughput(n: number) {
     const started = Date.now();
     await pool(
       Array.from({ length: n }, (_, i) => `j-${i}`),
-      CONCURRENCY * 2,
+      CONCURRENCY,
       async (name) => {
         const t = Date.now();
         await api.create("mediajobs", ns, job(name));
@@ -384,7 +386,7 @@ async function scale(sizes: number[]) {
     log(`  scale: filling to ${size} MediaJobs...`);
     await pool(
       Array.from({ length: size - have }, (_, i) => `s-${have + i}`),
-      CONCURRENCY * 2,
+      CONCURRENCY,
       async (name) => {
         const created = await api.create<MediaJob>("mediajobs", ns, job(name));
         // Finished jobs with the conditions the controller would write: nothing left to do.
