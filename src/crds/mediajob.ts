@@ -37,7 +37,9 @@ const JobSettings = {
     .min(1)
     .max(100)
     .optional()
-    .describe("How many times the job may run before a FAILED or TIMED_OUT from the provider is final. Default 1."),
+    .describe(
+      "How many times the job may run before a FAILED or TIMED_OUT from the provider is final. Default 1.",
+    ),
   account: z
     .string()
     .min(1)
