@@ -319,6 +319,9 @@ export class Engine {
     }
     const ep = this.#endpoints.get(job.endpointId);
     job.executionTime = this.#d.clock.toSim(this.#d.clock.now() - (job.startedAt ?? job.submittedAt));
+    // A timer can fire a millisecond before the wall clock says it is due, and one real ms is many
+    // simulated ones at a small time scale: a timed-out job has run for its whole timeout.
+    if (status === "TIMED_OUT") job.executionTime = Math.max(job.executionTime, job.executionTimeoutMs);
     const workload = ep?.config.workload ?? "render";
     if (status === "COMPLETED") job.output = outputFor(workload, job.input);
     else if (status === "FAILED") job.error = failureFor(workload, job.workerId ?? "unknown", job.input);
