@@ -12,7 +12,7 @@ import autocannon from "autocannon";
 import { API_VERSION, paymentEventName } from "../src/crds/index.js";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import { callbackUrl } from "../src/callback/token.js";
-import { withPhaseConditions } from "../src/controller/mediajob/lifecycle.js";
+import { withPhaseConditions } from "../src/mediajob/lifecycle.js";
 import { KubeApi, type KubeObject } from "../src/k8s/api.js";
 import { startSimulator } from "../src/simulator/server.js";
 import { signStripePayload } from "../src/webhooks/signature.js";
@@ -315,13 +315,28 @@ async function intake() {
     await api.replaceStatus("mediajobs", {
       ...created,
       status: withPhaseConditions(
-        { phase: "Completed", jobId: "cb", providerJobId: "cb", attempts: 1, completedAt: now, output: {} },
+        {
+          phase: "Completed",
+          jobId: "cb",
+          providerJobId: "cb",
+          attempts: 1,
+          completedAt: now,
+          output: {},
+          submission: { attempt: 1, id: "bench-submission", startedAt: now, state: "Accepted" },
+        },
         1,
         now,
       ),
     });
     const cbUrl = new URL(
-      callbackUrl(base, "bench-callback-secret", { namespace: ns, name: "cb", jobId: "cb" }),
+      callbackUrl(base, "bench-callback-secret", {
+        namespace: ns,
+        name: "cb",
+        uid: created.metadata.uid ?? "",
+        jobId: "cb",
+        attempt: 1,
+        submission: "bench-submission",
+      }),
     );
     const callbacks = await run({
       url: cbUrl.toString(),

@@ -5,14 +5,8 @@
 import { userInfo } from "node:os";
 import type { Logger } from "pino";
 import type { MediaJob } from "../crds/mediajob.js";
-import {
-  applyProviderResult,
-  effectiveJobId,
-  msUntilStuck,
-  resetPatch,
-  submissionId,
-  withPhaseConditions,
-} from "../controller/mediajob/lifecycle.js";
+import { effectiveJobId, msUntilStuck, resetPatch, submissionId } from "../mediajob/lifecycle.js";
+import { writeProviderResult } from "../mediajob/result.js";
 import type { KubeApi } from "../k8s/api.js";
 import { describeError, isNotFound } from "../k8s/errors.js";
 import { EventRecorder, type EventType } from "../k8s/events.js";
@@ -138,8 +132,8 @@ export type WriteOutcome =
   { written: true; job: MediaJob } | { written: false; job?: MediaJob; message: string };
 
 /**
- * Applies the provider's result to a Processing job, as a callback would: the lifecycle's
- * applyProviderResult plus the phase conditions, written with optimistic concurrency (re-read and
+ * Applies the provider's result to a Processing job, as a callback would: the one
+ * writeProviderResult that the sidecar uses too, written with optimistic concurrency (re-read and
  * re-applied on conflict). Nothing is written when the job left Processing or moved on to another
  * submission in the meantime.
  */
@@ -150,27 +144,21 @@ export async function applyResult(
   result: ProviderJob,
   now: string,
 ): Promise<WriteOutcome> {
-  let refusal = "";
-  const res = await api.updateStatusWithRetry<MediaJob>("mediajobs", namespace, name, (current) => {
-    if (current.status?.phase !== "Processing") {
-      refusal = `it is ${current.status?.phase ?? "without a phase"} now, no longer Processing`;
-      return undefined;
-    }
-    const applied = applyProviderResult(current, result, now);
-    if (!applied) {
-      refusal = `the provider's job ${result.id} is not its current submission (${providerJobId(current)})`;
-      return undefined;
-    }
-    return { ...current, status: withPhaseConditions(applied, current.metadata.generation, now) };
-  });
-  if (res.written) return { written: true, job: res.object! };
-  if (!res.object) return { written: false, message: "the MediaJob was deleted" };
-  return { written: false, job: res.object, message: refusal };
+  const res = await writeProviderResult(api, namespace, name, { result, now, requireProcessing: true });
+  if (res.outcome === "applied") return { written: true, job: res.job! };
+  if (!res.job) return { written: false, message: "the MediaJob was deleted" };
+  const current = res.job;
+  const message =
+    res.outcome === "terminal" || res.outcome === "not-processing"
+      ? `it is ${current.status?.phase ?? "without a phase"} now, no longer Processing`
+      : `the provider's job ${result.id} is not its current submission (${providerJobId(current)})`;
+  return { written: false, job: current, message };
 }
 
 /**
- * The runbook's reset as one JSON patch whose `test` op makes it apply only to a Processing job
- * (the README's kubectl patch). On refusal, the job is read again to say what phase it is in.
+ * The runbook's reset as one JSON patch whose `test` ops make it apply only to a Processing job
+ * with the job id read first (the README's kubectl patch), so an object re-created under the same
+ * name in between is left alone. On refusal, the job is read again to say why.
  */
 export async function resetJob(
   api: KubeApi,
@@ -178,8 +166,22 @@ export async function resetJob(
   name: string,
   now: string,
 ): Promise<WriteOutcome> {
+  const seen = await api.get<MediaJob>("mediajobs", namespace, name);
+  if (!seen) return { written: false, message: "the MediaJob does not exist" };
+  if (seen.status?.phase !== "Processing" || !seen.status.jobId) {
+    return {
+      written: false,
+      job: seen,
+      message: `it is ${seen.status?.phase ?? "without a phase"}, not Processing`,
+    };
+  }
   try {
-    const job = await api.jsonPatchStatus<MediaJob>("mediajobs", namespace, name, resetPatch(now));
+    const job = await api.jsonPatchStatus<MediaJob>(
+      "mediajobs",
+      namespace,
+      name,
+      resetPatch(now, seen.status.jobId),
+    );
     return { written: true, job };
   } catch (err) {
     if (isNotFound(err)) return { written: false, message: "the MediaJob does not exist" };
@@ -191,6 +193,9 @@ export async function resetJob(
         job: current,
         message: `it is ${current.status?.phase ?? "without a phase"}, not Processing`,
       };
+    }
+    if (current.status.jobId !== seen.status.jobId) {
+      return { written: false, job: current, message: "it was re-created under the same name meanwhile" };
     }
     throw err;
   }

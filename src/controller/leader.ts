@@ -42,6 +42,7 @@ export class LeaderElector {
   private leading = false;
   private stopped = false;
   private timer?: NodeJS.Timeout;
+  private watchdog?: NodeJS.Timeout;
   private observed?: { record: string; at: number };
   private lastRenew = 0;
   private readonly leaseDurationMs: number;
@@ -62,12 +63,33 @@ export class LeaderElector {
     return this.leading;
   }
 
+  /**
+   * The fence checked immediately before every side effect at the provider: true only while the
+   * last successful renew started less than renewDeadline ago. renewDeadline is shorter than the
+   * lease duration, and a rival may take the lease only after it has seen the record unchanged for
+   * a whole lease duration, so a leader that passes this check cannot have been replaced yet.
+   */
+  holdsLease(now = Date.now()): boolean {
+    return this.leading && now - this.lastRenew < this.renewDeadlineMs;
+  }
+
   private get path(): string {
     return `/apis/coordination.k8s.io/v1/namespaces/${this.opts.namespace}/leases`;
   }
 
   start(): void {
     this.stopped = false;
+    if (this.renewDeadlineMs >= this.leaseDurationMs)
+      throw new Error("leader election: the renew deadline must be shorter than the lease duration");
+    // A renew that hangs (a stalled connection to the apiserver) must not keep us leading: this
+    // watchdog steps down on time whatever the request is doing.
+    this.watchdog = setInterval(
+      () => {
+        if (this.leading && !this.holdsLease()) this.lose("could not renew the lease in time");
+      },
+      Math.max(50, Math.min(250, this.renewDeadlineMs / 10)),
+    );
+    this.watchdog.unref();
     const tick = async () => {
       if (this.stopped) return;
       await this.tryAcquireOrRenew();
@@ -84,6 +106,8 @@ export class LeaderElector {
   }
 
   private async tryAcquireOrRenew(): Promise<void> {
+    // The renew counts from when it was sent, not from when its answer came back: the lease's
+    // renewTime says "now" as of the request, and a slow answer must not extend our fence.
     const now = Date.now();
     const spec = (transitions: number, acquireTime?: string) => ({
       holderIdentity: this.identity,
@@ -106,7 +130,7 @@ export class LeaderElector {
           metadata: { name: this.opts.name, namespace: this.opts.namespace },
           spec: spec(0),
         });
-        return this.acquired();
+        return this.acquired(now);
       }
       const record = JSON.stringify([lease.spec.holderIdentity, lease.spec.renewTime]);
       if (this.observed?.record !== record) this.observed = { record, at: now };
@@ -122,7 +146,7 @@ export class LeaderElector {
         ...lease,
         spec: spec(transitions, holder === this.identity ? lease.spec.acquireTime : undefined),
       });
-      this.acquired();
+      this.acquired(now);
     } catch (err) {
       if (!(isConflict(err) || isAlreadyExists(err))) {
         this.opts.log.warn(
@@ -130,13 +154,18 @@ export class LeaderElector {
           "leader election: could not read or update the lease",
         );
       }
-      if (this.leading && Date.now() - this.lastRenew > this.renewDeadlineMs)
-        this.lose("could not renew the lease in time");
+      if (this.leading && !this.holdsLease()) this.lose("could not renew the lease in time");
     }
   }
 
-  private acquired(): void {
-    this.lastRenew = Date.now();
+  private acquired(sentAt: number): void {
+    if (this.stopped) return;
+    this.lastRenew = sentAt;
+    if (Date.now() - sentAt >= this.renewDeadlineMs) {
+      // The answer came after the deadline: the lease may already be someone else's.
+      this.lose("the lease renew answered after the renew deadline");
+      return;
+    }
     if (this.leading) return;
     this.leading = true;
     this.opts.log.info({ identity: this.identity }, "became the leader");
@@ -147,6 +176,7 @@ export class LeaderElector {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    if (this.watchdog) clearInterval(this.watchdog);
     if (!this.leading) return;
     this.leading = false;
     try {

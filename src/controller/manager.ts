@@ -44,6 +44,8 @@ export class Manager {
   private resyncTimer?: NodeJS.Timeout;
   private running?: Promise<unknown>;
   private leading = false;
+  /** Aborted when leadership is lost, so in-flight provider calls stop at once. */
+  private leadership?: AbortController;
   private stopped = false;
   readonly jobReconciler: MediaJobReconciler;
   readonly endpointReconciler: GpuEndpointReconciler;
@@ -116,6 +118,9 @@ export class Manager {
         tickMs,
       },
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
+      onSubmission: (outcome) => this.metrics.submissions.inc({ outcome }),
+      fence: () => this.leading && (this.elector?.holdsLease() ?? true),
+      leadership: () => this.leadership?.signal,
     });
     this.providerView = new ProviderView(o.provider, Math.max(1_000, tickMs - 500));
     this.endpointReconciler = new GpuEndpointReconciler({
@@ -190,6 +195,7 @@ export class Manager {
   private startLeading(): void {
     if (this.leading || this.stopped) return;
     this.leading = true;
+    this.leadership = new AbortController();
     this.metrics.leader.set(1);
     const concurrency = this.o.env.MAX_CONCURRENT_RECONCILES;
     this.running = Promise.all([
@@ -221,6 +227,7 @@ export class Manager {
   private stopLeading(): void {
     if (!this.leading) return;
     this.leading = false;
+    this.leadership?.abort();
     this.metrics.leader.set(0);
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     this.jobQueue.shutdown();

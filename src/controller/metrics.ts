@@ -29,6 +29,15 @@ export class ControllerMetrics {
     labelNames: ["from", "to"] as const,
     registers: [this.registry],
   });
+  readonly submissions = new Counter({
+    name: "media_orchestrator_submissions_total",
+    help:
+      "Submissions to the GPU provider by outcome: accepted, refused (provably not taken), unconfirmed " +
+      "(answer lost: may be running), unconfirmed-resubmission (sent again past the confirmation " +
+      "deadline: may have run twice), fenced (not the leader), intent-conflict",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
   readonly leader = new Gauge({
     name: "media_orchestrator_leader",
     help: "1 while this process holds the leader Lease",

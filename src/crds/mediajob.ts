@@ -64,6 +64,28 @@ export const MediaJobSpec = z.object({
 });
 export type MediaJobSpec = z.infer<typeof MediaJobSpec>;
 
+/**
+ * The write-ahead record of one submission: written (guarded by resourceVersion) before the
+ * provider is called, so a submission can never happen without a trace in the object.
+ */
+export const SubmissionIntent = z.object({
+  attempt: z.int().min(1).describe("The attempt this submission is (status.attempts when it was made)."),
+  id: z
+    .string()
+    .min(8)
+    .max(64)
+    .describe("Random id of this submission; with the attempt it binds the callback URL to it."),
+  startedAt: Timestamp.describe("When the intent was written, just before the provider was called."),
+  state: z
+    .enum(["Sending", "Accepted", "Unconfirmed"])
+    .describe(
+      "Sending: the provider is being called. Accepted: its job id is known. Unconfirmed: the answer " +
+        "was lost; the job may be running and is adopted by its callback, never resubmitted before " +
+        "its confirmation deadline.",
+    ),
+});
+export type SubmissionIntent = z.infer<typeof SubmissionIntent>;
+
 export const MediaJobStatus = z.object({
   phase: JobPhase.optional(),
   jobId: JobId.optional().describe("The effective idempotency key; never changes once set."),
@@ -75,6 +97,20 @@ export const MediaJobStatus = z.object({
   endpointId: z.string().max(256).optional(),
   attempts: z.int().min(0).optional().describe("Submissions made to the provider."),
   failures: z.int().min(0).optional().describe("Attempts the provider reported FAILED or TIMED_OUT."),
+  submission: SubmissionIntent.optional(),
+  unconfirmedResubmissions: z
+    .int()
+    .min(0)
+    .optional()
+    .describe(
+      "Submissions made again because an earlier one stayed unconfirmed past its deadline (no answer, " +
+        "no callback): each may have run twice at the provider.",
+    ),
+  providerLosses: z
+    .int()
+    .min(0)
+    .optional()
+    .describe("Times the provider no longer knew a submitted job (status 404) and it was replayed."),
   submittedAt: Timestamp.optional(),
   completedAt: Timestamp.optional(),
   updatedAt: Timestamp.optional(),

@@ -95,10 +95,17 @@ export class GpuProviderClient {
   }
 
   /**
-   * Submits a job. Safe to retry because of `id`: a provider that honours it (our simulator)
-   * deduplicates; one that ignores it (RunPod) returns its own id, which callers must keep.
+   * Submits a job. RunPod ignores `id` and makes up its own, so a second POST of the same job is a
+   * second (billed) run: /run is retried only where the provider provably did not take the request
+   * (a 4xx such as 429, or no connection at all). A failure whose `mayHaveBeenAccepted` is true
+   * (5xx, timeout, reset after sending) leaves the job possibly running: the caller must treat the
+   * submission as unconfirmed, never resend it.
    */
-  async submit(endpointId: string, req: SubmitRequest): Promise<{ id: string; status: ProviderJobStatus }> {
+  async submit(
+    endpointId: string,
+    req: SubmitRequest,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<{ id: string; status: ProviderJobStatus }> {
     if (req.id === "") throw new ProviderError("BAD_REQUEST", "GPU provider submit: empty job id");
     const body = {
       id: req.id,
@@ -106,7 +113,10 @@ export class GpuProviderClient {
       ...(req.webhook !== undefined && { webhook: req.webhook }),
       ...(req.policy !== undefined && { policy: req.policy }),
     };
-    const res = await this.#jobApi({ op: "submit", endpointId }, "POST", `/run`, SubmitResponse, body);
+    const res = await this.#jobApi({ op: "submit", endpointId }, "POST", `/run`, SubmitResponse, body, {
+      retryIf: (err) => !err.mayHaveBeenAccepted,
+      ...(opts.signal !== undefined && { signal: opts.signal }),
+    });
     return { id: res.id, status: res.status };
   }
 
@@ -198,12 +208,15 @@ export class GpuProviderClient {
     suffix: string,
     schema: S,
     body?: unknown,
+    call: { retryIf?: (err: ProviderError) => boolean; signal?: AbortSignal } = {},
   ): Promise<z.output<S>> {
     if (ctx.endpointId === "")
       throw new ProviderError("BAD_REQUEST", `GPU provider ${ctx.op}: empty endpoint id`);
     const url = `${this.#apiUrl}/v2/${enc(ctx.endpointId)}${suffix}`;
-    return this.#withRetries(ctx, async (timeoutMs) => {
-      const res = await this.#send(ctx.op, method, url, body, timeoutMs);
+    return this.#withRetries(
+      ctx,
+      async (timeoutMs) => {
+      const res = await this.#send(ctx.op, method, url, body, timeoutMs, call.signal);
       if (res.status < 200 || res.status > 299) {
         throw errorFromResponse(res.status, res.text, {
           op: ctx.op,
@@ -212,8 +225,11 @@ export class GpuProviderClient {
           secret: this.#apiKey,
         });
       }
-      return parseBody(ctx.op, res.text, schema);
-    });
+      // A 2xx whose body we cannot read: the provider acted, we just do not know the details.
+      return parseBody(ctx.op, res.text, schema, { mayHaveBeenAccepted: true });
+      },
+      call.retryIf,
+    );
   }
 
   async #graphql<S extends z.ZodType>(
@@ -253,8 +269,13 @@ export class GpuProviderClient {
     });
   }
 
-  #withRetries<T>(ctx: CallContext, attempt: (timeoutMs: number) => Promise<T>): Promise<T> {
+  #withRetries<T>(
+    ctx: CallContext,
+    attempt: (timeoutMs: number) => Promise<T>,
+    retryIf?: (err: ProviderError) => boolean,
+  ): Promise<T> {
     return withRetries(this.#policy, attempt, {
+      ...(retryIf !== undefined && { retryIf }),
       onRetry: (err, attemptNo, delayMs) =>
         this.#log?.debug(
           {
@@ -278,9 +299,13 @@ export class GpuProviderClient {
     url: string,
     body: unknown,
     timeoutMs: number,
+    signal?: AbortSignal,
   ): Promise<RawAnswer> {
+    if (signal?.aborted) throw new ProviderError("PROVIDER_UNAVAILABLE", `GPU provider ${op}: aborted before sending`, { retryable: false });
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), timeoutMs);
+    const onAbort = () => abort.abort();
+    signal?.addEventListener("abort", onAbort, { once: true });
     try {
       const res = await request(url, {
         method,
@@ -297,36 +322,63 @@ export class GpuProviderClient {
       const text = await res.body.text();
       return { status: res.statusCode, headers: res.headers, text };
     } catch (err) {
+      const code = (err as { code?: unknown }).code;
       if (abort.signal.aborted) {
         throw new ProviderError(
           "PROVIDER_UNAVAILABLE",
-          `GPU provider ${op}: no answer within ${timeoutMs} ms`,
+          signal?.aborted
+            ? `GPU provider ${op}: aborted while waiting for the answer`
+            : `GPU provider ${op}: no answer within ${timeoutMs} ms`,
+          { mayHaveBeenAccepted: true },
         );
       }
-      const code = (err as { code?: unknown }).code;
       const reason = typeof code === "string" ? code : err instanceof Error ? err.message : String(err);
       throw new ProviderError(
         "PROVIDER_UNAVAILABLE",
         `GPU provider ${op}: network error: ${redact(reason, this.#apiKey)}`,
+        { mayHaveBeenAccepted: !(typeof code === "string" && NOT_SENT_CODES.has(code)) },
       );
     } finally {
       clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
     }
   }
 }
 
-function parseBody<S extends z.ZodType>(op: string, text: string, schema: S): z.output<S> {
+/**
+ * Network errors raised before a single byte of the request left this process: the provider cannot
+ * have acted on it. Everything else (a reset, a socket closed mid-answer) may follow the work.
+ */
+const NOT_SENT_CODES = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "ENETUNREACH",
+  "EHOSTUNREACH",
+  "UND_ERR_CONNECT_TIMEOUT",
+]);
+
+function parseBody<S extends z.ZodType>(
+  op: string,
+  text: string,
+  schema: S,
+  details: { mayHaveBeenAccepted?: boolean } = {},
+): z.output<S> {
   const result = schema.safeParse(safeJson(text));
-  if (!result.success) throw badShape(op, result.error);
+  if (!result.success) throw badShape(op, result.error, details);
   return result.data;
 }
 
-function badShape(op: string, error: z.ZodError): ProviderError {
+function badShape(
+  op: string,
+  error: z.ZodError,
+  details: { mayHaveBeenAccepted?: boolean } = {},
+): ProviderError {
   const where = error.issues
     .slice(0, 3)
     .map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`)
     .join("; ");
-  return new ProviderError("BAD_RESPONSE", `GPU provider ${op}: unexpected answer (${where})`);
+  return new ProviderError("BAD_RESPONSE", `GPU provider ${op}: unexpected answer (${where})`, details);
 }
 
 function safeJson(text: string): unknown {

@@ -16,6 +16,12 @@ export interface ProviderErrorDetails {
   retryAfterMs?: number;
   /** Defaults to true for RATE_LIMITED and PROVIDER_UNAVAILABLE, false otherwise. */
   retryable?: boolean;
+  /**
+   * The request may have reached the provider and been acted on: a 5xx, a timeout, a connection
+   * reset after sending, a 2xx whose body could not be read. For a submission this means "maybe
+   * running": it must never be sent again blindly. Default false (a 4xx, or nothing was sent).
+   */
+  mayHaveBeenAccepted?: boolean;
 }
 
 export class ProviderError extends Error {
@@ -24,10 +30,12 @@ export class ProviderError extends Error {
   readonly retryable: boolean;
   readonly status?: number;
   readonly retryAfterMs?: number;
+  readonly mayHaveBeenAccepted: boolean;
 
   constructor(code: ProviderErrorCode, message: string, details: ProviderErrorDetails = {}) {
     super(message);
     this.code = code;
+    this.mayHaveBeenAccepted = details.mayHaveBeenAccepted ?? false;
     this.retryable = details.retryable ?? (code === "RATE_LIMITED" || code === "PROVIDER_UNAVAILABLE");
     if (details.status !== undefined) this.status = details.status;
     if (details.retryAfterMs !== undefined) this.retryAfterMs = details.retryAfterMs;
@@ -128,7 +136,11 @@ export function errorFromResponse(status: number, body: string, ctx: ResponseCon
       retryAfterMs === undefined ? { status } : { status, retryAfterMs },
     );
   }
-  if (status === 408 || status >= 500) return new ProviderError("PROVIDER_UNAVAILABLE", message, { status });
+  // 408: the server gave up waiting for the request, so it did not act on it. A 5xx may come after
+  // the work was done (a proxy's 502/504 in front of a provider that accepted the job).
+  if (status === 408) return new ProviderError("PROVIDER_UNAVAILABLE", message, { status });
+  if (status >= 500)
+    return new ProviderError("PROVIDER_UNAVAILABLE", message, { status, mayHaveBeenAccepted: true });
   return new ProviderError("BAD_REQUEST", message, { status });
 }
 

@@ -47,6 +47,8 @@ export interface RetryHooks {
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
   onRetry?: (err: ProviderError, attempt: number, delayMs: number) => void;
+  /** Narrows which retryable errors are retried (e.g. a submission: only those never accepted). */
+  retryIf?: (err: ProviderError) => boolean;
 }
 
 const realSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -71,6 +73,7 @@ export async function withRetries<T>(
       return await attempt(timeoutMs, n);
     } catch (err) {
       if (!(err instanceof ProviderError) || !err.retryable || n >= policy.maxAttempts) throw err;
+      if (hooks.retryIf !== undefined && !hooks.retryIf(err)) throw err;
       const delay = retryDelay(err, n, policy, random);
       const left = deadline - now() - delay;
       // Includes a Retry-After longer than the budget: give up now, the caller can requeue.

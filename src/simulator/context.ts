@@ -14,6 +14,7 @@ export interface SimulatorStats {
   rateLimited: number;
   /** Injected 5xx answers. */
   serverErrors: number;
+  lostRunAnswers: number;
   /** /run calls that reached the engine, including deduplicated ones. */
   submissions: number;
   /** /run calls answered with an existing job because its id was already known. */

@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import type { EndpointHealthReport, ProviderJob, ProviderJobStatus } from "../provider/schemas.js";
 import type { Clock, TimerHandle } from "./clock.js";
-import type { Faults, ResolvedOptions } from "./options.js";
+import { honoursClientId, type Faults, type ResolvedOptions } from "./options.js";
 import { failureFor, outputFor, type Workload } from "./outputs.js";
 import { chance, unit, type Rng } from "./random.js";
 
@@ -62,6 +62,11 @@ interface EndpointRuntime {
 
 export interface SubmitArgs {
   clientId?: string;
+  /**
+   * Whose job this is, for counting executions: the client's own job id, which a provider that
+   * ignores `id` never sees except inside the webhook URL. Default: clientId, else the new id.
+   */
+  executionKey?: string;
   input: Record<string, unknown>;
   webhook?: string;
   executionTimeoutMs?: number;
@@ -152,7 +157,7 @@ export class Engine {
   submit(endpointId: string, args: SubmitArgs): SubmitResult {
     const ep = this.#endpoints.get(endpointId);
     if (ep === undefined) throw new Error(`unknown endpoint ${endpointId}`);
-    const honourId = args.clientId !== undefined && !this.#d.faults().ignoreClientId;
+    const honourId = args.clientId !== undefined && honoursClientId(this.#d.faults());
     if (honourId) {
       const existing = this.#jobs.get(args.clientId as string);
       if (existing !== undefined) {
@@ -164,7 +169,7 @@ export class Engine {
     const id = honourId ? (args.clientId as string) : `${this.#d.rng.uuid()}-u1`;
     const job: Job = {
       id,
-      key: args.clientId ?? id,
+      key: args.executionKey ?? args.clientId ?? id,
       endpointId,
       input: args.input,
       ...(args.webhook !== undefined && { webhook: args.webhook }),

@@ -7,6 +7,8 @@ export interface Reply {
   status: number;
   body?: unknown;
   headers?: Record<string, string>;
+  /** Reset the connection instead of answering: the work was done, the answer is lost. */
+  lost?: boolean;
 }
 
 export const json = (status: number, body?: unknown, headers?: Record<string, string>): Reply => ({
@@ -16,6 +18,10 @@ export const json = (status: number, body?: unknown, headers?: Record<string, st
 });
 
 export function writeReply(res: ServerResponse, reply: Reply): void {
+  if (reply.lost === true) {
+    res.socket?.destroy();
+    return;
+  }
   const text = reply.body === undefined ? "" : JSON.stringify(reply.body);
   res.writeHead(reply.status, {
     ...(text !== "" && { "content-type": "application/json; charset=utf-8" }),

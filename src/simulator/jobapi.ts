@@ -61,8 +61,10 @@ function submit(ctx: SimContext, endpointId: string, body: unknown): Reply {
     return json(400, { error: "policy.ttl must be between 10000 and 604800000 ms" });
   }
   ctx.stats.submissions++;
+  const executionKey = ownJobId(webhook) ?? (typeof id === "string" ? id : undefined);
   const result = ctx.engine.submit(endpointId, {
     ...(typeof id === "string" && { clientId: id }),
+    ...(executionKey !== undefined && { executionKey }),
     input,
     ...(typeof webhook === "string" && { webhook }),
     ...(typeof executionTimeout === "number" && { executionTimeoutMs: executionTimeout }),
@@ -71,6 +73,19 @@ function submit(ctx: SimContext, endpointId: string, body: unknown): Reply {
   if ("conflict" in result) return json(409, { error: result.conflict });
   if (!result.created) ctx.stats.duplicateSubmissions++;
   return json(200, { id: result.job.id, status: result.job.status });
+}
+
+/**
+ * The client's own job id, as its webhook URL carries it (`?job=`): RunPod ignores `id`, so this is
+ * the only place a submission names the job it belongs to. Executions are counted per this key.
+ */
+function ownJobId(webhook: unknown): string | undefined {
+  if (typeof webhook !== "string") return undefined;
+  try {
+    return new URL(webhook).searchParams.get("job") ?? undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function inRange(v: unknown, min: number, max: number): boolean {

@@ -23,14 +23,30 @@ export const FaultsSchema = z.strictObject({
   rateLimit: z.strictObject({ requestsPerSecond: z.number().positive() }).optional(),
   /** Probability that a job API or /graphql request answers 5xx. For /run, half of these accept the job first. */
   serverErrors: rate.optional(),
+  /**
+   * Probability that a /run request is accepted (the job is queued and will run) and its answer is
+   * then lost: the connection is reset before any response. The client cannot tell it from a job
+   * that was never accepted.
+   */
+  lostRunAnswers: rate.optional(),
   /** Probability that a job ends FAILED instead of COMPLETED. */
   failJob: rate.optional(),
-  /** Behave like real RunPod: ignore the client's `id` and generate ids; every submission runs. */
+  /**
+   * RunPod ignores unknown keys on /run, the client's `id` among them, and makes up its own
+   * `<uuid>-u1` id, so every submission runs (https://docs.runpod.io/serverless/endpoints/send-requests).
+   * That is the default here too. `honourClientId: true` (or `ignoreClientId: false`) makes the
+   * simulator deduplicate on the client's `id`: kinder than RunPod, for tests that say why they need it.
+   */
+  honourClientId: z.boolean().optional(),
+  /** Kept for existing scripts: `true` is the default behaviour, `false` is `honourClientId: true`. */
   ignoreClientId: z.boolean().optional(),
   /** Delay answers by `ms` real milliseconds (probability `rate`, default 1): to test client timeouts. */
   responseDelay: z.strictObject({ ms: z.number().min(0), rate: rate.optional() }).optional(),
 });
 export type Faults = z.infer<typeof FaultsSchema>;
+
+/** Whether the client's `id` on /run is honoured (deduplicated): only when a test opts in. */
+export const honoursClientId = (f: Faults): boolean => f.honourClientId === true || f.ignoreClientId === false;
 
 export const EndpointSpecSchema = z.strictObject({
   id: z.string().min(1).optional(),

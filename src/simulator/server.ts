@@ -125,7 +125,14 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       faults = FaultsSchema.parse(f);
       bucket = new TokenBucket();
     },
-    stats: { requests: 0, rateLimited: 0, serverErrors: 0, submissions: 0, duplicateSubmissions: 0 },
+    stats: {
+      requests: 0,
+      rateLimited: 0,
+      serverErrors: 0,
+      lostRunAnswers: 0,
+      submissions: 0,
+      duplicateSubmissions: 0,
+    },
     ...(log && { log }),
   };
   for (const spec of options.endpoints ?? [])
@@ -156,6 +163,14 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
         ctx.stats.rateLimited++;
         return json(429, { error: "rate limit exceeded" }, { "retry-after": String(wait) });
       }
+    }
+    if (kind === "job" && url.pathname.endsWith("/run") && ctx.requestRng.chance(f.lostRunAnswers)) {
+      const accepted = await handler(key);
+      if (accepted.status === 200) {
+        ctx.stats.lostRunAnswers++;
+        return { ...accepted, lost: true };
+      }
+      return accepted;
     }
     if (ctx.requestRng.chance(f.serverErrors)) {
       ctx.stats.serverErrors++;

@@ -4,6 +4,7 @@ import { Registry } from "prom-client";
 import { requireVars, type Env } from "../config/env.js";
 import { KubeApi } from "../k8s/api.js";
 import { loadKubeConfig } from "../k8s/config.js";
+import { GpuProviderClient } from "../provider/index.js";
 import { startPaymentEventGc } from "./gc.js";
 import { WebhookMetrics } from "./metrics.js";
 import { startWebhookServer, webhookNamespace } from "./server.js";
@@ -19,11 +20,21 @@ export async function runWebhooks(
   opts: { kubeconfig?: string } = {},
 ): Promise<RunningWebhooks> {
   // Without it any callback token would be computable; the controller needs the same value.
-  requireVars(env, ["CALLBACK_SECRET"], "webhooks sidecar");
+  // The provider key: every GPU callback is confirmed with the provider's status API before its
+  // outcome is written (RunPod does not sign callbacks).
+  requireVars(env, ["CALLBACK_SECRET", "GPU_PROVIDER_API_KEY"], "webhooks sidecar");
   const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }));
   const namespace = webhookNamespace(env);
   const registry = new Registry();
-  const server = await startWebhookServer({ api, env, log, registry, namespace });
+  const provider = new GpuProviderClient({
+    apiUrl: env.GPU_PROVIDER_API_URL,
+    apiKey: env.GPU_PROVIDER_API_KEY!,
+    // A callback waits on this answer, and RunPod gives up on a slow receiver: short and few.
+    timeoutMs: 5_000,
+    retryBudgetMs: 8_000,
+    logger: log.child({ component: "gpu-provider" }),
+  });
+  const server = await startWebhookServer({ api, env, log, registry, namespace, provider });
   const gc = startPaymentEventGc({
     api,
     namespace,

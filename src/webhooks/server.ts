@@ -6,6 +6,7 @@ import type { Logger } from "pino";
 import { Registry } from "prom-client";
 import { stateNamespace, webhookSecrets, type Env } from "../config/env.js";
 import type { KubeApi } from "../k8s/api.js";
+import type { GpuProviderClient } from "../provider/index.js";
 import { describeError } from "../k8s/errors.js";
 import { registerCallbackRoute } from "./callbacks.js";
 import { redactUrl, webhookLogger } from "./logging.js";
@@ -33,6 +34,8 @@ export interface WebhookServerOptions {
   duplicateWaitMs?: number;
   /** After this long, a Processing PaymentEvent counts as a crashed attempt and is claimed again. Default 60 s. */
   staleClaimMs?: number;
+  /** The GPU provider's status API, which confirms every callback. Without it callbacks answer 503. */
+  provider?: Pick<GpuProviderClient, "status">;
 }
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
@@ -153,6 +156,7 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
   registerCallbackRoute(app, {
     api: opts.api,
     secret: opts.env.CALLBACK_SECRET,
+    provider: opts.provider,
     now,
     metrics,
     globalLimiter: new TokenBuckets(limits.callbackGlobal),

@@ -16,7 +16,7 @@ import {
   resetToPending,
   submissionId,
   withPhaseConditions,
-} from "../../src/controller/mediajob/lifecycle.js";
+} from "../../src/mediajob/lifecycle.js";
 import { setCondition } from "../../src/controller/conditions.js";
 
 const NOW = "2026-11-22T10:00:00.000Z";

@@ -12,7 +12,7 @@ import { isProviderError, type GpuProviderClient, type ProviderEndpoint } from "
 import { getCondition, setCondition, type ConditionInput } from "../conditions.js";
 import type { Informer } from "../informer.js";
 import { StaleCacheGuard } from "../stale-cache.js";
-import { sameStatus } from "../mediajob/lifecycle.js";
+import { sameStatus } from "../../mediajob/lifecycle.js";
 import type { ReconcileResult } from "../workqueue.js";
 import {
   FIX_ENDPOINT,

@@ -1,6 +1,7 @@
 // Reconciles one MediaJob: read it from the cache, decide with the pure lifecycle, act on the
 // provider, write status once. Level-triggered: the same object in the same world always leads to
 // the same actions, so a repeated or concurrent trigger is harmless.
+import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { ADMITTING_STATES, billingAccountName, type BillingAccount } from "../../crds/billingaccount.js";
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
@@ -21,20 +22,26 @@ import { StaleCacheGuard } from "../stale-cache.js";
 import type { ReconcileResult } from "../workqueue.js";
 import {
   FINALIZER,
+  SKIP_CANCEL_ANNOTATION,
   afterProviderLostJob,
+  afterUnconfirmedDeadline,
   applyProviderResult,
   effectiveJobId,
   initialStatus,
+  intentStatus,
   isTerminal,
+  isUnconfirmed,
+  markUnconfirmed,
+  msUntilConfirmationDeadline,
   msUntilStuck,
   nextStepObject,
-  recordSubmission,
+  recordAccepted,
   resetToPending,
   sameStatus,
   submissionId,
+  withdrawIntent,
   withPhaseConditions,
-  type SubmissionRecord,
-} from "./lifecycle.js";
+} from "../../mediajob/lifecycle.js";
 
 export interface MediaJobSettings {
   callbackBaseUrl: string;
@@ -55,6 +62,14 @@ export interface MediaJobDeps {
   settings: MediaJobSettings;
   /** Where the sidecar keeps BillingAccounts; undefined: the job's own namespace. */
   accountNamespace?: string;
+  /**
+   * The leader's fence, checked immediately before every side effect at the provider: false once
+   * this replica may no longer be the leader. Undefined: always true (no leader election).
+   */
+  fence?: () => boolean;
+  /** Aborted when leadership is lost: in-flight provider calls stop waiting. */
+  leadership?: () => AbortSignal | undefined;
+  onSubmission?: (outcome: SubmissionOutcome) => void;
   now?: () => Date;
   onTransition?: (from: string | undefined, to: string | undefined) => void;
 }
@@ -66,6 +81,20 @@ export class RetryLater extends Error {
 
 type PendingEvent = [EventType, string, string];
 
+/** What became of one submission: for metrics and logs. */
+export type SubmissionOutcome =
+  | "accepted"
+  | "refused"
+  | "unconfirmed"
+  | "unconfirmed-resubmission"
+  | "fenced"
+  | "intent-conflict";
+
+/** How long a deletion waits for an unconfirmed submission's provider id, to cancel it. */
+export const CANCEL_WAIT_FOR_ID_MS = 60_000;
+/** How long a deletion keeps trying to cancel at a provider that fails, before letting go. */
+export const CANCEL_GIVE_UP_MS = 5 * 60_000;
+
 /** RunPod's default job TTL (queue plus run), sent explicitly so the contract is visible. */
 export const PROVIDER_JOB_TTL_MS = 24 * 3600 * 1000;
 
@@ -74,12 +103,18 @@ interface Outcome {
   status: MediaJobStatus;
   requeueAfterMs?: number;
   retry?: string;
-  /** Set when this pass submitted the job: a fact that must reach status even if the write conflicts. */
-  submission?: SubmissionRecord;
+  /** The pass already wrote status itself (the submission protocol's own writes). */
+  written?: MediaJob;
 }
 
 export class MediaJobReconciler {
   private readonly stale = new StaleCacheGuard();
+  /**
+   * Provider ids of accepted submissions whose record write failed, by key: retried on the next
+   * pass so the id is not left to the callback alone. Lost with the process, which is safe: the
+   * submission stays Processing (never resubmitted) and its callback adopts it.
+   */
+  private readonly unrecorded = new Map<string, { attempt: number; providerJobId: string }>();
 
   constructor(private readonly d: MediaJobDeps) {}
 
@@ -117,32 +152,18 @@ export class MediaJobReconciler {
     }
 
     let status = withPhaseConditions(outcome.status, job.metadata.generation, now);
-    if (!sameStatus(status, before)) {
-      try {
-        const written = await this.d.api.replaceStatus("mediajobs", { ...job, status });
-        this.stale.remember(key, job.metadata.resourceVersion, written.metadata.resourceVersion);
-        if (before?.phase !== status.phase) this.d.onTransition?.(before?.phase, status.phase);
-        job = {
-          ...job,
-          status,
-          metadata: { ...job.metadata, resourceVersion: written.metadata.resourceVersion },
-        };
-      } catch (err) {
-        if (!outcome.submission || !isConflict(err)) throw err;
-        const { current, overwritten } = await this.recordLostSubmission(
-          job,
-          before,
-          status,
-          outcome.submission,
-          now,
-        );
-        if (!current) return;
-        // The cache may still show our old copy or the other writer's: neither is the truth now.
-        for (const rv of [job.metadata.resourceVersion, ...overwritten])
-          this.stale.remember(key, rv, current.metadata.resourceVersion);
-        job = current;
-        status = current.status ?? status;
-      }
+    if (outcome.written) {
+      job = outcome.written;
+      status = job.status ?? status;
+    } else if (!sameStatus(status, before)) {
+      const written = await this.d.api.replaceStatus("mediajobs", { ...job, status });
+      this.stale.remember(key, job.metadata.resourceVersion, written.metadata.resourceVersion);
+      if (before?.phase !== status.phase) this.d.onTransition?.(before?.phase, status.phase);
+      job = {
+        ...job,
+        status,
+        metadata: { ...job.metadata, resourceVersion: written.metadata.resourceVersion },
+      };
     }
     for (const [type, reason, message] of events) await this.d.events.record(job, type, reason, message);
 
@@ -312,115 +333,217 @@ export class MediaJobReconciler {
       setJob(job);
     }
 
-    const jobId = status.jobId ?? effectiveJobId(job);
-    const id = submissionId(status, jobId);
-    const namespace = job.metadata.namespace!;
-    const name = job.metadata.name;
-    const timeoutSeconds = job.spec.timeoutSeconds ?? this.d.settings.defaultTimeoutSeconds;
-    try {
-      const res = await this.d.provider.submit(endpointId, {
-        id,
-        input: job.spec.input ?? {},
-        webhook: callbackUrl(this.d.settings.callbackBaseUrl, this.d.settings.callbackSecret, {
-          namespace,
-          name,
-          jobId,
-        }),
-        // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that
-        // is still running is left alone. The provider's queue+run TTL is made explicit instead.
-        policy: { ttl: PROVIDER_JOB_TTL_MS },
-      });
-      const { error: _e, ...rest } = status;
-      status = {
-        ...rest,
-        phase: "Processing",
-        providerJobId: res.id,
-        endpointId,
-        submittedAt: now,
-        updatedAt: now,
-        attempts: (status.attempts ?? 0) + 1,
-      };
-      status = this.condition(
-        status,
-        job,
-        { type: "Submitted", status: "True", reason: "Submitted", message: `submitted as ${res.id}` },
-        now,
-      );
-      events.push([
-        "Normal",
-        "Submitted",
-        `submitted to endpoint ${endpointId} as ${res.id}${status.replay ? " (replay)" : ""}, attempt ${status.attempts}`,
-      ]);
-      const submission: SubmissionRecord = {
-        providerJobId: res.id,
-        endpointId,
-        submittedAt: now,
-        attempts: status.attempts!,
-      };
-      // A provider that already has this id answers with that job: if it finished, take its result now.
-      if (TERMINAL_STATUSES.has(res.status as ProviderJobStatus)) {
-        const result = await this.d.provider.status(endpointId, res.id);
-        const applied = applyProviderResult({ ...job, status }, result, now);
-        if (applied) status = applied;
-      }
-      return { status, requeueAfterMs: timeoutSeconds * 1000, submission };
-    } catch (err) {
-      const reason = isProviderError(err) ? err.code : "SubmitFailed";
-      const message = `submission to endpoint ${endpointId} failed: ${describeError(err)}`;
-      status = this.note(
-        status,
-        job,
-        { type: "Submitted", status: "False", reason, message },
-        now,
-        events,
-        "Warning",
-      );
-      return { status, retry: message };
-    }
+    return this.submit(job, status, endpointId, now, events);
+  }
+
+  private fenceHolds(): boolean {
+    return this.d.fence?.() ?? true;
   }
 
   /**
-   * The status write after a submission lost a conflict. The job is at the provider now, so the
-   * submission must not be forgotten: if nobody else changed the status (a label or spec edit bumped
-   * the resourceVersion), write this pass's status onto the fresh object; if the sidecar already
-   * applied a callback, keep its outcome and add the submission's facts. Returns the object as
-   * stored (undefined when it is gone) and the resourceVersions this wrote over.
+   * The write-ahead submission: (1) persist the intent with the resourceVersion this pass read, so
+   * a stale cache or a deposed leader loses the race before the provider hears of the job; (2) check
+   * the leader fence; (3) POST /run once (the client retries only what the provider provably did not
+   * take); (4) record the provider's id. An answer lost at (3) leaves the job Processing and
+   * Unconfirmed: its callback adopts it, and it is not sent again before its confirmation deadline.
    */
-  private async recordLostSubmission(
+  private async submit(
     job: MediaJob,
-    before: MediaJobStatus | undefined,
     status: MediaJobStatus,
-    submission: SubmissionRecord,
+    endpointId: string,
     now: string,
-  ): Promise<{ current: MediaJob | undefined; overwritten: string[] }> {
-    const read: string[] = [];
-    const submitted: ConditionInput = {
-      type: "Submitted",
-      status: "True",
-      reason: "Submitted",
-      message: `submitted as ${submission.providerJobId}`,
-    };
-    const { object, written } = await this.d.api.updateStatusWithRetry<MediaJob>(
-      "mediajobs",
-      job.metadata.namespace!,
-      job.metadata.name,
-      (current) => {
-        read.push(current.metadata.resourceVersion ?? "");
-        if (sameStatus(current.status, before)) return { ...current, status };
-        const recorded = recordSubmission(current.status, submission);
-        if (!recorded) return undefined;
-        const withCondition =
-          recorded.phase === "Pending" ? recorded : this.condition(recorded, current, submitted, now);
-        return { ...current, status: withPhaseConditions(withCondition, current.metadata.generation, now) };
-      },
-    );
-    if (written && object) {
-      this.d.log.info(
-        { job: `${job.metadata.namespace}/${job.metadata.name}`, phase: object.status?.phase },
-        "another writer changed the job while it was being submitted; recorded the submission on its status",
-      );
+    events: PendingEvent[],
+  ): Promise<Outcome> {
+    const namespace = job.metadata.namespace!;
+    const name = job.metadata.name;
+    const key = `${namespace}/${name}`;
+    const jobId = status.jobId ?? effectiveJobId(job);
+    const timeoutSeconds = job.spec.timeoutSeconds ?? this.d.settings.defaultTimeoutSeconds;
+    const generation = job.metadata.generation;
+    if (!this.fenceHolds()) {
+      this.d.onSubmission?.("fenced");
+      return { status, retry: "not the leader: no submission" };
     }
-    return { current: object, overwritten: written ? read : [] };
+
+    // (1) The intent.
+    const intent = withPhaseConditions(
+      this.condition(
+        intentStatus(status, { endpointId, submissionId: randomBytes(12).toString("base64url"), now }),
+        job,
+        {
+          type: "Submitted",
+          status: "Unknown",
+          reason: "Submitting",
+          message: `submitting to endpoint ${endpointId}`,
+        },
+        now,
+      ),
+      generation,
+      now,
+    );
+    let stored: MediaJob;
+    try {
+      const written = await this.d.api.replaceStatus("mediajobs", { ...job, status: intent });
+      stored = { ...job, status: intent, metadata: { ...job.metadata, ...written.metadata } };
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+      // Someone else wrote first (the sidecar, another replica, an operator): decide again from
+      // their version, which the watch delivers.
+      this.d.onSubmission?.("intent-conflict");
+      return { status, written: job, requeueAfterMs: 1_000 };
+    }
+    this.stale.remember(key, job.metadata.resourceVersion, stored.metadata.resourceVersion);
+    this.d.onTransition?.(status.phase, "Processing");
+    const attempt = intent.submission!.attempt;
+
+    // (2) The fence, immediately before the side effect. Nothing was sent: withdraw the intent.
+    if (!this.fenceHolds()) {
+      this.d.onSubmission?.("fenced");
+      const withdrawn = withdrawIntent(stored.status, status, attempt, now);
+      if (withdrawn)
+        await this.d.api
+          .replaceStatus("mediajobs", { ...stored, status: withPhaseConditions(withdrawn, generation, now) })
+          .catch(() => undefined); // left as it is, it is resubmitted after its deadline: late, not twice
+      return { status, written: stored, retry: "lost the leadership before submitting" };
+    }
+
+    // (3) /run, once.
+    let providerJobId: string;
+    try {
+      const res = await this.d.provider.submit(
+        endpointId,
+        {
+          id: submissionId(status, jobId),
+          input: job.spec.input ?? {},
+          webhook: callbackUrl(this.d.settings.callbackBaseUrl, this.d.settings.callbackSecret, {
+            namespace,
+            name,
+            uid: job.metadata.uid ?? "",
+            jobId,
+            attempt,
+            submission: intent.submission!.id,
+          }),
+          // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that
+          // is still running is left alone. The provider's queue+run TTL is made explicit instead.
+          policy: { ttl: PROVIDER_JOB_TTL_MS },
+        },
+        { ...(this.d.leadership?.() && { signal: this.d.leadership()! }) },
+      );
+      providerJobId = res.id;
+    } catch (err) {
+      const refused = isProviderError(err) && !err.mayHaveBeenAccepted;
+      const message = `submission to endpoint ${endpointId} ${refused ? "failed" : "is unconfirmed"}: ${describeError(err)}`;
+      if (refused) {
+        this.d.onSubmission?.("refused");
+        const reason = isProviderError(err) ? err.code : "SubmitFailed";
+        events.push(["Warning", reason, message]);
+        const written = await this.writeOnto(stored, (cur) => {
+          const back = withdrawIntent(cur.status, status, attempt, now);
+          return back
+            ? this.condition(back, cur, { type: "Submitted", status: "False", reason, message }, now)
+            : undefined;
+        });
+        return { status, written, retry: message };
+      }
+      this.d.onSubmission?.("unconfirmed");
+      const deadline = new Date(
+        Date.parse(now) + msUntilConfirmationDeadline(stored, Date.parse(now), this.d.settings.defaultTimeoutSeconds),
+      ).toISOString();
+      const note = `${message}; the job may be running: waiting for its callback until ${deadline}, no resubmission before then`;
+      events.push(["Warning", "SubmissionUnconfirmed", note]);
+      const written = await this.writeOnto(stored, (cur) => this.unconfirmed(cur, attempt, note, now)).catch(
+        (e: unknown) => {
+          this.d.log.warn({ job: key, err: describeError(e) }, "could not record an unconfirmed submission");
+          return stored;
+        },
+      );
+      return {
+        status,
+        written,
+        requeueAfterMs: Math.max(1_000, Date.parse(deadline) - Date.parse(now)),
+      };
+    }
+
+    // (4) The provider's id. A failed write here does not resubmit: the job stays Processing.
+    this.d.onSubmission?.("accepted");
+    events.push([
+      "Normal",
+      "Submitted",
+      `submitted to endpoint ${endpointId} as ${providerJobId}${status.replay ? " (replay)" : ""}, attempt ${attempt}`,
+    ]);
+    try {
+      const written = await this.recordProviderId(stored, attempt, providerJobId, now);
+      this.unrecorded.delete(key);
+      return { status, written, requeueAfterMs: timeoutSeconds * 1000 };
+    } catch (err) {
+      this.unrecorded.set(key, { attempt, providerJobId });
+      this.d.log.warn(
+        { job: key, providerJobId, err: describeError(err) },
+        "submitted, but could not record the provider's job id yet; retrying the record (never the submission)",
+      );
+      return { status, written: stored, requeueAfterMs: 1_000 };
+    }
+  }
+
+  private unconfirmed(cur: MediaJob, attempt: number, message: string, now: string): MediaJobStatus | undefined {
+    const marked = markUnconfirmed(cur.status ?? {}, attempt);
+    if (!marked) return undefined;
+    return this.condition(
+      marked,
+      cur,
+      { type: "Submitted", status: "Unknown", reason: "SubmissionUnconfirmed", message },
+      now,
+    );
+  }
+
+  private async recordProviderId(
+    stored: MediaJob,
+    attempt: number,
+    providerJobId: string,
+    now: string,
+  ): Promise<MediaJob> {
+    return this.writeOnto(stored, (cur) => {
+      const recorded = recordAccepted(cur.status, attempt, providerJobId);
+      if (!recorded) return undefined;
+      return recorded.phase === "Processing"
+        ? this.condition(
+            recorded,
+            cur,
+            { type: "Submitted", status: "True", reason: "Submitted", message: `submitted as ${providerJobId}` },
+            now,
+          )
+        : recorded;
+    });
+  }
+
+  /**
+   * Writes `change(object)` onto the copy this pass wrote last (no read: the usual case), and on a
+   * conflict onto a fresh read, as client-go's RetryOnConflict. Returns the object as stored.
+   */
+  private async writeOnto(
+    stored: MediaJob,
+    change: (cur: MediaJob) => MediaJobStatus | undefined,
+  ): Promise<MediaJob> {
+    const ns = stored.metadata.namespace!;
+    const name = stored.metadata.name;
+    const now = this.now().toISOString();
+    const first = change(stored);
+    if (!first) return stored;
+    try {
+      const status = withPhaseConditions(first, stored.metadata.generation, now);
+      const written = await this.d.api.replaceStatus("mediajobs", { ...stored, status });
+      this.stale.remember(`${ns}/${name}`, stored.metadata.resourceVersion, written.metadata.resourceVersion);
+      return { ...stored, status, metadata: { ...stored.metadata, ...written.metadata } };
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+    }
+    const res = await this.d.api.updateStatusWithRetry<MediaJob>("mediajobs", ns, name, (cur) => {
+      const next = change(cur);
+      return next ? { ...cur, status: withPhaseConditions(next, cur.metadata.generation, now) } : undefined;
+    });
+    if (res.object)
+      this.stale.remember(`${ns}/${name}`, stored.metadata.resourceVersion, res.object.metadata.resourceVersion);
+    return res.object ?? stored;
   }
 
   // ---- Processing: the automated "missed callback" runbook ------------------------------------
@@ -432,6 +555,7 @@ export class MediaJobReconciler {
     events: PendingEvent[],
   ): Promise<Outcome> {
     const now = nowDate.toISOString();
+    if (isUnconfirmed(status)) return this.unconfirmedPass(job, status, nowDate, events);
     const remaining = msUntilStuck(job, nowDate.getTime(), this.d.settings.defaultTimeoutSeconds);
     if (remaining > 0) return { status, requeueAfterMs: remaining };
     const endpointId = status.endpointId;
@@ -474,7 +598,7 @@ export class MediaJobReconciler {
           "Warning",
           "ProviderLostJob",
           next.phase === "Failed"
-            ? `the provider no longer knows job ${providerId}, for the ${status.attempts}th time; not replaying it again`
+            ? `the provider no longer knows job ${providerId}, for the ${next.providerLosses}th time; not replaying it again`
             : `the provider no longer knows job ${providerId}; reset to Pending and replayed`,
         ]);
         return { status: next };
@@ -483,6 +607,50 @@ export class MediaJobReconciler {
       events.push(["Warning", "StatusCheckFailed", message]);
       return { status, retry: message };
     }
+  }
+
+  /**
+   * A submission whose provider id is unknown: its /run answer was lost, the process died between
+   * /run and the record, or the record write failed. It may be running, so it is never submitted
+   * again while its callback can still arrive (the sidecar adopts it by its attempt-bound token).
+   */
+  private async unconfirmedPass(
+    job: MediaJob,
+    status: MediaJobStatus,
+    nowDate: Date,
+    events: PendingEvent[],
+  ): Promise<Outcome> {
+    const now = nowDate.toISOString();
+    const key = `${job.metadata.namespace}/${job.metadata.name}`;
+    const attempt = status.submission!.attempt;
+    const known = this.unrecorded.get(key);
+    if (known?.attempt === attempt) {
+      const written = await this.recordProviderId(job, attempt, known.providerJobId, now);
+      this.unrecorded.delete(key);
+      return { status, written, requeueAfterMs: 1_000 };
+    }
+    const remaining = msUntilConfirmationDeadline(job, nowDate.getTime(), this.d.settings.defaultTimeoutSeconds);
+    if (remaining > 0) {
+      // Seen in Sending by a pass that did not send it: the sending pass ended without an answer.
+      const marked = this.unconfirmed(
+        job,
+        attempt,
+        `the submission's answer was never recorded; the job may be running: waiting for its callback until ${new Date(nowDate.getTime() + remaining).toISOString()}`,
+        now,
+      );
+      return { status: marked ?? status, requeueAfterMs: remaining };
+    }
+    const next = afterUnconfirmedDeadline(status, now);
+    this.d.onSubmission?.("unconfirmed-resubmission");
+    events.push([
+      "Warning",
+      next.phase === "Failed" ? "SubmissionUnconfirmed" : "UnconfirmedResubmission",
+      next.phase === "Failed"
+        ? next.error!
+        : `attempt ${attempt} was never confirmed (no answer, no callback before its deadline); submitting again ` +
+            `(unconfirmed resubmission ${next.unconfirmedResubmissions}): it may run twice at the provider`,
+    ]);
+    return { status: next };
   }
 
   // ---- Completed: the next pipeline step, exactly once ----------------------------------------
@@ -514,25 +682,38 @@ export class MediaJobReconciler {
   private async finalize(job: MediaJob): Promise<ReconcileResult | void> {
     if (!job.metadata.finalizers?.includes(FINALIZER)) return;
     const status = job.status;
-    if (status?.phase === "Processing" && status.endpointId) {
-      const id = status.providerJobId ?? submissionId(status, status.jobId ?? effectiveJobId(job));
-      try {
-        const res = await this.d.provider.cancel(status.endpointId, id);
+    const skip = job.metadata.annotations?.[SKIP_CANCEL_ANNOTATION] === "true";
+    if (status?.phase === "Processing" && status.endpointId && !skip) {
+      const deletingForMs = this.now().getTime() - new Date(job.metadata.deletionTimestamp ?? 0).getTime();
+      const id = status.providerJobId;
+      if (!id) {
+        // An unconfirmed submission: its provider id may still arrive with its callback.
+        if (status.submission && deletingForMs < CANCEL_WAIT_FOR_ID_MS)
+          return { requeueAfterMs: Math.max(1_000, CANCEL_WAIT_FOR_ID_MS - deletingForMs) };
         await this.d.events.record(
           job,
-          "Normal",
-          "CancelledAtProvider",
-          `cancelled job ${id} at the provider (${res.status})`,
+          "Warning",
+          "CancelSkipped",
+          "the provider's id of this job never became known, so it could not be cancelled there",
         );
-      } catch (err) {
-        if (!isProviderError(err, "JOB_NOT_FOUND") && !isProviderError(err, "ENDPOINT_NOT_FOUND")) {
-          await this.d.events.record(
-            job,
-            "Warning",
-            "CancelFailed",
-            `could not cancel job ${id}: ${describeError(err)}`,
-          );
-          throw err;
+      } else if (!this.fenceHolds()) {
+        throw new RetryLater("not the leader: no cancel");
+      } else {
+        try {
+          const res = await this.d.provider.cancel(status.endpointId, id);
+          await this.d.events.record(job, "Normal", "CancelledAtProvider", `cancelled job ${id} at the provider (${res.status})`);
+        } catch (err) {
+          if (!isProviderError(err, "JOB_NOT_FOUND") && !isProviderError(err, "ENDPOINT_NOT_FOUND")) {
+            // A dead provider must not keep the object forever: give up after a bounded time.
+            const giveUp = deletingForMs >= CANCEL_GIVE_UP_MS;
+            await this.d.events.record(
+              job,
+              "Warning",
+              giveUp ? "CancelAbandoned" : "CancelFailed",
+              `could not cancel job ${id}: ${describeError(err)}${giveUp ? "; deleting without cancelling" : ""}`,
+            );
+            if (!giveUp) throw err;
+          }
         }
       }
     }

@@ -1,0 +1,446 @@
+// The MediaJob lifecycle as pure functions of (object, facts, now): no I/O here. The controller
+// and the webhooks sidecar both apply provider results through applyProviderResult, so a
+// callback, a poll and a replay of either always produce the same status.
+//
+//   Pending --submit--> Processing --COMPLETED--> Completed --> next step created once
+//      ^                    |  \--FAILED/TIMED_OUT--> Failed, or Pending again while attempts remain
+//      +--reset (operator, or the provider lost the job)--+
+import type { Condition } from "../crds/common.js";
+import type { JobPhase, MediaJob, MediaJobStatus } from "../crds/mediajob.js";
+import { setCondition } from "../controller/conditions.js";
+
+export const FINALIZER = "media-orchestrator.io/cancel-at-provider";
+/** Set to "true" on a MediaJob to delete it without cancelling its job at the provider. */
+export const SKIP_CANCEL_ANNOTATION = "media-orchestrator.io/skip-provider-cancel";
+export const PIPELINE_LABEL = "media-orchestrator.io/pipeline";
+export const STEP_LABEL = "media-orchestrator.io/step";
+
+export const TERMINAL_PHASES: ReadonlySet<JobPhase> = new Set(["Completed", "Failed", "Cancelled"]);
+export const isTerminal = (phase: JobPhase | undefined): boolean =>
+  phase !== undefined && TERMINAL_PHASES.has(phase);
+
+/** The provider's job status object, as far as the lifecycle reads it. */
+export interface ProviderResult {
+  id: string;
+  status: string;
+  output?: unknown;
+  error?: unknown;
+}
+
+/** spec.id, else metadata.uid: the idempotency key, fixed in status.jobId once set. */
+export function effectiveJobId(job: MediaJob): string {
+  return job.status?.jobId ?? job.spec.id ?? job.metadata.uid ?? job.metadata.name;
+}
+
+/**
+ * The id sent to the provider for the next submission. Resets resubmit the same id (a provider
+ * that honours it answers with the job it already has instead of running it again); a retry after
+ * the provider reported a failure needs a fresh id, or it would get the failed job back.
+ */
+export function submissionId(status: MediaJobStatus | undefined, jobId: string): string {
+  const failures = status?.failures ?? 0;
+  return failures === 0 ? jobId : `${jobId}-retry-${failures}`;
+}
+
+export const maxAttempts = (job: MediaJob): number => job.spec.maxAttempts ?? 1;
+
+/** A new object's status: the job id fixed, Pending. */
+export function initialStatus(job: MediaJob, now: string): MediaJobStatus {
+  const status: MediaJobStatus = {
+    ...job.status,
+    phase: job.status?.phase ?? "Pending",
+    jobId: effectiveJobId(job),
+    attempts: job.status?.attempts ?? 0,
+  };
+  if (!job.status?.updatedAt) status.updatedAt = now;
+  return status;
+}
+
+/**
+ * Whether a provider status object speaks about the current submission of this job. Callbacks and
+ * polls of an earlier attempt (late, reordered) must not touch the current one. While the
+ * provider's id for the current submission is unknown (its /run answer was lost, or the callback
+ * beat the controller's record of it), only a caller that has bound the result to this submission
+ * (the sidecar: a callback URL of this attempt, confirmed with the provider's status API) may adopt
+ * it; nothing else can tell our job from another.
+ */
+export function concernsCurrentSubmission(
+  status: MediaJobStatus | undefined,
+  result: ProviderResult,
+  opts: { adopt?: boolean } = {},
+): boolean {
+  if (!status?.jobId) return false;
+  if (status.providerJobId) return result.id === status.providerJobId;
+  return opts.adopt === true && status.submission !== undefined;
+}
+
+/** status.error's limit in the CRD: anything written there must fit, or the write fails forever. */
+export const ERROR_MAX_CHARS = 4096;
+
+/**
+ * status.output's cap, as JSON bytes. etcd refuses objects over 1.5 MiB, and the next pipeline step
+ * copies this output into its own spec (input.previous), so one output must leave room for the
+ * rest of both objects. Larger outputs are stored as a marker with a preview: the worker should
+ * put large results in object storage and return their location.
+ */
+export const OUTPUT_MAX_BYTES = 256 * 1024;
+const OUTPUT_PREVIEW_CHARS = 4096;
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 16)}… [truncated]`;
+}
+
+function errorText(error: unknown, fallback: string): string {
+  if (error === undefined || error === null || error === "") return fallback;
+  return typeof error === "string" ? error : JSON.stringify(error);
+}
+
+/** The provider's output as status.output stores it: an object, within OUTPUT_MAX_BYTES. */
+export function storedOutput(output: unknown): Record<string, unknown> {
+  const obj =
+    output && typeof output === "object" && !Array.isArray(output)
+      ? (output as Record<string, unknown>)
+      : { value: output ?? null };
+  const text = JSON.stringify(obj);
+  const bytes = Buffer.byteLength(text, "utf8");
+  if (bytes <= OUTPUT_MAX_BYTES) return obj;
+  return {
+    truncated: true,
+    originalBytes: bytes,
+    maxBytes: OUTPUT_MAX_BYTES,
+    preview: text.slice(0, OUTPUT_PREVIEW_CHARS),
+  };
+}
+
+/**
+ * Applies a provider result. Returns the new status, or undefined when nothing changes: a
+ * non-terminal status, a result about another submission, or a job already finished (a late
+ * FAILED after Completed changes nothing: a job never moves backwards).
+ */
+export function applyProviderResult(
+  job: MediaJob,
+  result: ProviderResult,
+  now: string,
+  opts: { adopt?: boolean } = {},
+): MediaJobStatus | undefined {
+  // A fast job's callback can arrive before the controller's first status write: judge it against
+  // the status the job is about to have (its id is spec.id or the uid, fixed already).
+  const status = job.status?.jobId ? job.status : initialStatus(job, now);
+  if (isTerminal(status.phase)) return undefined;
+  if (!concernsCurrentSubmission(status, result, opts)) return undefined;
+  const base: MediaJobStatus = {
+    ...status,
+    providerJobId: status.providerJobId ?? result.id,
+    ...(status.submission && { submission: { ...status.submission, state: "Accepted" as const } }),
+    updatedAt: now,
+  };
+  switch (result.status) {
+    case "COMPLETED": {
+      const { error: _drop, ...rest } = base;
+      return { ...rest, phase: "Completed", output: storedOutput(result.output), completedAt: now };
+    }
+    case "FAILED":
+    case "TIMED_OUT": {
+      const failures = (status.failures ?? 0) + 1;
+      const message = errorText(
+        result.error,
+        result.status === "TIMED_OUT" ? "the job timed out at the provider" : "the job failed",
+      );
+      const error = clip(`${result.status}: ${message}`, ERROR_MAX_CHARS);
+      // Judged by failures, not submissions: a replay of a lost job is not a failed try.
+      if (failures < maxAttempts(job)) {
+        // Retry: back to Pending; the next submission is a new attempt with a new intent, so a late
+        // callback of this one no longer matches.
+        const { providerJobId: _p, submittedAt: _s, submission: _i, ...rest } = base;
+        return { ...rest, phase: "Pending", failures, error };
+      }
+      return { ...base, phase: "Failed", failures, error, completedAt: now };
+    }
+    case "CANCELLED":
+      return { ...base, phase: "Cancelled", error: "cancelled at the provider", completedAt: now };
+    default:
+      return undefined;
+  }
+}
+
+// ---- The write-ahead submission protocol ----------------------------------------------------
+//
+// Pending --intent (rv-guarded write)--> Processing/Sending --/run answered--> Processing/Accepted
+//                                              |--answer lost--> Processing/Unconfirmed
+// Unconfirmed: adopted by its callback (the sidecar confirms it with the provider), else past the
+// confirmation deadline resubmitted once more as a counted "unconfirmed resubmission".
+
+/**
+ * How long the provider keeps trying a callback after a job ends. RunPod: "If the call fails,
+ * Runpod retries up to 2 more times with a 10-second delay"
+ * (https://docs.runpod.io/serverless/endpoints/send-requests#webhook-notifications), so 3
+ * attempts over about 20 s; one minute leaves room for slow deliveries.
+ */
+export const CALLBACK_RETRY_WINDOW_MS = 60_000;
+
+/**
+ * The status that records the intent to submit, written before the provider is called: Processing,
+ * a new attempt, a fresh submission id. Written with the resourceVersion it was computed from, so
+ * two writers (a deposed leader, a stale cache) can never both win it.
+ */
+export function intentStatus(
+  status: MediaJobStatus,
+  o: { endpointId: string; submissionId: string; now: string },
+): MediaJobStatus {
+  const { error: _e, providerJobId: _p, ...rest } = status;
+  const attempt = (status.attempts ?? 0) + 1;
+  return {
+    ...rest,
+    phase: "Processing",
+    endpointId: o.endpointId,
+    attempts: attempt,
+    submittedAt: o.now,
+    updatedAt: o.now,
+    submission: { attempt, id: o.submissionId, startedAt: o.now, state: "Sending" },
+  };
+}
+
+/**
+ * The provider refused the submission outright (a 4xx, or no connection at all): nothing runs, so
+ * the intent is withdrawn and the job waits in Pending to be tried again. Only the same attempt is
+ * withdrawn; undefined when the status moved on.
+ */
+export function withdrawIntent(
+  current: MediaJobStatus | undefined,
+  before: MediaJobStatus,
+  attempt: number,
+  now: string,
+): MediaJobStatus | undefined {
+  if (current?.phase !== "Processing" || current.submission?.attempt !== attempt) return undefined;
+  if (current.submission.state !== "Sending") return undefined;
+  const { submission: _s, submittedAt: _t, providerJobId: _p, ...rest } = current;
+  return {
+    ...rest,
+    phase: "Pending",
+    attempts: before.attempts ?? 0,
+    updatedAt: now,
+    ...(before.submittedAt !== undefined && { submittedAt: before.submittedAt }),
+  };
+}
+
+/**
+ * Records what /run answered onto the current status (which a callback may already have changed):
+ * the provider's id and Accepted, for this attempt only. Undefined when there is nothing to add.
+ */
+export function recordAccepted(
+  current: MediaJobStatus | undefined,
+  attempt: number,
+  providerJobId: string,
+): MediaJobStatus | undefined {
+  const sub = current?.submission;
+  if (!current || sub?.attempt !== attempt) return undefined;
+  if (current.providerJobId && current.providerJobId !== providerJobId) return undefined;
+  if (current.providerJobId === providerJobId && sub.state === "Accepted") return undefined;
+  return { ...current, providerJobId, submission: { ...sub, state: "Accepted" } };
+}
+
+/** The /run answer was lost: the job may be running. Marks the attempt Unconfirmed (once). */
+export function markUnconfirmed(status: MediaJobStatus, attempt: number): MediaJobStatus | undefined {
+  const sub = status.submission;
+  if (status.phase !== "Processing" || sub?.attempt !== attempt || sub.state !== "Sending") return undefined;
+  if (status.providerJobId) return undefined;
+  return { ...status, submission: { ...sub, state: "Unconfirmed" } };
+}
+
+/** Whether the current submission's provider id is unknown: its outcome can only come by callback. */
+export const isUnconfirmed = (status: MediaJobStatus | undefined): boolean =>
+  status?.phase === "Processing" && !status.providerJobId && status.submission !== undefined;
+
+/**
+ * Milliseconds until an unconfirmed submission may be given up on: its callback can no longer
+ * arrive once the job's timeout and the provider's callback retries have passed.
+ */
+export function msUntilConfirmationDeadline(
+  job: MediaJob,
+  nowMs: number,
+  defaultTimeoutSeconds: number,
+): number {
+  const since = Date.parse(job.status?.submission?.startedAt ?? job.status?.submittedAt ?? "") || nowMs;
+  const timeoutMs = (job.spec.timeoutSeconds ?? defaultTimeoutSeconds) * 1000;
+  return since + timeoutMs + CALLBACK_RETRY_WINDOW_MS - nowMs;
+}
+
+/**
+ * Past the deadline with no answer and no callback: submit again, counted, or fail once the
+ * provider has been given up on MAX_REPLAYS times (every such resubmission may run the job twice).
+ */
+export function afterUnconfirmedDeadline(status: MediaJobStatus, now: string): MediaJobStatus {
+  const count = (status.unconfirmedResubmissions ?? 0) + 1;
+  const { submission: _s, providerJobId: _p, ...rest } = status;
+  if (count > MAX_REPLAYS) {
+    return {
+      ...rest,
+      phase: "Failed",
+      updatedAt: now,
+      completedAt: now,
+      error:
+        `SubmissionUnconfirmed: ${MAX_REPLAYS} submissions of this job were never confirmed (no answer ` +
+        "from the provider and no callback): check GPU_PROVIDER_API_URL, CALLBACK_BASE_URL and the " +
+        "sidecar, then reset the job to run it again",
+    };
+  }
+  return { ...rest, phase: "Pending", updatedAt: now, replay: true, unconfirmedResubmissions: count };
+}
+
+/**
+ * Replays after which a job the provider keeps losing is failed instead of replayed. A provider
+ * keeps a finished job's status only for a while (RunPod: 30 min); when callbacks never reach the
+ * sidecar and the timeout is longer than that, every replay would run (and bill) the job again.
+ * Counted per cause: provider losses (status 404), and unconfirmed resubmissions. Operator resets
+ * and failure retries are not losses.
+ */
+export const MAX_REPLAYS = 3;
+
+/** The provider answered 404 for a Processing job: replay it, or stop replaying. */
+export function afterProviderLostJob(status: MediaJobStatus, now: string): MediaJobStatus {
+  const losses = (status.providerLosses ?? 0) + 1;
+  if (losses >= MAX_REPLAYS) {
+    return {
+      ...status,
+      providerLosses: losses,
+      phase: "Failed",
+      updatedAt: now,
+      completedAt: now,
+      error:
+        `ProviderLostJob: the provider lost this job ${losses} times. Its status is kept only for a ` +
+        "limited time after it finishes, so callbacks are probably not reaching the sidecar: check " +
+        "CALLBACK_BASE_URL and the sidecar, then reset the job to run it again",
+    };
+  }
+  return { ...resetToPending(status, now)!, providerLosses: losses };
+}
+
+/** The runbook's reset: Pending, updatedAt now, replay true; only from Processing. */
+export function resetToPending(status: MediaJobStatus, now: string): MediaJobStatus | undefined {
+  if (status.phase !== "Processing") return undefined;
+  const { submission: _s, ...rest } = status;
+  return { ...rest, phase: "Pending", updatedAt: now, replay: true };
+}
+
+/**
+ * The JSON patch that performs the reset atomically. Its `test` ops make it apply only to a
+ * Processing job with this job id, so a job deleted and re-created under the same name (a new
+ * uid, so a new job id unless spec.id is set) is not reset by mistake.
+ */
+export function resetPatch(
+  now: string,
+  jobId: string,
+): Array<{ op: "test" | "replace" | "add" | "remove"; path: string; value?: unknown }> {
+  return [
+    { op: "test", path: "/status/jobId", value: jobId },
+    { op: "test", path: "/status/phase", value: "Processing" },
+    { op: "replace", path: "/status/phase", value: "Pending" },
+    { op: "add", path: "/status/updatedAt", value: now },
+    { op: "add", path: "/status/replay", value: true },
+  ];
+}
+
+/** Milliseconds until a Processing job counts as stuck (negative once it is). */
+export function msUntilStuck(job: MediaJob, nowMs: number, defaultTimeoutSeconds: number): number {
+  const since = Date.parse(job.status?.submittedAt ?? job.status?.updatedAt ?? "") || nowMs;
+  return since + (job.spec.timeoutSeconds ?? defaultTimeoutSeconds) * 1000 - nowMs;
+}
+
+/** Succeeded follows the phase, so phase and conditions always agree. */
+export function withPhaseConditions(
+  status: MediaJobStatus,
+  generation: number | undefined,
+  now: string,
+): MediaJobStatus {
+  const byPhase: Record<JobPhase, [Condition["status"], string, string]> = {
+    Pending: ["Unknown", "Pending", "waiting to be submitted to the GPU provider"],
+    Processing: ["Unknown", "Processing", "running at the GPU provider"],
+    Completed: ["True", "Completed", "the GPU provider completed the job"],
+    Failed: ["False", "Failed", status.error ?? "the job failed"],
+    Cancelled: ["False", "Cancelled", status.error ?? "the job was cancelled"],
+  };
+  const [s, reason, message] = byPhase[status.phase ?? "Pending"];
+  let conditions = setCondition(
+    status.conditions,
+    { type: "Succeeded", status: s, reason, message },
+    now,
+    generation,
+  );
+  if (status.phase === "Processing" || isTerminal(status.phase)) {
+    conditions = setCondition(
+      conditions,
+      {
+        type: "Submitted",
+        status: "True",
+        reason: "Submitted",
+        message: `submitted as ${status.providerJobId ?? status.jobId}`,
+      },
+      now,
+      generation,
+    );
+  }
+  return { ...status, conditions, ...(generation !== undefined ? { observedGeneration: generation } : {}) };
+}
+
+/** Semantic equality of two statuses, ignoring the order of keys. */
+export function sameStatus(a: unknown, b: unknown): boolean {
+  return stableJson(a) === stableJson(b);
+}
+
+function stableJson(v: unknown): string {
+  return JSON.stringify(v, (_k, val: unknown) =>
+    val && typeof val === "object" && !Array.isArray(val)
+      ? Object.fromEntries(
+          Object.entries(val as Record<string, unknown>).sort(([x], [y]) => x.localeCompare(y)),
+        )
+      : val,
+  );
+}
+
+/** The deterministic name of the MediaJob for the next pipeline step. */
+export function nextStepName(job: MediaJob): string {
+  const pipeline = job.metadata.labels?.[PIPELINE_LABEL] ?? job.metadata.name;
+  const step = Number(job.metadata.labels?.[STEP_LABEL] ?? "0") + 1;
+  const workload = job.spec.then?.[0]?.workload ?? "step";
+  return `${pipeline.slice(0, 200)}-${step}-${workload}`;
+}
+
+/** The next step's MediaJob: created once (fixed name), owned by this job, fed its output. */
+export function nextStepObject(job: MediaJob): Record<string, unknown> | undefined {
+  const [step, ...rest] = job.spec.then ?? [];
+  if (!step || job.status?.phase !== "Completed") return undefined;
+  const pipeline = job.metadata.labels?.[PIPELINE_LABEL] ?? job.metadata.name;
+  const index = Number(job.metadata.labels?.[STEP_LABEL] ?? "0") + 1;
+  return {
+    apiVersion: job.apiVersion,
+    kind: "MediaJob",
+    metadata: {
+      name: nextStepName(job),
+      namespace: job.metadata.namespace,
+      labels: { [PIPELINE_LABEL]: pipeline.slice(0, 63), [STEP_LABEL]: String(index) },
+      ownerReferences: [
+        {
+          apiVersion: job.apiVersion,
+          kind: "MediaJob",
+          name: job.metadata.name,
+          uid: job.metadata.uid,
+          controller: true,
+        },
+      ],
+    },
+    spec: {
+      ...step,
+      ...(step.account === undefined && job.spec.account !== undefined ? { account: job.spec.account } : {}),
+      input: {
+        ...step.input,
+        previous: {
+          job: job.metadata.name,
+          jobId: job.status?.jobId,
+          workload: job.spec.workload,
+          output: job.status?.output ?? {},
+        },
+      },
+      ...(rest.length ? { then: rest } : {}),
+    },
+  };
+}

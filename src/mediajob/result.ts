@@ -1,0 +1,125 @@
+// The one way a provider's result reaches a MediaJob's status, for every writer: the sidecar
+// (callbacks), the controller's CLI (`kubectl media complete` / `recover`) and anything else. A
+// read-modify-write with the resourceVersion, retried on conflict with a fresh read, so concurrent
+// and repeated deliveries of the same result converge on one final state.
+import type { MediaJob } from "../crds/mediajob.js";
+import type { KubeApi } from "../k8s/api.js";
+import {
+  applyProviderResult,
+  isTerminal,
+  recordAccepted,
+  withPhaseConditions,
+  type ProviderResult,
+} from "./lifecycle.js";
+import { setCondition } from "../controller/conditions.js";
+
+/** Which submission a result is for, when the writer knows it (a callback URL carries it). */
+export interface SubmissionRef {
+  uid: string;
+  attempt: number;
+  /** status.submission.id of that attempt. */
+  id: string;
+}
+
+export interface ResultWrite {
+  /** The provider's job status object, as confirmed by the provider's status API. */
+  result: ProviderResult;
+  now: string;
+  /** Bind the write to one submission: anything else (an older attempt, a re-created object) is "superseded". */
+  submission?: SubmissionRef;
+  /**
+   * May take the result's id as the submission's provider id when none is recorded yet (its /run
+   * answer was lost, or the callback beat the controller's record). Only with `submission` set,
+   * because only a bound result can tell our job from another.
+   */
+  adopt?: boolean;
+  /** Refuse unless the job is Processing (the CLI's manual completion). */
+  requireProcessing?: boolean;
+  conflictAttempts?: number;
+}
+
+export type ResultOutcome =
+  /** The outcome was written. */
+  | "applied"
+  /** The result was not terminal, but it named the unconfirmed submission's provider id: recorded. */
+  | "adopted"
+  /** The job had already finished: a duplicate. */
+  | "terminal"
+  /** Nothing to change (a non-terminal result, a result of another provider job). */
+  | "unchanged"
+  /** The result belongs to an earlier attempt or an object that no longer exists under this name. */
+  | "superseded"
+  /** The job is not Processing (requireProcessing). */
+  | "not-processing"
+  /** No such MediaJob. */
+  | "gone";
+
+export interface ResultWriteOutcome {
+  outcome: ResultOutcome;
+  job?: MediaJob;
+  conflicts: number;
+}
+
+/** The decision for one read of the object: the status to write and what it means. */
+export function decideResult(
+  current: MediaJob,
+  w: ResultWrite,
+): { outcome: ResultOutcome; status?: MediaJob["status"] } {
+  const status = current.status;
+  if (w.submission) {
+    if (current.metadata.uid !== w.submission.uid) return { outcome: "superseded" };
+    const sub = status?.submission;
+    if (sub?.attempt !== w.submission.attempt || sub.id !== w.submission.id) {
+      return { outcome: isTerminal(status?.phase) && !sub ? "terminal" : "superseded" };
+    }
+  }
+  if (isTerminal(status?.phase)) return { outcome: "terminal" };
+  if (w.requireProcessing && status?.phase !== "Processing") return { outcome: "not-processing" };
+  const adopt = w.adopt === true && w.submission !== undefined;
+  const applied = applyProviderResult(current, w.result, w.now, { adopt });
+  if (applied) return { outcome: "applied", status: applied };
+  if (adopt && w.submission) {
+    const recorded = recordAccepted(status, w.submission.attempt, w.result.id);
+    if (recorded && !status?.providerJobId) {
+      const withCondition = {
+        ...recorded,
+        conditions: setCondition(
+          recorded.conditions,
+          {
+            type: "Submitted",
+            status: "True",
+            reason: "AdoptedByCallback",
+            message: `submitted as ${w.result.id}; the provider's id was learnt from the job's callback`,
+          },
+          w.now,
+          current.metadata.generation,
+        ),
+      };
+      return { outcome: "adopted", status: withCondition };
+    }
+  }
+  return { outcome: "unchanged" };
+}
+
+export async function writeProviderResult(
+  api: KubeApi,
+  namespace: string,
+  name: string,
+  w: ResultWrite,
+): Promise<ResultWriteOutcome> {
+  let outcome: ResultOutcome = "gone";
+  const res = await api.updateStatusWithRetry<MediaJob>(
+    "mediajobs",
+    namespace,
+    name,
+    (current) => {
+      const decision = decideResult(current, w);
+      outcome = decision.outcome;
+      if (!decision.status) return undefined;
+      return { ...current, status: withPhaseConditions(decision.status, current.metadata.generation, w.now) };
+    },
+    w.conflictAttempts ?? 8,
+  );
+  if (!res.object) return { outcome: "gone", conflicts: res.conflicts };
+  return { outcome, job: res.object, conflicts: res.conflicts };
+}
