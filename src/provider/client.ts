@@ -216,17 +216,17 @@ export class GpuProviderClient {
     return this.#withRetries(
       ctx,
       async (timeoutMs) => {
-      const res = await this.#send(ctx.op, method, url, body, timeoutMs, call.signal);
-      if (res.status < 200 || res.status > 299) {
-        throw errorFromResponse(res.status, res.text, {
-          op: ctx.op,
-          ...(ctx.jobId !== undefined && { jobId: ctx.jobId }),
-          retryAfter: res.headers["retry-after"],
-          secret: this.#apiKey,
-        });
-      }
-      // A 2xx whose body we cannot read: the provider acted, we just do not know the details.
-      return parseBody(ctx.op, res.text, schema, { mayHaveBeenAccepted: true });
+        const res = await this.#send(ctx.op, method, url, body, timeoutMs, call.signal);
+        if (res.status < 200 || res.status > 299) {
+          throw errorFromResponse(res.status, res.text, {
+            op: ctx.op,
+            ...(ctx.jobId !== undefined && { jobId: ctx.jobId }),
+            retryAfter: res.headers["retry-after"],
+            secret: this.#apiKey,
+          });
+        }
+        // A 2xx whose body we cannot read: the provider acted, we just do not know the details.
+        return parseBody(ctx.op, res.text, schema, { mayHaveBeenAccepted: true });
       },
       call.retryIf,
     );
@@ -301,7 +301,10 @@ export class GpuProviderClient {
     timeoutMs: number,
     signal?: AbortSignal,
   ): Promise<RawAnswer> {
-    if (signal?.aborted) throw new ProviderError("PROVIDER_UNAVAILABLE", `GPU provider ${op}: aborted before sending`, { retryable: false });
+    if (signal?.aborted)
+      throw new ProviderError("PROVIDER_UNAVAILABLE", `GPU provider ${op}: aborted before sending`, {
+        retryable: false,
+      });
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), timeoutMs);
     const onAbort = () => abort.abort();

@@ -186,8 +186,25 @@ export class Engine {
     return { job, created: true };
   }
 
+  /** By the provider's id (what /status takes). */
   job(id: string): Job | undefined {
     return this.#jobs.get(id);
+  }
+
+  /**
+   * For tests and the inspection API: by the provider's id, else the newest job whose execution
+   * key is `id` (our job id, which is all a test knows when the provider made up its own).
+   */
+  find(id: string): Job | undefined {
+    const byId = this.#jobs.get(id);
+    if (byId !== undefined) return byId;
+    let found: Job | undefined;
+    for (const job of this.#jobs.values()) if (job.key === id) found = job;
+    return found;
+  }
+
+  jobs(): Job[] {
+    return [...this.#jobs.values()];
   }
 
   cancel(job: Job): void {
@@ -206,7 +223,7 @@ export class Engine {
 
   /** The provider loses the job: status 404 from now on, no callback. */
   forget(id: string): boolean {
-    const job = this.#jobs.get(id);
+    const job = this.find(id);
     if (job === undefined) return false;
     this.#drop(job);
     return true;
@@ -219,7 +236,11 @@ export class Engine {
 
   release(id: string): void {
     this.#held.delete(id);
-    const job = this.#jobs.get(id);
+    const job = this.find(id);
+    if (job !== undefined) {
+      this.#held.delete(job.id);
+      this.#held.delete(job.key);
+    }
     const pending = job?.finishPending;
     if (job !== undefined && pending !== undefined) {
       job.finishPending = undefined;
@@ -318,7 +339,7 @@ export class Engine {
   }
 
   #finish(job: Job, status: "COMPLETED" | "FAILED" | "TIMED_OUT"): void {
-    if (this.#held.has(job.id)) {
+    if (this.#held.has(job.id) || this.#held.has(job.key)) {
       job.finishPending = () => this.#finish(job, status);
       return;
     }

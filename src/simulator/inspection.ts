@@ -30,7 +30,7 @@ export function applyEndpoint(ctx: SimContext, spec: { id?: string } & EndpointP
 }
 
 export function jobView(ctx: SimContext, id: string) {
-  const job = ctx.engine.job(id);
+  const job = ctx.engine.find(id);
   if (job === undefined) return undefined;
   return {
     ...statusView(job),

@@ -46,7 +46,8 @@ export const FaultsSchema = z.strictObject({
 export type Faults = z.infer<typeof FaultsSchema>;
 
 /** Whether the client's `id` on /run is honoured (deduplicated): only when a test opts in. */
-export const honoursClientId = (f: Faults): boolean => f.honourClientId === true || f.ignoreClientId === false;
+export const honoursClientId = (f: Faults): boolean =>
+  f.ignoreClientId !== true && (f.honourClientId === true || f.ignoreClientId === false);
 
 export const EndpointSpecSchema = z.strictObject({
   id: z.string().min(1).optional(),

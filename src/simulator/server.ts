@@ -52,7 +52,10 @@ export interface Simulator {
   removeEndpoint(id: string): boolean;
   getEndpoint(id: string): SimEndpoint | undefined;
   listEndpoints(): SimEndpoint[];
+  /** By the provider's id, or by our job id (the newest job submitted for it). */
   getJob(id: string): SimJob | undefined;
+  /** Every job the provider still holds. */
+  jobs(): SimJob[];
   /** The provider loses the job: status 404 from now on, no callback. */
   forgetJob(id: string): boolean;
   /** Keeps the job IN_PROGRESS past its natural end (may be called before it is submitted). */
@@ -290,6 +293,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     getEndpoint: view,
     listEndpoints: () => engine.endpoints().map((c) => endpointView(ctx, c)),
     getJob: (id) => jobView(ctx, id),
+    jobs: () => engine.jobs().flatMap((j) => jobView(ctx, j.id) ?? []),
     forgetJob: (id) => engine.forget(id),
     holdJob: (id) => engine.hold(id),
     releaseJob: (id) => engine.release(id),

@@ -124,7 +124,11 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
           { ...who, providerJobId: status.providerJobId, named: hint.id },
           "gpu callback names another provider job than this submission's; ignored",
         );
-        return send(req, reply, { statusCode: 200, body: { received: true, applied: false }, outcome: "unchanged" });
+        return send(req, reply, {
+          statusCode: 200,
+          body: { received: true, applied: false },
+          outcome: "unchanged",
+        });
       }
       if (!deps.provider || !status.endpointId) {
         req.log.error(who, "gpu callback cannot be confirmed: no provider client or no endpoint id");
@@ -147,7 +151,10 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
             outcome: "unconfirmed",
           });
         }
-        req.log.warn({ ...who, err: isProviderError(err) ? err.code : "error" }, "gpu callback: provider status unavailable");
+        req.log.warn(
+          { ...who, err: isProviderError(err) ? err.code : "error" },
+          "gpu callback: provider status unavailable",
+        );
         return send(req, reply, refuse(503, "unavailable"));
       }
 
@@ -197,6 +204,10 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
   ): ReturnType<typeof send> {
     deps.metrics.duplicates.inc({ route: CALLBACK_PATH });
     req.log.info(who, "gpu callback for a finished job changed nothing");
-    return send(req, reply, { statusCode: 200, body: { received: true, applied: false }, outcome: "duplicate" });
+    return send(req, reply, {
+      statusCode: 200,
+      body: { received: true, applied: false },
+      outcome: "duplicate",
+    });
   }
 }

@@ -39,6 +39,9 @@ beforeEach(async () => {
     accountProblemKeys: [SUSPENDED_KEY],
     timeScale: 0.01,
     endpoints: [{ id: EP, name: "media-asr-test", workersMax: 2 }],
+    // These tests address jobs by the id they sent; "jobs at a provider that ignores ids" below
+    // runs in RunPod's own mode.
+    faults: { honourClientId: true },
     logger,
   });
 });
@@ -129,7 +132,7 @@ describe("errors", () => {
   });
 
   it("429: waits as long as Retry-After says, then succeeds", async () => {
-    sim.setFaults({ rateLimit: { requestsPerSecond: 1 } });
+    sim.setFaults({ honourClientId: true, rateLimit: { requestsPerSecond: 1 } });
     const c = client();
     await c.health(EP);
     const started = Date.now();
@@ -141,7 +144,7 @@ describe("errors", () => {
   });
 
   it("429 with a Retry-After beyond the budget fails fast with RATE_LIMITED and the wait", async () => {
-    sim.setFaults({ rateLimit: { requestsPerSecond: 1 } });
+    sim.setFaults({ honourClientId: true, rateLimit: { requestsPerSecond: 1 } });
     const c = client({ retryBudgetMs: 500 });
     await c.health(EP);
     const started = Date.now();
@@ -153,8 +156,8 @@ describe("errors", () => {
   });
 
   it("5xx then success: retried with backoff", async () => {
-    sim.setFaults({ serverErrors: 1 });
-    setTimeout(() => sim.setFaults({}), 150);
+    sim.setFaults({ honourClientId: true, serverErrors: 1 });
+    setTimeout(() => sim.setFaults({ honourClientId: true }), 150);
     const health = await client().health(EP);
     expect(health.jobs.completed).toBe(0);
     expect(sim.stats().serverErrors).toBeGreaterThanOrEqual(2);
@@ -164,7 +167,7 @@ describe("errors", () => {
   });
 
   it("5xx that never ends: PROVIDER_UNAVAILABLE within the budget", async () => {
-    sim.setFaults({ serverErrors: 1 });
+    sim.setFaults({ honourClientId: true, serverErrors: 1 });
     const started = Date.now();
     const e = await expectCode(client({ retryBudgetMs: 400 }).health(EP), "PROVIDER_UNAVAILABLE");
     // The 400 ms budget plus one request in flight, with room for a loaded CI machine.
@@ -174,7 +177,7 @@ describe("errors", () => {
   });
 
   it("a provider that does not answer in time: PROVIDER_UNAVAILABLE after the timeout and budget", async () => {
-    sim.setFaults({ responseDelay: { ms: 2_000 } });
+    sim.setFaults({ honourClientId: true, responseDelay: { ms: 2_000 } });
     const started = Date.now();
     const e = await expectCode(
       client({ timeoutMs: 100, retryBudgetMs: 300 }).health(EP),
@@ -187,8 +190,8 @@ describe("errors", () => {
   });
 
   it("a slow answer is retried and the next fast one wins", async () => {
-    sim.setFaults({ responseDelay: { ms: 2_000 } });
-    setTimeout(() => sim.setFaults({}), 150);
+    sim.setFaults({ honourClientId: true, responseDelay: { ms: 2_000 } });
+    setTimeout(() => sim.setFaults({ honourClientId: true }), 150);
     const health = await client({ timeoutMs: 100 }).health(EP);
     expect(health.workers.running).toBe(0);
   });
@@ -205,7 +208,7 @@ describe("errors", () => {
   });
 });
 
-describe("jobs", () => {
+describe("jobs (ids honoured, to address jobs by the id sent)", () => {
   it("runs a job to COMPLETED with a transcript, and reports it in health", async () => {
     const c = client();
     const submitted = await c.submit(EP, { id: "job-a", input: { audio_url: "s3://bucket/a.wav" } });
@@ -267,7 +270,91 @@ describe("jobs", () => {
   });
 });
 
-describe("callbacks", () => {
+describe("submissions at a provider that ignores ids (RunPod)", () => {
+  // RunPod ignores `id` on /run, so a second POST is a second billed run: /run is retried only
+  // where the provider provably did not take the request.
+  it("a 5xx on /run is not retried: one request, at most one execution, the error says it may be running", async () => {
+    sim.setFaults({ serverErrors: 1 });
+    const before = sim.stats().requests;
+    const e = await expectCode(
+      client({ retryBaseDelayMs: 5 }).submit(EP, {
+        id: "five-1",
+        input: {},
+        webhook: "http://127.0.0.1:9/cb?job=five-1",
+      }),
+      "PROVIDER_UNAVAILABLE",
+    );
+    expect(e.mayHaveBeenAccepted).toBe(true);
+    expect(sim.stats().requests - before).toBe(1);
+    expect(sim.executions("five-1")).toBeLessThanOrEqual(1);
+  });
+
+  it("an answer lost after the job was accepted is not retried: the job runs exactly once", async () => {
+    sim.setFaults({ lostRunAnswers: 1 });
+    const e = await expectCode(
+      client({ retryBaseDelayMs: 5 }).submit(EP, {
+        id: "lost-1",
+        input: {},
+        webhook: "http://127.0.0.1:9/cb?job=lost-1",
+      }),
+      "PROVIDER_UNAVAILABLE",
+    );
+    expect(e.mayHaveBeenAccepted).toBe(true);
+    expect(sim.stats().lostRunAnswers).toBe(1);
+    sim.setFaults({});
+    await waitFor(
+      () => Promise.resolve(sim.executions("lost-1")),
+      (n) => n === 1,
+    );
+    expect(sim.stats().submissions).toBe(1);
+  });
+
+  it("a 429 on /run is retried (the provider refused it) and the job runs once", async () => {
+    sim.setFaults({ rateLimit: { requestsPerSecond: 1 } });
+    const c = client({ retryBaseDelayMs: 5 });
+    await c.health(EP); // spends the bucket's token
+    const submitted = await c.submit(EP, {
+      id: "rl-1",
+      input: {},
+      webhook: "http://127.0.0.1:9/cb?job=rl-1",
+    });
+    expect(sim.stats().rateLimited).toBeGreaterThanOrEqual(1);
+    await waitFor(
+      () => Promise.resolve(sim.executions("rl-1")),
+      (n) => n === 1,
+    );
+    expect(submitted.id).not.toBe("rl-1");
+    expect(sim.stats().submissions).toBe(1);
+  });
+
+  it("a timeout on /run is not retried and says the job may be running", async () => {
+    sim.setFaults({ responseDelay: { ms: 2_000 } });
+    const e = await expectCode(
+      client({ timeoutMs: 100, retryBudgetMs: 5_000 }).submit(EP, { id: "slow-1", input: {} }),
+      "PROVIDER_UNAVAILABLE",
+    );
+    expect(e.mayHaveBeenAccepted).toBe(true);
+    expect(sim.stats().requests).toBe(1);
+  });
+
+  it("nothing listening: retried (never sent), and the error says the job is not running", async () => {
+    const url = sim.url;
+    await sim.close();
+    const e = await expectCode(
+      new GpuProviderClient({ apiUrl: url, apiKey: KEY, retryBudgetMs: 200, retryBaseDelayMs: 10 }).submit(
+        EP,
+        {
+          id: "nobody",
+          input: {},
+        },
+      ),
+      "PROVIDER_UNAVAILABLE",
+    );
+    expect(e.mayHaveBeenAccepted).toBe(false);
+  });
+});
+
+describe("callbacks (ids honoured, to address jobs by the id sent)", () => {
   it("posts the status object to the webhook URL exactly as given", async () => {
     const r = await receiver();
     try {
@@ -287,7 +374,7 @@ describe("callbacks", () => {
   });
 
   it("dropped callbacks never arrive (counts as configured)", async () => {
-    sim.setFaults({ dropCallback: 1 });
+    sim.setFaults({ honourClientId: true, dropCallback: 1 });
     const r = await receiver();
     try {
       const c = client();
@@ -307,7 +394,7 @@ describe("callbacks", () => {
   });
 
   it("duplicated callbacks arrive twice each, with the same body", async () => {
-    sim.setFaults({ duplicateCallback: 1 });
+    sim.setFaults({ honourClientId: true, duplicateCallback: 1 });
     const r = await receiver();
     try {
       const c = client();
@@ -427,8 +514,8 @@ describe("management", () => {
   });
 
   it("management calls are retried through 5xx like job calls", async () => {
-    sim.setFaults({ serverErrors: 1 });
-    setTimeout(() => sim.setFaults({}), 100);
+    sim.setFaults({ honourClientId: true, serverErrors: 1 });
+    setTimeout(() => sim.setFaults({ honourClientId: true }), 100);
     expect(await client().listEndpoints()).toHaveLength(1);
   });
 });

@@ -12,11 +12,14 @@ afterEach(async () => {
   await Promise.all(sims.splice(0).map((s) => s.close()));
 });
 
+// Most tests here address jobs by the id they submitted, so they opt into honoured ids; RunPod's
+// own behaviour (ids ignored, the simulator's default) has tests of its own below.
 async function sim(opts: SimulatorOptions = {}): Promise<Simulator> {
   const s = await startSimulator({
     timeScale: 0.01,
     endpoints: [{ id: "ep", name: "media-tts-test", workersMax: 2 }],
     ...opts,
+    faults: { honourClientId: true, ...opts.faults },
   });
   sims.push(s);
   return s;
@@ -77,7 +80,7 @@ async function receiver() {
   return { got, base, close: () => new Promise<void>((r) => server.close(() => r())) };
 }
 
-describe("job API", () => {
+describe("job API (ids honoured, to address jobs by the id sent)", () => {
   it("goes IN_QUEUE -> IN_PROGRESS -> COMPLETED with plausible timings (simulated ms)", async () => {
     // 0.1: the 3 s execution lasts 300 ms of real time, long enough for a 10 ms poll to see it.
     const s = await sim({ timeScale: 0.1 });
@@ -197,7 +200,7 @@ describe("job API", () => {
     expect(t.executionTime).toBeGreaterThanOrEqual(5_000);
     expect(t.executionTime).toBeLessThan(30_000);
 
-    s.setFaults({ failJob: 1 });
+    s.setFaults({ honourClientId: true, failJob: 1 });
     await run(s, { id: "fails", input: {}, policy: { executionTimeout: 60_000 } });
     const f = await until(
       async () => (await status(s, "fails")).body,
@@ -267,7 +270,7 @@ describe("job API", () => {
   });
 });
 
-describe("workers", () => {
+describe("workers (ids honoured, to address jobs by the id sent)", () => {
   it("workersMax = 0 keeps jobs queued; raising it runs them; /health counts both", async () => {
     const s = await sim();
     s.setEndpoint({ id: "ep", workersMax: 0 });
@@ -315,7 +318,7 @@ describe("workers", () => {
   });
 });
 
-describe("control from tests", () => {
+describe("control from tests (ids honoured, to address jobs by the id sent)", () => {
   it("holdJob keeps a job IN_PROGRESS until releaseJob", async () => {
     const s = await sim();
     s.holdJob("held");
@@ -365,7 +368,7 @@ describe("control from tests", () => {
   });
 });
 
-describe("callback faults", () => {
+describe("callback faults (ids honoured, to address jobs by the id sent)", () => {
   it("delays callbacks by delayCallbackMs (scaled)", async () => {
     const s = await sim({ faults: { delayCallbackMs: 100_000 } });
     const r = await receiver();
@@ -506,7 +509,7 @@ describe("GraphQL management", () => {
   });
 });
 
-describe("inspection API (/_sim)", () => {
+describe("inspection API (/_sim) (ids honoured, to address jobs by the id sent)", () => {
   it("exposes executions, deliveries, jobs, stats and faults", async () => {
     const s = await sim();
     const r = await receiver();

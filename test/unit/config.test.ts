@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, parseEnv, webhookSecrets } from "../../src/config/env.js";
-import { callbackToken, callbackUrl, verifyCallbackToken } from "../../src/callback/token.js";
+import {
+  callbackToken,
+  callbackUrl,
+  parseCallbackQuery,
+  verifyCallbackToken,
+} from "../../src/callback/token.js";
 
 describe("configuration", () => {
   it("applies defaults", () => {
@@ -37,12 +42,22 @@ describe("configuration", () => {
 });
 
 describe("callback tokens", () => {
-  const t = { namespace: "ns", name: "job", jobId: "j1" };
-  it("verify only for the same target and secret", () => {
+  const t = {
+    namespace: "ns",
+    name: "job",
+    uid: "uid-1",
+    jobId: "j1",
+    attempt: 1,
+    submission: "sub-aaaaaaaa",
+  };
+  it("verify only for the same object, submission and secret", () => {
     const token = callbackToken("s", t);
     expect(verifyCallbackToken("s", t, token)).toBe(true);
     expect(verifyCallbackToken("other", t, token)).toBe(false);
     expect(verifyCallbackToken("s", { ...t, jobId: "j2" }, token)).toBe(false);
+    expect(verifyCallbackToken("s", { ...t, uid: "uid-2" }, token)).toBe(false);
+    expect(verifyCallbackToken("s", { ...t, attempt: 2 }, token)).toBe(false);
+    expect(verifyCallbackToken("s", { ...t, submission: "sub-bbbbbbbb" }, token)).toBe(false);
     expect(verifyCallbackToken("s", t, undefined)).toBe(false);
     expect(verifyCallbackToken("s", t, token.slice(1))).toBe(false);
   });
@@ -53,8 +68,16 @@ describe("callback tokens", () => {
     expect(Object.fromEntries(u.searchParams)).toEqual({
       ns: "ns",
       name: "job",
+      uid: "uid-1",
       job: "j1",
+      attempt: "1",
+      sub: "sub-aaaaaaaa",
       token: callbackToken("s", t),
     });
+    expect(parseCallbackQuery(Object.fromEntries(u.searchParams))).toEqual({
+      target: t,
+      token: callbackToken("s", t),
+    });
+    expect(parseCallbackQuery({ ...Object.fromEntries(u.searchParams), attempt: "0" })).toBeUndefined();
   });
 });

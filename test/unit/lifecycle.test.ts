@@ -4,15 +4,26 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import {
-  MAX_ATTEMPTS_AFTER_LOSS,
+  CALLBACK_RETRY_WINDOW_MS,
+  ERROR_MAX_CHARS,
+  MAX_REPLAYS,
+  OUTPUT_MAX_BYTES,
   afterProviderLostJob,
+  afterUnconfirmedDeadline,
+  intentStatus,
+  isUnconfirmed,
+  markUnconfirmed,
+  msUntilConfirmationDeadline,
+  recordAccepted,
+  storedOutput,
+  withdrawIntent,
   applyProviderResult,
   concernsCurrentSubmission,
   initialStatus,
   msUntilStuck,
   nextStepName,
   nextStepObject,
-  recordSubmission,
+  resetPatch,
   resetToPending,
   submissionId,
   withPhaseConditions,
@@ -90,24 +101,17 @@ describe("applyProviderResult", () => {
     expect(applyProviderResult(job(processing()), { id: "j1", status: "IN_PROGRESS" }, NOW)).toBeUndefined();
   });
 
-  it("accepts the result of a submission whose status write was lost (Pending, no providerJobId)", () => {
+  it("refuses a result for a job with no recorded submission: nothing of ours can be running", () => {
+    // Every submission is written ahead of /run, so a result can only concern a recorded intent.
     const pending: MediaJobStatus = { phase: "Pending", jobId: "j1", attempts: 0 };
-    expect(concernsCurrentSubmission(pending, { id: "j1", status: "COMPLETED" })).toBe(true);
-    expect(applyProviderResult(job(pending), { id: "j1", status: "COMPLETED", output: {} }, NOW)?.phase).toBe(
-      "Completed",
-    );
-  });
-
-  it("accepts a callback that beats the controller's first status write (no status yet)", () => {
-    const fresh = job(undefined, { id: "order-9" });
+    const result = { id: "j1", status: "COMPLETED", output: {} };
+    expect(concernsCurrentSubmission(pending, result, { adopt: true })).toBe(false);
+    expect(applyProviderResult(job(pending), result, NOW, { adopt: true })).toBeUndefined();
     expect(
-      applyProviderResult(fresh, { id: "order-9", status: "COMPLETED", output: { t: 1 } }, NOW),
-    ).toMatchObject({
-      phase: "Completed",
-      jobId: "order-9",
-      output: { t: 1 },
-    });
-    expect(applyProviderResult(fresh, { id: "someone-else", status: "COMPLETED" }, NOW)).toBeUndefined();
+      applyProviderResult(job(undefined, { id: "order-9" }), { ...result, id: "order-9" }, NOW, {
+        adopt: true,
+      }),
+    ).toBeUndefined();
   });
 
   it("converges whatever the order and multiplicity of results (fast-check)", () => {
@@ -136,63 +140,92 @@ describe("applyProviderResult", () => {
   });
 });
 
-describe("recordSubmission (a callback beat the controller's status write)", () => {
-  const sub = {
-    providerJobId: "j1",
-    endpointId: "ep-1",
-    submittedAt: "2026-11-22T09:59:59.000Z",
-    attempts: 1,
-  };
+describe("the write-ahead submission protocol", () => {
+  const pending: MediaJobStatus = { phase: "Pending", jobId: "j1", attempts: 0 };
+  const intent = intentStatus(pending, { endpointId: "ep-1", submissionId: "sub-aaaaaaaa", now: NOW });
 
-  it("adds when, where and which attempt to a job the callback already completed, keeping its outcome", () => {
-    const completedByCallback = applyProviderResult(
-      job(undefined, { id: "j1" }),
-      { id: "j1", status: "COMPLETED", output: { text: "hi" } },
-      NOW,
-    )!;
-    expect(completedByCallback).toMatchObject({ phase: "Completed", attempts: 0 });
-    expect(completedByCallback.submittedAt).toBeUndefined();
-    const recorded = recordSubmission(completedByCallback, sub)!;
-    expect(recorded).toEqual({
-      ...completedByCallback,
-      providerJobId: "j1",
-      endpointId: "ep-1",
-      submittedAt: sub.submittedAt,
+  it("records the intent before the provider is called: Processing, a new attempt, no provider id", () => {
+    expect(intent).toMatchObject({
+      phase: "Processing",
       attempts: 1,
+      endpointId: "ep-1",
+      submission: { attempt: 1, id: "sub-aaaaaaaa", state: "Sending", startedAt: NOW },
     });
+    expect(intent.providerJobId).toBeUndefined();
+    expect(isUnconfirmed(intent)).toBe(true);
   });
 
-  it("counts the attempt on a job a FAILED callback sent back to Pending, so the retry policy holds", () => {
-    const retried = applyProviderResult(
-      job(undefined, { id: "j1", maxAttempts: 2 }),
-      { id: "j1", status: "FAILED", error: "oom" },
+  it("records the provider's id for the same attempt only, once", () => {
+    const accepted = recordAccepted(intent, 1, "rp-1")!;
+    expect(accepted).toMatchObject({ providerJobId: "rp-1", submission: { state: "Accepted" } });
+    expect(isUnconfirmed(accepted)).toBe(false);
+    expect(recordAccepted(accepted, 1, "rp-1")).toBeUndefined();
+    expect(recordAccepted(accepted, 1, "rp-2")).toBeUndefined();
+    expect(recordAccepted(intent, 2, "rp-1")).toBeUndefined();
+  });
+
+  it("keeps a callback's outcome when the controller records the id after it", () => {
+    const completed = applyProviderResult(
+      job(intent),
+      { id: "rp-1", status: "COMPLETED", output: { text: "hi" } },
+      NOW,
+      { adopt: true },
+    )!;
+    expect(completed).toMatchObject({ phase: "Completed", providerJobId: "rp-1", output: { text: "hi" } });
+    expect(recordAccepted(completed, 1, "rp-1")).toBeUndefined();
+  });
+
+  it("applies a result to a submission with no known provider id only when the caller adopts it", () => {
+    const result = { id: "rp-9", status: "COMPLETED", output: {} };
+    expect(applyProviderResult(job(intent), result, NOW)).toBeUndefined();
+    expect(applyProviderResult(job(intent), result, NOW, { adopt: true })?.phase).toBe("Completed");
+  });
+
+  it("withdraws an intent the provider refused, restoring the attempt count", () => {
+    const back = withdrawIntent(intent, pending, 1, NOW)!;
+    expect(back).toMatchObject({ phase: "Pending", attempts: 0 });
+    expect(back.submission).toBeUndefined();
+    expect(withdrawIntent(recordAccepted(intent, 1, "rp-1"), pending, 1, NOW)).toBeUndefined();
+  });
+
+  it("marks a lost answer Unconfirmed once, and resubmits it only past the deadline, counted and capped", () => {
+    const unconfirmed = markUnconfirmed(intent, 1)!;
+    expect(unconfirmed.submission?.state).toBe("Unconfirmed");
+    expect(markUnconfirmed(unconfirmed, 1)).toBeUndefined();
+    const start = Date.parse(NOW);
+    const j = job(unconfirmed, { timeoutSeconds: 60 });
+    expect(msUntilConfirmationDeadline(j, start, 600)).toBe(60_000 + CALLBACK_RETRY_WINDOW_MS);
+    const again = afterUnconfirmedDeadline(unconfirmed, NOW);
+    expect(again).toMatchObject({ phase: "Pending", replay: true, unconfirmedResubmissions: 1 });
+    expect(again.submission).toBeUndefined();
+    const last = afterUnconfirmedDeadline({ ...unconfirmed, unconfirmedResubmissions: MAX_REPLAYS }, NOW);
+    expect(last.phase).toBe("Failed");
+    expect(last.error).toMatch(/SubmissionUnconfirmed/);
+  });
+});
+
+describe("status that always fits the CRD", () => {
+  it("keeps status.error within 4096 characters, prefix included", () => {
+    const failed = applyProviderResult(
+      job({
+        ...processing(),
+        submission: { attempt: 1, id: "sub-aaaaaaaa", startedAt: NOW, state: "Accepted" },
+      }),
+      { id: "j1", status: "FAILED", error: "x".repeat(5_000) },
       NOW,
     )!;
-    expect(retried).toMatchObject({ phase: "Pending", failures: 1, attempts: 0 });
-    const recorded = recordSubmission(retried, sub)!;
-    expect(recorded).toMatchObject({ phase: "Pending", failures: 1, attempts: 1, endpointId: "ep-1" });
-    expect(recorded.providerJobId).toBeUndefined();
-    // With the attempt counted, the next FAILED is the last one allowed.
-    const failed = applyProviderResult(
-      job({ ...recorded, phase: "Processing", providerJobId: "j1-retry-1", attempts: 2 }, { maxAttempts: 2 }),
-      { id: "j1-retry-1", status: "FAILED" },
-      NOW,
-    );
-    expect(failed?.phase).toBe("Failed");
+    expect(failed.phase).toBe("Failed");
+    expect(failed.error!.length).toBeLessThanOrEqual(ERROR_MAX_CHARS);
+    expect(failed.error).toMatch(/^FAILED: x+… \[truncated\]$/);
   });
 
-  it("changes nothing when the submission is already recorded or concerns another provider job", () => {
-    expect(recordSubmission(processing(), sub)).toBeUndefined();
-    expect(
-      recordSubmission({ phase: "Completed", jobId: "j1", providerJobId: "other", attempts: 0 }, sub),
-    ).toBeUndefined();
-    expect(recordSubmission(undefined, sub)).toBeUndefined();
-  });
-
-  it("is idempotent: recording twice equals recording once", () => {
-    const done: MediaJobStatus = { phase: "Completed", jobId: "j1", attempts: 0, output: {} };
-    const once = recordSubmission(done, sub)!;
-    expect(recordSubmission(once, sub)).toBeUndefined();
+  it("stores an output over the cap as a marker with a preview", () => {
+    const big = { blob: "y".repeat(2 * 1024 * 1024) };
+    const stored = storedOutput(big);
+    expect(stored).toMatchObject({ truncated: true, maxBytes: OUTPUT_MAX_BYTES });
+    expect(stored.originalBytes).toBeGreaterThan(2 * 1024 * 1024);
+    expect(JSON.stringify(stored).length).toBeLessThan(OUTPUT_MAX_BYTES);
+    expect(storedOutput({ small: 1 })).toEqual({ small: 1 });
   });
 });
 
@@ -206,14 +239,24 @@ describe("reset and timeouts", () => {
     expect(resetToPending({ phase: "Completed" }, NOW)).toBeUndefined();
   });
 
-  it("replays a job the provider lost, but not forever", () => {
+  it("replays a job the provider lost, but not forever, counting losses only", () => {
     expect(afterProviderLostJob(processing({ attempts: 1 }), NOW)).toMatchObject({
       phase: "Pending",
       replay: true,
+      providerLosses: 1,
     });
-    const stop = afterProviderLostJob(processing({ attempts: MAX_ATTEMPTS_AFTER_LOSS }), NOW);
+    // Attempts spent on failure retries or operator resets are not losses.
+    expect(afterProviderLostJob(processing({ attempts: 7, providerLosses: 1 }), NOW).phase).toBe("Pending");
+    const stop = afterProviderLostJob(processing({ providerLosses: MAX_REPLAYS - 1 }), NOW);
     expect(stop.phase).toBe("Failed");
     expect(stop.error).toMatch(/lost this job 3 times.*CALLBACK_BASE_URL/);
+  });
+
+  it("the reset patch tests the job id, so a re-created job is not reset by mistake", () => {
+    expect(resetPatch(NOW, "j1").slice(0, 2)).toEqual([
+      { op: "test", path: "/status/jobId", value: "j1" },
+      { op: "test", path: "/status/phase", value: "Processing" },
+    ]);
   });
 
   it("counts a job stuck after its timeout, from submittedAt", () => {

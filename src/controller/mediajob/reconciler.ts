@@ -14,7 +14,6 @@ import {
   isProviderError,
   TERMINAL_STATUSES,
   type GpuProviderClient,
-  type ProviderJobStatus,
 } from "../../provider/index.js";
 import { getCondition, setCondition, type ConditionInput } from "../conditions.js";
 import type { Informer } from "../informer.js";
@@ -83,12 +82,7 @@ type PendingEvent = [EventType, string, string];
 
 /** What became of one submission: for metrics and logs. */
 export type SubmissionOutcome =
-  | "accepted"
-  | "refused"
-  | "unconfirmed"
-  | "unconfirmed-resubmission"
-  | "fenced"
-  | "intent-conflict";
+  "accepted" | "refused" | "unconfirmed" | "unconfirmed-resubmission" | "fenced" | "intent-conflict";
 
 /** How long a deletion waits for an unconfirmed submission's provider id, to cancel it. */
 export const CANCEL_WAIT_FOR_ID_MS = 60_000;
@@ -447,7 +441,8 @@ export class MediaJobReconciler {
       }
       this.d.onSubmission?.("unconfirmed");
       const deadline = new Date(
-        Date.parse(now) + msUntilConfirmationDeadline(stored, Date.parse(now), this.d.settings.defaultTimeoutSeconds),
+        Date.parse(now) +
+          msUntilConfirmationDeadline(stored, Date.parse(now), this.d.settings.defaultTimeoutSeconds),
       ).toISOString();
       const note = `${message}; the job may be running: waiting for its callback until ${deadline}, no resubmission before then`;
       events.push(["Warning", "SubmissionUnconfirmed", note]);
@@ -485,7 +480,12 @@ export class MediaJobReconciler {
     }
   }
 
-  private unconfirmed(cur: MediaJob, attempt: number, message: string, now: string): MediaJobStatus | undefined {
+  private unconfirmed(
+    cur: MediaJob,
+    attempt: number,
+    message: string,
+    now: string,
+  ): MediaJobStatus | undefined {
     const marked = markUnconfirmed(cur.status ?? {}, attempt);
     if (!marked) return undefined;
     return this.condition(
@@ -509,7 +509,12 @@ export class MediaJobReconciler {
         ? this.condition(
             recorded,
             cur,
-            { type: "Submitted", status: "True", reason: "Submitted", message: `submitted as ${providerJobId}` },
+            {
+              type: "Submitted",
+              status: "True",
+              reason: "Submitted",
+              message: `submitted as ${providerJobId}`,
+            },
             now,
           )
         : recorded;
@@ -542,7 +547,11 @@ export class MediaJobReconciler {
       return next ? { ...cur, status: withPhaseConditions(next, cur.metadata.generation, now) } : undefined;
     });
     if (res.object)
-      this.stale.remember(`${ns}/${name}`, stored.metadata.resourceVersion, res.object.metadata.resourceVersion);
+      this.stale.remember(
+        `${ns}/${name}`,
+        stored.metadata.resourceVersion,
+        res.object.metadata.resourceVersion,
+      );
     return res.object ?? stored;
   }
 
@@ -629,7 +638,11 @@ export class MediaJobReconciler {
       this.unrecorded.delete(key);
       return { status, written, requeueAfterMs: 1_000 };
     }
-    const remaining = msUntilConfirmationDeadline(job, nowDate.getTime(), this.d.settings.defaultTimeoutSeconds);
+    const remaining = msUntilConfirmationDeadline(
+      job,
+      nowDate.getTime(),
+      this.d.settings.defaultTimeoutSeconds,
+    );
     if (remaining > 0) {
       // Seen in Sending by a pass that did not send it: the sending pass ended without an answer.
       const marked = this.unconfirmed(
@@ -648,7 +661,7 @@ export class MediaJobReconciler {
       next.phase === "Failed"
         ? next.error!
         : `attempt ${attempt} was never confirmed (no answer, no callback before its deadline); submitting again ` +
-            `(unconfirmed resubmission ${next.unconfirmedResubmissions}): it may run twice at the provider`,
+          `(unconfirmed resubmission ${next.unconfirmedResubmissions}): it may run twice at the provider`,
     ]);
     return { status: next };
   }
@@ -701,7 +714,12 @@ export class MediaJobReconciler {
       } else {
         try {
           const res = await this.d.provider.cancel(status.endpointId, id);
-          await this.d.events.record(job, "Normal", "CancelledAtProvider", `cancelled job ${id} at the provider (${res.status})`);
+          await this.d.events.record(
+            job,
+            "Normal",
+            "CancelledAtProvider",
+            `cancelled job ${id} at the provider (${res.status})`,
+          );
         } catch (err) {
           if (!isProviderError(err, "JOB_NOT_FOUND") && !isProviderError(err, "ENDPOINT_NOT_FOUND")) {
             // A dead provider must not keep the object forever: give up after a bounded time.
