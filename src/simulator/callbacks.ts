@@ -11,7 +11,10 @@ import { chance } from "./random.js";
 // (drop, duplicate, delay, reorder, failed attempts) are decided per job from the seed.
 
 export interface DeliveryRecord {
+  /** The provider's job id. */
   jobId: string;
+  /** Our job id, from the webhook URL (what executions are counted by). */
+  key: string;
   url: string;
   /** The job status the callback carried. */
   status: string;
@@ -27,6 +30,7 @@ export interface DeliveryRecord {
 
 interface Callback {
   jobId: string;
+  key: string;
   url: string;
   status: string;
   body: string;
@@ -81,12 +85,13 @@ export class CallbackSender {
     const seq = (this.#seq.get(job.id) ?? 0) + 1;
     this.#seq.set(job.id, seq);
     if (chance(f.dropCallback, seed, job.id, "drop", seq)) {
-      this.#dropped.push(job.id);
+      this.#dropped.push(job.key);
       this.#d.log?.debug({ jobId: job.id }, "callback dropped (fault)");
       return;
     }
     const cb: Callback = {
       jobId: job.id,
+      key: job.key,
       url: job.webhook,
       status: job.status,
       body: JSON.stringify({ ...statusView(job), input: job.input, webhook: job.webhook }),
@@ -138,6 +143,7 @@ export class CallbackSender {
     const { opts, faults, log } = this.#d;
     const rec: DeliveryRecord = {
       jobId: cb.jobId,
+      key: cb.key,
       url: cb.url,
       status: cb.status,
       attempt,

@@ -234,17 +234,17 @@ export class Engine {
     this.#held.add(id);
   }
 
+  /** Releases every job held under `id` (a provider id, or our job id for all its submissions). */
   release(id: string): void {
     this.#held.delete(id);
-    const job = this.find(id);
-    if (job !== undefined) {
+    for (const job of [...this.#jobs.values()]) {
+      if (job.id !== id && job.key !== id) continue;
       this.#held.delete(job.id);
-      this.#held.delete(job.key);
-    }
-    const pending = job?.finishPending;
-    if (job !== undefined && pending !== undefined) {
-      job.finishPending = undefined;
-      pending();
+      const pending = job.finishPending;
+      if (pending !== undefined) {
+        job.finishPending = undefined;
+        pending();
+      }
     }
   }
 

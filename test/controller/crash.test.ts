@@ -1,5 +1,7 @@
-// A controller killed (SIGKILL) after the provider accepted a job but before it wrote the status:
-// the restarted controller resubmits with the same id and the job executes exactly once.
+// A controller killed (SIGKILL) after the provider accepted a job but before it recorded the
+// answer, at a provider that ignores client ids (RunPod): the submission intent written before
+// /run keeps the restarted controller from submitting again, the job's callback is adopted by the
+// sidecar, and the provider runs the job exactly once.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer, request, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -9,7 +11,16 @@ import type { Simulator } from "../../src/simulator/server.js";
 import { freePort } from "../../scripts/devstack-lib.js";
 import { REPO_ROOT } from "../support/controlplane.js";
 import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
-import { gpuEndpoint, mediaJob, startTestSimulator, waitForPhase, waitForReady } from "../support/stack.js";
+import type { RunningWebhookServer } from "../../src/webhooks/server.js";
+import {
+  gpuEndpoint,
+  mediaJob,
+  startTestSidecar,
+  startTestSimulator,
+  testEnv,
+  waitForPhase,
+  waitForReady,
+} from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -18,6 +29,8 @@ let sim: Simulator;
 let proxy: Server;
 let proxyUrl = "";
 let runsForwarded = 0;
+let sidecar: RunningWebhookServer;
+const CALLBACK_SECRET = "crash-test-callback-secret";
 const children: ChildProcess[] = [];
 
 /** Forwards everything to the simulator, but swallows the answer to /run: the submit never returns. */
@@ -48,8 +61,8 @@ async function startController(apiUrl: string): Promise<ChildProcess> {
       GPU_PROVIDER_API_URL: apiUrl,
       GPU_PROVIDER_API_KEY: "sim-key",
       MEDIA_ENV: "test",
-      CALLBACK_BASE_URL: "http://127.0.0.1:9",
-      CALLBACK_SECRET: "crash-test-callback-secret",
+      CALLBACK_BASE_URL: sidecar.url,
+      CALLBACK_SECRET: CALLBACK_SECRET,
       WATCH_NAMESPACE: ns,
       LEADER_ELECTION: "false",
       RESYNC_INTERVAL_SECONDS: "1",
@@ -67,6 +80,13 @@ beforeAll(async () => {
   sim = await startTestSimulator();
   proxy = await startBlackholeProxy(sim.url);
   proxyUrl = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+  const env = testEnv(ns, {
+    GPU_PROVIDER_API_URL: sim.url,
+    CALLBACK_SECRET,
+    WEBHOOKS_HOST: "127.0.0.1",
+    WEBHOOKS_PORT: "0",
+  });
+  sidecar = await startTestSidecar(api, env, ns, sim);
   await api.create("gpuendpoints", ns, gpuEndpoint("asr", { workload: "asr" }) as never);
 });
 
@@ -74,6 +94,7 @@ afterAll(async () => {
   for (const c of children) c.kill("SIGKILL");
   proxy?.closeAllConnections();
   proxy?.close();
+  await sidecar?.close();
   await sim?.close();
 });
 
@@ -89,16 +110,21 @@ describe("a crash between submit and status write", () => {
     await eventually(() => runsForwarded === 1 && sim.getJob("crash-1") !== undefined, { timeoutMs: 20_000 });
     first.kill("SIGKILL");
     await new Promise((r) => first.once("exit", r));
-    // The provider has the job; Kubernetes never heard it was submitted.
+    // The provider has the job; Kubernetes has the intent written before /run (and, if the job's
+    // callback was quicker than this read, the sidecar has already adopted it).
     const meanwhile = await api.get<MediaJob>("mediajobs", ns, "crash");
-    // Status is written once per pass, at its end: the killed pass wrote none.
-    expect(meanwhile?.status?.phase ?? "Pending").toBe("Pending");
-    expect(meanwhile?.status?.attempts ?? 0).toBe(0);
+    expect(["Processing", "Completed"]).toContain(meanwhile?.status?.phase);
+    expect(meanwhile?.status?.attempts).toBe(1);
+    expect(meanwhile?.status?.submission).toMatchObject({ attempt: 1 });
 
     await startController(sim.url);
     const job = await waitForPhase(api, ns, "crash", "Completed", 30_000);
     expect(sim.executions("crash-1")).toBe(1);
     expect(job.status?.attempts).toBe(1);
-    expect(job.status?.providerJobId).toBe("crash-1");
+    expect(job.status?.unconfirmedResubmissions ?? 0).toBe(0);
+    // Adopted from the callback: the provider's own id, and the provider's output.
+    const atProvider = sim.getJob("crash-1")!;
+    expect(job.status?.providerJobId).toBe(atProvider.id);
+    expect(job.status?.output).toEqual(atProvider.output);
   });
 });

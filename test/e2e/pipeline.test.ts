@@ -7,12 +7,13 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Simulator } from "../../src/simulator/server.js";
-import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
+import type { RunningWebhookServer } from "../../src/webhooks/server.js";
 import { applyManifests } from "../../scripts/devstack-lib.js";
 import { PIPELINE, runDemoScenario } from "../../scripts/demo-scenario.js";
 import { REPO_ROOT } from "../support/controlplane.js";
 import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
 import {
+  startTestSidecar,
   mediaJob,
   startManager,
   startTestSimulator,
@@ -45,7 +46,7 @@ beforeAll(async () => {
     WEBHOOKS_HOST: "127.0.0.1",
     WEBHOOKS_PORT: "0",
   });
-  sidecar = await startWebhookServer({ api, env: base, log: testLogger(), namespace: ns });
+  sidecar = await startTestSidecar(api, base, ns, sim);
   sim.setPaymentWebhook({
     url: `${sidecar.url}/webhooks/payment_provider`,
     secret: base.PAYMENT_PROVIDER_WEBHOOK_SECRET!,
@@ -75,8 +76,9 @@ describe("callbacks complete jobs", () => {
       const job = await waitForCompletedAndRecorded(api, ns, id);
       expect(sim.executions(id)).toBe(1);
       // The simulator records the delivery once the sidecar has answered, just after the write.
-      await eventually(() => sim.deliveries().some((d) => d.jobId === id && d.ok));
-      expect(job.status?.output).toBeTruthy();
+      await eventually(() => sim.deliveries().some((d) => d.key === id && d.ok));
+      // The output written is the provider's, as its status API reports it.
+      expect(job.status?.output).toEqual(sim.getJob(id)!.output);
       expect(job.status?.attempts).toBe(1);
     },
   );
@@ -95,7 +97,7 @@ describe("callbacks complete jobs", () => {
         const job = await waitForCompletedAndRecorded(api, ns, n);
         expect(job.status?.attempts).toBe(1);
         expect(sim.executions(n)).toBe(1);
-        await eventually(() => sim.deliveries().filter((d) => d.jobId === n && d.ok).length >= 2);
+        await eventually(() => sim.deliveries().filter((d) => d.key === n && d.ok).length >= 2);
         const again = await api.get<MediaJob>("mediajobs", ns, n);
         expect(again?.status?.completedAt).toBe(job.status?.completedAt);
       }

@@ -11,6 +11,7 @@ import { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import { startSimulator, type Simulator, type SimulatorOptions } from "../../src/simulator/server.js";
+import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
 import { eventually } from "./kube.js";
 
 export const TEST_ENV = "test";
@@ -154,4 +155,29 @@ export function condition(
 ) {
   return obj?.status?.conditions?.find((c) => c.type === type) as
     { type: string; status: string; reason: string; message: string } | undefined;
+}
+
+/**
+ * The webhooks sidecar as it runs in the pod: its GPU callbacks are confirmed with the provider's
+ * status API, here the simulator's.
+ */
+export function startTestSidecar(
+  api: KubeApi,
+  env: Env,
+  namespace: string,
+  sim: Simulator,
+): Promise<RunningWebhookServer> {
+  return startWebhookServer({
+    api,
+    env,
+    log: testLogger(),
+    namespace,
+    provider: new GpuProviderClient({
+      apiUrl: sim.url,
+      apiKey: env.GPU_PROVIDER_API_KEY ?? SIM_KEY,
+      timeoutMs: 5_000,
+      retryBudgetMs: 5_000,
+      retryBaseDelayMs: 20,
+    }),
+  });
 }
