@@ -46,6 +46,12 @@ export const EnvSchema = z.object({
   RESYNC_INTERVAL_SECONDS: seconds(30),
   /** How long a job may stay Processing before the provider is asked (per job: spec.timeoutSeconds). */
   JOB_TIMEOUT_SECONDS: seconds(600),
+  /**
+   * How long after a job's timeout an unconfirmed submission (its /run answer was lost) still waits
+   * for its callback before it is submitted again. At least the provider's callback retry window
+   * (RunPod: 3 attempts, 10 s apart).
+   */
+  CALLBACK_CONFIRMATION_SECONDS: seconds(60),
   /** Namespace to watch; empty means all namespaces. */
   WATCH_NAMESPACE: optionalText,
   MAX_CONCURRENT_RECONCILES: z.coerce.number().int().min(1).max(256).default(8),

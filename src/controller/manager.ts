@@ -115,6 +115,7 @@ export class Manager {
         callbackBaseUrl: env.CALLBACK_BASE_URL,
         callbackSecret: env.CALLBACK_SECRET,
         defaultTimeoutSeconds: env.JOB_TIMEOUT_SECONDS,
+        confirmationWindowMs: env.CALLBACK_CONFIRMATION_SECONDS * 1000,
         tickMs,
       },
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),

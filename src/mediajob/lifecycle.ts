@@ -259,10 +259,11 @@ export function msUntilConfirmationDeadline(
   job: MediaJob,
   nowMs: number,
   defaultTimeoutSeconds: number,
+  windowMs = CALLBACK_RETRY_WINDOW_MS,
 ): number {
   const since = Date.parse(job.status?.submission?.startedAt ?? job.status?.submittedAt ?? "") || nowMs;
   const timeoutMs = (job.spec.timeoutSeconds ?? defaultTimeoutSeconds) * 1000;
-  return since + timeoutMs + CALLBACK_RETRY_WINDOW_MS - nowMs;
+  return since + timeoutMs + windowMs - nowMs;
 }
 
 /**

@@ -52,7 +52,7 @@ export interface CallbackJobsOptions {
   secret: string;
   sim: Simulator;
   /** The sidecar's base URL, read when a URL is made (the sidecar may start after this). */
-  sidecarUrl: () => string;
+  sidecarUrl?: () => string;
   apiKey?: string;
 }
 
@@ -115,7 +115,8 @@ export class CallbackJobs {
   }
 
   /** The callback URL of the job's current submission, on the sidecar unless `base` is given. */
-  url(job: MediaJob, base = this.o.sidecarUrl()): string {
+  url(job: MediaJob, base = this.o.sidecarUrl?.()): string {
+    if (base === undefined) throw new Error("no sidecar URL to make a callback URL with");
     return callbackUrl(base, this.o.secret, targetOf(job));
   }
 

@@ -42,6 +42,8 @@ export interface MediaJobSettings {
   callbackBaseUrl: string;
   callbackSecret: string;
   defaultTimeoutSeconds: number;
+  /** How long past its timeout an unconfirmed submission waits for its callback. */
+  confirmationWindowMs?: number;
   /** The reconciliation tick: how often waiting jobs are looked at again. */
   tickMs: number;
 }
@@ -438,7 +440,12 @@ export class MediaJobReconciler {
       this.d.onSubmission?.("unconfirmed");
       const deadline = new Date(
         Date.parse(now) +
-          msUntilConfirmationDeadline(stored, Date.parse(now), this.d.settings.defaultTimeoutSeconds),
+          msUntilConfirmationDeadline(
+            stored,
+            Date.parse(now),
+            this.d.settings.defaultTimeoutSeconds,
+            this.d.settings.confirmationWindowMs,
+          ),
       ).toISOString();
       const note = `${message}; the job may be running: waiting for its callback until ${deadline}, no resubmission before then`;
       events.push(["Warning", "SubmissionUnconfirmed", note]);
