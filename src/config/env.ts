@@ -22,11 +22,11 @@ export const EnvSchema = z.object({
   /** One signing secret, or several separated by commas while a rotation is under way. */
   PAYMENT_PROVIDER_WEBHOOK_SECRET: optionalText,
 
-  /** The spec's {gpu_api_url}: the job API (/v2/...). */
+  /** {gpu_api_url} in docs/design.md: the job API (/v2/...). */
   GPU_PROVIDER_API_URL: url.default("https://api.runpod.ai"),
   /** The management API (/graphql); defaults to GPU_PROVIDER_API_URL. */
   GPU_PROVIDER_MANAGEMENT_URL: url.optional(),
-  /** The spec's {payment_api_url}. */
+  /** {payment_api_url} in docs/design.md. */
   PAYMENT_PROVIDER_API_URL: url.default("https://api.stripe.com"),
   /** Environment name: the {env} of the endpoint names <prefix>-<workload>-<env>. */
   MEDIA_ENV: z
@@ -111,7 +111,7 @@ export function endpointFromEnv(env: Env, workload: "asr" | "tts" | "render"): s
   }[workload];
 }
 
-/** The provider-side name convention of the spec: <prefix>-<workload>-<env>. */
+/** The provider-side name convention (docs/design.md, GpuEndpoint): <prefix>-<workload>-<env>. */
 export function conventionalEndpointName(env: Env, workload: string): string {
   return `${env.MEDIA_ENDPOINT_PREFIX}-${workload}-${env.MEDIA_ENV}`;
 }
