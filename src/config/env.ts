@@ -21,6 +21,8 @@ export const EnvSchema = z.object({
   PAYMENT_PROVIDER_API_KEY: optionalText,
   /** One signing secret, or several separated by commas while a rotation is under way. */
   PAYMENT_PROVIDER_WEBHOOK_SECRET: optionalText,
+  /** false: the sidecar runs without a signing secret, for installations that take no payment events. */
+  PAYMENT_WEBHOOKS_ENABLED: bool.default(true),
 
   /** {gpu_api_url} in docs/design.md: the job API (/v2/...). */
   GPU_PROVIDER_API_URL: url.default("https://api.runpod.ai"),
@@ -93,6 +95,19 @@ export function parseEnv(env: NodeJS.ProcessEnv = process.env): Env {
 export function requireVars(env: Env, names: Array<keyof Env>, component: string): void {
   const missing = names.filter((n) => env[n] === undefined);
   if (missing.length) throw new ConfigError(missing.map((n) => `${n}: required by the ${component}`));
+}
+
+/**
+ * What the webhooks sidecar cannot run without. A sidecar without a signing secret would answer
+ * every payment webhook 400 and look healthy, so it refuses to start unless payment webhooks are
+ * switched off on purpose.
+ */
+export function requireSidecarVars(env: Env): void {
+  requireVars(env, ["CALLBACK_SECRET"], "webhooks sidecar");
+  if (env.PAYMENT_WEBHOOKS_ENABLED && webhookSecrets(env).length === 0)
+    throw new ConfigError([
+      "PAYMENT_PROVIDER_WEBHOOK_SECRET: required by the webhooks sidecar (set PAYMENT_WEBHOOKS_ENABLED=false to run without payment webhooks)",
+    ]);
 }
 
 export function webhookSecrets(env: Env): string[] {

@@ -1,7 +1,7 @@
 // Builds the sidecar from the configuration: Kubernetes client, HTTP server, PaymentEvent GC.
 import type { Logger } from "pino";
 import { Registry } from "prom-client";
-import { requireVars, type Env } from "../config/env.js";
+import { requireSidecarVars, type Env } from "../config/env.js";
 import { KubeApi } from "../k8s/api.js";
 import { loadKubeConfig } from "../k8s/config.js";
 import { startPaymentEventGc } from "./gc.js";
@@ -18,8 +18,9 @@ export async function runWebhooks(
   log: Logger,
   opts: { kubeconfig?: string } = {},
 ): Promise<RunningWebhooks> {
-  // Without it any callback token would be computable; the controller needs the same value.
-  requireVars(env, ["CALLBACK_SECRET"], "webhooks sidecar");
+  // Without CALLBACK_SECRET any callback token would be computable (the controller needs the same
+  // value); without a signing secret every payment webhook would be refused.
+  requireSidecarVars(env);
   const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }));
   const namespace = webhookNamespace(env);
   const registry = new Registry();
