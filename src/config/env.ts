@@ -12,7 +12,7 @@ const optionalText = z
   .optional()
   .transform((v) => (v && v.trim() !== "" ? v.trim() : undefined));
 
-/** Every variable the product reads. The first six are the service specification's names. */
+/** Every variable the product reads. The first six are the providers' keys and endpoint ids. */
 export const EnvSchema = z.object({
   GPU_PROVIDER_API_KEY: optionalText,
   GPU_PROVIDER_ENDPOINT_ASR: optionalText,
