@@ -50,7 +50,7 @@ export function writeReport(r: Json): void {
   const out: string[] = [
     "# Benchmarks",
     "",
-    `Measured ${r.date} on the project machine (2 cores, 24 GiB, Node ${r.machine?.node}) by \`make bench\`.`,
+    `Measured ${r.date} on a ${r.machine?.cores}-core machine (${r.machine?.memoryGiB ?? 24} GiB, Node ${r.machine?.node}) by \`make bench\`.`,
   ];
   out.push(
     "Raw numbers: [`bench/results/latest.json`](../bench/results/latest.json). Every number beside a ceiling measured in the same run.",

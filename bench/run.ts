@@ -4,7 +4,7 @@
 // Results: bench/results/latest.json and docs/benchmarks.md (+ docs/benchmarks/*.svg).
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
@@ -55,7 +55,11 @@ await waitForServed(kc);
 const api = new KubeApi(kc);
 const core = kc.makeApiClient(CoreV1Api);
 const results: Record<string, unknown> = {
-  machine: { cores: 2, node: process.version },
+  machine: {
+    cores: availableParallelism(),
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+  },
   date: new Date().toISOString(),
 };
 

@@ -12,7 +12,7 @@ const optionalText = z
   .optional()
   .transform((v) => (v && v.trim() !== "" ? v.trim() : undefined));
 
-/** Every variable the product reads. The first six are the service specification's names. */
+/** Every variable the product reads. The first six are the providers' keys and endpoint ids. */
 export const EnvSchema = z.object({
   GPU_PROVIDER_API_KEY: optionalText,
   GPU_PROVIDER_ENDPOINT_ASR: optionalText,
@@ -21,12 +21,14 @@ export const EnvSchema = z.object({
   PAYMENT_PROVIDER_API_KEY: optionalText,
   /** One signing secret, or several separated by commas while a rotation is under way. */
   PAYMENT_PROVIDER_WEBHOOK_SECRET: optionalText,
+  /** false: the sidecar runs without a signing secret, for installations that take no payment events. */
+  PAYMENT_WEBHOOKS_ENABLED: bool.default(true),
 
-  /** The spec's {gpu_api_url}: the job API (/v2/...). */
+  /** {gpu_api_url} in docs/design.md: the job API (/v2/...). */
   GPU_PROVIDER_API_URL: url.default("https://api.runpod.ai"),
   /** The management API (/graphql); defaults to GPU_PROVIDER_API_URL. */
   GPU_PROVIDER_MANAGEMENT_URL: url.optional(),
-  /** The spec's {payment_api_url}. */
+  /** {payment_api_url} in docs/design.md. */
   PAYMENT_PROVIDER_API_URL: url.default("https://api.stripe.com"),
   /** Environment name: the {env} of the endpoint names <prefix>-<workload>-<env>. */
   MEDIA_ENV: z
@@ -101,6 +103,19 @@ export function requireVars(env: Env, names: Array<keyof Env>, component: string
   if (missing.length) throw new ConfigError(missing.map((n) => `${n}: required by the ${component}`));
 }
 
+/**
+ * What the webhooks sidecar cannot run without. A sidecar without a signing secret would answer
+ * every payment webhook 400 and look healthy, so it refuses to start unless payment webhooks are
+ * switched off on purpose.
+ */
+export function requireSidecarVars(env: Env): void {
+  requireVars(env, ["CALLBACK_SECRET", "GPU_PROVIDER_API_KEY"], "webhooks sidecar");
+  if (env.PAYMENT_WEBHOOKS_ENABLED && webhookSecrets(env).length === 0)
+    throw new ConfigError([
+      "PAYMENT_PROVIDER_WEBHOOK_SECRET: required by the webhooks sidecar (set PAYMENT_WEBHOOKS_ENABLED=false to run without payment webhooks)",
+    ]);
+}
+
 export function webhookSecrets(env: Env): string[] {
   return (env.PAYMENT_PROVIDER_WEBHOOK_SECRET ?? "")
     .split(",")
@@ -117,7 +132,7 @@ export function endpointFromEnv(env: Env, workload: "asr" | "tts" | "render"): s
   }[workload];
 }
 
-/** The provider-side name convention of the spec: <prefix>-<workload>-<env>. */
+/** The provider-side name convention (docs/design.md, GpuEndpoint): <prefix>-<workload>-<env>. */
 export function conventionalEndpointName(env: Env, workload: string): string {
   return `${env.MEDIA_ENDPOINT_PREFIX}-${workload}-${env.MEDIA_ENV}`;
 }

@@ -1,5 +1,5 @@
 // A list+watch cache of one resource, on @kubernetes/client-node's Watch, hardened against what
-// that library is known to do (see the research notes in docs/controller.md):
+// that library is known to do (see docs/controller.md):
 //  - a watch that ends or errors is restarted from the last resourceVersion, with backoff;
 //  - a watch that goes silent (a dead TCP stream sends nothing and never ends) is aborted by a
 //    watchdog; bookmarks keep a healthy idle watch talking;

@@ -1,5 +1,5 @@
 // Wires the controllers together: informers fill caches on every replica; only the leader runs
-// the work queues. Event handlers only enqueue keys; the periodic resync (the spec's tick)
+// the work queues. Event handlers only enqueue keys; the periodic resync (docs/design.md, Lifecycle)
 // enqueues every key, so a missed event is corrected within one tick.
 import type { Logger } from "pino";
 import { BillingAccount, billingAccountName } from "../crds/billingaccount.js";

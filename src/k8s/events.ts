@@ -68,7 +68,7 @@ export interface BackgroundEventsOptions {
 /**
  * Records Events off the reconcile's critical path, as client-go's event broadcaster does:
  * `record` returns at once and a few senders write the Events in order of arrival. A reconcile
- * no longer waits a round trip per Event, and a slow or failing events API never slows the
+ * never waits a round trip per Event, and a slow or failing events API never slows the
  * work. When the buffer is full, new Events are dropped and counted: an Event is a note for
  * humans, never state the product reads back.
  */

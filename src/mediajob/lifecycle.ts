@@ -316,7 +316,7 @@ export function afterProviderLostJob(status: MediaJobStatus, now: string): Media
   return { ...resetToPending(status, now)!, providerLosses: losses };
 }
 
-/** The runbook's reset: Pending, updatedAt now, replay true; only from Processing. */
+/** The reset (docs/design.md, Lifecycle): Pending, updatedAt now, replay true; only from Processing. */
 export function resetToPending(status: MediaJobStatus, now: string): MediaJobStatus | undefined {
   if (status.phase !== "Processing") return undefined;
   const { submission: _s, ...rest } = status;

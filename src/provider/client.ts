@@ -132,7 +132,10 @@ export class GpuProviderClient {
     return this.#jobApi({ op: "health", endpointId }, "GET", "/health", EndpointHealthReport);
   }
 
-  /** The spec's key check. A key that authenticates but has no identity counts as invalid. */
+  /**
+   * The key check (docs/design.md, GPU provider APIs). A key that authenticates but has no identity
+   * counts as invalid.
+   */
   async checkKey(): Promise<{ accountId: string }> {
     const data = await this.#graphql({ op: "checkKey" }, CHECK_KEY_QUERY, undefined, MyselfId);
     if (data.myself === null) {

@@ -1,7 +1,8 @@
 import { z } from "zod";
 
 // Shapes of what the GPU provider (RunPod Serverless) answers. Every response is parsed with these
-// before anyone uses it; see /work/shared/research/runpod.md §1.3 and §3 for the sources.
+// before anyone uses it. Sources: https://docs.runpod.io/serverless/endpoints/operation-reference
+// (job API) and https://docs.runpod.io/sdks/graphql/configurations (GraphQL).
 
 export const PROVIDER_JOB_STATUSES = [
   "IN_QUEUE",

@@ -7,7 +7,8 @@ import { chance } from "./random.js";
 
 // Job webhooks as RunPod sends them: on a terminal state, POST the status object (plus the echoed
 // `input` and `webhook`) as JSON to the webhook URL exactly as given. No signature. A non-2xx
-// answer or a network failure is retried: 3 attempts in all, 10 s apart (research §2). Faults
+// answer or a network failure is retried: 3 attempts in all, 10 s apart
+// (https://docs.runpod.io/serverless/endpoints/send-requests, Webhooks). Faults
 // (drop, duplicate, delay, reorder, failed attempts) are decided per job from the seed.
 
 export interface DeliveryRecord {

@@ -178,7 +178,8 @@ export class Engine {
       submittedAt: this.#d.clock.now(),
       timers: {},
     };
-    // TTL covers queue and execution; when it runs out the job is removed (research §1.2).
+    // TTL covers queue and execution; when it runs out the job is removed
+    // (https://docs.runpod.io/serverless/endpoints/send-requests, Execution policies).
     job.timers.ttl = this.#d.clock.after(args.ttlMs ?? DEFAULT_TTL_MS, () => this.#drop(job));
     this.#jobs.set(id, job);
     ep.queue.push(job);

@@ -164,7 +164,7 @@ export function outputFor(workload: Workload, input: Record<string, unknown>): R
 
 /**
  * The error string of a FAILED job, shaped like runpod-python's uncaught-exception report: a
- * JSON-encoded string, not an object (research/runpod.md §1.3).
+ * JSON-encoded string, not an object (runpod-python, runpod/serverless/modules/rp_job.py, run_job).
  */
 export function failureFor(workload: Workload, workerId: string, input: Record<string, unknown>): string {
   const messages: Record<Workload, string> = {

@@ -6,8 +6,8 @@ import type { Rng } from "./random.js";
 
 // A small stand-in for the payment provider: it signs events Stripe-style, posts them to the
 // configured webhook URL, records each delivery, and re-sends one on
-// POST /v1/webhooks/deliveries/{id}/redeliver (the spec's operator runbook). Each attempt is signed
-// afresh with the current time, as Stripe does, so a redelivery days later still verifies.
+// POST /v1/webhooks/deliveries/{id}/redeliver (docs/design.md, Operational procedures). Each attempt
+// is signed afresh with the current time, as Stripe does, so a redelivery days later still verifies.
 
 export interface PaymentAttempt {
   at: number;

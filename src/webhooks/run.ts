@@ -1,7 +1,7 @@
 // Builds the sidecar from the configuration: Kubernetes client, HTTP server, PaymentEvent GC.
 import type { Logger } from "pino";
 import { Registry } from "prom-client";
-import { requireVars, type Env } from "../config/env.js";
+import { requireSidecarVars, type Env } from "../config/env.js";
 import { KubeApi } from "../k8s/api.js";
 import { loadKubeConfig } from "../k8s/config.js";
 import { GpuProviderClient } from "../provider/index.js";
@@ -19,10 +19,11 @@ export async function runWebhooks(
   log: Logger,
   opts: { kubeconfig?: string } = {},
 ): Promise<RunningWebhooks> {
-  // Without it any callback token would be computable; the controller needs the same value.
-  // The provider key: every GPU callback is confirmed with the provider's status API before its
-  // outcome is written (RunPod does not sign callbacks).
-  requireVars(env, ["CALLBACK_SECRET", "GPU_PROVIDER_API_KEY"], "webhooks sidecar");
+  // Without CALLBACK_SECRET any callback token would be computable (the controller needs the same
+  // value); without a signing secret every payment webhook would be refused; without the provider
+  // key no GPU callback could be confirmed with the provider's status API (RunPod does not sign
+  // callbacks).
+  requireSidecarVars(env);
   const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }));
   const namespace = webhookNamespace(env);
   const registry = new Registry();

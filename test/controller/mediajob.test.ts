@@ -1,6 +1,7 @@
 // The MediaJob controller against the real control plane and the simulator over HTTP. Callbacks
 // go nowhere here (no sidecar): every completion below comes from the controller's own recovery
-// of missed callbacks, the spec's manual runbook automated. test/e2e covers callbacks.
+// of missed callbacks, the manual runbook automated (docs/design.md, Operational procedures).
+// test/e2e covers callbacks.
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -137,7 +137,8 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
       expect(ep.metadata.namespace).toBe(ns);
       expect(ep.metadata.name).toBe(`media-${ep.spec.workload as string}-${env}`);
       expect(ep.spec.maxWorkers as number).toBeGreaterThanOrEqual(ep.spec.minWorkers as number);
-      // The spec's cold-start advice: prod keeps one warm worker per endpoint; the others scale to zero.
+      // The advice against cold starts (docs/design.md, Operational procedures): prod keeps one warm
+      // worker per endpoint; the others scale to zero.
       expect(ep.spec.minWorkers).toBe(env === "prod" ? 1 : 0);
     }
     const renamed = renderEnv(env, ["--set", "endpointPrefix=acme"]);

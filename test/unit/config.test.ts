@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, parseEnv, webhookSecrets } from "../../src/config/env.js";
+import { ConfigError, parseEnv, requireSidecarVars, webhookSecrets } from "../../src/config/env.js";
 import {
   callbackToken,
   callbackUrl,
@@ -38,6 +38,44 @@ describe("configuration", () => {
       "whsec_a",
       "whsec_b",
     ]);
+  });
+});
+
+describe("the webhooks sidecar's required variables", () => {
+  const base = { CALLBACK_SECRET: "cb" };
+  const problem = (vars: Record<string, string>) => {
+    try {
+      requireSidecarVars(parseEnv(vars));
+      return undefined;
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      return (err as Error).message;
+    }
+  };
+
+  it("refuses a missing signing secret, naming it and how to switch payment webhooks off", () => {
+    const msg = problem(base);
+    expect(msg).toContain("PAYMENT_PROVIDER_WEBHOOK_SECRET: required by the webhooks sidecar");
+    expect(msg).toContain("PAYMENT_WEBHOOKS_ENABLED=false");
+  });
+
+  it("counts a list of empty secrets as missing, and never echoes a value", () => {
+    expect(problem({ ...base, PAYMENT_PROVIDER_WEBHOOK_SECRET: " , " })).toMatch(
+      /PAYMENT_PROVIDER_WEBHOOK_SECRET: required/,
+    );
+    const msg = problem({ CALLBACK_SECRET: "", PAYMENT_PROVIDER_WEBHOOK_SECRET: "whsec_DO-NOT-PRINT" });
+    expect(msg).toMatch(/CALLBACK_SECRET: required by the webhooks sidecar/);
+    expect(msg).not.toContain("DO-NOT-PRINT");
+  });
+
+  it("accepts a signing secret, or payment webhooks switched off on purpose", () => {
+    expect(problem({ ...base, PAYMENT_PROVIDER_WEBHOOK_SECRET: "whsec_a" })).toBeUndefined();
+    expect(problem({ ...base, PAYMENT_WEBHOOKS_ENABLED: "false" })).toBeUndefined();
+    expect(parseEnv({}).PAYMENT_WEBHOOKS_ENABLED).toBe(true);
+  });
+
+  it("names PAYMENT_WEBHOOKS_ENABLED when its value is not a boolean", () => {
+    expect(() => parseEnv({ PAYMENT_WEBHOOKS_ENABLED: "maybe" })).toThrow(/PAYMENT_WEBHOOKS_ENABLED/);
   });
 });
 

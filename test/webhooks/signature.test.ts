@@ -5,7 +5,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { signStripePayload, verifyStripeSignature } from "../../src/webhooks/signature.js";
 
-// research/webhooks.md §1.7, cross-checked there with stripe@23.1.0.
+// stripe-node (stripe@23.1.0) produces the same header: Stripe.webhooks.generateTestHeaderString.
 const SECRET = "whsec_test_secret";
 const T = 1700000000;
 const BODY = '{"id":"evt_test_webhook","object":"event"}';

@@ -1,5 +1,5 @@
-// The spec's "Diagnose failing jobs" table as pure functions: each finding a condition with the
-// cause and the fix the runbook gives.
+// The "Diagnose failing jobs" table (docs/design.md, Operational procedures) as pure functions:
+// each finding a condition with the cause and the fix the runbook gives.
 import type { EndpointHealth, GpuEndpointSpec } from "../../crds/gpuendpoint.js";
 import type { ProviderError } from "../../provider/index.js";
 import type { ConditionInput } from "../conditions.js";
