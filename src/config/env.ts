@@ -52,6 +52,12 @@ export const EnvSchema = z.object({
   LEADER_ELECTION: bool.default(true),
   LEADER_ELECTION_NAMESPACE: z.string().default("default"),
   LEADER_ELECTION_ID: z.string().default("media-orchestrator-controller"),
+  /** A follower takes over when the leader has not renewed the Lease for this long. */
+  LEADER_ELECTION_LEASE_DURATION_SECONDS: seconds(15),
+  /** The leader stops leading when it could not renew for this long (less than the lease duration). */
+  LEADER_ELECTION_RENEW_DEADLINE_SECONDS: seconds(10),
+  /** How often the leader renews and candidates try to acquire. */
+  LEADER_ELECTION_RETRY_PERIOD_SECONDS: seconds(2),
   /** Identity in the Lease; defaults to the pod name (HOSTNAME) plus a random suffix. */
   POD_NAME: optionalText,
   WEBHOOKS_HOST: z.string().default("0.0.0.0"),
