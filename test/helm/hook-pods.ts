@@ -10,7 +10,13 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BatchV1Api, CoreV1Api, type KubeConfig, type V1Container, type V1PodSpec } from "@kubernetes/client-node";
+import {
+  BatchV1Api,
+  CoreV1Api,
+  type KubeConfig,
+  type V1Container,
+  type V1PodSpec,
+} from "@kubernetes/client-node";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { RunningControlPlane } from "../support/controlplane.js";
 
