@@ -317,3 +317,32 @@ need, see docs/helm.md. c = controller (src/controller), w = webhooks sidecar (s
   resources: ["events"]
   verbs: ["create"]
 {{- end }}
+
+{{/* One container of the pod, after its name and args: both run the same image and configuration. */}}
+{{- define "media-orchestrator.container" -}}
+{{- $ := .root }}
+{{- $probes := index $.Values.probes .name -}}
+image: {{ include "media-orchestrator.image" $ }}
+imagePullPolicy: {{ $.Values.image.pullPolicy }}
+env:
+  {{- include "media-orchestrator.containerEnv" $ | nindent 2 }}
+ports:
+  - name: {{ .port }}
+    containerPort: {{ .number }}
+    protocol: TCP
+startupProbe:
+  {{- include "media-orchestrator.probe" (dict "path" "/healthz" "port" .port "timings" $probes.startup) | nindent 2 }}
+livenessProbe:
+  {{- include "media-orchestrator.probe" (dict "path" "/healthz" "port" .port "timings" $probes.liveness) | nindent 2 }}
+readinessProbe:
+  {{- include "media-orchestrator.probe" (dict "path" "/readyz" "port" .port "timings" $probes.readiness) | nindent 2 }}
+resources:
+  {{- toYaml (index $.Values.resources .name) | nindent 2 }}
+{{- with $.Values.containerSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+volumeMounts:
+  - name: tmp
+    mountPath: /tmp
+{{- end }}
