@@ -92,6 +92,16 @@ export function parseEnv(env: NodeJS.ProcessEnv = process.env): Env {
       res.error.issues.map((i) => `${String(i.path[0])}: ${i.message.replace(/received .*/i, "")}`),
     );
   }
+  const le = res.data;
+  // As client-go requires: otherwise a follower could take over while the leader still reconciles.
+  if (le.LEADER_ELECTION_LEASE_DURATION_SECONDS <= le.LEADER_ELECTION_RENEW_DEADLINE_SECONDS)
+    throw new ConfigError([
+      "LEADER_ELECTION_LEASE_DURATION_SECONDS: must be greater than LEADER_ELECTION_RENEW_DEADLINE_SECONDS",
+    ]);
+  if (le.LEADER_ELECTION_RENEW_DEADLINE_SECONDS <= le.LEADER_ELECTION_RETRY_PERIOD_SECONDS)
+    throw new ConfigError([
+      "LEADER_ELECTION_RENEW_DEADLINE_SECONDS: must be greater than LEADER_ELECTION_RETRY_PERIOD_SECONDS",
+    ]);
   return res.data;
 }
 

@@ -638,6 +638,39 @@ describe("helm template, production options", () => {
     });
   });
 
+  it("the product refuses leader-election timings the chart refuses (extraEnv cannot get around it)", () => {
+    const base = { GPU_PROVIDER_API_KEY: "k", CALLBACK_SECRET: "s" };
+    expect(() => parseEnv({ ...base, LEADER_ELECTION_RENEW_DEADLINE_SECONDS: "15" })).toThrow(
+      "LEADER_ELECTION_LEASE_DURATION_SECONDS: must be greater than LEADER_ELECTION_RENEW_DEADLINE_SECONDS",
+    );
+    expect(() => parseEnv({ ...base, LEADER_ELECTION_RETRY_PERIOD_SECONDS: "10" })).toThrow(
+      "LEADER_ELECTION_RENEW_DEADLINE_SECONDS: must be greater than LEADER_ELECTION_RETRY_PERIOD_SECONDS",
+    );
+    expect(parseEnv(base)).toMatchObject({
+      LEADER_ELECTION_LEASE_DURATION_SECONDS: 15,
+      LEADER_ELECTION_RENEW_DEADLINE_SECONDS: 10,
+      LEADER_ELECTION_RETRY_PERIOD_SECONDS: 2,
+    });
+  });
+
+  it("only the operator's pods carry its selector labels (not the hook's, not the test's)", () => {
+    const objs = renderEnv("prod");
+    const selector = {
+      "app.kubernetes.io/name": "media-orchestrator",
+      "app.kubernetes.io/instance": "mo-prod",
+    };
+    const matches = (labels: Record<string, string> = {}) =>
+      Object.entries(selector).every(([k, v]) => labels[k] === v);
+    const podLabels = objs.flatMap((o) => {
+      if (o.kind === "Pod") return [[o.kind, o.metadata.labels]] as const;
+      const tpl = (o as { spec?: { template?: { metadata?: { labels?: Record<string, string> } } } }).spec
+        ?.template;
+      return tpl ? ([[o.kind, tpl.metadata?.labels]] as const) : [];
+    });
+    expect(podLabels.map(([kind]) => kind).sort()).toEqual(["Deployment", "Job", "Pod"]);
+    for (const [kind, labels] of podLabels) expect(matches(labels), kind).toBe(kind === "Deployment");
+  });
+
   it("extraEnv replaces a variable the chart sets and adds the others, each once", () => {
     const pod = podOf([
       "--set-json",
