@@ -15,7 +15,7 @@
 // This file starts its own control plane: the run's shared one already has the CRDs (installed by
 // the global setup, not by Helm), and a user's cluster does not.
 import { randomBytes } from "node:crypto";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -50,6 +50,7 @@ import { signStripePayload } from "../../src/webhooks/signature.js";
 import { startControlPlane, type RunningControlPlane } from "../support/controlplane.js";
 import { eventually } from "../support/kube.js";
 import { startControllerHealthServer } from "../../src/controller/health.js";
+import { runController, type RunningController } from "../../src/controller/run.js";
 import {
   CHART_DIR,
   EXPECTED_RULES,
@@ -321,7 +322,7 @@ describe("the operator as the chart's ServiceAccount", () => {
   let manager: Manager;
   let sidecar: RunningWebhookServer;
   let health: Awaited<ReturnType<typeof startControllerHealthServer>>;
-  let other: Manager | undefined;
+  let other: RunningController | undefined;
 
   beforeAll(async () => {
     const d = await kc
@@ -583,6 +584,13 @@ describe("the operator as the chart's ServiceAccount", () => {
       "gpuEndpoints.enabled=false", // the first release owns the namespace's GpuEndpoints
       "--set",
       `secrets.gpuProviderApiKey=${SIM_KEY}`,
+      // Its own timings, to see them reach the controller through the environment.
+      "--set",
+      "leaderElection.leaseDurationSeconds=37",
+      "--set",
+      "leaderElection.renewDeadlineSeconds=20",
+      "--set",
+      "leaderElection.retryPeriodSeconds=1",
     ]);
     expect(res.status, res.stderr).toBe(0);
     const d = await kc
@@ -593,6 +601,8 @@ describe("the operator as the chart's ServiceAccount", () => {
       ...(await containerEnv(second.ns, pod.containers[0]!, "mo-dev-b-pod-0")),
       GPU_PROVIDER_API_URL: sim.url,
       CALLBACK_BASE_URL: sidecar.url,
+      WEBHOOKS_HOST: "127.0.0.1",
+      CONTROLLER_METRICS_PORT: "0",
       LOG_LEVEL: "silent",
     });
     // The same Lease, though the releases and their namespaces differ.
@@ -604,28 +614,32 @@ describe("the operator as the chart's ServiceAccount", () => {
     const before = await leases.readNamespacedLease({ namespace: DEV.ns, name: leaseName(DEV.ns) });
     expect(before.spec?.holderIdentity).toBe("mo-dev-pod-0_local");
 
-    // Both controllers run; at no moment do both lead.
+    // Both controllers run; at no moment do both lead. The second runs as its pod would: the
+    // product's runController, with a token of its release's ServiceAccount.
     let both = 0;
     const sampler = setInterval(() => {
-      if (manager.isLeader && other?.isLeader) both++;
+      if (manager.isLeader && other?.manager.isLeader) both++;
     }, 20);
     try {
-      const sa = `system:serviceaccount:${second.ns}:${pod.serviceAccountName}`;
-      other = startManager(impersonating(kc, sa), sim, secondEnv, { identity: "mo-dev-b-pod-0_local" });
-      await other.start();
-      await eventually(() => other!.synced, { message: "the second controller's caches to sync" });
+      other = await runController(secondEnv, silent, {
+        kubeconfig: await serviceAccountKubeconfig(second.ns, pod.serviceAccountName!),
+      });
+      const second_ = other.manager;
+      await eventually(() => second_.synced, { message: "the second controller's caches to sync" });
       expect(manager.isLeader).toBe(true);
-      expect(other.isLeader).toBe(false);
+      expect(second_.isLeader).toBe(false);
       // The leader stops (a rollout, a drain) and releases the Lease: the other release's controller takes it.
       await manager.stop();
-      await eventually(() => other!.isLeader, { message: "the second release's controller to lead" });
+      await eventually(() => second_.isLeader, { message: "the second release's controller to lead" });
     } finally {
       clearInterval(sampler);
     }
     expect(both).toBe(0);
     const after = await leases.readNamespacedLease({ namespace: DEV.ns, name: leaseName(DEV.ns) });
-    expect(after.spec?.holderIdentity).toBe("mo-dev-b-pod-0_local");
+    expect(after.spec?.holderIdentity).toBe(other.manager.elector!.identity);
     expect(after.spec?.leaseTransitions).toBe((before.spec?.leaseTransitions ?? 0) + 1);
+    // The release's leaderElection values, through the environment, are the controller's.
+    expect(after.spec?.leaseDurationSeconds).toBe(37);
   });
 });
 
@@ -750,6 +764,25 @@ async function aggregateClusterRoles(): Promise<void> {
       changed = true;
     }
   }
+}
+
+/** A kubeconfig with a real token of a ServiceAccount (TokenRequest), as its pod would have. */
+async function serviceAccountKubeconfig(namespace: string, name: string): Promise<string> {
+  const token = await kc.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
+    namespace,
+    name,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
+  const sa = new KubeConfig();
+  sa.loadFromOptions({
+    clusters: [{ name: "local", server: cp.url, skipTLSVerify: true }],
+    users: [{ name, token: token.status!.token }],
+    contexts: [{ name: "sa", cluster: "local", user: name }],
+    currentContext: "sa",
+  });
+  const path = join(mkdtempSync(join(tmpdir(), "mo-helm-sa-")), "kubeconfig");
+  writeFileSync(path, sa.exportConfig());
+  return path;
 }
 
 function rbacApi(): RbacAuthorizationV1Api {
