@@ -60,6 +60,12 @@ export const EnvSchema = z.object({
   LEADER_ELECTION: bool.default(true),
   LEADER_ELECTION_NAMESPACE: z.string().default("default"),
   LEADER_ELECTION_ID: z.string().default("media-orchestrator-controller"),
+  /** A follower takes over when the leader has not renewed the Lease for this long. */
+  LEADER_ELECTION_LEASE_DURATION_SECONDS: seconds(15),
+  /** The leader stops leading when it could not renew for this long (less than the lease duration). */
+  LEADER_ELECTION_RENEW_DEADLINE_SECONDS: seconds(10),
+  /** How often the leader renews and candidates try to acquire. */
+  LEADER_ELECTION_RETRY_PERIOD_SECONDS: seconds(2),
   /** Identity in the Lease; defaults to the pod name (HOSTNAME) plus a random suffix. */
   POD_NAME: optionalText,
   WEBHOOKS_HOST: z.string().default("0.0.0.0"),
@@ -94,6 +100,16 @@ export function parseEnv(env: NodeJS.ProcessEnv = process.env): Env {
       res.error.issues.map((i) => `${String(i.path[0])}: ${i.message.replace(/received .*/i, "")}`),
     );
   }
+  const le = res.data;
+  // As client-go requires: otherwise a follower could take over while the leader still reconciles.
+  if (le.LEADER_ELECTION_LEASE_DURATION_SECONDS <= le.LEADER_ELECTION_RENEW_DEADLINE_SECONDS)
+    throw new ConfigError([
+      "LEADER_ELECTION_LEASE_DURATION_SECONDS: must be greater than LEADER_ELECTION_RENEW_DEADLINE_SECONDS",
+    ]);
+  if (le.LEADER_ELECTION_RENEW_DEADLINE_SECONDS <= le.LEADER_ELECTION_RETRY_PERIOD_SECONDS)
+    throw new ConfigError([
+      "LEADER_ELECTION_RENEW_DEADLINE_SECONDS: must be greater than LEADER_ELECTION_RETRY_PERIOD_SECONDS",
+    ]);
   return res.data;
 }
 

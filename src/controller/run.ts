@@ -26,7 +26,16 @@ export async function runController(
     apiKey: env.GPU_PROVIDER_API_KEY!,
     logger: log.child({ component: "gpu-provider" }),
   });
-  const manager = new Manager({ api, provider, env, log, onLeadershipLost: opts.onLeadershipLost });
+  const manager = new Manager({
+    api,
+    provider,
+    env,
+    log,
+    onLeadershipLost: opts.onLeadershipLost,
+    leaseDurationMs: env.LEADER_ELECTION_LEASE_DURATION_SECONDS * 1000,
+    renewDeadlineMs: env.LEADER_ELECTION_RENEW_DEADLINE_SECONDS * 1000,
+    retryPeriodMs: env.LEADER_ELECTION_RETRY_PERIOD_SECONDS * 1000,
+  });
   const health = await startControllerHealthServer(manager, env.WEBHOOKS_HOST, env.CONTROLLER_METRICS_PORT);
   await manager.start();
   log.info(

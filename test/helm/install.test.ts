@@ -3,12 +3,19 @@
 // both processes, run here but as the chart's ServiceAccount (impersonation) and configured from
 // the installed Deployment and Secret, takes a paying customer's pipeline from webhook to
 // completion: the RBAC is enough. Every verb the chart does not grant is refused: it is not more
-// than enough. `helm upgrade` keeps the callback secret; uninstalling keeps the CRDs.
+// than enough. The hook Job creates the callback Secret once and `helm upgrade` keeps it; `helm
+// test` checks both containers; a second release over the same namespace competes for the same
+// Lease; a user with the built-in `edit` role can run MediaJobs but not touch billing;
+// uninstalling keeps the CRDs.
+//
+// The control plane has no kubelet, no Job controller and no kube-controller-manager: the chart's
+// hook pods are run by test/helm/hook-pods.ts, and ClusterRole aggregation by aggregateClusterRoles()
+// below (what the clusterrole-aggregation controller does).
 //
 // This file starts its own control plane: the run's shared one already has the CRDs (installed by
 // the global setup, not by Helm), and a user's cluster does not.
 import { randomBytes } from "node:crypto";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -42,14 +49,18 @@ import { startWebhookServer, type RunningWebhookServer } from "../../src/webhook
 import { signStripePayload } from "../../src/webhooks/signature.js";
 import { startControlPlane, type RunningControlPlane } from "../support/controlplane.js";
 import { eventually } from "../support/kube.js";
+import { startControllerHealthServer } from "../../src/controller/health.js";
+import { runController, type RunningController } from "../../src/controller/run.js";
 import {
   CHART_DIR,
   EXPECTED_RULES,
   expectedLeaseRules,
-  helm,
+  helmAsync,
   helmBinary,
+  leaseName,
   valuesFile,
 } from "../support/helm.js";
+import { runHookPods, type HookPodRunner } from "./hook-pods.js";
 import {
   mediaJob,
   SIM_KEY,
@@ -73,10 +84,13 @@ const silent = pino({ level: "silent" });
 let cp: RunningControlPlane;
 let kc: KubeConfig;
 let admin: KubeApi;
+let hooks: HookPodRunner;
+/** Where `helm test`'s pod finds the two containers here (a pod would use the Service's DNS name). */
+let readyzUrls = "";
 
-const run = (args: string[]) => helm(args, { kubeconfig: cp.kubeconfig });
-function ok(args: string[]): string {
-  const res = run(args);
+const run = (args: string[]) => helmAsync(args, { kubeconfig: cp.kubeconfig });
+async function ok(args: string[]): Promise<string> {
+  const res = await run(args);
   if (res.status !== 0) throw new Error(`helm ${args.join(" ")} failed: ${res.stderr}`);
   return res.stdout;
 }
@@ -92,6 +106,7 @@ const installEnv = (r: typeof DEV, extra: string[] = []) =>
     "--create-namespace",
     "-f",
     valuesFile(`values-${r.env}.yaml`),
+    ...(r.env === "dev" ? [] : ["--set", `ingress.host=media-hooks-${r.env}.example.com`]),
     ...extra,
   ]);
 
@@ -105,8 +120,12 @@ const DEV_SETTINGS = [
   "resyncIntervalSeconds=2",
 ];
 
-async function callbackSecret(ns: string, name: string): Promise<string> {
-  const s = await kc.makeApiClient(CoreV1Api).readNamespacedSecret({ namespace: ns, name });
+/** The callback key the release's pods read (the hook's Secret, or the chart's with callback.secret). */
+async function callbackSecret(ns: string, deployment: string): Promise<string> {
+  const d = await kc.makeApiClient(AppsV1Api).readNamespacedDeployment({ namespace: ns, name: deployment });
+  const ref = d.spec!.template.spec!.containers[0]!.env!.find((e) => e.name === "CALLBACK_SECRET")!.valueFrom!
+    .secretKeyRef!;
+  const s = await kc.makeApiClient(CoreV1Api).readNamespacedSecret({ namespace: ns, name: ref.name! });
   return Buffer.from(s.data?.CALLBACK_SECRET ?? "", "base64").toString();
 }
 
@@ -135,24 +154,28 @@ beforeAll(async () => {
   kc = new KubeConfig();
   kc.loadFromFile(cp.kubeconfig);
   admin = new KubeApi(kc);
+  hooks = runHookPods(cp, kc, {
+    env: (_ns, vars) => (vars.READYZ_URLS !== undefined ? { ...vars, READYZ_URLS: readyzUrls } : vars),
+  });
 }, 15 * 60_000);
 
 afterAll(async () => {
+  await hooks?.stop();
   await cp?.stop();
 });
 
 describe("installing per environment", () => {
-  it("an environment release before the CRD release fails and says why", () => {
-    const res = installEnv(DEV, DEV_SETTINGS);
+  it("an environment release before the CRD release fails and says why", async () => {
+    const res = await installEnv(DEV, DEV_SETTINGS);
     expect(res.status).not.toBe(0);
     expect(res.stderr).toContain('no matches for kind "GpuEndpoint"');
     expect(res.stderr).toContain("ensure CRDs are installed first");
-    expect(ok(["list", "--all-namespaces", "-q"]).trim()).toBe(""); // nothing half-installed
+    expect((await ok(["list", "--all-namespaces", "-q"])).trim()).toBe(""); // nothing half-installed
   });
 
   it("the CRD release installs the four CRDs, Established, owned by it and kept on uninstall", async () => {
     const [release, ns] = CRD_RELEASE;
-    const out = ok([
+    const out = await ok([
       "install",
       release,
       CHART_DIR,
@@ -181,17 +204,19 @@ describe("installing per environment", () => {
         expect.objectContaining({ type: "Established", status: "True" }),
       );
     }
-    // The release carries nothing else.
-    expect(ok(["get", "manifest", release, "-n", ns]).match(/^kind: (\S+)/gm)).toEqual(
-      CRDS.map(() => "kind: CustomResourceDefinition"),
-    );
+    // The release carries nothing else but the ClusterRoles that give users access to them.
+    expect((await ok(["get", "manifest", release, "-n", ns])).match(/^kind: (\S+)/gm)?.sort()).toEqual([
+      "kind: ClusterRole",
+      "kind: ClusterRole",
+      ...CRDS.map(() => "kind: CustomResourceDefinition"),
+    ]);
   });
 
   it("dev and staging install side by side, each with its own objects and GpuEndpoints", async () => {
-    const dev = installEnv(DEV, DEV_SETTINGS);
+    const dev = await installEnv(DEV, DEV_SETTINGS);
     expect(dev.status, dev.stderr).toBe(0);
     expect(dev.stdout).toContain('environment "dev", release mo-dev in media-dev');
-    const staging = installEnv(STAGING);
+    const staging = await installEnv(STAGING);
     expect(staging.status, staging.stderr).toBe(0);
     // No credentials given for staging: NOTES says what is missing.
     expect(staging.stdout).toContain("WARNING: no GPU provider API key");
@@ -207,13 +232,13 @@ describe("installing per environment", () => {
       expect(d.spec?.template.spec?.containers.map((c) => c.name)).toEqual(["controller", "webhooks"]);
       expect(d.spec?.replicas).toBe(r.env === "dev" ? 1 : 2);
       const secret = await callbackSecret(r.ns, FULLNAME(r));
-      expect(secret).toMatch(/^[A-Za-z0-9]{48}$/);
+      expect(secret).toMatch(/^[0-9a-f]{64}$/);
     }
     // Each environment has its own callback secret.
     expect(await callbackSecret(DEV.ns, FULLNAME(DEV))).not.toBe(
       await callbackSecret(STAGING.ns, FULLNAME(STAGING)),
     );
-    const statuses = ok(["list", "-A", "-o", "json"]);
+    const statuses = await ok(["list", "-A", "-o", "json"]);
     expect(
       (JSON.parse(statuses) as Array<{ name: string; status: string }>).map((r) => [r.name, r.status]).sort(),
     ).toEqual([
@@ -223,8 +248,27 @@ describe("installing per environment", () => {
     ]);
   });
 
-  it("a second release cannot take the CRDs over (the documented reason for crds.install=false)", () => {
-    const res = run([
+  it("the hook Job created each callback Secret as its own ServiceAccount, then was removed", async () => {
+    const jobs = hooks.runs.filter((r) => r.kind === "Job");
+    expect(jobs.map((r) => [r.namespace, r.exitCode, r.output.trim()])).toEqual([
+      [DEV.ns, 0, `Secret ${DEV.ns}/${FULLNAME(DEV)}-callback created`],
+      [STAGING.ns, 0, `Secret ${STAGING.ns}/${FULLNAME(STAGING)}-callback created`],
+    ]);
+    // The key never reaches the hook's output.
+    const key = await callbackSecret(DEV.ns, FULLNAME(DEV));
+    expect(jobs.some((r) => r.output.includes(key))).toBe(false);
+    // hook-succeeded: the Job, its ServiceAccount and its Role are gone; the Secret stays.
+    const core = kc.makeApiClient(CoreV1Api);
+    await eventually(async () => {
+      const sas = await core.listNamespacedServiceAccount({ namespace: DEV.ns });
+      return !sas.items.some((a) => a.metadata?.name?.endsWith("-callback-init"));
+    });
+    const roles = await kc.makeApiClient(RbacAuthorizationV1Api).listNamespacedRole({ namespace: DEV.ns });
+    expect(roles.items.map((r) => r.metadata?.name).filter((n) => n?.endsWith("-callback-init"))).toEqual([]);
+  });
+
+  it("a second release cannot take the CRDs over (the documented reason for crds.install=false)", async () => {
+    const res = await run([
       "install",
       "mo-qa",
       CHART_DIR,
@@ -257,12 +301,16 @@ describe("installing per environment", () => {
         namespace: r.ns,
         name: `${FULLNAME(r)}-leader-election`,
       });
-      expect(strip(lease.rules ?? [])).toEqual(expectedLeaseRules(FULLNAME(r)));
+      expect(strip(lease.rules ?? [])).toEqual(expectedLeaseRules(leaseName(r.ns)));
     }
+    // Cluster-wide, only the CRD release's roles for users.
     const clusterRoles = await rbac.listClusterRole({
       labelSelector: "app.kubernetes.io/part-of=media-orchestrator",
     });
-    expect(clusterRoles.items).toEqual([]);
+    expect(clusterRoles.items.map((r) => r.metadata?.name).sort()).toEqual([
+      "media-orchestrator-edit",
+      "media-orchestrator-view",
+    ]);
   });
 });
 
@@ -273,6 +321,8 @@ describe("the operator as the chart's ServiceAccount", () => {
   let sim: Simulator;
   let manager: Manager;
   let sidecar: RunningWebhookServer;
+  let health: Awaited<ReturnType<typeof startControllerHealthServer>>;
+  let other: RunningController | undefined;
 
   beforeAll(async () => {
     const d = await kc
@@ -309,26 +359,30 @@ describe("the operator as the chart's ServiceAccount", () => {
       WATCH_NAMESPACE: DEV.ns,
       LEADER_ELECTION: true,
       LEADER_ELECTION_NAMESPACE: DEV.ns,
-      LEADER_ELECTION_ID: FULLNAME(DEV),
+      LEADER_ELECTION_ID: leaseName(DEV.ns),
       MEDIA_ENV: "dev",
       GPU_PROVIDER_API_KEY: SIM_KEY,
     });
     // The pod's identity in the Lease is its POD_NAME (downward API) plus a random suffix.
     manager = startManager(impersonating(kc, sa), sim, env, { identity: `${env.POD_NAME}_local` });
     await manager.start();
+    health = await startControllerHealthServer(manager, "127.0.0.1", 0);
+    readyzUrls = `${sidecar.url}/readyz ${health.url}/readyz`;
   });
 
   afterAll(async () => {
+    await other?.stop();
+    await new Promise((r) => health?.server.close(r));
     await manager?.stop();
     await sidecar?.close();
     await sim?.close();
   });
 
-  it("leads through the release's Lease", async () => {
+  it("leads through the Lease of the namespace it watches", async () => {
     await eventually(() => manager.isLeader, { message: "the manager to lead" });
     const lease = await kc
       .makeApiClient(CoordinationV1Api)
-      .readNamespacedLease({ namespace: DEV.ns, name: FULLNAME(DEV) });
+      .readNamespacedLease({ namespace: DEV.ns, name: leaseName(DEV.ns) });
     expect(lease.spec?.holderIdentity).toBe("mo-dev-pod-0_local");
   });
 
@@ -437,8 +491,8 @@ describe("the operator as the chart's ServiceAccount", () => {
       }
     }
     const lease = { group: "coordination.k8s.io", resource: "leases", namespace: DEV.ns };
-    expect(await can({ ...lease, verb: "get", name: FULLNAME(DEV) })).toBe(true);
-    expect(await can({ ...lease, verb: "update", name: FULLNAME(DEV) })).toBe(true);
+    expect(await can({ ...lease, verb: "get", name: leaseName(DEV.ns) })).toBe(true);
+    expect(await can({ ...lease, verb: "update", name: leaseName(DEV.ns) })).toBe(true);
     expect(await can({ ...lease, verb: "create" })).toBe(true);
 
     const refused: V1ResourceAttributes[] = [
@@ -467,7 +521,7 @@ describe("the operator as the chart's ServiceAccount", () => {
       { group: "apps", resource: "deployments", verb: "get" },
       { group: "rbac.authorization.k8s.io", resource: "roles", verb: "get" },
       { ...lease, verb: "list" },
-      { ...lease, verb: "delete", name: FULLNAME(DEV) },
+      { ...lease, verb: "delete", name: leaseName(DEV.ns) },
       { ...lease, verb: "get", name: "kube-controller-manager" },
       { ...lease, verb: "update", name: "some-other-lease" },
       { group: "apiextensions.k8s.io", resource: "customresourcedefinitions", verb: "get" },
@@ -479,7 +533,7 @@ describe("the operator as the chart's ServiceAccount", () => {
         resource: "leases",
         namespace: STAGING.ns,
         verb: "get",
-        name: FULLNAME(STAGING),
+        name: leaseName(STAGING.ns),
       },
     );
     for (const a of refused) expect(await can(a), JSON.stringify(a)).toBe(false);
@@ -497,12 +551,249 @@ describe("the operator as the chart's ServiceAccount", () => {
     );
     expect(await admin.get("mediajobs", DEV.ns, "podcast")).toBeDefined();
   });
+
+  it("helm test checks /readyz of both containers, and fails when one does not answer", async () => {
+    await eventually(() => manager.synced, { message: "the controller's caches to sync" });
+    const saved = readyzUrls;
+    readyzUrls = `${sidecar.url}/readyz http://127.0.0.1:9/readyz`; // nothing listens on port 9
+    const failed = await run(["test", DEV.release, "-n", DEV.ns, "--timeout", "60s"]);
+    expect(failed.status).not.toBe(0);
+    expect(hooks.runs.at(-1)).toMatchObject({ kind: "Pod", exitCode: 1 });
+    expect(hooks.runs.at(-1)!.output).toContain(`${sidecar.url}/readyz: 200`);
+    readyzUrls = saved;
+    const passed = await run(["test", DEV.release, "-n", DEV.ns, "--timeout", "60s"]);
+    expect(passed.status, passed.stderr).toBe(0);
+    expect(passed.stdout).toMatch(/Phase:\s+Succeeded/);
+    expect(hooks.runs.at(-1)!.output).toContain(`${health.url}/readyz: 200`);
+  });
+
+  it("a second release watching the same namespace competes for the same Lease: one controller leads", async () => {
+    const second = { release: "mo-dev-b", ns: "media-dev-b", env: "dev" };
+    const res = await run([
+      "install",
+      second.release,
+      CHART_DIR,
+      "-n",
+      second.ns,
+      "--create-namespace",
+      "-f",
+      valuesFile("values-dev.yaml"),
+      "--set",
+      `watchNamespace=${DEV.ns}`,
+      "--set",
+      "gpuEndpoints.enabled=false", // the first release owns the namespace's GpuEndpoints
+      "--set",
+      `secrets.gpuProviderApiKey=${SIM_KEY}`,
+      // Its own timings, to see them reach the controller through the environment.
+      "--set",
+      "leaderElection.leaseDurationSeconds=37",
+      "--set",
+      "leaderElection.renewDeadlineSeconds=20",
+      "--set",
+      "leaderElection.retryPeriodSeconds=1",
+    ]);
+    expect(res.status, res.stderr).toBe(0);
+    const d = await kc
+      .makeApiClient(AppsV1Api)
+      .readNamespacedDeployment({ namespace: second.ns, name: FULLNAME(second) });
+    const pod = d.spec!.template.spec!;
+    const secondEnv = parseEnv({
+      ...(await containerEnv(second.ns, pod.containers[0]!, "mo-dev-b-pod-0")),
+      GPU_PROVIDER_API_URL: sim.url,
+      CALLBACK_BASE_URL: sidecar.url,
+      WEBHOOKS_HOST: "127.0.0.1",
+      CONTROLLER_METRICS_PORT: "0",
+      LOG_LEVEL: "silent",
+    });
+    // The same Lease, though the releases and their namespaces differ.
+    expect([secondEnv.LEADER_ELECTION_NAMESPACE, secondEnv.LEADER_ELECTION_ID]).toEqual([
+      DEV.ns,
+      leaseName(DEV.ns),
+    ]);
+    const leases = kc.makeApiClient(CoordinationV1Api);
+    const before = await leases.readNamespacedLease({ namespace: DEV.ns, name: leaseName(DEV.ns) });
+    expect(before.spec?.holderIdentity).toBe("mo-dev-pod-0_local");
+
+    // Both controllers run; at no moment do both lead. The second runs as its pod would: the
+    // product's runController, with a token of its release's ServiceAccount.
+    let both = 0;
+    const sampler = setInterval(() => {
+      if (manager.isLeader && other?.manager.isLeader) both++;
+    }, 20);
+    try {
+      other = await runController(secondEnv, silent, {
+        kubeconfig: await serviceAccountKubeconfig(second.ns, pod.serviceAccountName!),
+      });
+      const second_ = other.manager;
+      await eventually(() => second_.synced, { message: "the second controller's caches to sync" });
+      expect(manager.isLeader).toBe(true);
+      expect(second_.isLeader).toBe(false);
+      // The leader stops (a rollout, a drain) and releases the Lease: the other release's controller takes it.
+      await manager.stop();
+      await eventually(() => second_.isLeader, { message: "the second release's controller to lead" });
+    } finally {
+      clearInterval(sampler);
+    }
+    expect(both).toBe(0);
+    const after = await leases.readNamespacedLease({ namespace: DEV.ns, name: leaseName(DEV.ns) });
+    expect(after.spec?.holderIdentity).toBe(other.manager.elector!.identity);
+    expect(after.spec?.leaseTransitions).toBe((before.spec?.leaseTransitions ?? 0) + 1);
+    // The release's leaderElection values, through the environment, are the controller's.
+    expect(after.spec?.leaseDurationSeconds).toBe(37);
+  });
 });
+
+describe("the built-in user roles (the CRD release's aggregated ClusterRoles)", () => {
+  const status = (p: Promise<unknown>) =>
+    p.then(
+      () => 200,
+      (err: { code?: number }) => err.code,
+    );
+  const rbac = rbacApi;
+  const bind = (user: string, role: string, namespace: string) =>
+    rbac().createNamespacedRoleBinding({
+      namespace,
+      body: {
+        metadata: { name: `${user}-${role}` },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role },
+        subjects: [{ kind: "User", name: user, apiGroup: "rbac.authorization.k8s.io" }],
+      },
+    });
+
+  beforeAll(async () => {
+    // Before: the local control plane has no kube-controller-manager, so the built-in roles
+    // have their aggregation rules but no rules yet.
+    expect((await rbac().readClusterRole({ name: "edit" })).rules ?? []).toEqual([]);
+    await aggregateClusterRoles();
+    await bind("alice", "edit", DEV.ns);
+    await bind("bob", "view", DEV.ns);
+  });
+
+  it("a user with only `edit` in a namespace creates MediaJobs but cannot write billing", async () => {
+    const alice = new KubeApi(impersonating(kc, "alice"));
+    expect(
+      await status(
+        alice.create(
+          "mediajobs",
+          DEV.ns,
+          mediaJob("alice-job", { workload: "asr", input: { audio: "s3://bucket/a.wav" } }) as never,
+        ),
+      ),
+    ).toBe(200);
+    expect(await status(alice.list("mediajobs", DEV.ns))).toBe(200);
+    expect(await status(alice.delete("mediajobs", DEV.ns, "alice-job"))).toBe(200);
+    // Billing and provider state: readable, never writable.
+    expect(await status(alice.list("billingaccounts", DEV.ns))).toBe(200);
+    expect(await status(alice.list("paymentevents", DEV.ns))).toBe(200);
+    expect(await status(alice.list("gpuendpoints", DEV.ns))).toBe(200);
+    const account = {
+      apiVersion: "media-orchestrator.io/v1alpha1",
+      kind: "BillingAccount",
+      metadata: { name: "cus-free-ride" },
+      spec: { customerId: "cus_free_ride" },
+    };
+    expect(await status(alice.create("billingaccounts", DEV.ns, account as never))).toBe(403);
+    const authz = impersonating(kc, "alice").makeApiClient(AuthorizationV1Api);
+    const can = async (a: V1ResourceAttributes) =>
+      (await authz.createSelfSubjectAccessReview({ body: { spec: { resourceAttributes: a } } })).status
+        ?.allowed ?? false;
+    const refused: V1ResourceAttributes[] = [
+      ...["create", "update", "patch", "delete"].flatMap((verb) =>
+        ["billingaccounts", "paymentevents", "gpuendpoints"].map((resource) => ({ resource, verb })),
+      ),
+      ...["update", "patch"].flatMap((verb) =>
+        ["mediajobs", "billingaccounts", "paymentevents", "gpuendpoints"].map((resource) => ({
+          resource,
+          subresource: "status",
+          verb,
+        })),
+      ),
+    ];
+    for (const a of refused)
+      expect(await can({ group: G, namespace: DEV.ns, ...a }), JSON.stringify(a)).toBe(false);
+    // Only where the role is bound.
+    expect(await can({ group: G, namespace: STAGING.ns, resource: "mediajobs", verb: "create" })).toBe(false);
+  });
+
+  it("a user with `view` reads MediaJobs and billing state but creates nothing", async () => {
+    const bob = new KubeApi(impersonating(kc, "bob"));
+    expect(await status(bob.list("mediajobs", DEV.ns))).toBe(200);
+    expect(await status(bob.list("billingaccounts", DEV.ns))).toBe(200);
+    expect(
+      await status(
+        bob.create(
+          "mediajobs",
+          DEV.ns,
+          mediaJob("bob-job", { workload: "asr", input: { audio: "s3://bucket/b.wav" } }) as never,
+        ),
+      ),
+    ).toBe(403);
+  });
+});
+
+/**
+ * What kube-controller-manager's clusterrole-aggregation controller does, to a fixed point: every
+ * ClusterRole with an aggregationRule gets the rules of the ClusterRoles its selectors match
+ * (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#aggregated-clusterroles).
+ */
+async function aggregateClusterRoles(): Promise<void> {
+  const api = rbacApi();
+  for (let changed = true, pass = 0; changed && pass < 10; pass++) {
+    changed = false;
+    const roles = (await api.listClusterRole()).items;
+    for (const role of roles) {
+      const selectors = role.aggregationRule?.clusterRoleSelectors ?? [];
+      if (!selectors.length) continue;
+      const matches = (labels: Record<string, string>) =>
+        selectors.some((sel) => Object.entries(sel.matchLabels ?? {}).every(([k, v]) => labels[k] === v));
+      const rules: NonNullable<typeof role.rules> = [];
+      const seen = new Set<string>();
+      for (const source of roles) {
+        if (source.metadata?.name === role.metadata?.name || !matches(source.metadata?.labels ?? {}))
+          continue;
+        for (const rule of source.rules ?? []) {
+          const key = JSON.stringify(rule);
+          if (!seen.has(key)) {
+            seen.add(key);
+            rules.push(rule);
+          }
+        }
+      }
+      if (JSON.stringify(rules) === JSON.stringify(role.rules ?? [])) continue;
+      await api.replaceClusterRole({ name: role.metadata!.name!, body: { ...role, rules } });
+      changed = true;
+    }
+  }
+}
+
+/** A kubeconfig with a real token of a ServiceAccount (TokenRequest), as its pod would have. */
+async function serviceAccountKubeconfig(namespace: string, name: string): Promise<string> {
+  const token = await kc.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
+    namespace,
+    name,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
+  const sa = new KubeConfig();
+  sa.loadFromOptions({
+    clusters: [{ name: "local", server: cp.url, skipTLSVerify: true }],
+    users: [{ name, token: token.status!.token }],
+    contexts: [{ name: "sa", cluster: "local", user: name }],
+    currentContext: "sa",
+  });
+  const path = join(mkdtempSync(join(tmpdir(), "mo-helm-sa-")), "kubeconfig");
+  writeFileSync(path, sa.exportConfig());
+  return path;
+}
+
+function rbacApi(): RbacAuthorizationV1Api {
+  return kc.makeApiClient(RbacAuthorizationV1Api);
+}
 
 describe("upgrading and uninstalling", () => {
   it("helm upgrade keeps the generated callback secret; an explicit one replaces it", async () => {
     const before = await callbackSecret(DEV.ns, FULLNAME(DEV));
-    ok([
+    const initRuns = hooks.runs.filter((r) => r.kind === "Job").length;
+    await ok([
       "upgrade",
       DEV.release,
       CHART_DIR,
@@ -515,13 +806,19 @@ describe("upgrading and uninstalling", () => {
       "logLevel=info",
     ]);
     expect(await callbackSecret(DEV.ns, FULLNAME(DEV))).toBe(before);
-    ok(["upgrade", DEV.release, CHART_DIR, "-n", DEV.ns, "--reuse-values", "--set", "replicaCount=2"]);
+    await ok(["upgrade", DEV.release, CHART_DIR, "-n", DEV.ns, "--reuse-values", "--set", "replicaCount=2"]);
     expect(await callbackSecret(DEV.ns, FULLNAME(DEV))).toBe(before);
+    // The pre-upgrade hook ran each time and found the Secret.
+    const upgrades = hooks.runs.filter((r) => r.kind === "Job").slice(initRuns);
+    expect(upgrades.map((r) => [r.namespace, r.exitCode, r.output.trim()])).toEqual([
+      [DEV.ns, 0, `Secret ${DEV.ns}/${FULLNAME(DEV)}-callback exists: kept`],
+      [DEV.ns, 0, `Secret ${DEV.ns}/${FULLNAME(DEV)}-callback exists: kept`],
+    ]);
     const d = await kc
       .makeApiClient(AppsV1Api)
       .readNamespacedDeployment({ namespace: DEV.ns, name: FULLNAME(DEV) });
     expect(d.spec?.replicas).toBe(2);
-    ok([
+    await ok([
       "upgrade",
       STAGING.release,
       CHART_DIR,
@@ -530,23 +827,25 @@ describe("upgrading and uninstalling", () => {
       "-f",
       valuesFile("values-staging.yaml"),
       "--set",
+      `ingress.host=media-hooks-${STAGING.env}.example.com`,
+      "--set",
       "callback.secret=rotated-1",
     ]);
     expect(await callbackSecret(STAGING.ns, FULLNAME(STAGING))).toBe("rotated-1");
     // The CRD release upgrades in place (how a new chart version brings new CRD schemas).
     expect(
-      ok(["upgrade", CRD_RELEASE[0], CHART_DIR, "-n", CRD_RELEASE[1], "--set", "crds.only=true"]),
+      await ok(["upgrade", CRD_RELEASE[0], CHART_DIR, "-n", CRD_RELEASE[1], "--set", "crds.only=true"]),
     ).toContain("REVISION: 2");
   });
 
   it("uninstalling an environment removes its objects; uninstalling the CRD release keeps the CRDs", async () => {
-    ok(["uninstall", STAGING.release, "-n", STAGING.ns]);
+    await ok(["uninstall", STAGING.release, "-n", STAGING.ns]);
     expect((await admin.list("gpuendpoints", STAGING.ns)).items).toEqual([]);
     const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
     expect((await rbac.listNamespacedRole({ namespace: STAGING.ns })).items).toEqual([]);
     expect((await admin.list("gpuendpoints", DEV.ns)).items).toHaveLength(3); // dev untouched
 
-    const out = ok(["uninstall", CRD_RELEASE[0], "-n", CRD_RELEASE[1]]);
+    const out = await ok(["uninstall", CRD_RELEASE[0], "-n", CRD_RELEASE[1]]);
     expect(out).toContain("These resources were kept due to the resource policy");
     for (const name of CRDS)
       await admin.rawJson("GET", `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`);

@@ -12,6 +12,7 @@ import {
   helm,
   helmBinary,
   helmTemplate,
+  leaseName,
   valuesFile,
   type Manifest,
 } from "../support/helm.js";
@@ -69,23 +70,42 @@ const envOf = (c: Container) => new Map(c.env.map((e) => [e.name, e]));
 const literalEnv = (c: Container): Record<string, string> =>
   Object.fromEntries(c.env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
 
+/** What docs/helm.md adds to the values file of an environment: outside dev, the HTTPS host. */
+const hostArgs = (env: string) =>
+  env === "dev" ? [] : ["--set", `ingress.host=media-hooks-${env}.example.com`];
+
 /** Renders an environment the way docs/helm.md installs it. */
 const renderEnv = (env: string, args: string[] = []) =>
-  helmTemplate(`mo-${env}`, `media-${env}`, ["-f", valuesFile(`values-${env}.yaml`), ...args]);
+  helmTemplate(`mo-${env}`, `media-${env}`, [
+    "-f",
+    valuesFile(`values-${env}.yaml`),
+    ...hostArgs(env),
+    ...args,
+  ]);
 
 beforeAll(() => {
   helmBinary();
 }, 15 * 60_000);
 
 describe("helm lint", () => {
-  it.each(["values.yaml", "values-dev.yaml", "values-staging.yaml", "values-prod.yaml"])(
-    "passes --strict with %s",
-    (file) => {
-      const res = helm(["lint", CHART_DIR, "--strict", "-f", valuesFile(file)]);
-      expect(res.stdout + res.stderr).toContain("1 chart(s) linted, 0 chart(s) failed");
-      expect(res.status).toBe(0);
-    },
-  );
+  it.each([
+    ["values.yaml", []],
+    ["values-dev.yaml", []],
+    ["values-staging.yaml", hostArgs("staging")],
+    ["values-prod.yaml", hostArgs("prod")],
+  ])("passes --strict with %s and the settings docs/helm.md gives it", (file, args) => {
+    const res = helm(["lint", CHART_DIR, "--strict", "-f", valuesFile(file), ...args]);
+    expect(res.stdout + res.stderr).toContain("1 chart(s) linted, 0 chart(s) failed");
+    // helm lint reports a template's `fail` as an [INFO] line and still passes: none may occur.
+    const findings = (res.stdout + res.stderr).split("\n").filter((l) => /\[(INFO|WARNING|ERROR)\]/.test(l));
+    expect(findings).toEqual(["[INFO] Chart.yaml: icon is recommended"]);
+    expect(res.status).toBe(0);
+  });
+
+  it("names the missing host of a production values file rather than falling back to plain HTTP", () => {
+    const res = helm(["lint", CHART_DIR, "--strict", "-f", valuesFile("values-prod.yaml")]);
+    expect(res.stdout + res.stderr).toContain("ingress.host is required");
+  });
 
   it("passes for the CRD release", () => {
     const res = helm(["lint", CHART_DIR, "--strict", "--set", "crds.only=true"]);
@@ -117,7 +137,15 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
       "Secret",
       "Service",
       "ServiceAccount",
+      // The hook that creates the callback Secret once, and the `helm test` pod.
+      "Job",
+      "Role",
+      "RoleBinding",
+      "ServiceAccount",
+      "Pod",
       ...(replicas > 1 ? ["PodDisruptionBudget"] : []),
+      ...(env === "dev" ? [] : ["Ingress"]),
+      ...(env === "prod" ? ["NetworkPolicy"] : []),
     ].sort();
     expect(kinds(objs)).toEqual(expected);
     for (const o of objs) {
@@ -167,11 +195,8 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
 
   it("runs restricted: non-root, read-only root file system, no escalation, no capabilities", () => {
     const pod = deployment.spec.template.spec;
-    expect(pod.securityContext).toMatchObject({
-      runAsNonRoot: true,
-      seccompProfile: { type: "RuntimeDefault" },
-    });
-    expect(pod.securityContext.runAsUser).not.toBe(0);
+    // No fixed uid: the image's numeric USER satisfies runAsNonRoot, and a platform may assign one.
+    expect(pod.securityContext).toEqual({ runAsNonRoot: true, seccompProfile: { type: "RuntimeDefault" } });
     for (const c of pod.containers) {
       expect(c.securityContext, c.name).toEqual({
         allowPrivilegeEscalation: false,
@@ -211,15 +236,20 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
       expect(vars.get("WATCH_NAMESPACE")?.value).toBe(ns);
       expect(vars.get("LEADER_ELECTION")?.value).toBe("true");
       expect(vars.get("LEADER_ELECTION_NAMESPACE")?.value).toBe(ns);
-      expect(vars.get("LEADER_ELECTION_ID")?.value).toBe(`mo-${env}-media-orchestrator`);
+      expect(vars.get("LEADER_ELECTION_ID")?.value).toBe(leaseName(ns));
       expect(vars.get("MEDIA_ENV")?.value).toBe(env);
       expect(vars.get("POD_NAME")?.valueFrom?.fieldRef?.fieldPath).toBe("metadata.name");
       expect(vars.get("POD_NAMESPACE")?.valueFrom?.fieldRef?.fieldPath).toBe("metadata.namespace");
-      for (const key of ["GPU_PROVIDER_API_KEY", "PAYMENT_PROVIDER_WEBHOOK_SECRET", "CALLBACK_SECRET"])
+      for (const key of ["GPU_PROVIDER_API_KEY", "PAYMENT_PROVIDER_WEBHOOK_SECRET"])
         expect(vars.get(key)?.valueFrom?.secretKeyRef).toMatchObject({
           name: `mo-${env}-media-orchestrator`,
           key,
         });
+      expect(vars.get("CALLBACK_SECRET")?.valueFrom?.secretKeyRef).toEqual({
+        name: `mo-${env}-media-orchestrator-callback`,
+        key: "CALLBACK_SECRET",
+        optional: false,
+      });
       // What the pod would see, with the secrets filled in, passes the product's own parser.
       const parsed = parseEnv({
         ...literalEnv(c),
@@ -231,7 +261,13 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
         MEDIA_ENV: env,
         WATCH_NAMESPACE: ns,
         LEADER_ELECTION: true,
-        CALLBACK_BASE_URL: `http://mo-${env}-media-orchestrator.${ns}.svc:8080`,
+        CALLBACK_BASE_URL:
+          env === "dev"
+            ? `http://mo-${env}-media-orchestrator.${ns}.svc:8080`
+            : `https://media-hooks-${env}.example.com`,
+        LEADER_ELECTION_LEASE_DURATION_SECONDS: 15,
+        LEADER_ELECTION_RENEW_DEADLINE_SECONDS: 10,
+        LEADER_ELECTION_RETRY_PERIOD_SECONDS: 2,
       });
     }
   });
@@ -242,7 +278,7 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
     expect(find(objs, "ClusterRoleBinding")).toEqual([]);
     expect(one<Role>(objs, "Role", fullname).rules).toEqual(EXPECTED_RULES);
     expect(one<Role>(objs, "Role", `${fullname}-leader-election`).rules).toEqual(
-      expectedLeaseRules(fullname),
+      expectedLeaseRules(leaseName(ns)),
     );
     for (const name of [fullname, `${fullname}-leader-election`]) {
       const binding = one<Binding>(objs, "RoleBinding", name);
@@ -260,18 +296,20 @@ describe("helm template, options", () => {
       "--set",
       "gpuEndpoints.enabled=true",
     ]);
-    const role = one<Role>(objs, "ClusterRole");
-    expect(role.metadata.name).toBe("media-all-mo-media-orchestrator");
+    const role = one<Role>(objs, "ClusterRole", "media-all-mo-media-orchestrator");
     expect(role.rules).toEqual(EXPECTED_RULES);
     const binding = one<Binding>(objs, "ClusterRoleBinding");
     expect(binding.roleRef).toMatchObject({ kind: "ClusterRole", name: role.metadata.name });
     expect(binding.subjects).toEqual([
       { kind: "ServiceAccount", name: "mo-media-orchestrator", namespace: "media-all" },
     ]);
-    // The Lease stays namespaced.
-    expect(find<Role>(objs, "Role").map((r) => [r.metadata.name, r.metadata.namespace, r.rules])).toEqual([
-      ["mo-media-orchestrator-leader-election", "media-all", expectedLeaseRules("mo-media-orchestrator")],
-    ]);
+    // The cluster's one Lease, in a namespace every watch-all release shares.
+    expect(
+      find<Role>(objs, "Role", "mo-media-orchestrator-leader-election").map((r) => [
+        r.metadata.namespace,
+        r.rules,
+      ]),
+    ).toEqual([["kube-system", expectedLeaseRules("media-orchestrator-cluster")]]);
     const controller = one<Deployment>(objs, "Deployment").spec.template.spec.containers[0]!;
     expect(envOf(controller).get("WATCH_NAMESPACE")?.value).toBe("");
     expect(find(objs, "GpuEndpoint").map((e) => e.metadata.namespace)).toEqual([
@@ -281,7 +319,7 @@ describe("helm template, options", () => {
     ]);
   });
 
-  it("watchNamespace: the Role and the GpuEndpoints go to that namespace, the Lease stays home", () => {
+  it("watchNamespace: the Role, the GpuEndpoints and the Lease go to that namespace", () => {
     const objs = helmTemplate("mo", "media-ops", [
       "--set",
       "watchNamespace=media-jobs",
@@ -291,18 +329,24 @@ describe("helm template, options", () => {
     expect(one<Role>(objs, "Role", "mo-media-orchestrator").metadata.namespace).toBe("media-jobs");
     expect(one<Binding>(objs, "RoleBinding", "mo-media-orchestrator").metadata.namespace).toBe("media-jobs");
     expect(one<Role>(objs, "Role", "mo-media-orchestrator-leader-election").metadata.namespace).toBe(
-      "media-ops",
+      "media-jobs",
     );
     expect(new Set(find(objs, "GpuEndpoint").map((e) => e.metadata.namespace))).toEqual(
       new Set(["media-jobs"]),
     );
     const env = envOf(one<Deployment>(objs, "Deployment").spec.template.spec.containers[0]!);
     expect(env.get("WATCH_NAMESPACE")?.value).toBe("media-jobs");
-    expect(env.get("LEADER_ELECTION_NAMESPACE")?.value).toBe("media-ops");
+    expect(env.get("LEADER_ELECTION_NAMESPACE")?.value).toBe("media-jobs");
+    expect(env.get("LEADER_ELECTION_ID")?.value).toBe(leaseName("media-jobs"));
   });
 
   it("the CRD release renders the four CRDs only, kept on uninstall", () => {
-    const objs = helmTemplate("media-orchestrator-crds", "media-system", ["--set", "crds.only=true"]);
+    const all = helmTemplate("media-orchestrator-crds", "media-system", ["--set", "crds.only=true"]);
+    expect(kinds(all.filter((o) => o.kind !== "CustomResourceDefinition"))).toEqual([
+      "ClusterRole",
+      "ClusterRole",
+    ]);
+    const objs = find(all, "CustomResourceDefinition");
     expect(objs.map((o) => o.metadata.name).sort()).toEqual(
       ["billingaccounts", "gpuendpoints", "mediajobs", "paymentevents"].map(
         (p) => `${p}.media-orchestrator.io`,
@@ -319,7 +363,8 @@ describe("helm template, options", () => {
       "--set",
       "crds.keep=false",
     ]);
-    for (const crd of unkept) expect(crd.metadata.annotations?.["helm.sh/resource-policy"]).toBeUndefined();
+    for (const crd of find(unkept, "CustomResourceDefinition"))
+      expect(crd.metadata.annotations?.["helm.sh/resource-policy"]).toBeUndefined();
   });
 
   it("the default values install the CRDs with the operator (a single all-in-one release)", () => {
@@ -329,33 +374,61 @@ describe("helm template, options", () => {
     expect(find(objs, "GpuEndpoint")).toHaveLength(0);
   });
 
-  it("generates the callback secret when none is given; takes the one given", () => {
+  it("renders no generated secret: a render is the same every time (GitOps), the hook creates it", () => {
     const secretOf = (objs: Manifest[]) => {
-      const s = one<Manifest & { data: Record<string, string> }>(objs, "Secret");
+      const s = one<Manifest & { data: Record<string, string> | null }>(objs, "Secret");
       return Object.fromEntries(
-        Object.entries(s.data).map(([k, v]) => [k, Buffer.from(v, "base64").toString()]),
+        Object.entries(s.data ?? {}).map(([k, v]) => [k, Buffer.from(v, "base64").toString()]),
       );
     };
-    const a = secretOf(renderEnv("dev"));
-    const b = secretOf(renderEnv("dev"));
-    expect(Object.keys(a)).toEqual(["CALLBACK_SECRET"]);
-    expect(a.CALLBACK_SECRET).toMatch(/^[A-Za-z0-9]{48}$/);
-    expect(b.CALLBACK_SECRET).not.toBe(a.CALLBACK_SECRET); // offline: nothing to keep (helm upgrade keeps it)
-    const given = secretOf(
-      renderEnv("dev", [
-        "--set",
-        "callback.secret=cb-1",
-        "--set",
-        "secrets.gpuProviderApiKey=gpu-1",
-        "--set",
-        "secrets.paymentProviderWebhookSecret=whsec_a\\,whsec_b",
-      ]),
-    );
-    expect(given).toEqual({
+    const render = () =>
+      helm(["template", "mo-dev", CHART_DIR, "-n", "media-dev", "-f", valuesFile("values-dev.yaml")]);
+    expect(render().stdout).toBe(render().stdout);
+    expect(secretOf(renderEnv("dev"))).toEqual({});
+    type Job = Manifest & {
+      spec: { template: { spec: { serviceAccountName: string; containers: Container[] } } };
+    };
+    const objs = renderEnv("dev");
+    const job = one<Job>(objs, "Job");
+    expect(job.metadata.annotations).toMatchObject({
+      "helm.sh/hook": "pre-install,pre-upgrade",
+      "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+    });
+    const init = job.spec.template.spec.containers[0]!;
+    expect(init.image).toBe("media-orchestrator:0.1.0");
+    expect(literalEnv(init)).toMatchObject({
+      SECRET_NAMESPACE: "media-dev",
+      SECRET_NAME: "mo-dev-media-orchestrator-callback",
+    });
+    // Its ServiceAccount may create Secrets and read only that one.
+    expect(one<Role>(objs, "Role", job.spec.template.spec.serviceAccountName).rules).toEqual([
+      { apiGroups: [""], resources: ["secrets"], verbs: ["create"] },
+      {
+        apiGroups: [""],
+        resources: ["secrets"],
+        resourceNames: ["mo-dev-media-orchestrator-callback"],
+        verbs: ["get"],
+      },
+    ]);
+
+    const given = renderEnv("dev", [
+      "--set",
+      "callback.secret=cb-1",
+      "--set",
+      "secrets.gpuProviderApiKey=gpu-1",
+      "--set",
+      "secrets.paymentProviderWebhookSecret=whsec_a\\,whsec_b",
+    ]);
+    expect(secretOf(given)).toEqual({
       CALLBACK_SECRET: "cb-1",
       GPU_PROVIDER_API_KEY: "gpu-1",
       PAYMENT_PROVIDER_WEBHOOK_SECRET: "whsec_a,whsec_b",
     });
+    expect(find(given, "Job")).toEqual([]);
+    const yours = renderEnv("dev", ["--set", "callback.existingSecret=my-callback"]);
+    expect(find(yours, "Job")).toEqual([]);
+    const controller = one<Deployment>(yours, "Deployment").spec.template.spec.containers[0]!;
+    expect(envOf(controller).get("CALLBACK_SECRET")?.valueFrom?.secretKeyRef?.name).toBe("my-callback");
   });
 
   it("an existing Secret supplies every credential and the chart creates none", () => {
@@ -369,7 +442,7 @@ describe("helm template, options", () => {
         ["media-credentials", "GPU_PROVIDER_API_KEY", true],
         ["media-credentials", "PAYMENT_PROVIDER_API_KEY", true],
         ["media-credentials", "PAYMENT_PROVIDER_WEBHOOK_SECRET", true],
-        ["media-credentials", "CALLBACK_SECRET", false],
+        ["mo-prod-media-orchestrator-callback", "CALLBACK_SECRET", false],
       ]);
     }
   });
@@ -424,6 +497,8 @@ describe("helm template, options", () => {
 
   it("the ServiceMonitor scrapes both containers", () => {
     const objs = renderEnv("prod", [
+      "--api-versions",
+      "monitoring.coreos.com/v1/ServiceMonitor",
       "--set",
       "serviceMonitor.enabled=true",
       "--set",
@@ -442,6 +517,418 @@ describe("helm template, options", () => {
 
   it("one replica gets no PodDisruptionBudget (it could never be evicted)", () => {
     expect(find(renderEnv("prod", ["--set", "replicaCount=1"]), "PodDisruptionBudget")).toEqual([]);
+  });
+});
+
+describe("helm template, production options", () => {
+  const deploymentOf = (objs: Manifest[]) => one<Deployment>(objs, "Deployment");
+  const podOf = (args: string[], env = "prod") => deploymentOf(renderEnv(env, args)).spec.template.spec;
+
+  it("renders the image as registry/repository:tag@digest, the parts given", () => {
+    const digest = `sha256:${"ab".repeat(32)}`;
+    const image = (args: string[]) => podOf(args).containers.map((c) => c.image);
+    expect(image([])).toEqual(["media-orchestrator:0.1.0", "media-orchestrator:0.1.0"]);
+    expect(image(["--set", "image.registry=ghcr.io/acme", "--set", "image.tag=1.2.3"])).toEqual([
+      "ghcr.io/acme/media-orchestrator:1.2.3",
+      "ghcr.io/acme/media-orchestrator:1.2.3",
+    ]);
+    const pinned = renderEnv("prod", [
+      "--set",
+      "image.registry=ghcr.io/acme",
+      "--set",
+      `image.digest=${digest}`,
+    ]);
+    const images = pinned.flatMap((o) => {
+      const spec = (o as { spec?: { template?: { spec?: PodSpec }; containers?: Container[] } }).spec;
+      return [...(spec?.template?.spec?.containers ?? []), ...(spec?.containers ?? [])].map((c) => c.image);
+    });
+    // Every container of the release: the two of the pod, the hook Job's and the test pod's.
+    expect(images).toHaveLength(4);
+    expect(new Set(images)).toEqual(new Set([`ghcr.io/acme/media-orchestrator:0.1.0@${digest}`]));
+  });
+
+  it("refuses a plain-HTTP callback URL outside dev, given or derived; dev may use the in-cluster URL", () => {
+    for (const args of [
+      ["--set", "callback.baseUrl=http://hooks.example.com"],
+      ["--set", "ingress.tls.enabled=false"],
+      ["--set", "ingress.enabled=false"],
+    ]) {
+      const res = helm([
+        "template",
+        "mo-prod",
+        CHART_DIR,
+        "-n",
+        "media-prod",
+        "-f",
+        valuesFile("values-prod.yaml"),
+        ...hostArgs("prod"),
+        ...args,
+      ]);
+      expect(res.status, args.join(" ")).not.toBe(0);
+      expect(res.stderr).toContain("is plain HTTP");
+      expect(res.stderr).toContain("callback.baseUrl");
+    }
+    const https = podOf([
+      "--set",
+      "ingress.enabled=false",
+      "--set",
+      "callback.baseUrl=https://hooks.example.com",
+    ]);
+    expect(envOf(https.containers[0]!).get("CALLBACK_BASE_URL")?.value).toBe("https://hooks.example.com");
+    const dev = podOf([], "dev");
+    expect(envOf(dev.containers[0]!).get("CALLBACK_BASE_URL")?.value).toMatch(/^http:\/\//);
+  });
+
+  it("takes the pod's and the containers' security contexts from values (no fixed uid required)", () => {
+    // An OpenShift restricted-v2 style: the platform assigns the uid, nothing pins one.
+    const pod = podOf([
+      "--set-json",
+      'podSecurityContext={"runAsNonRoot":true,"seccompProfile":{"type":"RuntimeDefault"},"fsGroupChangePolicy":"OnRootMismatch"}',
+      "--set",
+      "containerSecurityContext.runAsUser=1000720000",
+    ]);
+    expect(pod.securityContext).toEqual({
+      runAsNonRoot: true,
+      seccompProfile: { type: "RuntimeDefault" },
+      fsGroupChangePolicy: "OnRootMismatch",
+    });
+    for (const c of pod.containers) expect(c.securityContext.runAsUser).toBe(1000720000);
+    expect(podOf([]).securityContext.runAsUser).toBeUndefined();
+  });
+
+  it("tunes the probes per container, keeping their routes", () => {
+    const pod = podOf([
+      "--set",
+      "probes.controller.liveness.periodSeconds=60",
+      "--set",
+      "probes.webhooks.readiness.initialDelaySeconds=3",
+    ]);
+    const [controller, webhooks] = pod.containers;
+    expect(controller!.livenessProbe).toEqual({
+      httpGet: { path: "/healthz", port: "metrics" },
+      periodSeconds: 60,
+      timeoutSeconds: 5,
+      failureThreshold: 3,
+    });
+    expect(webhooks!.readinessProbe).toEqual({
+      httpGet: { path: "/readyz", port: "webhooks" },
+      initialDelaySeconds: 3,
+      periodSeconds: 5,
+      timeoutSeconds: 3,
+    });
+  });
+
+  it("passes the leader-election durations through the environment, and the product reads them", () => {
+    const pod = podOf([
+      "--set",
+      "leaderElection.leaseDurationSeconds=60",
+      "--set",
+      "leaderElection.renewDeadlineSeconds=40",
+      "--set",
+      "leaderElection.retryPeriodSeconds=8",
+    ]);
+    const parsed = parseEnv({
+      ...literalEnv(pod.containers[0]!),
+      GPU_PROVIDER_API_KEY: "k",
+      CALLBACK_SECRET: "s",
+    });
+    expect(parsed).toMatchObject({
+      LEADER_ELECTION_LEASE_DURATION_SECONDS: 60,
+      LEADER_ELECTION_RENEW_DEADLINE_SECONDS: 40,
+      LEADER_ELECTION_RETRY_PERIOD_SECONDS: 8,
+    });
+  });
+
+  it("the product refuses leader-election timings the chart refuses (extraEnv cannot get around it)", () => {
+    const base = { GPU_PROVIDER_API_KEY: "k", CALLBACK_SECRET: "s" };
+    expect(() => parseEnv({ ...base, LEADER_ELECTION_RENEW_DEADLINE_SECONDS: "15" })).toThrow(
+      "LEADER_ELECTION_LEASE_DURATION_SECONDS: must be greater than LEADER_ELECTION_RENEW_DEADLINE_SECONDS",
+    );
+    expect(() => parseEnv({ ...base, LEADER_ELECTION_RETRY_PERIOD_SECONDS: "10" })).toThrow(
+      "LEADER_ELECTION_RENEW_DEADLINE_SECONDS: must be greater than LEADER_ELECTION_RETRY_PERIOD_SECONDS",
+    );
+    expect(parseEnv(base)).toMatchObject({
+      LEADER_ELECTION_LEASE_DURATION_SECONDS: 15,
+      LEADER_ELECTION_RENEW_DEADLINE_SECONDS: 10,
+      LEADER_ELECTION_RETRY_PERIOD_SECONDS: 2,
+    });
+  });
+
+  it("only the operator's pods carry its selector labels (not the hook's, not the test's)", () => {
+    const objs = renderEnv("prod");
+    const selector = {
+      "app.kubernetes.io/name": "media-orchestrator",
+      "app.kubernetes.io/instance": "mo-prod",
+    };
+    const matches = (labels: Record<string, string> = {}) =>
+      Object.entries(selector).every(([k, v]) => labels[k] === v);
+    const podLabels = objs.flatMap((o) => {
+      if (o.kind === "Pod") return [[o.kind, o.metadata.labels]] as const;
+      const tpl = (o as { spec?: { template?: { metadata?: { labels?: Record<string, string> } } } }).spec
+        ?.template;
+      return tpl ? ([[o.kind, tpl.metadata?.labels]] as const) : [];
+    });
+    expect(podLabels.map(([kind]) => kind).sort()).toEqual(["Deployment", "Job", "Pod"]);
+    for (const [kind, labels] of podLabels) expect(matches(labels), kind).toBe(kind === "Deployment");
+  });
+
+  it("extraEnv replaces a variable the chart sets and adds the others, each once", () => {
+    const pod = podOf([
+      "--set-json",
+      'extraEnv=[{"name":"LOG_LEVEL","value":"warn"},{"name":"WEBHOOK_TOLERANCE_SECONDS","value":"120"}]',
+    ]);
+    for (const c of pod.containers) {
+      const names = c.env.map((e) => e.name);
+      expect(
+        names.filter((n) => n === "LOG_LEVEL"),
+        c.name,
+      ).toHaveLength(1);
+      expect(new Set(names).size, c.name).toBe(names.length);
+      expect(envOf(c).get("LOG_LEVEL")?.value).toBe("warn");
+      expect(envOf(c).get("WEBHOOK_TOLERANCE_SECONDS")?.value).toBe("120");
+    }
+  });
+
+  it("fills the release's selector into topology spread constraints that have none", () => {
+    const pod = podOf([
+      "--set-json",
+      'topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway"},{"maxSkew":2,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"DoNotSchedule","labelSelector":{"matchLabels":{"tier":"hooks"}}}]',
+    ]) as PodSpec & { topologySpreadConstraints: Array<Record<string, unknown>> };
+    expect(pod.topologySpreadConstraints).toEqual([
+      {
+        maxSkew: 1,
+        topologyKey: "topology.kubernetes.io/zone",
+        whenUnsatisfiable: "ScheduleAnyway",
+        labelSelector: {
+          matchLabels: {
+            "app.kubernetes.io/name": "media-orchestrator",
+            "app.kubernetes.io/instance": "mo-prod",
+          },
+        },
+      },
+      {
+        maxSkew: 2,
+        topologyKey: "kubernetes.io/hostname",
+        whenUnsatisfiable: "DoNotSchedule",
+        labelSelector: { matchLabels: { tier: "hooks" } },
+      },
+    ]);
+  });
+
+  it("the PodDisruptionBudget takes maxUnavailable and an unhealthy-pod eviction policy", () => {
+    const pdbOf = (args: string[]) =>
+      one<Manifest & { spec: Record<string, unknown> }>(renderEnv("prod", args), "PodDisruptionBudget").spec;
+    expect(pdbOf([])).toMatchObject({ minAvailable: 1, unhealthyPodEvictionPolicy: "AlwaysAllow" });
+    const max = pdbOf([
+      "--set",
+      "podDisruptionBudget.maxUnavailable=1",
+      "--set",
+      "podDisruptionBudget.unhealthyPodEvictionPolicy=IfHealthyBudget",
+    ]);
+    expect(max).toMatchObject({ maxUnavailable: 1, unhealthyPodEvictionPolicy: "IfHealthyBudget" });
+    expect(max.minAvailable).toBeUndefined();
+    expect(
+      pdbOf(["--set", "podDisruptionBudget.unhealthyPodEvictionPolicy="]).unhealthyPodEvictionPolicy,
+    ).toBeUndefined();
+  });
+
+  it("renders the ServiceMonitor and PrometheusRule only where their API is served, or when told to", () => {
+    const on = ["--set", "serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true"];
+    expect(
+      kinds(renderEnv("prod", on)).filter(
+        (k) => k.startsWith("ServiceMonitor") || k.startsWith("Prometheus"),
+      ),
+    ).toEqual([]);
+    const served = renderEnv("prod", [
+      ...on,
+      "--api-versions",
+      "monitoring.coreos.com/v1/ServiceMonitor",
+      "--api-versions",
+      "monitoring.coreos.com/v1/PrometheusRule",
+    ]);
+    expect(find(served, "ServiceMonitor")).toHaveLength(1);
+    const rule = one<
+      Manifest & { spec: { groups: Array<{ rules: Array<{ alert: string; expr: string }> }> } }
+    >(served, "PrometheusRule");
+    expect(rule.spec.groups[0]!.rules.map((r) => r.alert)).toEqual([
+      "MediaOrchestratorNoLeader",
+      "MediaOrchestratorReconcileErrors",
+      "MediaOrchestratorWebhooksDown",
+    ]);
+    const forced = renderEnv("prod", [
+      ...on,
+      "--set",
+      "serviceMonitor.skipCapabilityCheck=true",
+      "--set",
+      "prometheusRule.skipCapabilityCheck=true",
+    ]);
+    expect(find(forced, "ServiceMonitor")).toHaveLength(1);
+    expect(find(forced, "PrometheusRule")).toHaveLength(1);
+  });
+
+  it("serviceAccount.automountToken sets the pod's automountServiceAccountToken", () => {
+    type WithToken = PodSpec & { automountServiceAccountToken: boolean };
+    expect((podOf([]) as WithToken).automountServiceAccountToken).toBe(true);
+    expect(
+      (podOf(["--set", "serviceAccount.automountToken=false"]) as WithToken).automountServiceAccountToken,
+    ).toBe(false);
+  });
+
+  it("prod's NetworkPolicy: webhooks from the ingress controller, metrics from monitoring, egress DNS, API server, HTTPS", () => {
+    type Peer = Record<string, unknown>;
+    type Rule = { from?: Peer[]; to?: Peer[]; ports: Array<{ port: number | string; protocol: string }> };
+    const np = one<
+      Manifest & { spec: { podSelector: unknown; policyTypes: string[]; ingress: Rule[]; egress: Rule[] } }
+    >(renderEnv("prod"), "NetworkPolicy");
+    expect(np.spec.podSelector).toEqual({
+      matchLabels: {
+        "app.kubernetes.io/name": "media-orchestrator",
+        "app.kubernetes.io/instance": "mo-prod",
+      },
+    });
+    expect(np.spec.policyTypes).toEqual(["Ingress", "Egress"]);
+    const [webhooks, metrics, test] = np.spec.ingress;
+    expect(webhooks).toEqual({
+      from: [
+        {
+          namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ingress-nginx" } },
+          podSelector: {},
+        },
+      ],
+      ports: [{ port: "webhooks", protocol: "TCP" }],
+    });
+    expect(metrics!.from).toEqual([
+      {
+        namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } },
+        podSelector: {},
+      },
+    ]);
+    expect(metrics!.ports.map((p) => p.port)).toEqual(["webhooks", "metrics"]);
+    expect(test!.from).toEqual([
+      {
+        podSelector: {
+          matchLabels: { "app.kubernetes.io/instance": "mo-prod", "app.kubernetes.io/component": "test" },
+        },
+      },
+    ]);
+    expect(np.spec.ingress).toHaveLength(3);
+    const [dns, apiServer, https] = np.spec.egress;
+    expect(dns!.to).toEqual([
+      {
+        namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } },
+        podSelector: { matchLabels: { "k8s-app": "kube-dns" } },
+      },
+    ]);
+    expect(dns!.ports).toEqual([
+      { port: 53, protocol: "UDP" },
+      { port: 53, protocol: "TCP" },
+    ]);
+    expect(apiServer).toEqual({
+      ports: [
+        { port: 443, protocol: "TCP" },
+        { port: 6443, protocol: "TCP" },
+      ],
+    });
+    expect(https).toEqual({
+      to: [{ ipBlock: { cidr: "0.0.0.0/0", except: ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"] } }],
+      ports: [{ port: 443, protocol: "TCP" }],
+    });
+    expect(np.spec.egress).toHaveLength(3);
+    // The selectors are settable; the API server narrowed to its addresses.
+    const custom = one<Manifest & { spec: { ingress: Rule[]; egress: Rule[] } }>(
+      renderEnv("prod", [
+        "--set-json",
+        'networkPolicy.ingress.webhooks={"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"edge"}},"podSelector":{"matchLabels":{"app":"envoy"}}}',
+        "--set-json",
+        'networkPolicy.egress.apiServer.cidrs=["172.20.0.1/32"]',
+      ]),
+      "NetworkPolicy",
+    );
+    expect(custom.spec.ingress[0]!.from).toEqual([
+      {
+        namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "edge" } },
+        podSelector: { matchLabels: { app: "envoy" } },
+      },
+    ]);
+    expect(custom.spec.egress[1]!.to).toEqual([{ ipBlock: { cidr: "172.20.0.1/32" } }]);
+    expect(find(renderEnv("staging"), "NetworkPolicy")).toEqual([]);
+  });
+
+  it("two releases watching one namespace share its Lease; a watch-all release uses the cluster's", () => {
+    const leaseOf = (objs: Manifest[]) => {
+      const env = envOf(deploymentOf(objs).spec.template.spec.containers[0]!);
+      return [env.get("LEADER_ELECTION_NAMESPACE")?.value, env.get("LEADER_ELECTION_ID")?.value];
+    };
+    const a = helmTemplate("mo-a", "media-jobs", []);
+    const b = helmTemplate("mo-b", "media-ops", ["--set", "watchNamespace=media-jobs"]);
+    expect(leaseOf(a)).toEqual(["media-jobs", "media-orchestrator-ns-media-jobs"]);
+    expect(leaseOf(b)).toEqual(leaseOf(a));
+    const all1 = helmTemplate("mo-x", "ops-1", ["--set", "watchAllNamespaces=true"]);
+    const all2 = helmTemplate("mo-y", "ops-2", ["--set", "watchAllNamespaces=true"]);
+    expect(leaseOf(all1)).toEqual(["kube-system", "media-orchestrator-cluster"]);
+    expect(leaseOf(all2)).toEqual(leaseOf(all1));
+  });
+
+  it("the CRD release aggregates read access into view and MediaJob writes into edit and admin", () => {
+    const roles = find<Role & { metadata: { labels: Record<string, string> } }>(
+      helmTemplate("media-orchestrator-crds", "media-system", ["--set", "crds.only=true"]),
+      "ClusterRole",
+    );
+    const agg = (r: (typeof roles)[number]) =>
+      Object.keys(r.metadata.labels)
+        .filter((l) => l.startsWith("rbac.authorization.k8s.io/aggregate-to-"))
+        .map((l) => l.replace("rbac.authorization.k8s.io/aggregate-to-", ""))
+        .sort();
+    const byName = Object.fromEntries(roles.map((r) => [r.metadata.name, r]));
+    expect(Object.keys(byName).sort()).toEqual(["media-orchestrator-edit", "media-orchestrator-view"]);
+    expect(agg(byName["media-orchestrator-view"]!)).toEqual(["admin", "edit", "view"]);
+    expect(byName["media-orchestrator-view"]!.rules).toEqual([
+      {
+        apiGroups: ["media-orchestrator.io"],
+        resources: [
+          "mediajobs",
+          "mediajobs/status",
+          "gpuendpoints",
+          "gpuendpoints/status",
+          "billingaccounts",
+          "billingaccounts/status",
+          "paymentevents",
+          "paymentevents/status",
+        ],
+        verbs: ["get", "list", "watch"],
+      },
+    ]);
+    expect(agg(byName["media-orchestrator-edit"]!)).toEqual(["admin", "edit"]);
+    expect(byName["media-orchestrator-edit"]!.rules).toEqual([
+      {
+        apiGroups: ["media-orchestrator.io"],
+        resources: ["mediajobs"],
+        verbs: ["create", "update", "patch", "delete", "deletecollection"],
+      },
+    ]);
+    const off = helmTemplate("c", "media-system", [
+      "--set",
+      "crds.only=true",
+      "--set",
+      "rbac.aggregateClusterRoles=false",
+    ]);
+    expect(find(off, "ClusterRole")).toEqual([]);
+  });
+
+  it("rbac.create=false renders no RBAC at all (the cluster's tooling owns it)", () => {
+    const objs = [
+      ...renderEnv("prod", ["--set", "rbac.create=false"]),
+      ...helmTemplate("c", "media-system", ["--set", "crds.only=true", "--set", "rbac.create=false"]),
+    ];
+    expect(objs.filter((o) => o.apiVersion.startsWith("rbac.authorization.k8s.io"))).toEqual([]);
+  });
+
+  it("a helm test pod checks /readyz of both containers through the Service", () => {
+    const pod = one<Manifest & { spec: { containers: Container[] } }>(renderEnv("prod"), "Pod");
+    expect(pod.metadata.annotations?.["helm.sh/hook"]).toBe("test");
+    expect(literalEnv(pod.spec.containers[0]!).READYZ_URLS).toBe(
+      "http://mo-prod-media-orchestrator.media-prod.svc:8080/readyz http://mo-prod-media-orchestrator.media-prod.svc:8081/readyz",
+    );
   });
 });
 
@@ -477,6 +964,26 @@ describe("bad values are refused with a message naming the value", () => {
       "podDisruptionBudget.minAvailable",
     ],
     [["--set", "crds.only=true", "--set", "crds.install=false"], "crds.only"],
+    [["--set", "environment=staging"], "is plain HTTP"],
+    [["--set", "image.digest=latest"], "/image/digest"],
+    [["--set", "image.registry=https://ghcr.io"], "/image/registry"],
+    [
+      ["--set", "leaderElection.renewDeadlineSeconds=20"],
+      "leaderElection.leaseDurationSeconds (15) must be greater",
+    ],
+    [
+      ["--set", "leaderElection.retryPeriodSeconds=10"],
+      "leaderElection.renewDeadlineSeconds (10) must be greater",
+    ],
+    [["--set", "leaderElection.enabled=false", "--set", "replicaCount=2"], "leaderElection.enabled=false"],
+    [["--set", "callback.secret=a", "--set", "callback.existingSecret=b"], "callback.existingSecret"],
+    [["--set", "podSecurityContext.runAsUsr=1000"], "/podSecurityContext"],
+    [["--set", "probes.webhooks.liveness.periodSecond=1"], "/probes/webhooks/liveness"],
+    [["--set", "networkPolicy.egress.providers.ports[0]=https"], "/networkPolicy/egress/providers/ports/0"],
+    [
+      ["--set", "podDisruptionBudget.unhealthyPodEvictionPolicy=Never"],
+      "/podDisruptionBudget/unhealthyPodEvictionPolicy",
+    ],
   ])("%j", (args, message) => {
     const res = helm([
       "template",

@@ -3,7 +3,7 @@
 // The ldflags make `helm version` print the full version and make the offline commands
 // (`helm template`, `helm lint`) assume the Kubernetes minor of our control plane; against a live
 // apiserver helm asks the server instead.
-import { spawnSync, type SpawnSyncReturns } from "node:child_process";
+import { spawn, spawnSync, type SpawnSyncReturns } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { parseAllDocuments } from "yaml";
@@ -108,23 +108,52 @@ export interface HelmResult {
  * directories are kept inside .local so tests never touch the user's helm configuration.
  */
 export function helm(args: string[], opts: { kubeconfig?: string; timeoutMs?: number } = {}): HelmResult {
-  const home = join(REPO_ROOT, ".local/helm");
   const res: SpawnSyncReturns<string> = spawnSync(helmBinary(), args, {
     cwd: REPO_ROOT,
     encoding: "utf8",
     timeout: opts.timeoutMs ?? 120_000,
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      HELM_CACHE_HOME: join(home, "cache"),
-      HELM_CONFIG_HOME: join(home, "config"),
-      HELM_DATA_HOME: join(home, "data"),
-      ...(opts.kubeconfig ? { KUBECONFIG: opts.kubeconfig } : { KUBECONFIG: "/nonexistent" }),
-    },
+    env: helmEnv(opts.kubeconfig),
     maxBuffer: 64 * 1024 * 1024,
   });
   if (res.error) throw res.error;
   return { status: res.status ?? -1, stdout: res.stdout, stderr: res.stderr };
+}
+
+/**
+ * `helm` without blocking the event loop, for commands that wait on something this process does
+ * meanwhile (hook Jobs and test Pods run by test/helm/hook-pods.ts).
+ */
+export function helmAsync(
+  args: string[],
+  opts: { kubeconfig?: string; timeoutMs?: number } = {},
+): Promise<HelmResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(helmBinary(), args, {
+      cwd: REPO_ROOT,
+      env: helmEnv(opts.kubeconfig),
+      timeout: opts.timeoutMs ?? 120_000,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ status: code ?? -1, stdout, stderr }));
+  });
+}
+
+/** The environment helm runs with: its state inside .local, the given cluster or none. */
+export function helmEnv(kubeconfig?: string): NodeJS.ProcessEnv {
+  const home = join(REPO_ROOT, ".local/helm");
+  return {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    HELM_CACHE_HOME: join(home, "cache"),
+    HELM_CONFIG_HOME: join(home, "config"),
+    HELM_DATA_HOME: join(home, "data"),
+    KUBECONFIG: kubeconfig ?? "/nonexistent",
+  };
 }
 
 export interface Manifest {
@@ -176,7 +205,11 @@ export const EXPECTED_RULES: PolicyRule[] = [
   { apiGroups: [""], resources: ["events"], verbs: ["create"] },
 ];
 
-/** The leader-election Role of the release namespace: its one Lease. */
+/** The Lease of a watched namespace (or of the whole cluster): shared by every release watching it. */
+export const leaseName = (watched: string | undefined): string =>
+  watched ? `media-orchestrator-ns-${watched}` : "media-orchestrator-cluster";
+
+/** The leader-election Role, in the Lease's namespace: its one Lease. */
 export const expectedLeaseRules = (leaseName: string): PolicyRule[] => [
   { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
   {

@@ -62,17 +62,60 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default .Release.Namespace (include "media-orchestrator.watchNamespace" .) }}
 {{- end }}
 
+{{/*
+One leader per watched scope: the Lease is named after what is watched, not after the release,
+and lives where every release watching that scope looks for it: the watched namespace, or
+leaderElection.clusterNamespace for the whole cluster. Overlapping releases compete for it.
+*/}}
 {{- define "media-orchestrator.leaderElectionId" -}}
-{{- include "media-orchestrator.fullname" . }}
+{{- $watch := include "media-orchestrator.watchNamespace" . }}
+{{- if $watch }}
+{{- printf "media-orchestrator-ns-%s" $watch }}
+{{- else }}
+{{- print "media-orchestrator-cluster" }}
+{{- end }}
 {{- end }}
 
+{{- define "media-orchestrator.leaderElectionNamespace" -}}
+{{- default .Values.leaderElection.clusterNamespace (include "media-orchestrator.watchNamespace" .) }}
+{{- end }}
+
+{{/* registry/repository:tag@digest, the parts given (as cert-manager's chart renders images). */}}
 {{- define "media-orchestrator.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion (toString .Values.image.tag)) }}
+{{- $img := .Values.image }}
+{{- $ref := $img.repository }}
+{{- with $img.registry }}{{ $ref = printf "%s/%s" (trimSuffix "/" .) $ref }}{{ end }}
+{{- $ref = printf "%s:%s" $ref (default .Chart.AppVersion (toString $img.tag)) }}
+{{- with $img.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end }}
+{{- $ref }}
 {{- end }}
 
-{{/* The Secret the pods read their credentials from. */}}
+{{/* The Secret the pods read their provider credentials from. */}}
 {{- define "media-orchestrator.secretName" -}}
 {{- default (include "media-orchestrator.fullname" .) .Values.secrets.existingSecret }}
+{{- end }}
+
+{{/*
+The Secret holding CALLBACK_SECRET: the chart's own (callback.secret given), yours
+(callback.existingSecret), or <fullname>-callback, created once by the hook Job.
+*/}}
+{{- define "media-orchestrator.callbackSecretName" -}}
+{{- if .Values.callback.secret }}
+{{- include "media-orchestrator.fullname" . }}
+{{- else if .Values.callback.existingSecret }}
+{{- .Values.callback.existingSecret }}
+{{- else }}
+{{- include "media-orchestrator.generatedCallbackSecretName" . }}
+{{- end }}
+{{- end }}
+
+{{- define "media-orchestrator.generatedCallbackSecretName" -}}
+{{- printf "%s-callback" (include "media-orchestrator.fullname" . | trunc 54 | trimSuffix "-") }}
+{{- end }}
+
+{{/* Whether the hook Job must create the callback Secret. */}}
+{{- define "media-orchestrator.generateCallbackSecret" -}}
+{{- if and (not .Values.crds.only) (not .Values.callback.secret) (not .Values.callback.existingSecret) }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -100,11 +143,30 @@ CALLBACK_BASE_URL: the value given, else the Ingress host, else the Service's cl
 {{- if and .Values.secrets.existingSecret (or .Values.secrets.gpuProviderApiKey .Values.secrets.paymentProviderApiKey .Values.secrets.paymentProviderWebhookSecret .Values.callback.secret) }}
 {{- fail "secrets.existingSecret is set: the credentials (secrets.gpuProviderApiKey, secrets.paymentProviderApiKey, secrets.paymentProviderWebhookSecret, callback.secret) must then be keys of that Secret, not values" }}
 {{- end }}
+{{- if and .Values.callback.secret .Values.callback.existingSecret }}
+{{- fail "callback.secret and callback.existingSecret contradict each other: set one" }}
+{{- end }}
 {{- if and .Values.ingress.enabled (not .Values.ingress.host) }}
 {{- fail "ingress.host is required when ingress.enabled=true" }}
 {{- end }}
+{{- if and (not .Values.crds.only) (ne .Values.environment "dev") }}
+{{- $url := include "media-orchestrator.callbackBaseUrl" . }}
+{{- if not (hasPrefix "https://" $url) }}
+{{- fail (printf "the callback URL %s is plain HTTP, and the per-job callback URLs carry tokens: outside environment=dev set callback.baseUrl to an https:// URL, or enable ingress.tls.enabled with the Ingress" $url) }}
+{{- end }}
+{{- end }}
+{{- $le := .Values.leaderElection }}
+{{- if and (not $le.enabled) (gt (int .Values.replicaCount) 1) }}
+{{- fail (printf "leaderElection.enabled=false with replicaCount=%d: every replica would reconcile the same jobs" (int .Values.replicaCount)) }}
+{{- end }}
+{{- if le (int $le.leaseDurationSeconds) (int $le.renewDeadlineSeconds) }}
+{{- fail (printf "leaderElection.leaseDurationSeconds (%d) must be greater than leaderElection.renewDeadlineSeconds (%d), or a follower could take over while the leader still reconciles" (int $le.leaseDurationSeconds) (int $le.renewDeadlineSeconds)) }}
+{{- end }}
+{{- if le (int $le.renewDeadlineSeconds) (int $le.retryPeriodSeconds) }}
+{{- fail (printf "leaderElection.renewDeadlineSeconds (%d) must be greater than leaderElection.retryPeriodSeconds (%d), or the leader gets no second try to renew" (int $le.renewDeadlineSeconds) (int $le.retryPeriodSeconds)) }}
+{{- end }}
 {{- $pdb := .Values.podDisruptionBudget }}
-{{- if and $pdb.enabled (gt (int .Values.replicaCount) 1) (not (kindIs "string" $pdb.minAvailable)) (ge (int $pdb.minAvailable) (int .Values.replicaCount)) }}
+{{- if and $pdb.enabled (gt (int .Values.replicaCount) 1) (eq (toString $pdb.maxUnavailable) "") (not (kindIs "string" $pdb.minAvailable)) (ge (int $pdb.minAvailable) (int .Values.replicaCount)) }}
 {{- fail (printf "podDisruptionBudget.minAvailable (%d) must be less than replicaCount (%d), or no node could ever be drained" (int $pdb.minAvailable) (int .Values.replicaCount)) }}
 {{- end }}
 {{- range $w := list "asr" "tts" "render" }}
@@ -146,11 +208,17 @@ CALLBACK_BASE_URL: the value given, else the Ingress host, else the Service's cl
 - name: WATCH_NAMESPACE
   value: {{ include "media-orchestrator.watchNamespace" . | quote }}
 - name: LEADER_ELECTION
-  value: "true"
+  value: {{ .Values.leaderElection.enabled | quote }}
 - name: LEADER_ELECTION_NAMESPACE
-  value: {{ .Release.Namespace | quote }}
+  value: {{ include "media-orchestrator.leaderElectionNamespace" . | quote }}
 - name: LEADER_ELECTION_ID
   value: {{ include "media-orchestrator.leaderElectionId" . | quote }}
+- name: LEADER_ELECTION_LEASE_DURATION_SECONDS
+  value: {{ .Values.leaderElection.leaseDurationSeconds | quote }}
+- name: LEADER_ELECTION_RENEW_DEADLINE_SECONDS
+  value: {{ .Values.leaderElection.renewDeadlineSeconds | quote }}
+- name: LEADER_ELECTION_RETRY_PERIOD_SECONDS
+  value: {{ .Values.leaderElection.retryPeriodSeconds | quote }}
 - name: POD_NAME
   valueFrom:
     fieldRef:
@@ -166,24 +234,47 @@ CALLBACK_BASE_URL: the value given, else the Ingress host, else the Service's cl
   value: {{ .Values.service.metricsPort | quote }}
 - name: LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
-{{- range $key := list "GPU_PROVIDER_API_KEY" "PAYMENT_PROVIDER_API_KEY" "PAYMENT_PROVIDER_WEBHOOK_SECRET" "CALLBACK_SECRET" }}
+{{- range $key := list "GPU_PROVIDER_API_KEY" "PAYMENT_PROVIDER_API_KEY" "PAYMENT_PROVIDER_WEBHOOK_SECRET" }}
 - name: {{ $key }}
   valueFrom:
     secretKeyRef:
       name: {{ include "media-orchestrator.secretName" $ }}
       key: {{ $key }}
-      optional: {{ ne $key "CALLBACK_SECRET" }}
+      optional: true
 {{- end }}
+- name: CALLBACK_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "media-orchestrator.callbackSecretName" . }}
+      key: CALLBACK_SECRET
+      optional: false
 {{- end }}
 
-{{/* The restricted Pod Security Standard, container side. */}}
-{{- define "media-orchestrator.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-privileged: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-capabilities:
-  drop: ["ALL"]
+{{/*
+The containers' environment: the chart's variables, each replaced by an extraEnv entry of the same
+name, then the other extraEnv entries (a variable twice would leave which one wins to the reader).
+*/}}
+{{- define "media-orchestrator.containerEnv" -}}
+{{- $extra := dict }}
+{{- range .Values.extraEnv }}{{ $_ := set $extra .name . }}{{ end }}
+{{- $out := list }}
+{{- range (include "media-orchestrator.env" . | fromYamlArray) }}
+{{- $out = append $out (get $extra .name | default .) }}
+{{- end }}
+{{- $base := include "media-orchestrator.env" . | fromYamlArray }}
+{{- range .Values.extraEnv }}
+{{- $name := .name }}
+{{- $known := false }}
+{{- range $base }}{{ if eq .name $name }}{{ $known = true }}{{ end }}{{ end }}
+{{- if not $known }}{{ $out = append $out . }}{{ end }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}
+
+{{/* A probe of one container: the fixed route and port, the timings from values. */}}
+{{- define "media-orchestrator.probe" -}}
+{{- $probe := dict "httpGet" (dict "path" .path "port" .port) }}
+{{- toYaml (merge $probe .timings) }}
 {{- end }}
 
 {{/*
@@ -225,4 +316,33 @@ need, see docs/helm.md. c = controller (src/controller), w = webhooks sidecar (s
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+{{- end }}
+
+{{/* One container of the pod, after its name and args: both run the same image and configuration. */}}
+{{- define "media-orchestrator.container" -}}
+{{- $ := .root }}
+{{- $probes := index $.Values.probes .name -}}
+image: {{ include "media-orchestrator.image" $ }}
+imagePullPolicy: {{ $.Values.image.pullPolicy }}
+env:
+  {{- include "media-orchestrator.containerEnv" $ | nindent 2 }}
+ports:
+  - name: {{ .port }}
+    containerPort: {{ .number }}
+    protocol: TCP
+startupProbe:
+  {{- include "media-orchestrator.probe" (dict "path" "/healthz" "port" .port "timings" $probes.startup) | nindent 2 }}
+livenessProbe:
+  {{- include "media-orchestrator.probe" (dict "path" "/healthz" "port" .port "timings" $probes.liveness) | nindent 2 }}
+readinessProbe:
+  {{- include "media-orchestrator.probe" (dict "path" "/readyz" "port" .port "timings" $probes.readiness) | nindent 2 }}
+resources:
+  {{- toYaml (index $.Values.resources .name) | nindent 2 }}
+{{- with $.Values.containerSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+volumeMounts:
+  - name: tmp
+    mountPath: /tmp
 {{- end }}
