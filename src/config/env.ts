@@ -54,6 +54,11 @@ export const EnvSchema = z.object({
    * (RunPod: 3 attempts, 10 s apart).
    */
   CALLBACK_CONFIRMATION_SECONDS: seconds(60),
+  /**
+   * How long a deleted MediaJob keeps trying to cancel its job at a provider that fails, before it
+   * is let go without the cancel (a dead provider must not keep objects forever).
+   */
+  DELETE_CANCEL_TIMEOUT_SECONDS: seconds(300),
   /** Namespace to watch; empty means all namespaces. */
   WATCH_NAMESPACE: optionalText,
   MAX_CONCURRENT_RECONCILES: z.coerce.number().int().min(1).max(256).default(8),

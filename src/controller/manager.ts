@@ -116,6 +116,7 @@ export class Manager {
         callbackSecret: env.CALLBACK_SECRET,
         defaultTimeoutSeconds: env.JOB_TIMEOUT_SECONDS,
         confirmationWindowMs: env.CALLBACK_CONFIRMATION_SECONDS * 1000,
+        cancelGiveUpMs: env.DELETE_CANCEL_TIMEOUT_SECONDS * 1000,
         tickMs,
       },
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),

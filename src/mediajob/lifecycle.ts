@@ -367,14 +367,18 @@ export function withPhaseConditions(
     now,
     generation,
   );
-  if (status.phase === "Processing" || isTerminal(status.phase)) {
+  // Submitted is True once the provider's id is known. While a submission is unconfirmed it keeps
+  // what the submission protocol wrote (Unknown: Submitting, SubmissionUnconfirmed), and once True
+  // it keeps how the id was learnt (Submitted, AdoptedByCallback).
+  if ((status.phase === "Processing" || isTerminal(status.phase)) && status.providerJobId) {
+    const prev = conditions.find((c) => c.type === "Submitted");
     conditions = setCondition(
       conditions,
       {
         type: "Submitted",
         status: "True",
-        reason: "Submitted",
-        message: `submitted as ${status.providerJobId ?? status.jobId}`,
+        reason: prev?.status === "True" ? prev.reason : "Submitted",
+        message: `submitted as ${status.providerJobId}`,
       },
       now,
       generation,

@@ -255,11 +255,11 @@ describe("pipelines", () => {
         then: [{ workload: "tts", timeoutSeconds: 1 }],
       }) as never,
     );
-    const processing = await waitForPhase(api, ns, "manual", "Processing");
-    await api.replaceStatus("mediajobs", {
-      ...processing,
-      status: { ...processing.status, phase: "Completed", output: { transcript: "by hand" } },
-    } as never);
+    await waitForPhase(api, ns, "manual", "Processing");
+    await api.updateStatusWithRetry<MediaJob>("mediajobs", ns, "manual", (current) => ({
+      ...current,
+      status: { ...current.status, phase: "Completed", output: { transcript: "by hand" } },
+    }));
     const next = await waitForPhase(api, ns, "manual-1-tts", "Completed");
     expect(next.spec.input).toMatchObject({ previous: { output: { transcript: "by hand" } } });
     sim.releaseJob("manual-1");

@@ -21,7 +21,6 @@ import {
   startManager,
   startTestSimulator,
   testEnv,
-  testLogger,
   waitForCompletedAndRecorded,
   waitForPhase,
   waitForReady,

@@ -18,7 +18,6 @@ import {
   startManager,
   startTestSimulator,
   testEnv,
-  testLogger,
   waitForCompletedAndRecorded,
   waitForReady,
 } from "../support/stack.js";

@@ -42,7 +42,7 @@ describe("configuration", () => {
 });
 
 describe("the webhooks sidecar's required variables", () => {
-  const base = { CALLBACK_SECRET: "cb" };
+  const base = { CALLBACK_SECRET: "cb", GPU_PROVIDER_API_KEY: "gpu-key" };
   const problem = (vars: Record<string, string>) => {
     try {
       requireSidecarVars(parseEnv(vars));
@@ -65,6 +65,8 @@ describe("the webhooks sidecar's required variables", () => {
     );
     const msg = problem({ CALLBACK_SECRET: "", PAYMENT_PROVIDER_WEBHOOK_SECRET: "whsec_DO-NOT-PRINT" });
     expect(msg).toMatch(/CALLBACK_SECRET: required by the webhooks sidecar/);
+    // The provider key: every GPU callback is confirmed with the provider's status API.
+    expect(msg).toMatch(/GPU_PROVIDER_API_KEY: required by the webhooks sidecar/);
     expect(msg).not.toContain("DO-NOT-PRINT");
   });
 

@@ -1,18 +1,20 @@
 // fast-check fuzz of both routes over real HTTP: random bodies, headers, sizes and content types.
-// Without a valid signature or token nothing may change in Kubernetes, and no input at all may
-// earn a 5xx.
+// Without a valid signature or token nothing may change in Kubernetes and the provider is never
+// asked, and no input at all may earn a 5xx.
 import fc from "fast-check";
 import { pino } from "pino";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { callbackToken, callbackUrl } from "../../src/callback/token.js";
+import { callbackToken, callbackUrl, type CallbackTarget } from "../../src/callback/token.js";
 import type { Env } from "../../src/config/env.js";
-import { API_VERSION, type MediaJob } from "../../src/crds/index.js";
+import type { MediaJob } from "../../src/crds/index.js";
 import { KubeApi } from "../../src/k8s/api.js";
+import type { Simulator } from "../../src/simulator/server.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
+import { CallbackJobs, simulatorClient, targetOf } from "../support/callbacks.js";
 import { createTestNamespace, testKubeConfig } from "../support/kube.js";
-import { testEnv } from "../support/stack.js";
+import { startTestSimulator, testEnv } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -30,24 +32,16 @@ let signedNs = "";
 let env: Env;
 let secret = "";
 let callbackSecret = "";
+let sim: Simulator;
 let unsigned: RunningWebhookServer;
 let signed: RunningWebhookServer;
+/** The unsigned side's target: finished at the provider, so any accepted callback would complete it. */
 let job: MediaJob;
+let jobProviderId = "";
+/** The signed side's target: running at the provider, its /run answer lost (unconfirmed). */
+let signedJob: MediaJob;
+let signedProviderId = "";
 const JOB = "fuzz-target";
-const JOB_ID = "job-fuzz-target";
-
-async function processingJob(ns: string): Promise<MediaJob> {
-  const created = await api.create<MediaJob>("mediajobs", ns, {
-    apiVersion: API_VERSION,
-    kind: "MediaJob",
-    metadata: { name: JOB },
-    spec: { workload: "render", maxAttempts: 3 },
-  });
-  return api.replaceStatus<MediaJob>("mediajobs", {
-    ...created,
-    status: { phase: "Processing", jobId: JOB_ID, attempts: 1, updatedAt: new Date().toISOString() },
-  });
-}
 
 // ---- arbitraries --------------------------------------------------------------------------------
 
@@ -96,18 +90,19 @@ const subscriptionish = fc.record(
   { requiredKeys: [] },
 );
 
-const jobStatusish = fc.record(
-  {
-    id: fc.oneof(fc.constant(JOB_ID), printable(20), fc.integer()),
-    status: fc.oneof(
-      fc.constantFrom("COMPLETED", "FAILED", "TIMED_OUT", "IN_PROGRESS", "CANCELLED", "NOPE"),
-      fc.integer(),
-    ),
-    output: fc.jsonValue({ maxDepth: 2 }),
-    error: fc.oneof(fc.string(), fc.constant(null)),
-  },
-  { requiredKeys: [] },
-);
+const jobStatusish = (providerJobId: string) =>
+  fc.record(
+    {
+      id: fc.oneof(fc.constant(providerJobId), printable(20), fc.integer()),
+      status: fc.oneof(
+        fc.constantFrom("COMPLETED", "FAILED", "TIMED_OUT", "IN_PROGRESS", "CANCELLED", "NOPE"),
+        fc.integer(),
+      ),
+      output: fc.jsonValue({ maxDepth: 2 }),
+      error: fc.oneof(fc.string(), fc.constant(null)),
+    },
+    { requiredKeys: [] },
+  );
 
 /** Events the sidecar accepts: any id, a known or unknown type, a valid subscription state. */
 const wellFormedEvent = fc.record({
@@ -123,27 +118,37 @@ const wellFormedEvent = fc.record({
   }),
 });
 
-/** Callbacks about the fuzzed job: any terminal (or not) status, any output. */
-const wellFormedCallback = fc.record({
-  id: fc.constant(JOB_ID),
-  status: fc.constantFrom("COMPLETED", "FAILED", "TIMED_OUT", "IN_PROGRESS", "CANCELLED"),
-  output: fc.jsonValue({ maxDepth: 2 }),
-});
+/**
+ * Callbacks naming the fuzzed job's provider job, or any other: any terminal (or not) status, any
+ * output. The sidecar asks the provider about whichever job a callback names.
+ */
+const wellFormedCallback = (providerJobId: string) =>
+  fc.record({
+    id: fc.oneof(
+      fc.constant(providerJobId),
+      printable(40).filter((id) => id.length > 0),
+    ),
+    status: fc.constantFrom("COMPLETED", "FAILED", "TIMED_OUT", "IN_PROGRESS", "CANCELLED"),
+    output: fc.jsonValue({ maxDepth: 2 }),
+  });
 
-const body: fc.Arbitrary<Buffer> = fc.oneof(
-  { weight: 2, arbitrary: fc.uint8Array({ maxLength: 600 }).map((b) => Buffer.from(b)) },
-  { weight: 2, arbitrary: fc.json({ maxDepth: 3 }).map((s) => Buffer.from(s)) },
-  { weight: 3, arbitrary: subscriptionish.map((o) => Buffer.from(JSON.stringify(o))) },
-  { weight: 3, arbitrary: jobStatusish.map((o) => Buffer.from(JSON.stringify(o))) },
-  { weight: 1, arbitrary: fc.constant(Buffer.alloc(0)) },
-  // Around and above the body limit.
-  {
-    weight: 1,
-    arbitrary: fc
-      .integer({ min: BODY_LIMIT - 64, max: BODY_LIMIT + 4096 })
-      .map((n) => Buffer.from(JSON.stringify({ id: JOB_ID, status: "COMPLETED", pad: "x".repeat(n) }))),
-  },
-);
+const body = (providerJobId: string): fc.Arbitrary<Buffer> =>
+  fc.oneof(
+    { weight: 2, arbitrary: fc.uint8Array({ maxLength: 600 }).map((b) => Buffer.from(b)) },
+    { weight: 2, arbitrary: fc.json({ maxDepth: 3 }).map((s) => Buffer.from(s)) },
+    { weight: 3, arbitrary: subscriptionish.map((o) => Buffer.from(JSON.stringify(o))) },
+    { weight: 3, arbitrary: jobStatusish(providerJobId).map((o) => Buffer.from(JSON.stringify(o))) },
+    { weight: 1, arbitrary: fc.constant(Buffer.alloc(0)) },
+    // Around and above the body limit.
+    {
+      weight: 1,
+      arbitrary: fc
+        .integer({ min: BODY_LIMIT - 64, max: BODY_LIMIT + 4096 })
+        .map((n) =>
+          Buffer.from(JSON.stringify({ id: providerJobId, status: "COMPLETED", pad: "x".repeat(n) })),
+        ),
+    },
+  );
 
 /** Stripe-Signature values that can never be valid for the body they come with. */
 const badSignature = (b: Buffer) =>
@@ -159,30 +164,48 @@ const badSignature = (b: Buffer) =>
     fc.constant(signStripePayload(b, secret, nowS()).replace("v1=", "v0=")),
   );
 
-/** Callback query strings whose token never matches the target they name. */
-const badCallbackUrl = (base: string, ns: string) =>
+const QUERY = ["ns", "name", "uid", "job", "attempt", "sub"] as const;
+
+/**
+ * Callback query strings whose token never matches the target they name: fields of the real
+ * target or made up, some missing, tokens made up or computed for another target (another job,
+ * the next attempt) or with another secret.
+ */
+const badCallbackUrl = (base: string, t: CallbackTarget) =>
   fc
     .record({
-      ns: fc.oneof(fc.constant(ns), printable(20)),
-      name: fc.oneof(fc.constant(JOB), printable(20)),
-      job: fc.oneof(fc.constant(JOB_ID), printable(20)),
+      ns: fc.oneof(fc.constant(t.namespace), printable(20)),
+      name: fc.oneof(fc.constant(t.name), printable(20)),
+      uid: fc.oneof(fc.constant(t.uid), printable(40)),
+      job: fc.oneof(fc.constant(t.jobId), printable(20)),
+      attempt: fc.oneof(fc.constant(String(t.attempt)), fc.constant(String(t.attempt + 1)), printable(6)),
+      sub: fc.oneof(fc.constant(t.submission), printable(30)),
       token: fc.oneof(
         printable(60),
-        fc.constant(callbackToken(callbackSecret, { namespace: ns, name: "another-job", jobId: JOB_ID })),
-        fc.constant(callbackToken("not-the-secret", { namespace: ns, name: JOB, jobId: JOB_ID })),
+        fc.constant(callbackToken(callbackSecret, { ...t, name: "another-job" })),
+        fc.constant(callbackToken(callbackSecret, { ...t, attempt: t.attempt + 1 })),
+        fc.constant(callbackToken("not-the-secret", t)),
         fc.constant(undefined),
       ),
-      drop: fc.subarray(["ns", "name", "job"]),
+      drop: fc.subarray([...QUERY]),
     })
     .filter(
       (q) =>
         q.token === undefined ||
-        q.token !== callbackToken(callbackSecret, { namespace: q.ns, name: q.name, jobId: q.job }) ||
-        q.drop.length > 0,
+        q.drop.length > 0 ||
+        q.token !==
+          callbackToken(callbackSecret, {
+            namespace: q.ns,
+            name: q.name,
+            uid: q.uid,
+            jobId: q.job,
+            attempt: Number(q.attempt),
+            submission: q.sub,
+          }),
     )
     .map((q) => {
       const u = new URL(`${base}/reports/gpu_provider`);
-      for (const k of ["ns", "name", "job"] as const) if (!q.drop.includes(k)) u.searchParams.set(k, q[k]);
+      for (const k of QUERY) if (!q.drop.includes(k)) u.searchParams.set(k, q[k]);
       if (q.token !== undefined) u.searchParams.set("token", q.token);
       return u.toString();
     });
@@ -208,6 +231,7 @@ beforeAll(async () => {
   env = testEnv(unsignedNs);
   secret = env.PAYMENT_PROVIDER_WEBHOOK_SECRET!;
   callbackSecret = env.CALLBACK_SECRET!;
+  sim = await startTestSimulator();
   const common = {
     api,
     env,
@@ -216,26 +240,38 @@ beforeAll(async () => {
     port: 0,
     bodyLimit: BODY_LIMIT,
     rateLimits: ROOMY,
+    provider: simulatorClient(sim),
   };
   unsigned = await startWebhookServer({ ...common, namespace: unsignedNs });
   signed = await startWebhookServer({ ...common, namespace: signedNs });
-  job = await processingJob(unsignedNs);
-  await processingJob(signedNs);
+  const spec = { workload: "asr", maxAttempts: 3 };
+  const jobsIn = (namespace: string) => new CallbackJobs({ api, namespace, secret: callbackSecret, sim });
+  const unsignedJobs = jobsIn(unsignedNs);
+  ({ job, providerJobId: jobProviderId } = await unsignedJobs.submitted(JOB, { spec, webhook: false }));
+  await unsignedJobs.finished(job.status!.jobId!);
+  ({ job: signedJob, providerJobId: signedProviderId } = await jobsIn(signedNs).submitted(JOB, {
+    spec,
+    webhook: false,
+    hold: true,
+    record: false,
+  }));
 });
 
 afterAll(async () => {
   await Promise.all([unsigned?.close(), signed?.close()]);
+  await sim?.close();
 });
 
 describe("fuzz", () => {
   it("without a valid signature or token: never a 5xx, never a change in Kubernetes", async () => {
     const seen = new Set<number>();
+    const providerRequests = sim.stats().requests;
     await fc.assert(
       fc.asyncProperty(
         fc.boolean(),
         contentType,
-        body.chain((b) =>
-          fc.tuple(fc.constant(b), badSignature(b), badCallbackUrl(unsigned.url, unsignedNs)),
+        body(jobProviderId).chain((b) =>
+          fc.tuple(fc.constant(b), badSignature(b), badCallbackUrl(unsigned.url, targetOf(job))),
         ),
         printable(50),
         async (payment, ct, [payload, signature, cbUrl], noise) => {
@@ -257,24 +293,24 @@ describe("fuzz", () => {
     expect((await api.list("billingaccounts", unsignedNs)).items).toEqual([]);
     const after = await api.get<MediaJob>("mediajobs", unsignedNs, JOB);
     expect(after?.metadata.resourceVersion).toBe(job.metadata.resourceVersion);
+    expect(sim.stats().requests).toBe(providerRequests);
   });
 
   it("with a valid signature or token but any body: never a 5xx", async () => {
     const seen = new Map<number, number>();
-    const cb = callbackUrl(signed.url, callbackSecret, {
-      namespace: signedNs,
-      name: JOB,
-      jobId: JOB_ID,
-    });
+    const cb = callbackUrl(signed.url, callbackSecret, targetOf(signedJob));
+    const providerRequests = sim.stats().requests;
     // Half the deliveries are well-formed JSON, so the fuzz reliably reaches past validation into
     // the Kubernetes writes (fuzzed bodies alone were accepted about 1 time in 50, and some runs never).
     const delivery = fc.oneof(
-      fc.tuple(fc.boolean(), contentType, body),
+      fc.tuple(fc.boolean(), contentType, body(signedProviderId)),
       fc.boolean().chain((payment) =>
         fc.tuple(
           fc.constant(payment),
           fc.constant("application/json"),
-          (payment ? wellFormedEvent : wellFormedCallback).map((o) => Buffer.from(JSON.stringify(o))),
+          (payment ? wellFormedEvent : wellFormedCallback(signedProviderId)).map((o) =>
+            Buffer.from(JSON.stringify(o)),
+          ),
         ),
       ),
     );
@@ -293,5 +329,7 @@ describe("fuzz", () => {
     // The fuzz reached past the checks: some deliveries were accepted, some refused.
     expect(seen.get(200) ?? 0).toBeGreaterThan(0);
     expect(seen.get(400) ?? 0).toBeGreaterThan(0);
+    // ... and past them to the provider, asked about the jobs the callbacks named.
+    expect(sim.stats().requests).toBeGreaterThan(providerRequests);
   });
 });

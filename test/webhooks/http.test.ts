@@ -1,5 +1,6 @@
 // Around the two routes, over real HTTP: body limit, content types, rate limits, probes, metrics,
 // the Kubernetes API going away, and a graceful shutdown that finishes the requests in flight.
+// GPU callbacks are confirmed with the provider simulator's status API.
 import { randomBytes } from "node:crypto";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
@@ -9,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { callbackUrl } from "../../src/callback/token.js";
 import { ConfigError, type Env } from "../../src/config/env.js";
 import {
-  API_VERSION,
   billingAccountName,
   paymentEventName,
   type BillingAccount,
@@ -23,9 +23,11 @@ import {
   type WebhookServerOptions,
 } from "../../src/webhooks/server.js";
 import { runWebhooks } from "../../src/webhooks/run.js";
+import type { Simulator } from "../../src/simulator/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
+import { CallbackJobs, simulatorClient } from "../support/callbacks.js";
 import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
-import { testEnv } from "../support/stack.js";
+import { startTestSimulator, testEnv } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -33,6 +35,8 @@ const silent = pino({ level: "silent" });
 const PAY = "/webhooks/payment_provider";
 let ns = "";
 let env: Env;
+let sim: Simulator;
+let jobs: CallbackJobs;
 const servers: RunningWebhookServer[] = [];
 const uid = () => randomBytes(4).toString("hex");
 const nowS = () => Math.floor(Date.now() / 1000);
@@ -45,6 +49,7 @@ async function start(opts: Partial<WebhookServerOptions> = {}) {
     namespace: ns,
     host: "127.0.0.1",
     port: 0,
+    provider: simulatorClient(sim),
     ...opts,
   });
   servers.push(s);
@@ -70,38 +75,34 @@ function signedEvent(type = "invoice.paid", object: Record<string, unknown> = {}
   };
 }
 
-async function processingJob(name: string): Promise<MediaJob> {
-  const created = await api.create<MediaJob>("mediajobs", ns, {
-    apiVersion: API_VERSION,
-    kind: "MediaJob",
-    metadata: { name },
-    spec: { workload: "tts" },
-  });
-  return api.replaceStatus<MediaJob>("mediajobs", {
-    ...created,
-    status: { phase: "Processing", jobId: `job-${name}`, attempts: 1, updatedAt: new Date().toISOString() },
-  });
+/** A MediaJob whose submission the provider has finished: a callback for it completes it. */
+async function finishedJob(name: string): Promise<{ job: MediaJob; providerJobId: string }> {
+  const submitted = await jobs.submitted(name, { webhook: false });
+  await jobs.finished(submitted.job.status!.jobId!);
+  return submitted;
 }
 
-const cbUrl = (base: string, name: string) =>
-  callbackUrl(base, env.CALLBACK_SECRET!, { namespace: ns, name, jobId: `job-${name}` });
+const json = { "content-type": "application/json" };
 
 beforeAll(async () => {
   ns = await createTestNamespace(kc, "webhooks-http");
   env = testEnv(ns);
+  sim = await startTestSimulator();
+  jobs = new CallbackJobs({ api, namespace: ns, secret: env.CALLBACK_SECRET!, sim });
 });
 
 afterAll(async () => {
   await Promise.all(servers.map((s) => s.close()));
+  await sim?.close();
 });
 
 describe("HTTP shape", () => {
   it("answers 413 above the body limit and 415 to anything but JSON, on both routes", async () => {
     const s = await start({ bodyLimit: 16 * 1024 });
     const name = `shape-${uid()}`;
-    const before = await processingJob(name);
-    for (const url of [`${s.url}${PAY}`, cbUrl(s.url, name)]) {
-      const big = JSON.stringify({ id: `job-${name}`, status: "COMPLETED", pad: "x".repeat(20 * 1024) });
+    const { job: before, providerJobId } = await finishedJob(name);
+    for (const url of [`${s.url}${PAY}`, jobs.url(before, s.url)]) {
+      const big = JSON.stringify({ id: providerJobId, status: "COMPLETED", pad: "x".repeat(20 * 1024) });
       const tooLarge = await call(url, { headers: { "content-type": "application/json" }, body: big });
       expect(tooLarge.status, url).toBe(413);
       expect(JSON.parse(tooLarge.text)).toEqual({ error: "payload too large" });
@@ -165,33 +166,33 @@ describe("rate limits", () => {
 
   it("limits callbacks per job, so one noisy job does not block the others from the same IP", async () => {
     const s = await start({ rateLimits: { callbackPerJob: { capacity: 2, refillPerSecond: 0.01 } } });
-    const noisy = `noisy-${uid()}`;
-    const quiet = `quiet-${uid()}`;
-    await processingJob(noisy);
-    await processingJob(quiet);
+    const noisy = await jobs.submitted(`noisy-${uid()}`, { webhook: false, hold: true });
+    const quiet = await finishedJob(`quiet-${uid()}`);
     const codes: number[] = [];
     for (let i = 0; i < 4; i++) {
-      const res = await call(cbUrl(s.url, noisy), {
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ id: `job-${noisy}`, status: "IN_PROGRESS" }),
+      const res = await call(jobs.url(noisy.job, s.url), {
+        headers: json,
+        body: JSON.stringify({ id: noisy.providerJobId, status: "IN_PROGRESS" }),
       });
       codes.push(res.status);
     }
     expect(codes).toEqual([200, 200, 429, 429]);
-    const other = await call(cbUrl(s.url, quiet), {
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ id: `job-${quiet}`, status: "COMPLETED", output: { ok: true } }),
+    const other = await call(jobs.url(quiet.job, s.url), {
+      headers: json,
+      body: JSON.stringify({ id: quiet.providerJobId, status: "COMPLETED" }),
     });
     expect(other.status).toBe(200);
-    expect((await api.get<MediaJob>("mediajobs", ns, quiet))?.status?.phase).toBe("Completed");
-    // Forged callbacks are refused before the per-job bucket: they cannot use up a real job's tokens.
-    const forged = new URL(cbUrl(s.url, quiet));
+    expect((await api.get<MediaJob>("mediajobs", ns, quiet.job.metadata.name))?.status?.phase).toBe(
+      "Completed",
+    );
+    // Forged callbacks are refused before the per-job bucket, and before the provider is asked:
+    // they cannot use up a real job's tokens.
+    const forged = new URL(jobs.url(noisy.job, s.url));
     forged.searchParams.set("token", "forged");
+    const providerRequests = sim.stats().requests;
     for (let i = 0; i < 4; i++)
-      expect(
-        (await call(forged.toString(), { headers: { "content-type": "application/json" }, body: "{}" }))
-          .status,
-      ).toBe(401);
+      expect((await call(forged.toString(), { headers: json, body: "{}" })).status).toBe(401);
+    expect(sim.stats().requests).toBe(providerRequests);
   });
 });
 
@@ -245,9 +246,17 @@ describe("probes and metrics", () => {
     expect(pay.headers["retry-after"]).toBeDefined();
     expect(JSON.parse(pay.text)).toEqual({ error: "unavailable, retry later" });
     const name = `down-${uid()}`;
-    const cb = await call(cbUrl(s.url, name), {
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ id: `job-${name}`, status: "COMPLETED" }),
+    const url = callbackUrl(s.url, env.CALLBACK_SECRET!, {
+      namespace: ns,
+      name,
+      uid: "2f6e1a7c-0000-4000-8000-000000000000",
+      jobId: "2f6e1a7c-0000-4000-8000-000000000000",
+      attempt: 1,
+      submission: "submission-of-a-job-nobody-can-read",
+    });
+    const cb = await call(url, {
+      headers: json,
+      body: JSON.stringify({ id: "a-job-u1", status: "COMPLETED" }),
     });
     expect(cb.status).toBe(503);
   });
@@ -278,14 +287,15 @@ describe("graceful shutdown", () => {
       namespace: ns,
       host: "127.0.0.1",
       port: 0,
+      provider: simulatorClient(sim),
     });
     const name = `shutdown-${uid()}`;
-    await processingJob(name);
+    const { job, providerJobId } = await finishedJob(name);
     const customer = `cus_shutdown_${uid()}`;
     const ev = signedEvent("customer.subscription.created", { id: "sub_1", customer, status: "active" });
-    const cbInFlight = call(cbUrl(s.url, name), {
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ id: `job-${name}`, status: "COMPLETED", output: { done: 1 } }),
+    const cbInFlight = call(jobs.url(job, s.url), {
+      headers: json,
+      body: JSON.stringify({ id: providerJobId, status: "COMPLETED" }),
     });
     const payInFlight = call(`${s.url}${PAY}`, { headers: ev.headers, body: ev.body });
     await eventually(() => slow.reads >= 2, { timeoutMs: 20_000, intervalMs: 10 });

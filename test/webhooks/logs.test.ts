@@ -1,21 +1,22 @@
 // Every log line the sidecar writes, at trace level, while it handles good and bad deliveries:
-// no webhook secret, callback secret, callback token or signature may appear in any of them, and
-// the reasons for refusals must.
+// no webhook secret, callback secret, callback token, provider API key or signature may appear in
+// any of them, and the reasons for refusals must.
 import { randomBytes } from "node:crypto";
 import { connect } from "node:net";
 import { Writable } from "node:stream";
 import { KubeConfig } from "@kubernetes/client-node";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { callbackToken, callbackUrl } from "../../src/callback/token.js";
+import { callbackToken, callbackUrl, type CallbackTarget } from "../../src/callback/token.js";
 import type { Env } from "../../src/config/env.js";
-import { API_VERSION, type MediaJob } from "../../src/crds/index.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { createLogger } from "../../src/log.js";
+import type { Simulator } from "../../src/simulator/server.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
+import { CallbackJobs, simulatorClient, targetOf } from "../support/callbacks.js";
 import { createTestNamespace, testKubeConfig } from "../support/kube.js";
-import { testEnv } from "../support/stack.js";
+import { startTestSimulator, testEnv } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -28,8 +29,11 @@ const sink = new Writable({
 });
 const log = createLogger("trace", "webhooks-log-test", sink);
 const OLD = `whsec_rotating_${randomBytes(10).toString("hex")}`;
+const PROVIDER_KEY = `provider_key_${randomBytes(10).toString("hex")}`;
 let ns = "";
 let env: Env;
+let sim: Simulator;
+let jobs: CallbackJobs;
 let server: RunningWebhookServer;
 let down: RunningWebhookServer;
 /** Everything that must never be logged. */
@@ -52,31 +56,35 @@ function signed(body: string, secret: string, t = nowS()) {
   return { "stripe-signature": header };
 }
 
-async function processingJob(name: string) {
-  const created = await api.create<MediaJob>("mediajobs", ns, {
-    apiVersion: API_VERSION,
-    kind: "MediaJob",
-    metadata: { name },
-    spec: { workload: "asr" },
-  });
-  await api.replaceStatus("mediajobs", {
-    ...created,
-    status: { phase: "Processing", jobId: `job-${name}`, attempts: 1, updatedAt: new Date().toISOString() },
-  });
+/** A callback URL for `target`, its token noted as a secret. */
+function cb(base: string, target: CallbackTarget) {
+  secrets.push(callbackToken(env.CALLBACK_SECRET!, target));
+  return callbackUrl(base, env.CALLBACK_SECRET!, target);
 }
 
-function cb(base: string, name: string, jobId = `job-${name}`) {
-  const url = callbackUrl(base, env.CALLBACK_SECRET!, { namespace: ns, name, jobId });
-  secrets.push(callbackToken(env.CALLBACK_SECRET!, { namespace: ns, name, jobId }));
-  return url;
-}
+/** A target no MediaJob answers to. */
+const nobody = (name: string): CallbackTarget => ({
+  namespace: ns,
+  name,
+  uid: "9a3e5b2d-0000-4000-8000-000000000000",
+  jobId: "9a3e5b2d-0000-4000-8000-000000000000",
+  attempt: 1,
+  submission: "submission-of-nobody",
+});
 
 beforeAll(async () => {
   ns = await createTestNamespace(kc, "webhooks-logs");
   const current = `whsec_current_${randomBytes(10).toString("hex")}`;
-  env = testEnv(ns, { PAYMENT_PROVIDER_WEBHOOK_SECRET: `${current},${OLD}`, LOG_LEVEL: "trace" });
-  secrets.push(current, OLD, env.CALLBACK_SECRET!);
-  server = await startWebhookServer({ api, env, log, namespace: ns, host: "127.0.0.1", port: 0 });
+  env = testEnv(ns, {
+    PAYMENT_PROVIDER_WEBHOOK_SECRET: `${current},${OLD}`,
+    GPU_PROVIDER_API_KEY: PROVIDER_KEY,
+    LOG_LEVEL: "trace",
+  });
+  secrets.push(current, OLD, env.CALLBACK_SECRET!, PROVIDER_KEY);
+  sim = await startTestSimulator({ apiKeys: [PROVIDER_KEY] });
+  jobs = new CallbackJobs({ api, namespace: ns, secret: env.CALLBACK_SECRET!, sim, apiKey: PROVIDER_KEY });
+  const provider = simulatorClient(sim, PROVIDER_KEY);
+  server = await startWebhookServer({ api, env, log, namespace: ns, host: "127.0.0.1", port: 0, provider });
   const unreachable = new KubeConfig();
   unreachable.loadFromOptions({
     clusters: [{ name: "down", server: "https://127.0.0.1:1", skipTLSVerify: true }],
@@ -91,11 +99,13 @@ beforeAll(async () => {
     namespace: ns,
     host: "127.0.0.1",
     port: 0,
+    provider,
   });
 });
 
 afterAll(async () => {
   await Promise.all([server?.close(), down?.close()]);
+  await sim?.close();
 });
 
 describe("logs", () => {
@@ -131,12 +141,13 @@ describe("logs", () => {
 
     // Callbacks: accepted, forged, malformed (a body quoting its own URL, token included), unknown.
     const name = `logged-${randomBytes(3).toString("hex")}`;
-    await processingJob(name);
-    const url = cb(server.url, name);
-    expect(await post(url, JSON.stringify({ id: `job-${name}`, status: "COMPLETED", webhook: url }))).toBe(
+    const { job, providerJobId } = await jobs.submitted(name, { webhook: false });
+    await jobs.finished(job.status!.jobId!);
+    const url = cb(server.url, targetOf(job));
+    expect(await post(url, JSON.stringify({ id: providerJobId, status: "COMPLETED", webhook: url }))).toBe(
       200,
     );
-    expect(await post(url, `{"id":"job-${name}","webhook":"${url}`)).toBe(400);
+    expect(await post(url, `{"id":"${providerJobId}","webhook":"${url}`)).toBe(400);
     expect(await post(url, JSON.stringify({ webhook: url, status: "WHATEVER" }))).toBe(400);
     expect(await post(url, "x".repeat(2 * 1024 * 1024))).toBe(413);
     expect(await post(url, "{}", { "content-type": "text/plain" })).toBe(415);
@@ -146,19 +157,19 @@ describe("logs", () => {
     expect(await post(forged.toString(), "{}")).toBe(401);
     expect(
       await post(
-        cb(server.url, "nobody-here"),
-        JSON.stringify({ id: "job-nobody-here", status: "COMPLETED" }),
+        cb(server.url, nobody("nobody-here")),
+        JSON.stringify({ id: "a-job-u1", status: "COMPLETED" }),
       ),
     ).toBe(404);
-    expect(await post(cb(down.url, name), JSON.stringify({ id: `job-${name}`, status: "COMPLETED" }))).toBe(
-      503,
-    );
+    expect(
+      await post(cb(down.url, targetOf(job)), JSON.stringify({ id: providerJobId, status: "COMPLETED" })),
+    ).toBe(503);
     const notFound = await request(`${server.url}/no/such/path?token=${encodeURIComponent(secrets[0]!)}`);
     await notFound.body.dump();
     expect(notFound.statusCode).toBe(404);
 
     // A request Node cannot even parse, its URL holding a token: Fastify logs it at trace level.
-    const garbled = cb(server.url, "garbled");
+    const garbled = cb(server.url, nobody("garbled"));
     await new Promise<void>((resolve) => {
       const u = new URL(garbled);
       const sock = connect(Number(u.port), u.hostname, () => {

@@ -27,6 +27,7 @@ function startSidecar(extra: Record<string, string>): Started {
     HOME: process.env.HOME ?? "",
     KUBECONFIG: testKubeconfigPath(),
     CALLBACK_SECRET: `callback-secret-${randomBytes(8).toString("hex")}`,
+    GPU_PROVIDER_API_KEY: "sim-key",
     WEBHOOKS_HOST: "127.0.0.1",
     WEBHOOKS_PORT: "0",
     ...extra,

@@ -44,6 +44,8 @@ export interface MediaJobSettings {
   defaultTimeoutSeconds: number;
   /** How long past its timeout an unconfirmed submission waits for its callback. */
   confirmationWindowMs?: number;
+  /** How long a deletion keeps trying to cancel at a failing provider. Default CANCEL_GIVE_UP_MS. */
+  cancelGiveUpMs?: number;
   /** The reconciliation tick: how often waiting jobs are looked at again. */
   tickMs: number;
 }
@@ -726,7 +728,7 @@ export class MediaJobReconciler {
         } catch (err) {
           if (!isProviderError(err, "JOB_NOT_FOUND") && !isProviderError(err, "ENDPOINT_NOT_FOUND")) {
             // A dead provider must not keep the object forever: give up after a bounded time.
-            const giveUp = deletingForMs >= CANCEL_GIVE_UP_MS;
+            const giveUp = deletingForMs >= (this.d.settings.cancelGiveUpMs ?? CANCEL_GIVE_UP_MS);
             await this.d.events.record(
               job,
               "Warning",

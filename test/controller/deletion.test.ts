@@ -1,0 +1,89 @@
+// Deleting a MediaJob cancels its job at the provider, but never hangs on a provider that fails:
+// the cancel is tried for a bounded time, and an annotation skips it altogether.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Manager } from "../../src/controller/manager.js";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import { SKIP_CANCEL_ANNOTATION } from "../../src/mediajob/lifecycle.js";
+import type { Simulator } from "../../src/simulator/server.js";
+import { createTestNamespace, eventsOf, eventually, testKubeConfig } from "../support/kube.js";
+import {
+  gpuEndpoint,
+  mediaJob,
+  startManager,
+  startTestSimulator,
+  testEnv,
+  waitForPhase,
+  waitForReady,
+} from "../support/stack.js";
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+let ns = "";
+let sim: Simulator;
+let manager: Manager;
+
+beforeAll(async () => {
+  ns = await createTestNamespace(kc, "deletion");
+  sim = await startTestSimulator();
+  const env = testEnv(ns, { GPU_PROVIDER_API_URL: sim.url, DELETE_CANCEL_TIMEOUT_SECONDS: "3" });
+  manager = startManager(kc, sim, env);
+  await manager.start();
+  await api.create("gpuendpoints", ns, gpuEndpoint("asr", { workload: "asr" }) as never);
+  await waitForReady(api, ns, "asr");
+});
+
+afterAll(async () => {
+  await manager?.stop();
+  await sim?.close();
+});
+
+const gone = (name: string) =>
+  eventually(async () => (await api.get<MediaJob>("mediajobs", ns, name)) === undefined, {
+    timeoutMs: 20_000,
+    message: `MediaJob ${name} to be deleted`,
+  });
+
+describe("deleting a running job", () => {
+  it("lets go after a bounded time when the provider keeps failing the cancel", async () => {
+    sim.holdJob("dead-1");
+    await api.create("mediajobs", ns, mediaJob("dead", { workload: "asr", id: "dead-1" }) as never);
+    await waitForPhase(api, ns, "dead", "Processing");
+    await eventually(async () => (await api.get<MediaJob>("mediajobs", ns, "dead"))?.status?.providerJobId);
+    sim.setFaults({ serverErrors: 1 });
+    try {
+      await api.delete("mediajobs", ns, "dead");
+      await gone("dead");
+    } finally {
+      sim.setFaults({});
+    }
+    expect(sim.getJob("dead-1")?.status).toBe("IN_PROGRESS"); // never cancelled: the provider failed
+    const reasons = (await eventsOf(kc, ns, "dead")).map((e) => e.reason);
+    expect(reasons).toContain("CancelAbandoned");
+    sim.releaseJob("dead-1");
+  });
+
+  it(`skips the cancel when annotated ${SKIP_CANCEL_ANNOTATION}=true`, async () => {
+    sim.holdJob("keep-1");
+    await api.create("mediajobs", ns, {
+      ...mediaJob("keep", { workload: "asr", id: "keep-1" }),
+      metadata: { name: "keep", annotations: { [SKIP_CANCEL_ANNOTATION]: "true" } },
+    } as never);
+    await waitForPhase(api, ns, "keep", "Processing");
+    await eventually(async () => (await api.get<MediaJob>("mediajobs", ns, "keep"))?.status?.providerJobId);
+    await api.delete("mediajobs", ns, "keep");
+    await gone("keep");
+    expect(sim.getJob("keep-1")?.status).toBe("IN_PROGRESS");
+    sim.releaseJob("keep-1");
+  });
+
+  it("cancels at the provider when it answers", async () => {
+    sim.holdJob("live-1");
+    await api.create("mediajobs", ns, mediaJob("live", { workload: "asr", id: "live-1" }) as never);
+    await waitForPhase(api, ns, "live", "Processing");
+    await eventually(async () => (await api.get<MediaJob>("mediajobs", ns, "live"))?.status?.providerJobId);
+    await api.delete("mediajobs", ns, "live");
+    await gone("live");
+    expect(sim.getJob("live-1")?.status).toBe("CANCELLED");
+  });
+});
