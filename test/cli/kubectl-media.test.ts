@@ -226,13 +226,17 @@ async function startFakeSidecar(secret: string): Promise<FakeSidecar> {
 
 type ProviderState = "COMPLETED" | "IN_PROGRESS" | "FAILED";
 
-/** A job at the provider in the given state (held jobs stay IN_PROGRESS). */
-async function providerJob(id: string, state: ProviderState): Promise<void> {
+/**
+ * A job at the provider in the given state (held jobs stay IN_PROGRESS). The provider ignores our
+ * id (RunPod), so its own id is returned, as the controller would have recorded it.
+ */
+async function providerJob(id: string, state: ProviderState): Promise<string> {
   if (state === "IN_PROGRESS") sim.holdJob(id);
   if (state === "FAILED") sim.setFaults({ failJob: 1 });
-  await gpu.submit(asrId, { id, input: { audio: `${id}.wav` } });
+  const submitted = await gpu.submit(asrId, { id, input: { audio: `${id}.wav` } });
   await eventually(() => sim.getJob(id)?.status === state, { message: `provider job ${id} ${state}` });
   if (state === "FAILED") sim.setFaults({});
+  return submitted.id;
 }
 
 /** A MediaJob with the status a test needs, written as the controller would have. */
@@ -262,8 +266,8 @@ async function job(
 
 /** A Processing MediaJob, submitted an hour ago, whose provider job is in `state` (or unknown). */
 async function processing(ns: string, name: string, state?: ProviderState): Promise<MediaJob> {
-  if (state) await providerJob(name, state);
-  return job(ns, name, { phase: "Processing" });
+  const providerJobId = state ? await providerJob(name, state) : `${name}-unknown-u1`;
+  return job(ns, name, { phase: "Processing", providerJobId });
 }
 
 const get = async (ns: string, name: string) => (await api.get<MediaJob>("mediajobs", ns, name))!;
@@ -424,7 +428,7 @@ describe.concurrent("kubectl media", { timeout: 180_000 }, () => {
       stuck: true,
       endpointId: asrId,
     });
-    expect(doc.provider).toMatchObject({ status: "COMPLETED", id: "a-status-done" });
+    expect(doc.provider).toMatchObject({ status: "COMPLETED", id: sim.getJob("a-status-done")!.id });
     expect(doc.provider.output).toEqual(sim.getJob("a-status-done")!.output);
     expect(doc.verdict).toMatchObject({ attention: true });
 
@@ -481,7 +485,10 @@ describe.concurrent("kubectl media", { timeout: 180_000 }, () => {
       "mediajob.media-orchestrator.io/a-complete-done completed from the provider's result",
     );
     const done = await get(nsA, "a-complete-done");
-    expect(done.status).toMatchObject({ phase: "Completed", providerJobId: "a-complete-done" });
+    expect(done.status).toMatchObject({
+      phase: "Completed",
+      providerJobId: sim.getJob("a-complete-done")!.id,
+    });
     expect(done.status?.output).toEqual(sim.getJob("a-complete-done")!.output);
     expect(done.status?.conditions).toEqual(
       expect.arrayContaining([
@@ -526,7 +533,7 @@ describe.concurrent("kubectl media", { timeout: 180_000 }, () => {
     expect(table.stdout).toMatch(
       /^NAME +WORKLOAD +ENDPOINT +PROVIDER JOB +ATTEMPTS +PROCESSING FOR +LIMIT\n/,
     );
-    expect(table.stdout).toMatch(/b-running +asr +\w+ +b-running +1 +\d+m +10m/);
+    expect(table.stdout).toMatch(/b-running +asr +\w+ +[0-9a-f-]+-u1 +1 +\d+m +10m/);
     expect(table.stderr).toContain(`4 stuck MediaJob(s) in namespace "${nsB}"`);
     expect(json.code).toBe(1);
     expect(names(json)).toEqual(stuckSet);

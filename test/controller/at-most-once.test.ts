@@ -65,14 +65,21 @@ async function runAll(prefix: string, count: number): Promise<MediaJob[]> {
       ),
     ),
   );
+  let unfinished: string[] = [];
   return eventually(
     async () => {
       const jobs = (await api.list<MediaJob>("mediajobs", ns)).items.filter((j) =>
         j.metadata.name.startsWith(`${prefix}-`),
       );
-      return jobs.length === count && jobs.every((j) => j.status?.phase === "Completed") ? jobs : undefined;
+      unfinished = jobs
+        .filter((j) => j.status?.phase !== "Completed")
+        .map((j) => `${j.metadata.name}: ${j.status?.phase}/${j.status?.submission?.state ?? "-"}`);
+      return jobs.length === count && unfinished.length === 0 ? jobs : undefined;
     },
-    { timeoutMs: 90_000, message: `all ${prefix} jobs Completed` },
+    {
+      timeoutMs: 240_000,
+      message: () => `all ${prefix} jobs Completed; not yet: ${unfinished.slice(0, 10).join(", ")}`,
+    },
   );
 }
 
@@ -86,7 +93,7 @@ describe("each job runs exactly once at a provider that ignores client ids", () 
     } finally {
       sim.setFaults({});
     }
-  }, 120_000);
+  }, 300_000);
 
   it("with 5 % of /run answers lost after acceptance, adopted from their callbacks", async () => {
     sim.setFaults({ lostRunAnswers: 0.05, serverErrors: 0.05 });
@@ -101,5 +108,5 @@ describe("each job runs exactly once at a provider that ignores client ids", () 
     } finally {
       sim.setFaults({});
     }
-  }, 120_000);
+  }, 300_000);
 });

@@ -45,6 +45,7 @@ import { KubeApi } from "../../src/k8s/api.js";
 import { impersonating } from "../../src/k8s/config.js";
 import type { Simulator } from "../../src/simulator/server.js";
 import { startPaymentEventGc } from "../../src/webhooks/gc.js";
+import { GpuProviderClient } from "../../src/provider/index.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
 import { startControlPlane, type RunningControlPlane } from "../support/controlplane.js";
@@ -346,13 +347,16 @@ describe("the operator as the chart's ServiceAccount", () => {
     // Only what cannot be the same on this machine: the provider's address, and the sidecar's
     // address and ports (the pod's 8080/8081 may be taken here).
     const base = { ...controllerEnv, GPU_PROVIDER_API_URL: sim.url, WEBHOOKS_HOST: "127.0.0.1" };
+    const sidecarEnv = parseEnv(base);
     sidecar = await startWebhookServer({
       api: asSa,
-      env: parseEnv(base),
+      env: sidecarEnv,
       log: silent,
       registry: new Registry(),
       host: "127.0.0.1",
       port: 0,
+      // As runWebhooks builds it from the pod's environment: callbacks are confirmed with the provider.
+      provider: new GpuProviderClient({ apiUrl: sim.url, apiKey: sidecarEnv.GPU_PROVIDER_API_KEY! }),
     });
     env = parseEnv({ ...base, CALLBACK_BASE_URL: sidecar.url, LOG_LEVEL: "silent" });
     expect(env).toMatchObject({
