@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import type { EndpointHealthReport, ProviderJob, ProviderJobStatus } from "../provider/schemas.js";
 import type { Clock, TimerHandle } from "./clock.js";
 import { honoursClientId, type Faults, type ResolvedOptions } from "./options.js";
-import { failureFor, outputFor, type Workload } from "./outputs.js";
+import { failureFor, outputFor, workerControls, type Workload } from "./outputs.js";
 import { chance, unit, type Rng } from "./random.js";
 
 // The provider's queue and workers: jobs go IN_QUEUE -> IN_PROGRESS -> COMPLETED | FAILED |
@@ -332,7 +332,7 @@ export class Engine {
         job,
         timedOut
           ? "TIMED_OUT"
-          : chance(this.#d.faults().failJob, opts.seed, job.key, "fail", n)
+          : chance(this.#d.faults().failJob, opts.seed, job.key, "fail", n) || workerControls(job.input).fail
             ? "FAILED"
             : "COMPLETED",
       );

@@ -150,16 +150,43 @@ function renderOutput(input: Record<string, unknown>, digest: string) {
   };
 }
 
+/**
+ * What a simulated worker reads from its own input, as a real handler may: `input.simulate =
+ * {outputBytes, fail, tracebackChars}` makes it return an output of about that many bytes, fail,
+ * or fail with a traceback that long. For tests of what a provider can legitimately send back
+ * (RunPod passes a handler's return value through whatever its size).
+ */
+export function workerControls(input: Record<string, unknown>): {
+  outputBytes?: number;
+  fail?: boolean;
+  tracebackChars?: number;
+} {
+  const c = input.simulate;
+  if (c === null || typeof c !== "object" || Array.isArray(c)) return {};
+  const o = c as Record<string, unknown>;
+  const size = (v: unknown) =>
+    typeof v === "number" && Number.isInteger(v) && v > 0 ? Math.min(v, 8 * 1024 * 1024) : undefined;
+  return {
+    ...(size(o.outputBytes) !== undefined && { outputBytes: size(o.outputBytes) }),
+    ...(o.fail === true && { fail: true }),
+    ...(size(o.tracebackChars) !== undefined && { tracebackChars: size(o.tracebackChars) }),
+  };
+}
+
 export function outputFor(workload: Workload, input: Record<string, unknown>): Record<string, unknown> {
   const digest = inputDigest(input);
-  switch (workload) {
-    case "asr":
-      return asrOutput(input, digest);
-    case "tts":
-      return ttsOutput(input, digest);
-    case "render":
-      return renderOutput(input, digest);
-  }
+  const output = (() => {
+    switch (workload) {
+      case "asr":
+        return asrOutput(input, digest);
+      case "tts":
+        return ttsOutput(input, digest);
+      case "render":
+        return renderOutput(input, digest);
+    }
+  })();
+  const pad = workerControls(input).outputBytes;
+  return pad === undefined ? output : { ...output, padding: "x".repeat(pad) };
 }
 
 /**
@@ -176,7 +203,8 @@ export function failureFor(workload: Workload, workerId: string, input: Record<s
     error_type: "<class 'RuntimeError'>",
     error_message: `${messages[workload]} (input ${inputDigest(input).slice(0, 8)})`,
     error_traceback:
-      'Traceback (most recent call last):\n  File "handler.py", line 42, in handler\nRuntimeError',
+      'Traceback (most recent call last):\n  File "handler.py", line 42, in handler\nRuntimeError' +
+      "\n".padEnd(workerControls(input).tracebackChars ?? 0, "  at frame"),
     hostname: `${workerId}-sim`,
     worker_id: workerId,
     runpod_version: "1.7.9",

@@ -49,10 +49,19 @@ export interface CallbackRouteDeps {
 
 const targets = new WeakMap<FastifyRequest, CallbackTarget>();
 
+/**
+ * A callback carries the job's whole output, and RunPod passes a handler's return value through
+ * whatever its size. Only callbacks with a valid token get their body read (the token is checked
+ * in onRequest, before the body arrives), and the body is only a hint, re-read from the provider:
+ * a large result must still reach the job, not be refused and left to the timeout poll.
+ */
+export const CALLBACK_BODY_LIMIT = 16 * 1024 * 1024;
+
 export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteDeps): void {
   app.post(
     CALLBACK_PATH,
     {
+      bodyLimit: CALLBACK_BODY_LIMIT,
       onRequest: [
         async (req, reply) => {
           const parsed = parseCallbackQuery(req.query as Record<string, unknown>);

@@ -13,6 +13,7 @@ import { PIPELINE, runDemoScenario } from "../../scripts/demo-scenario.js";
 import { REPO_ROOT } from "../support/controlplane.js";
 import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
 import {
+  waitForPhase,
   startTestSidecar,
   mediaJob,
   startManager,
@@ -103,6 +104,41 @@ describe("callbacks complete jobs", () => {
     } finally {
       sim.setFaults({});
     }
+  });
+});
+
+describe("results of any size fit the job's status", () => {
+  it("a 5,000-character error ends the job Failed, its message cut to the CRD's limit", async () => {
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("long-error", {
+        workload: "asr",
+        timeoutSeconds: 600,
+        input: { simulate: { fail: true, tracebackChars: 5_000 } },
+      }) as never,
+    );
+    const job = await waitForPhase(api, ns, "long-error", "Failed");
+    expect(job.status?.error?.length).toBeLessThanOrEqual(4096);
+    expect(job.status?.error).toMatch(/^FAILED: .*… \[truncated\]$/s);
+  });
+
+  it("a 2 MiB output ends Completed with the truncation marker, and the next step starts", async () => {
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("huge-output", {
+        workload: "asr",
+        timeoutSeconds: 600,
+        input: { simulate: { outputBytes: 2 * 1024 * 1024 } },
+        then: [{ workload: "tts", timeoutSeconds: 600 }],
+      }) as never,
+    );
+    const job = await waitForPhase(api, ns, "huge-output", "Completed");
+    expect(job.status?.output).toMatchObject({ truncated: true, maxBytes: 256 * 1024 });
+    expect(job.status?.output?.originalBytes as number).toBeGreaterThan(2 * 1024 * 1024);
+    const next = await waitForPhase(api, ns, "huge-output-1-tts", "Completed");
+    expect(next.spec.input).toMatchObject({ previous: { output: { truncated: true } } });
   });
 });
 
