@@ -13,6 +13,8 @@ import {
 
 /** The outcome recorded when the record was created. */
 export const OUTCOME_LABEL = `${GROUP}/outcome`;
+/** What the outcome meant (the account it changed, or why not), recorded at creation. */
+export const MESSAGE_ANNOTATION = `${GROUP}/message`;
 
 /** The outcome the record holds: its status, else the label it was created with. */
 export function recordedOutcome(rec: PaymentEvent): PaymentOutcome | undefined {
@@ -20,6 +22,10 @@ export function recordedOutcome(rec: PaymentEvent): PaymentOutcome | undefined {
   if (fromStatus) return fromStatus;
   const label = rec.metadata.labels?.[OUTCOME_LABEL];
   return label === "Processed" || label === "Ignored" || label === "Failed" ? label : undefined;
+}
+
+export function recordedMessage(rec: PaymentEvent): string | undefined {
+  return rec.status?.message ?? rec.metadata.annotations?.[MESSAGE_ANNOTATION];
 }
 
 /** Finished: nothing left to do for a redelivery. Failed (and a legacy Processing) are not. */
@@ -38,6 +44,7 @@ export function newPaymentRecord(
   event: EventFacts,
   namespace: string,
   outcome: PaymentOutcome,
+  message: string,
 ): PaymentEvent {
   const spec: PaymentEventSpec = {
     eventId: event.id,
@@ -49,7 +56,12 @@ export function newPaymentRecord(
   return {
     apiVersion: API_VERSION,
     kind: "PaymentEvent",
-    metadata: { name: paymentEventName(event.id), namespace, labels: { [OUTCOME_LABEL]: outcome } },
+    metadata: {
+      name: paymentEventName(event.id),
+      namespace,
+      labels: { [OUTCOME_LABEL]: outcome },
+      annotations: { [MESSAGE_ANNOTATION]: message.slice(0, 1024) },
+    },
     spec,
   };
 }

@@ -232,6 +232,7 @@ export class PaymentEvents {
               { ...event, ...(customerId !== undefined && { customerId }) },
               namespace,
               result.outcome,
+              result.message,
             ),
           );
           metrics.paymentOutcomes.inc({ outcome: result.outcome });

@@ -43,8 +43,12 @@ export interface WebhookServerOptions {
   duplicateWaitMs?: number;
   /** Deadline of each Kubernetes call on the payment path. Default 10 s. */
   kubeTimeoutMs?: number;
-  /** Keep the finished-events memory current from a watch (default true; tests of misses turn it off). */
+  /** Keep the finished-events memory current from a watch (default true). */
   watchFinished?: boolean;
+  /** The Kubernetes client of the payment path. Default: one on api's kubeconfig (tests count its calls). */
+  kube?: KubeJson;
+  /** The finished-events memory. Default: WEBHOOKS_REPLAY_MEMORY ids. */
+  finished?: FinishedEvents;
 }
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
@@ -150,15 +154,15 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
   );
 
-  const kube = new KubeJson(opts.api.kubeConfig, { timeoutMs: opts.kubeTimeoutMs });
-  const finished = new FinishedEvents(opts.env.WEBHOOKS_REPLAY_MEMORY);
+  const kube = opts.kube ?? new KubeJson(opts.api.kubeConfig, { timeoutMs: opts.kubeTimeoutMs });
+  const finished = opts.finished ?? new FinishedEvents(opts.env.WEBHOOKS_REPLAY_MEMORY);
   const watch =
     opts.watchFinished === false || opts.env.WEBHOOKS_REPLAY_MEMORY === 0
       ? undefined
       : watchFinishedEvents(kube, namespace, finished, log);
   app.addHook("onClose", async () => {
     await watch?.stop();
-    await kube.close();
+    if (!opts.kube) await kube.close();
   });
   const apiKey = opts.env.PAYMENT_PROVIDER_API_KEY;
   const events = new PaymentEvents({
