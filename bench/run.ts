@@ -233,35 +233,61 @@ async function productThroughput(n: number) {
 
 // ---- Sidecar intake ------------------------------------------------------------------------------
 
-async function intake() {
-  const ns = await namespace("bench-intake");
-  const port = await freePort();
-  const secret = "whsec_bench";
-  const env = baseEnv(ns, "http://127.0.0.1:9", {
-    CALLBACK_BASE_URL: `http://127.0.0.1:${port}`,
-    WEBHOOKS_PORT: String(port),
-    PAYMENT_PROVIDER_WEBHOOK_SECRET: secret,
-  });
-  const webhooks = startProcess("webhooks-intake", "webhooks", env);
-  const base = `http://127.0.0.1:${port}`;
-  const run = (opts: Parameters<typeof autocannon>[0]) =>
-    autocannon({ connections: 20, duration: 10, ...opts });
-  const summary = (r: Awaited<ReturnType<typeof autocannon>>) => ({
+/** Limits high enough never to shed: the capacity rows measure the sidecar, not its limiter. */
+const ROOMY_LIMITS = ["payment", "callbackGlobal", "callbackPerJob", "failuresPerSource"]
+  .map((n) => `${n}=1000000/1000000`)
+  .join(",");
+
+type Cannon = Awaited<ReturnType<typeof autocannon>>;
+
+/** One row: every answer per second, and separately the 2xx ones and the shed (429) ones. */
+function intakeRow(r: Cannon) {
+  const seconds = r.duration || 10;
+  const count = (code: number) => r.statusCodeStats[String(code)]?.count ?? 0;
+  const ok = Object.entries(r.statusCodeStats)
+    .filter(([code]) => code.startsWith("2"))
+    .reduce((sum, [, v]) => sum + v.count, 0);
+  return {
     requestsPerSecond: round(r.requests.average),
+    okPerSecond: round(ok / seconds),
+    shedPerSecond: round(count(429) / seconds),
     p99Ms: r.latency.p99,
+    p50Ms: r.latency.p50,
     non2xx: r.non2xx,
     errors: r.errors,
     statusCodes: Object.fromEntries(Object.entries(r.statusCodeStats).map(([k, v]) => [k, v.count])),
-  });
-  try {
+  };
+}
+
+async function intake() {
+  const ns = await namespace("bench-intake");
+  const secret = "whsec_bench";
+  const sidecar = async (name: string, extra: Record<string, string>) => {
+    const port = await freePort();
+    const child = startProcess(
+      name,
+      "webhooks",
+      baseEnv(ns, "http://127.0.0.1:9", {
+        CALLBACK_BASE_URL: `http://127.0.0.1:${port}`,
+        WEBHOOKS_PORT: String(port),
+        PAYMENT_PROVIDER_WEBHOOK_SECRET: secret,
+        ...extra,
+      }),
+    );
+    const base = `http://127.0.0.1:${port}`;
     await waitHttp(`${base}/readyz`);
-    const signed = (body: string) => ({
-      "content-type": "application/json",
-      "stripe-signature": signStripePayload(body, secret, Math.floor(Date.now() / 1000)),
-    });
-    let seq = 0;
-    const fresh = await run({
-      url: `${base}/webhooks/payment_provider`,
+    return { child, base };
+  };
+  const run = (opts: Parameters<typeof autocannon>[0]) =>
+    autocannon({ connections: 20, duration: 10, ...opts });
+  const signed = (body: string) => ({
+    "content-type": "application/json",
+    "stripe-signature": signStripePayload(body, secret, Math.floor(Date.now() / 1000)),
+  });
+  let seq = 0;
+  const freshEvents = (url: string) =>
+    run({
+      url,
       requests: [
         {
           method: "POST",
@@ -278,6 +304,15 @@ async function intake() {
         },
       ],
     });
+  const countEvents = async () => (await api.list("paymentevents", ns)).items.length;
+
+  const roomy = await sidecar("webhooks-intake", { WEBHOOKS_RATE_LIMITS: ROOMY_LIMITS });
+  let shedding: Awaited<ReturnType<typeof sidecar>> | undefined;
+  try {
+    const pay = `${roomy.base}/webhooks/payment_provider`;
+    const eventsBeforeFresh = await countEvents();
+    const fresh = await freshEvents(pay);
+    const recorded = (await countEvents()) - eventsBeforeFresh;
     const replayBody = JSON.stringify({
       id: "evt_bench_replay",
       object: "event",
@@ -285,22 +320,13 @@ async function intake() {
       created: 1,
       data: { object: {} },
     });
-    await fetch(`${base}/webhooks/payment_provider`, {
-      method: "POST",
-      headers: signed(replayBody),
-      body: replayBody,
-    });
-    const before = (await api.list("paymentevents", ns)).items.length;
+    await fetch(pay, { method: "POST", headers: signed(replayBody), body: replayBody });
+    const before = await countEvents();
     const replayed = () => api.get("paymentevents", ns, paymentEventName("evt_bench_replay"));
     const replayRv = (await replayed())?.metadata.resourceVersion;
-    const replays = await run({
-      url: `${base}/webhooks/payment_provider`,
-      method: "POST",
-      headers: signed(replayBody),
-      body: replayBody,
-    });
+    const replays = await run({ url: pay, method: "POST", headers: signed(replayBody), body: replayBody });
     const badSig = await run({
-      url: `${base}/webhooks/payment_provider`,
+      url: pay,
       method: "POST",
       headers: {
         "content-type": "application/json",
@@ -308,7 +334,7 @@ async function intake() {
       },
       body: replayBody,
     });
-    const afterList = await api.list("paymentevents", ns);
+    const after = await countEvents();
     // A completed job: a duplicate callback for it must change nothing.
     const created = await api.create<MediaJob>("mediajobs", ns, job("cb"));
     const now = new Date().toISOString();
@@ -321,7 +347,7 @@ async function intake() {
       ),
     });
     const cbUrl = new URL(
-      callbackUrl(base, "bench-callback-secret", { namespace: ns, name: "cb", jobId: "cb" }),
+      callbackUrl(roomy.base, "bench-callback-secret", { namespace: ns, name: "cb", jobId: "cb" }),
     );
     const callbacks = await run({
       url: cbUrl.toString(),
@@ -329,25 +355,40 @@ async function intake() {
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ id: "cb", status: "COMPLETED", output: { text: "dup" } }),
     });
+    await stopChild(roomy.child);
+
+    // The shedding: new events against the default limits (what a flood meets in production).
+    shedding = await sidecar("webhooks-intake-shedding", {});
+    const shed = await freshEvents(`${shedding.base}/webhooks/payment_provider`);
     const writeCeiling = await apiserverWriteRate(ns);
+    const freshRow = intakeRow(fresh);
     return {
-      newEvents: { ...summary(fresh), kubernetesWritesPerRequest: 2 },
-      replays: {
-        ...summary(replays),
-        kubernetesWrites:
-          (await replayed())?.metadata.resourceVersion === replayRv && afterList.items.length === before
-            ? 0
-            : "changed",
-        paymentEventsBefore: before,
-        paymentEventsAfter: afterList.items.length,
+      newEvents: {
+        ...freshRow,
+        kubernetesWritesPerRequest: 1,
+        paymentEventsRecorded: recorded,
+        ratioToApiserverWrites: round(freshRow.okPerSecond / writeCeiling, 2),
       },
-      badSignatures: summary(badSig),
-      duplicateCallbacks: summary(callbacks),
+      replays: {
+        ...intakeRow(replays),
+        kubernetesWrites:
+          (await replayed())?.metadata.resourceVersion === replayRv && after === before ? 0 : "changed",
+        paymentEventsBefore: before,
+        paymentEventsAfter: after,
+      },
+      badSignatures: intakeRow(badSig),
+      duplicateCallbacks: intakeRow(callbacks),
+      shedding: {
+        ...intakeRow(shed),
+        limits: "defaults (payment: 200/s, burst 500)",
+      },
+      rateLimits: `capacity rows: ${ROOMY_LIMITS}`,
       apiserverWritesPerSecond: writeCeiling,
-      newEventsCeilingPerSecond: round(writeCeiling / 2),
+      newEventsCeilingPerSecond: writeCeiling,
     };
   } finally {
-    await stopChild(webhooks);
+    await stopChild(roomy.child);
+    if (shedding) await stopChild(shedding.child);
   }
 }
 
