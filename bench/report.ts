@@ -104,7 +104,7 @@ export function writeReport(r: Json): void {
       row(
         "new payment events",
         i.newEvents,
-        `${i.newEvents.kubernetesWritesPerRequest} per event; ${i.newEvents.ratioToApiserverWrites ?? "?"} of the apiserver's ${i.apiserverWritesPerSecond} writes/s`,
+        `${i.newEvents.kubernetesWritesPerRequest} per event; ${i.newEvents.ratioToApiserverWrites ?? "?"} of the apiserver's ${i.apiserverWritesPerSecond} writes/s (ConfigMap creates), ${i.newEvents.ratioToPaymentEventCreates ?? "?"} of its ${i.newEvents.paymentEventCreatesPerSecond ?? "?"} PaymentEvent creates/s; sidecar CPU ${i.newEvents.sidecarCpuMsPerEvent ?? "?"} ms per event`,
       ),
     );
     out.push(row("replays of one event", i.replays, `${i.replays.kubernetesWrites} (answered from memory)`));

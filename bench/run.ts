@@ -238,6 +238,9 @@ const ROOMY_LIMITS = ["payment", "callbackGlobal", "callbackPerJob", "failuresPe
   .map((n) => `${n}=1000000/1000000`)
   .join(",");
 
+/** The shedding row: a route limit well below what the sidecar answers, to show the 429s. */
+const SHEDDING_LIMITS = "payment=50/50";
+
 type Cannon = Awaited<ReturnType<typeof autocannon>>;
 
 /** One row: every answer per second, and separately the 2xx ones and the shed (429) ones. */
@@ -310,9 +313,17 @@ async function intake() {
   let shedding: Awaited<ReturnType<typeof sidecar>> | undefined;
   try {
     const pay = `${roomy.base}/webhooks/payment_provider`;
+    // The apiserver's write ceiling right before and right after the new events (the better one
+    // is used: a low ceiling would flatter the sidecar), and the same for PaymentEvent creates.
+    const ceilingBefore = await apiserverWriteRate(ns);
+    const crBefore = await paymentEventCreateRate(ns);
     const eventsBeforeFresh = await countEvents();
+    const cpuBefore = cpuSeconds(roomy.child.pid!);
     const fresh = await freshEvents(pay);
+    const cpuFresh = cpuSeconds(roomy.child.pid!) - cpuBefore;
     const recorded = (await countEvents()) - eventsBeforeFresh;
+    const ceilingAfter = await apiserverWriteRate(ns);
+    const crAfter = await paymentEventCreateRate(ns);
     const replayBody = JSON.stringify({
       id: "evt_bench_replay",
       object: "event",
@@ -357,17 +368,23 @@ async function intake() {
     });
     await stopChild(roomy.child);
 
-    // The shedding: new events against the default limits (what a flood meets in production).
-    shedding = await sidecar("webhooks-intake-shedding", {});
+    // The shedding: new events against a route limit below the sidecar's capacity.
+    shedding = await sidecar("webhooks-intake-shedding", { WEBHOOKS_RATE_LIMITS: SHEDDING_LIMITS });
     const shed = await freshEvents(`${shedding.base}/webhooks/payment_provider`);
-    const writeCeiling = await apiserverWriteRate(ns);
+    const writeCeiling = Math.max(ceilingBefore, ceilingAfter);
+    const crCeiling = Math.max(crBefore, crAfter);
     const freshRow = intakeRow(fresh);
     return {
       newEvents: {
         ...freshRow,
         kubernetesWritesPerRequest: 1,
         paymentEventsRecorded: recorded,
+        sidecarCpuMsPerEvent: round((cpuFresh * 1000) / Math.max(1, recorded), 2),
         ratioToApiserverWrites: round(freshRow.okPerSecond / writeCeiling, 2),
+        apiserverWritesPerSecondRuns: [ceilingBefore, ceilingAfter],
+        paymentEventCreatesPerSecond: crCeiling,
+        paymentEventCreatesPerSecondRuns: [crBefore, crAfter],
+        ratioToPaymentEventCreates: round(freshRow.okPerSecond / crCeiling, 2),
       },
       replays: {
         ...intakeRow(replays),
@@ -380,7 +397,7 @@ async function intake() {
       duplicateCallbacks: intakeRow(callbacks),
       shedding: {
         ...intakeRow(shed),
-        limits: "defaults (payment: 200/s, burst 500)",
+        limits: SHEDDING_LIMITS,
       },
       rateLimits: `capacity rows: ${ROOMY_LIMITS}`,
       apiserverWritesPerSecond: writeCeiling,
@@ -402,6 +419,27 @@ async function apiserverWriteRate(ns: string): Promise<number> {
         await core.createNamespacedConfigMap({
           namespace: ns,
           body: { metadata: { name: `w-${w}-${n++}` }, data: { a: "b" } },
+        });
+      }
+    }),
+  );
+  return round(n / 10);
+}
+
+/** The same, creating PaymentEvents (a custom resource, the sidecar's one write per new event). */
+async function paymentEventCreateRate(ns: string): Promise<number> {
+  let n = 0;
+  const end = Date.now() + 10_000;
+  const run = randomBytes(3).toString("hex");
+  await Promise.all(
+    Array.from({ length: 20 }, async (_, w) => {
+      while (Date.now() < end) {
+        const i = n++;
+        await api.create("paymentevents", ns, {
+          apiVersion: API_VERSION,
+          kind: "PaymentEvent",
+          metadata: { name: `ceiling-${run}-${w}-${i}` },
+          spec: { eventId: `evt_ceiling_${run}_${w}_${i}`, type: "invoice.paid", created: 1 },
         });
       }
     }),
