@@ -413,12 +413,13 @@ async function intake() {
 async function apiserverWriteRate(ns: string): Promise<number> {
   let n = 0;
   const end = Date.now() + 10_000;
+  const run = randomBytes(3).toString("hex"); // measured more than once per namespace
   await Promise.all(
     Array.from({ length: 20 }, async (_, w) => {
       while (Date.now() < end) {
         await core.createNamespacedConfigMap({
           namespace: ns,
-          body: { metadata: { name: `w-${w}-${n++}` }, data: { a: "b" } },
+          body: { metadata: { name: `w-${run}-${w}-${n++}` }, data: { a: "b" } },
         });
       }
     }),
