@@ -54,6 +54,7 @@ export class KubeJson {
         connections: 64,
         keepAliveTimeout: 30_000,
         connect: {
+          timeout: this.timeoutMs,
           ...(opts.ca !== undefined && { ca: opts.ca as string }),
           ...(opts.cert !== undefined && { cert: opts.cert as string }),
           ...(opts.key !== undefined && { key: opts.key as string }),
@@ -73,33 +74,50 @@ export class KubeJson {
     return name === undefined ? base : `${base}/${encodeURIComponent(name)}${sub ? `/${sub}` : ""}`;
   }
 
-  /** One JSON request with a deadline. Non-2xx answers throw { code, body } errors. */
+  /**
+   * One JSON request with a deadline. Non-2xx answers throw { code, body } errors. The deadline is
+   * a timer raced against the request, not only an abort signal: undici does not abort a connect
+   * in progress (a TLS handshake that never completes waits for its own connect timeout).
+   */
   async call<T>(method: string, path: string, body?: unknown, timeoutMs = this.timeoutMs): Promise<T> {
+    const what = `${method} ${path.split("?")[0]}`;
+    const abort = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        abort.abort();
+        reject(new KubeCallTimeout(what, timeoutMs));
+      }, timeoutMs);
+    });
+    const attempt = this.#send<T>(method, path, body, abort.signal);
+    attempt.catch(() => undefined); // after the deadline its failure has no one to tell
+    try {
+      return await Promise.race([attempt, deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async #send<T>(method: string, path: string, body: unknown, signal: AbortSignal): Promise<T> {
     const { dispatcher, headers } = await this.#connection();
     const payload = body === undefined ? undefined : JSON.stringify(body);
-    const signal = AbortSignal.timeout(timeoutMs);
-    try {
-      const res = await request(`${this.#server}${path}`, {
-        method: method as Dispatcher.HttpMethod,
-        headers: {
-          ...headers,
-          accept: "application/json",
-          ...(payload !== undefined && { "content-type": "application/json" }),
-        },
-        ...(payload !== undefined && { body: payload }),
-        dispatcher,
-        signal,
-      });
-      const text = await res.body.text();
-      if (res.statusCode >= 200 && res.statusCode < 300) return (text ? JSON.parse(text) : undefined) as T;
-      throw Object.assign(new Error(`HTTP ${res.statusCode} ${method} ${path.split("?")[0]}`), {
-        code: res.statusCode,
-        body: text,
-      });
-    } catch (err) {
-      if (signal.aborted) throw new KubeCallTimeout(`${method} ${path.split("?")[0]}`, timeoutMs);
-      throw err;
-    }
+    const res = await request(`${this.#server}${path}`, {
+      method: method as Dispatcher.HttpMethod,
+      headers: {
+        ...headers,
+        accept: "application/json",
+        ...(payload !== undefined && { "content-type": "application/json" }),
+      },
+      ...(payload !== undefined && { body: payload }),
+      dispatcher,
+      signal,
+    });
+    const text = await res.body.text();
+    if (res.statusCode >= 200 && res.statusCode < 300) return (text ? JSON.parse(text) : undefined) as T;
+    throw Object.assign(new Error(`HTTP ${res.statusCode} ${method} ${path.split("?")[0]}`), {
+      code: res.statusCode,
+      body: text,
+    });
   }
 
   async get<T extends KubeObject>(plural: Plural, namespace: string, name: string): Promise<T | undefined> {

@@ -3,7 +3,8 @@
 // calls a new event costs, ordering of subscription events (same-second ties settled by the
 // payment provider's simulator), failed processing and redelivery, and retention.
 import { randomBytes } from "node:crypto";
-import { RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { createServer, type AddressInfo } from "node:net";
+import { KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { Registry } from "prom-client";
 import { request } from "undici";
@@ -16,7 +17,7 @@ import {
   type BillingAccount,
   type PaymentEvent,
 } from "../../src/crds/index.js";
-import { KubeApi } from "../../src/k8s/api.js";
+import { KubeApi, type KubeObject, type Plural } from "../../src/k8s/api.js";
 import { impersonating } from "../../src/k8s/config.js";
 import { startSimulator, type Simulator } from "../../src/simulator/server.js";
 import { FinishedEvents } from "../../src/webhooks/finished.js";
@@ -334,6 +335,70 @@ describe("dedupe on event.id", () => {
     expect(res.status).toBe(200);
     expect((await record(ev.id))?.status).toMatchObject({ outcome: "Processed", attempts: 2, deliveries: 2 });
     expect((await account(c))?.status?.subscriptionStatus).toBe("active");
+  });
+});
+
+describe("deadlines", () => {
+  it("answers 503 when a Kubernetes call does not answer within its deadline", async () => {
+    // An apiserver that accepts connections and never says a word.
+    const silentServer = createServer(() => undefined);
+    await new Promise<void>((resolve) => silentServer.listen(0, "127.0.0.1", resolve));
+    const port = (silentServer.address() as AddressInfo).port;
+    const mute = new KubeConfig();
+    mute.loadFromOptions({
+      clusters: [{ name: "mute", server: `https://127.0.0.1:${port}`, skipTLSVerify: true }],
+      users: [{ name: "u", token: "t" }],
+      contexts: [{ name: "mute", cluster: "mute", user: "u" }],
+      currentContext: "mute",
+    });
+    try {
+      const s = await start({ api: new KubeApi(mute), kubeTimeoutMs: 300, watchFinished: false });
+      const ev = {
+        id: `evt_${uid()}`,
+        object: "event",
+        type: "invoice.paid",
+        created: nowS(),
+        data: { object: {} },
+      };
+      const res = await deliver(ev, s.url);
+      expect(res.status).toBe(503);
+      expect(res.json).toEqual({ error: "unavailable, retry later" });
+    } finally {
+      silentServer.close();
+    }
+  });
+
+  it("a concurrent duplicate waits for the attempt in flight only so long, then answers 409", async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let creates = 0;
+    class GatedKube extends KubeJson {
+      override async create<T extends KubeObject>(
+        plural: Plural,
+        namespace: string,
+        obj: KubeObject,
+      ): Promise<T> {
+        creates++;
+        await gate;
+        return super.create<T>(plural, namespace, obj);
+      }
+    }
+    const s = await start({ kube: new GatedKube(kc), duplicateWaitMs: 200, watchFinished: false });
+    const ev = {
+      id: `evt_${uid()}`,
+      object: "event",
+      type: "invoice.paid",
+      created: nowS(),
+      data: { object: {} },
+    };
+    const first = deliver(ev, s.url);
+    await eventually(async () => creates > 0 || undefined, { timeoutMs: 10_000, intervalMs: 10 });
+    const second = await deliver(ev, s.url);
+    expect(second.status).toBe(409);
+    release();
+    expect((await first).status).toBe(200);
+    expect(creates).toBe(1);
+    expect((await deliver(ev, s.url)).json).toEqual({ received: true, duplicate: true });
   });
 });
 
