@@ -169,8 +169,12 @@ function badCallbackQuery(r: Rng, ns: string, job: string): string {
     case 1:
       q.set("token", good.slice(0, r.int(good.length)));
       return q.toString();
-    case 2:
-      return `${q.toString()}&token=${encodeURIComponent(encodeURIComponent(good))}`;
+    case 2: {
+      // Every character percent-encoded twice: one decoding leaves "%76%38..." (a single
+      // encoding would decode to the valid token, which is then authentic, not fuzz).
+      const twice = [...good].map((c) => `%25${c.charCodeAt(0).toString(16).padStart(2, "0")}`).join("");
+      return `${q.toString()}&token=${twice}`;
+    }
     case 3:
       return `${q.toString()}&token=${good}&token=${good}`; // repeated
     case 4:
@@ -374,6 +378,7 @@ try {
       requests: [...codes.open.values()].reduce((s, n) => s + n, 0),
       statusCodes: Object.fromEntries([...codes.open].sort(([a], [b]) => a - b)),
       answers5xx: fivexx(codes.open),
+      answers2xx: [...codes.open].filter(([c]) => c >= 200 && c < 300).reduce((n, [, k]) => n + k, 0),
       stateChanges: openChanges,
       memory: memory("open"),
     },
@@ -387,6 +392,7 @@ try {
   });
   const u = results.unauthenticated as {
     answers5xx: number;
+    answers2xx: number;
     stateChanges: number;
     memory: { earlyMiB: number; lateMiB: number };
   };
@@ -397,6 +403,7 @@ try {
   const invariants = {
     no5xx: u.answers5xx === 0 && a.answers5xx === 0,
     noStateChangeWithoutCredentials: u.stateChanges === 0,
+    noAcceptanceWithoutCredentials: u.answers2xx === 0,
     memoryFlat: flat(u.memory) && flat(a.memory),
   };
   results.invariants = invariants;
