@@ -374,15 +374,18 @@ export async function registerPaymentRoute(app: FastifyInstance, deps: PaymentRo
           req.log.warn({ bytes: raw.length }, "signed payment webhook is not JSON");
           return send(req, reply, refuse(400, "bad_request"));
         }
+        // A replay of a finished event costs nothing: answered before the route's limit, and
+        // before the envelope is validated again (only the provider can sign, and this id's
+        // event was validated when it was processed).
+        const id = (json as { id?: unknown } | null)?.id;
+        const replay = typeof id === "string" ? deps.events.replayFromMemory(id) : undefined;
+        if (replay) return send(req, reply, replay);
         const event = EventEnvelope.safeParse(json);
         if (!event.success) {
           const fields = [...new Set(event.error.issues.map((i) => i.path.join(".") || "body"))].join(", ");
           req.log.warn({ fields }, "signed payment webhook is not an event");
           return send(req, reply, refuse(400, "bad_request"));
         }
-        // A replay of a finished event costs nothing: answered before the route's limit.
-        const replay = deps.events.replayFromMemory(event.data.id);
-        if (replay) return send(req, reply, replay);
         const shed = deps.guard.admit();
         if (shed) return send(req, reply, shed);
         return send(req, reply, await deps.events.deliver(event.data, req.log));
