@@ -78,9 +78,9 @@ export function writeReport(r: Json): void {
     out.push(
       "## Sidecar intake",
       "",
-      "autocannon, 20 connections, 10 s per case, against the sidecar process. The capacity rows run with the rate limits raised out of the way (" +
-        "`WEBHOOKS_RATE_LIMITS`), so they measure the sidecar; the last row runs with the default limits and shows what a flood meets. " +
-        "`ok/s` counts 2xx answers only; `shed/s` counts 429s.",
+      "autocannon, 20 connections, 10 s per case, against the sidecar process; new events in three 5 s rounds, each after the apiserver's ceilings of the moment (a bare client, 20 writers, 5 s each). " +
+        "The capacity rows run with the rate limits raised out of the way (`WEBHOOKS_RATE_LIMITS`), so they measure the sidecar; " +
+        "the last row runs with a route limit below the sidecar's capacity and shows the shedding. `ok/s` counts 2xx answers only; `shed/s` counts 429s.",
       "",
     );
     out.push(
