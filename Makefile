@@ -67,5 +67,8 @@ demo: deps ## the main job: control plane, simulator, operator, a sample ASR -> 
 bench: deps controlplane ## the benchmarks; results in docs/benchmarks.md and bench/results/
 	$(TSX) bench/run.ts $(BENCH_ARGS)
 
+fuzz: deps controlplane ## generated requests against both sidecar routes (FUZZ_ARGS="--requests N --seed S"); docs/reliability.md
+	$(TSX) bench/fuzz.ts $(FUZZ_ARGS)
+
 clean: ## remove build output and local state (stops nothing: run cluster-down / dev-down first)
 	rm -rf dist .local/bin

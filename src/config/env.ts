@@ -1,6 +1,8 @@
 // Configuration from the environment, parsed once at start by zod. A bad value stops the process
 // with a message naming the variable; values themselves are never echoed (some are secrets).
+import { isIP } from "node:net";
 import { z } from "zod";
+import { parseRateLimits } from "../webhooks/ratelimit.js";
 
 const bool = z
   .enum(["true", "false", "1", "0", "yes", "no"])
@@ -78,6 +80,35 @@ export const EnvSchema = z.object({
   /** Port of the controller's own /healthz, /readyz and /metrics. */
   CONTROLLER_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(8081),
   WEBHOOK_TOLERANCE_SECONDS: seconds(300),
+  /**
+   * The proxies (ingress, load balancer) in front of the sidecar whose X-Forwarded-For it believes:
+   * addresses or CIDRs, comma-separated. Empty: the peer address is the source (rate limits of
+   * failed checks are per source; behind an unlisted ingress every sender shares one source).
+   */
+  WEBHOOKS_TRUSTED_PROXIES: optionalText.refine(
+    (v) =>
+      v === undefined ||
+      v.split(",").every((p) => {
+        const [addr, bits, extra] = p.trim().split("/");
+        return (
+          extra === undefined &&
+          isIP(addr ?? "") !== 0 &&
+          (bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= 128))
+        );
+      }),
+    "must be IP addresses or CIDRs separated by commas",
+  ),
+  /** Rate limits, `name=rate/burst` comma-separated (docs/webhooks.md); unnamed ones keep defaults. */
+  WEBHOOKS_RATE_LIMITS: optionalText.refine((v) => {
+    try {
+      parseRateLimits(v);
+      return true;
+    } catch {
+      return false;
+    }
+  }, "must be name=rate/burst entries (payment, callbackGlobal, callbackPerJob, failuresPerSource)"),
+  /** Finished payment event ids each sidecar replica remembers (replays of them cost no I/O). */
+  WEBHOOKS_REPLAY_MEMORY: z.coerce.number().int().min(0).default(100_000),
   /** PaymentEvents are kept this long (longer than the provider's 3-day retry window). */
   PAYMENT_EVENT_RETENTION_HOURS: seconds(24 * 7),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

@@ -6,8 +6,13 @@ import type { Rng } from "./random.js";
 
 // A small stand-in for the payment provider: it signs events Stripe-style, posts them to the
 // configured webhook URL, records each delivery, and re-sends one on
-// POST /v1/webhooks/deliveries/{id}/redeliver (docs/design.md, Operational procedures). Each attempt
-// is signed afresh with the current time, as Stripe does, so a redelivery days later still verifies.
+// POST /v1/webhooks/deliveries/{id}/redeliver. Each attempt is signed afresh with the current
+// time, as Stripe does, so a redelivery days later still verifies.
+//
+// It also keeps each subscription's current state, as the provider's API reports it on
+// GET /v1/subscriptions/{id} (https://docs.stripe.com/api/subscriptions/retrieve): the object of
+// the last subscription event sent (a deleted subscription stays retrievable, status canceled),
+// or one set directly (setSubscription), for tests that deliver events themselves.
 
 export interface PaymentAttempt {
   at: number;
@@ -32,8 +37,18 @@ export function stripeSignature(body: string, secret: string, unixSeconds: numbe
   return `t=${unixSeconds},v1=${mac}`;
 }
 
+/** A subscription as the provider's API returns it (the fields the sidecar reads, and a few more). */
+export interface SimSubscription {
+  id: string;
+  object: "subscription";
+  customer: string;
+  status: string;
+  [k: string]: unknown;
+}
+
 export class PaymentSender {
   readonly #deliveries = new Map<string, PaymentDelivery>();
+  readonly #subscriptions = new Map<string, SimSubscription>();
   readonly #dispatcher: Dispatcher;
   readonly #rng: Rng;
   #webhook: PaymentWebhook | undefined;
@@ -52,10 +67,33 @@ export class PaymentSender {
     return [...this.#deliveries.values()].map((d) => ({ ...d, attempts: [...d.attempts] }));
   }
 
+  /** The subscription's current state, as GET /v1/subscriptions/{id} answers it. */
+  subscription(id: string): SimSubscription | undefined {
+    const sub = this.#subscriptions.get(id);
+    return sub && { ...sub };
+  }
+
+  /** Sets a subscription's current state (what happened at the provider, delivered or not). */
+  setSubscription(sub: { id: string; customer: string; status: string } & Record<string, unknown>): void {
+    this.#subscriptions.set(sub.id, { ...sub, object: "subscription" });
+  }
+
+  /** A subscription event changes the subscription first: the event reports that change. */
+  #track(event: Record<string, unknown>): void {
+    const type = typeof event.type === "string" ? event.type : "";
+    if (!type.startsWith("customer.subscription.")) return;
+    const object = (event.data as { object?: Record<string, unknown> } | undefined)?.object;
+    if (!object || typeof object.id !== "string" || typeof object.customer !== "string") return;
+    const status = type === "customer.subscription.deleted" ? "canceled" : object.status;
+    if (typeof status !== "string") return;
+    this.setSubscription({ ...object, id: object.id, customer: object.customer, status });
+  }
+
   /** Records and sends an event; `id`, `object` and `created` are filled in when missing. */
   async send(event: Record<string, unknown>): Promise<PaymentDelivery> {
     const webhook = this.#webhook;
     if (webhook === undefined) throw new Error("no payment webhook configured");
+    this.#track(event);
     const full: Record<string, unknown> & { id: string } = {
       object: "event",
       created: Math.floor(Date.now() / 1000),

@@ -20,7 +20,7 @@ import {
   type PaymentWebhook,
   type SimulatorOptions,
 } from "./options.js";
-import type { PaymentDelivery } from "./payment.js";
+import type { PaymentDelivery, SimSubscription } from "./payment.js";
 import { PaymentSender } from "./payment.js";
 import { Rng } from "./random.js";
 
@@ -65,6 +65,9 @@ export interface Simulator {
   setPaymentWebhook(w: PaymentWebhook): void;
   sendPaymentEvent(event: Record<string, unknown>): Promise<PaymentDelivery>;
   paymentDeliveries(): PaymentDelivery[];
+  /** The payment provider's current state of a subscription (GET /v1/subscriptions/{id}). */
+  setSubscription(sub: { id: string; customer: string; status: string }): void;
+  subscription(id: string): SimSubscription | undefined;
 }
 
 const GRAPHQL_BODY_LIMIT = 1024 * 1024;
@@ -208,6 +211,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     ) {
       return redeliver(req, url, rest[2] ?? "");
     }
+    if (head === "v1" && rest[0] === "subscriptions" && rest.length === 2)
+      return retrieveSubscription(req, url, rest[1] ?? "");
     return json(404, { error: "not found" });
   };
 
@@ -228,6 +233,25 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     } catch (err) {
       return json(409, { error: err instanceof Error ? err.message : String(err) });
     }
+  };
+
+  /** Stripe's retrieve: https://docs.stripe.com/api/subscriptions/retrieve */
+  const retrieveSubscription = (req: IncomingMessage, url: URL, id: string): Reply => {
+    if (req.method !== "GET") return json(405, { error: "method not allowed" });
+    const key = requestKey(req, url, false);
+    if (key === undefined || !opts.paymentApiKeys.has(key))
+      return json(401, { error: { type: "invalid_request_error", message: "Invalid API Key provided" } });
+    const sub = ctx.payment.subscription(id);
+    if (sub === undefined)
+      return json(404, {
+        error: {
+          type: "invalid_request_error",
+          code: "resource_missing",
+          param: "id",
+          message: `No such subscription: '${id}'`,
+        },
+      });
+    return json(200, sub);
   };
 
   const onRequest = async (req: IncomingMessage, res: ServerResponse) => {
@@ -301,5 +325,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     setPaymentWebhook: (w) => ctx.payment.setWebhook(w),
     sendPaymentEvent: (event) => ctx.payment.send(event),
     paymentDeliveries: () => ctx.payment.deliveries(),
+    setSubscription: (sub) => ctx.payment.setSubscription(sub),
+    subscription: (id) => ctx.payment.subscription(id),
   };
 }

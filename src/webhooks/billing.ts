@@ -1,7 +1,9 @@
 // Subscription events -> BillingAccount status. The provider does not order its deliveries, so
 // the account remembers the `created` time of the event that set its state and refuses older ones.
-// Two events of the same second are ordered by event id (any fixed order will do: every replica
-// and every delivery order then converges on the same winner).
+// Two different events of the same second cannot be ordered from the events themselves (their ids
+// are random), so on such a tie the provider is asked for the subscription's current state, and
+// that is what the account keeps. Without a provider key (or a subscription id) the tie falls back
+// to a fixed order by event id: every replica then converges on the same, possibly stale, winner.
 import { setCondition } from "../controller/conditions.js";
 import {
   ADMITTING_STATES,
@@ -11,9 +13,10 @@ import {
   type BillingAccountStatus,
   type SubscriptionStatus,
 } from "../crds/index.js";
-import type { KubeApi } from "../k8s/api.js";
-import { isAlreadyExists } from "../k8s/errors.js";
+import { isAlreadyExists, isConflict } from "../k8s/errors.js";
+import type { KubeJson } from "./kubejson.js";
 import type { WebhookMetrics } from "./metrics.js";
+import type { SubscriptionLookup } from "./paymentapi.js";
 
 export interface SubscriptionChange {
   customerId: string;
@@ -24,16 +27,28 @@ export interface SubscriptionChange {
   created: number;
 }
 
-/** Whether an event may set the account's state: strictly newer than the one that set it. */
+/**
+ * How an event compares with the one that set the account's state: newer, older, the same event
+ * again (a replay), or a different event of the same second (a tie event order cannot break).
+ */
+export function ordering(
+  event: { eventId: string; created: number },
+  status?: BillingAccountStatus,
+): "newer" | "older" | "same" | "tie" {
+  const lastCreated = status?.lastEventCreated;
+  if (lastCreated === undefined) return "newer";
+  if (event.created !== lastCreated) return event.created > lastCreated ? "newer" : "older";
+  return event.eventId === (status?.lastEventId ?? "") ? "same" : "tie";
+}
+
+/** Whether an event may set the account's state without asking anyone (ties by event id). */
 export function supersedes(
   event: { eventId: string; created: number },
   status?: BillingAccountStatus,
 ): boolean {
-  const lastCreated = status?.lastEventCreated;
-  if (lastCreated === undefined) return true;
-  if (event.created !== lastCreated) return event.created > lastCreated;
-  const lastId = status?.lastEventId ?? "";
-  return event.eventId > lastId; // the same event again (a replay) is not newer than itself
+  const o = ordering(event, status);
+  if (o === "tie") return event.eventId > (status?.lastEventId ?? "");
+  return o === "newer";
 }
 
 const pascal = (s: string): string =>
@@ -81,6 +96,16 @@ export interface ApplyResult {
   subscriptionStatus?: string;
   /** When not applied: the event that set the (newer) state. */
   supersededBy?: string;
+  /** A same-second tie settled by the provider's current state. */
+  askedProvider?: boolean;
+}
+
+export interface BillingDeps {
+  kube: KubeJson;
+  namespace: string;
+  metrics?: WebhookMetrics;
+  /** Settles same-second ties; without it ties fall back to the order of event ids. */
+  subscriptions?: SubscriptionLookup;
 }
 
 /**
@@ -88,42 +113,66 @@ export interface ApplyResult {
  * already set the state. Read-modify-write with the object's resourceVersion, retried on conflict.
  */
 export async function applySubscriptionChange(
-  api: KubeApi,
-  namespace: string,
+  deps: BillingDeps,
   change: SubscriptionChange,
   nowIso: string,
-  metrics?: WebhookMetrics,
 ): Promise<ApplyResult> {
+  const { kube, namespace, metrics } = deps;
   const name = billingAccountName(change.customerId);
-  for (let round = 0; round < 3; round++) {
-    const res = await api.updateStatusWithRetry<BillingAccount>(
-      "billingaccounts",
-      namespace,
-      name,
-      (current) =>
-        supersedes(change, current.status)
-          ? { ...current, status: accountStatusAfter(current, change, nowIso) }
-          : undefined,
-    );
-    if (res.conflicts) metrics?.conflicts.inc({ resource: "billingaccounts" }, res.conflicts);
-    if (res.object) {
+  let providerStatus: SubscriptionStatus | undefined;
+  for (let round = 0; round < 8; round++) {
+    const current = await kube.get<BillingAccount>("billingaccounts", namespace, name);
+    if (!current) {
+      try {
+        await kube.create("billingaccounts", namespace, {
+          apiVersion: API_VERSION,
+          kind: "BillingAccount",
+          metadata: { name, namespace },
+          spec: { customerId: change.customerId },
+        });
+      } catch (err) {
+        if (!isAlreadyExists(err)) throw err; // another event for this customer created it: fine
+      }
+      continue;
+    }
+    const order = ordering(change, current.status);
+    let next: SubscriptionChange | undefined;
+    const lookup = deps.subscriptions;
+    if (order === "tie" && lookup && change.subscriptionId) {
+      // Asked once per delivery, then kept across conflict retries: the answer is "now" either way.
+      providerStatus ??= await lookup.currentStatus(change.subscriptionId);
+      // The provider's state wins; a write only when it changes what the account holds.
+      if (providerStatus !== current.status?.subscriptionStatus)
+        next = { ...change, subscriptionStatus: providerStatus };
+    } else if (order === "newer" || (order === "tie" && supersedes(change, current.status))) {
+      next = change;
+    }
+    if (!next) {
       return {
-        applied: res.written,
+        applied: false,
         account: name,
-        subscriptionStatus: res.object.status?.subscriptionStatus,
-        ...(res.written ? {} : { supersededBy: res.object.status?.lastEventId }),
+        subscriptionStatus: current.status?.subscriptionStatus,
+        ...(order === "same" || order === "tie" ? {} : { supersededBy: current.status?.lastEventId }),
+        ...(providerStatus !== undefined && { askedProvider: true }),
       };
     }
     try {
-      await api.create("billingaccounts", namespace, {
-        apiVersion: API_VERSION,
-        kind: "BillingAccount",
-        metadata: { name, namespace },
-        spec: { customerId: change.customerId },
+      const written = await kube.replaceStatus<BillingAccount>("billingaccounts", {
+        ...current,
+        status: accountStatusAfter(current, next, nowIso),
       });
+      return {
+        applied: true,
+        account: name,
+        subscriptionStatus: written.status?.subscriptionStatus,
+        ...(providerStatus !== undefined && { askedProvider: true }),
+      };
     } catch (err) {
-      if (!isAlreadyExists(err)) throw err; // another event for this customer created it: fine
+      if (!isConflict(err)) throw err;
+      metrics?.conflicts.inc({ resource: "billingaccounts" });
+      // Jittered, so writers that collided do not collide again in lockstep.
+      await new Promise((r) => setTimeout(r, Math.random() * Math.min(200, 10 * 2 ** round)));
     }
   }
-  throw new Error(`BillingAccount ${namespace}/${name} disappeared while being updated`);
+  throw new Error(`BillingAccount ${namespace}/${name} kept changing while being updated`);
 }

@@ -29,7 +29,7 @@ import { writeProviderResult } from "../mediajob/result.js";
 import { isProviderError, type GpuProviderClient } from "../provider/index.js";
 import { ProviderJob } from "../provider/schemas.js";
 import type { WebhookMetrics } from "./metrics.js";
-import type { TokenBuckets } from "./ratelimit.js";
+import type { TokenBuckets, VerifyThenLimit } from "./ratelimit.js";
 import { refuse, send } from "./replies.js";
 
 export { CALLBACK_PATH };
@@ -42,7 +42,8 @@ export interface CallbackRouteDeps {
   provider: Pick<GpuProviderClient, "status"> | undefined;
   now: () => Date;
   metrics: WebhookMetrics;
-  globalLimiter: TokenBuckets;
+  /** Failures per source address, then genuine traffic: a forged flood cannot crowd out real callbacks. */
+  guard: VerifyThenLimit;
   perJobLimiter: TokenBuckets;
   conflictAttempts?: number;
 }
@@ -63,9 +64,11 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
     {
       bodyLimit: CALLBACK_BODY_LIMIT,
       onRequest: [
+        deps.guard.refuseFailingSource,
         async (req, reply) => {
           const parsed = parseCallbackQuery(req.query as Record<string, unknown>);
           if (!parsed || !deps.secret || !verifyCallbackToken(deps.secret, parsed.target, parsed.token)) {
+            deps.guard.failed(req);
             req.log.warn(
               parsed
                 ? { namespace: parsed.target.namespace, name: parsed.target.name, remote: req.ip }
@@ -81,15 +84,8 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
         },
         async (req, reply) => {
           // Spent only by callbacks with a valid token: forged floods cannot crowd out real ones.
-          const t = deps.globalLimiter.take("callbacks");
-          if (!t.ok)
-            return send(
-              req,
-              reply,
-              refuse(429, "rate_limited", { "retry-after": String(t.retryAfterSeconds) }),
-            );
-        },
-        async (req, reply) => {
+          const shed = deps.guard.admit("callbacks");
+          if (shed) return send(req, reply, shed);
           const target = targets.get(req)!;
           const t = deps.perJobLimiter.take(`${target.namespace}/${target.name}/${target.attempt}`);
           if (!t.ok)

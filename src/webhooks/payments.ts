@@ -1,27 +1,31 @@
-// POST /webhooks/payment_provider: verify, dedupe, process, record the outcome.
+// POST /webhooks/payment_provider: verify, answer replays from memory, apply, record.
 //
-// The PaymentEvent named from a hash of event.id is the dedupe record and the claim. Its status
-// keeps the outcome, not just "seen", so a replay of a processed event is answered 200 without
-// any write, while a redelivery of an event whose processing failed runs again. Concurrent
-// deliveries of one event share the work: in one replica they join the in-flight attempt; across
-// replicas the create (AlreadyExists) and the status write with a resourceVersion (409) decide who
-// processes, and the others wait for the outcome. docs/webhooks.md has the whole table.
-import type { FastifyBaseLogger, FastifyInstance } from "fastify";
+// Every effect of a payment event is idempotent (a BillingAccount keeps the event that set its
+// state and refuses older ones; a replay of that event is "the same" and writes nothing), so an
+// event needs no claim before its effect: it is applied, then recorded. The PaymentEvent named from
+// a hash of event.id is the record; it is created once, after the effect, with the outcome in a
+// label (one write). Deliveries of one event racing in two replicas both apply it (the second is a
+// no-op on the account) and both try the create: one wins, the other answers as a duplicate. A
+// failed event is recorded Failed and is not finished: its redelivery runs again and rewrites the
+// record's status. Finished events are kept in memory (finished.ts): their replays cost no
+// Kubernetes call at all. docs/webhooks.md has the whole table.
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import {
-  API_VERSION,
   SubscriptionStatus,
   paymentEventName,
   type PaymentEvent,
-  type PaymentEventSpec,
   type PaymentEventStatus,
   type PaymentOutcome,
 } from "../crds/index.js";
-import type { KubeApi } from "../k8s/api.js";
-import { describeError, isAlreadyExists, isConflict, isNotFound } from "../k8s/errors.js";
+import { describeError, isAlreadyExists, isConflict } from "../k8s/errors.js";
 import { applySubscriptionChange, type SubscriptionChange } from "./billing.js";
+import type { FinishedEvents } from "./finished.js";
+import type { KubeJson } from "./kubejson.js";
 import type { WebhookMetrics } from "./metrics.js";
-import type { TokenBuckets } from "./ratelimit.js";
+import type { SubscriptionLookup } from "./paymentapi.js";
+import { isFinished, newPaymentRecord, recordedOutcome } from "./paymentrecord.js";
+import type { VerifyThenLimit } from "./ratelimit.js";
 import { refuse, send, type Answer } from "./replies.js";
 import { verifyStripeSignature } from "./signature.js";
 
@@ -82,240 +86,228 @@ function subscriptionChange(event: EventEnvelope): SubscriptionChange {
   };
 }
 
-type RecordState = "done" | "claimable" | "busy";
-
 export interface PaymentDeps {
-  api: KubeApi;
+  kube: KubeJson;
   namespace: string;
   metrics: WebhookMetrics;
   now: () => Date;
   log: FastifyBaseLogger;
-  /** A Processing record older than this belongs to a crashed attempt and may be claimed again. */
-  staleClaimMs: number;
-  /** How long a concurrent duplicate waits for the attempt in flight before answering 409. */
+  finished: FinishedEvents;
+  /** Settles same-second subscription events (billing.ts). */
+  subscriptions?: SubscriptionLookup;
+  /** How long a concurrent duplicate in this replica waits for the attempt in flight (then 409). */
   duplicateWaitMs: number;
-  pollMs?: number;
 }
+
+const duplicateAnswer = (): Answer => ({
+  statusCode: 200,
+  body: { received: true, duplicate: true },
+  outcome: "duplicate",
+});
 
 export class PaymentEvents {
   readonly #inflight = new Map<string, Promise<Answer>>();
 
   constructor(private readonly d: PaymentDeps) {}
 
+  /** A replay of a finished event, answered from memory: no Kubernetes call. */
+  replayFromMemory(eventId: string): Answer | undefined {
+    if (!this.d.finished.has(eventId)) return undefined;
+    this.d.metrics.duplicates.inc({ route: PAYMENT_PATH });
+    return duplicateAnswer();
+  }
+
   /** Handles one verified event. Concurrent calls for one id in this process share one attempt. */
   async deliver(event: EventEnvelope, log: FastifyBaseLogger): Promise<Answer> {
     const running = this.#inflight.get(event.id);
     if (running) {
       this.d.metrics.duplicates.inc({ route: PAYMENT_PATH });
-      const answer = await running;
-      return answer.statusCode < 300
-        ? { ...answer, body: { ...answer.body, duplicate: true }, outcome: "duplicate" }
-        : answer;
+      const answer = await this.#within(running, this.d.duplicateWaitMs);
+      if (!answer) return refuse(409, "in_progress", { "retry-after": "10" });
+      return answer.statusCode < 300 ? duplicateAnswer() : answer;
     }
     const attempt = this.#deliver(event, log).finally(() => this.#inflight.delete(event.id));
     this.#inflight.set(event.id, attempt);
     return attempt;
   }
 
-  #state(rec: PaymentEvent): RecordState {
-    const outcome = rec.status?.outcome;
-    if (outcome === "Processed" || outcome === "Ignored") return "done";
-    if (outcome === "Failed") return "claimable";
-    // Processing, or created a moment ago and not yet claimed by its creator.
-    const stamp = rec.status?.lastDeliveryAt ?? rec.metadata.creationTimestamp;
-    const since = stamp instanceof Date ? stamp.getTime() : Date.parse(stamp ?? "");
-    if (Number.isNaN(since)) return "claimable";
-    return this.d.now().getTime() - since > this.d.staleClaimMs ? "claimable" : "busy";
+  /** The attempt's answer, or undefined when it takes longer than `ms`. */
+  async #within(attempt: Promise<Answer>, ms: number): Promise<Answer | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), ms);
+    });
+    // The attempt's own failure is its deliverer's to answer; a joiner only needs an answer.
+    const settled = attempt.catch(() => refuse(503, "unavailable", { "retry-after": "5" }));
+    return Promise.race([settled, late]).finally(() => clearTimeout(timer));
   }
 
   async #deliver(event: EventEnvelope, log: FastifyBaseLogger): Promise<Answer> {
-    const { api, namespace } = this.d;
-    const name = paymentEventName(event.id);
-    const deadline = Date.now() + this.d.duplicateWaitMs;
-    const pollMs = this.d.pollMs ?? 100;
-    // Rounds beyond the polling ones mean the record keeps changing under us (or keeps
-    // vanishing): let the provider retry later rather than spin.
-    const maxRounds = 20 + Math.ceil(this.d.duplicateWaitMs / pollMs);
-    let waited = false;
-    for (let round = 0; ; round++) {
-      if (round >= maxRounds) return refuse(503, "unavailable", { "retry-after": "10" });
-      let rec = await api.get<PaymentEvent>("paymentevents", namespace, name);
-      if (!rec) {
-        try {
-          rec = await api.create<PaymentEvent>("paymentevents", namespace, this.#record(event, name));
-        } catch (err) {
-          if (isAlreadyExists(err)) continue; // another delivery created it first: look again
-          throw err;
-        }
-        const claimed = await this.#claim(rec);
-        if (claimed) return this.#process(claimed, event, log);
-        continue;
-      }
-      if (rec.spec.eventId !== event.id) {
-        // Two ids hashing to one name (160 bits: not expected in practice). Refuse loudly.
-        log.error({ eventId: event.id, record: name }, "payment event name collision");
-        return refuse(503, "name_collision");
-      }
-      const state = this.#state(rec);
-      if (state === "done") {
-        if (!waited) this.d.metrics.duplicates.inc({ route: PAYMENT_PATH }); // counted once per delivery
-        log.info(
-          { eventId: event.id, type: event.type, outcome: rec.status?.outcome, waited },
-          "payment event already handled: replay answered without changes",
-        );
+    const nowIso = this.d.now().toISOString();
+    const result = await this.#apply(event, log);
+    return this.#record(event, result, nowIso, log);
+  }
+
+  /** Applies the event's effect (idempotent); never throws: a failure is an outcome. */
+  async #apply(
+    event: EventEnvelope,
+    log: FastifyBaseLogger,
+  ): Promise<{ outcome: PaymentOutcome; message: string; answer: Answer }> {
+    try {
+      if (!SUBSCRIPTION_EVENT_TYPES.has(event.type)) {
         return {
-          statusCode: 200,
-          body: { received: true, duplicate: true },
-          outcome: "duplicate",
+          outcome: "Ignored",
+          message: `event type ${event.type} needs no action`,
+          answer: { statusCode: 200, body: { received: true }, outcome: "ignored" },
         };
       }
-      if (state === "claimable") {
-        const claimed = await this.#claim(rec);
-        if (claimed) return this.#process(claimed, event, log);
-        continue; // another delivery claimed it in between
-      }
-      // busy: another delivery (in another replica) is processing it right now.
-      if (!waited) this.d.metrics.duplicates.inc({ route: PAYMENT_PATH });
-      waited = true;
-      if (Date.now() >= deadline) {
-        log.warn({ eventId: event.id }, "payment event still being processed by another delivery");
-        return refuse(409, "in_progress", { "retry-after": "10" });
-      }
-      await new Promise((r) => setTimeout(r, pollMs));
-    }
-  }
-
-  #record(event: EventEnvelope, name: string): PaymentEvent {
-    const customerId = customerOf(event);
-    const spec: PaymentEventSpec = {
-      eventId: event.id,
-      type: event.type,
-      created: event.created,
-      ...(customerId !== undefined ? { customerId } : {}),
-      ...(event.livemode !== undefined ? { livemode: event.livemode } : {}),
-    };
-    return {
-      apiVersion: API_VERSION,
-      kind: "PaymentEvent",
-      metadata: { name, namespace: this.d.namespace },
-      spec,
-    };
-  }
-
-  /** Takes the record for this delivery: a status write guarded by its resourceVersion. */
-  async #claim(rec: PaymentEvent): Promise<PaymentEvent | undefined> {
-    const nowIso = this.d.now().toISOString();
-    const status: PaymentEventStatus = {
-      ...rec.status,
-      outcome: "Processing",
-      message: "processing",
-      attempts: (rec.status?.attempts ?? 0) + 1,
-      deliveries: (rec.status?.deliveries ?? 0) + 1,
-      lastDeliveryAt: nowIso,
-    };
-    try {
-      return await this.d.api.replaceStatus<PaymentEvent>("paymentevents", { ...rec, status });
+      const change = subscriptionChange(event);
+      const res = await applySubscriptionChange(
+        {
+          kube: this.d.kube,
+          namespace: this.d.namespace,
+          metrics: this.d.metrics,
+          ...(this.d.subscriptions && { subscriptions: this.d.subscriptions }),
+        },
+        change,
+        this.d.now().toISOString(),
+      );
+      log.info(
+        {
+          eventId: event.id,
+          type: event.type,
+          account: res.account,
+          applied: res.applied,
+          subscriptionStatus: res.subscriptionStatus,
+          askedProvider: res.askedProvider,
+        },
+        res.applied ? "subscription state applied" : "subscription event changed nothing",
+      );
+      const message = res.applied
+        ? `BillingAccount ${res.account}: subscription ${res.subscriptionStatus ?? "unknown"}${res.askedProvider ? " (same-second tie: the provider's current state)" : ""}`
+        : res.supersededBy
+          ? `BillingAccount ${res.account} unchanged: newer event ${res.supersededBy} already applied`
+          : `BillingAccount ${res.account} unchanged: already in this state`;
+      return {
+        outcome: "Processed",
+        message,
+        answer: { statusCode: 200, body: { received: true }, outcome: "processed" },
+      };
     } catch (err) {
-      if (isConflict(err)) {
-        this.d.metrics.conflicts.inc({ resource: "paymentevents" });
-        return undefined;
-      }
-      if (isNotFound(err)) return undefined; // garbage-collected in between: start over
-      throw err;
-    }
-  }
-
-  async #process(claimed: PaymentEvent, event: EventEnvelope, log: FastifyBaseLogger): Promise<Answer> {
-    const nowIso = this.d.now().toISOString();
-    let outcome: PaymentOutcome;
-    let message: string;
-    let answer: Answer;
-    try {
-      if (SUBSCRIPTION_EVENT_TYPES.has(event.type)) {
-        const change = subscriptionChange(event);
-        const res = await applySubscriptionChange(
-          this.d.api,
-          this.d.namespace,
-          change,
-          nowIso,
-          this.d.metrics,
-        );
-        outcome = "Processed";
-        message = res.applied
-          ? `BillingAccount ${res.account}: subscription ${res.subscriptionStatus ?? "unknown"}`
-          : `BillingAccount ${res.account} unchanged: newer event ${res.supersededBy ?? "?"} already applied`;
-        log.info(
-          {
-            eventId: event.id,
-            type: event.type,
-            account: res.account,
-            applied: res.applied,
-            subscriptionStatus: res.subscriptionStatus,
-          },
-          res.applied ? "subscription state applied" : "subscription event older than the account state",
-        );
-      } else {
-        outcome = "Ignored";
-        message = `event type ${event.type} needs no action`;
-        log.info({ eventId: event.id, type: event.type }, "payment event recorded, no action for its type");
-      }
-      answer = { statusCode: 200, body: { received: true }, outcome: outcome.toLowerCase() };
-    } catch (err) {
-      outcome = "Failed";
-      message = describeError(err).slice(0, 1024);
+      const message = describeError(err).slice(0, 1024);
       if (err instanceof UnprocessableEvent) {
         log.warn(
           { eventId: event.id, type: event.type, reason: err.message },
           "payment event not processable",
         );
-        answer = refuse(400, "unprocessable");
-      } else {
-        log.error({ eventId: event.id, type: event.type, error: message }, "payment event processing failed");
-        answer = refuse(503, "failed", { "retry-after": "30" });
+        return { outcome: "Failed", message, answer: refuse(400, "unprocessable") };
       }
+      log.error({ eventId: event.id, type: event.type, error: message }, "payment event processing failed");
+      return { outcome: "Failed", message, answer: refuse(503, "failed", { "retry-after": "30" }) };
     }
-    this.d.metrics.paymentOutcomes.inc({ outcome });
+  }
+
+  /**
+   * Records the outcome: create the record (one write), or, when it exists, settle with it: a
+   * finished record means another delivery finished the event first; a Failed one is rewritten.
+   */
+  async #record(
+    event: EventEnvelope,
+    result: { outcome: PaymentOutcome; message: string; answer: Answer },
+    nowIso: string,
+    log: FastifyBaseLogger,
+  ): Promise<Answer> {
+    const { kube, namespace, finished, metrics } = this.d;
+    const name = paymentEventName(event.id);
+    const done = isFinished(result.outcome);
     try {
-      await this.#finish(claimed, outcome, message, nowIso);
+      for (let round = 0; round < 5; round++) {
+        let rec: PaymentEvent | undefined;
+        try {
+          const customerId = customerOf(event);
+          rec = await kube.create<PaymentEvent>(
+            "paymentevents",
+            namespace,
+            newPaymentRecord(
+              { ...event, ...(customerId !== undefined && { customerId }) },
+              namespace,
+              result.outcome,
+              result.message,
+            ),
+          );
+          metrics.paymentOutcomes.inc({ outcome: result.outcome });
+          if (done) finished.add(event.id);
+          // A failure keeps its reason on the record (rare: a second write is affordable).
+          else await this.#writeStatus(rec, result, nowIso, 1);
+          return result.answer;
+        } catch (err) {
+          if (!isAlreadyExists(err)) throw err;
+        }
+        rec = await kube.get<PaymentEvent>("paymentevents", namespace, name);
+        if (!rec) continue; // garbage-collected in between: create again
+        if (rec.spec.eventId !== event.id) {
+          // Two ids hashing to one name (160 bits: not expected in practice). Refuse loudly.
+          log.error({ eventId: event.id, record: name }, "payment event name collision");
+          return refuse(503, "name_collision");
+        }
+        if (isFinished(recordedOutcome(rec))) {
+          finished.add(event.id);
+          metrics.duplicates.inc({ route: PAYMENT_PATH });
+          log.info(
+            { eventId: event.id, type: event.type, outcome: recordedOutcome(rec) },
+            "payment event already handled: answered as a replay",
+          );
+          return duplicateAnswer();
+        }
+        // Failed (or left Processing by an older version): this delivery's outcome replaces it.
+        const attempts = (rec.status?.attempts ?? 1) + 1;
+        if (await this.#writeStatus(rec, result, nowIso, attempts)) {
+          metrics.paymentOutcomes.inc({ outcome: result.outcome });
+          if (done) finished.add(event.id);
+          return result.answer;
+        }
+        // 409: another delivery rewrote it in between: look again.
+      }
+      return refuse(503, "unavailable", { "retry-after": "10" });
     } catch (err) {
-      // The effect is done (or failed) but the record still says Processing: a redelivery after
-      // the stale-claim delay runs it again, which is harmless (every effect is idempotent).
+      // The effect is done (or failed) but not recorded: a redelivery runs it again, which is
+      // harmless (every effect is idempotent).
       log.error(
         { eventId: event.id, error: describeError(err) },
         "could not record the payment event outcome",
       );
-      if (answer.statusCode < 300) answer = refuse(503, "record_failed", { "retry-after": "30" });
+      return result.answer.statusCode < 300
+        ? refuse(503, "record_failed", { "retry-after": "30" })
+        : result.answer;
     }
-    return answer;
   }
 
-  async #finish(
-    claimed: PaymentEvent,
-    outcome: PaymentOutcome,
-    message: string,
+  /** Status write guarded by the record's resourceVersion; false on 409 (someone wrote first). */
+  async #writeStatus(
+    rec: PaymentEvent,
+    result: { outcome: PaymentOutcome; message: string },
     nowIso: string,
-  ): Promise<void> {
-    const ours = claimed.status?.lastDeliveryAt;
-    const res = await this.d.api.updateStatusWithRetry<PaymentEvent>(
-      "paymentevents",
-      this.d.namespace,
-      claimed.metadata.name,
-      (current) => {
-        // Someone claimed it after us (we were slower than the stale delay): theirs is the record.
-        if (current.status?.outcome !== "Processing" || current.status.lastDeliveryAt !== ours)
-          return undefined;
-        return {
-          ...current,
-          status: {
-            ...current.status,
-            outcome,
-            message,
-            ...(outcome === "Failed" ? {} : { processedAt: nowIso }),
-          },
-        };
-      },
-    );
-    if (res.conflicts) this.d.metrics.conflicts.inc({ resource: "paymentevents" }, res.conflicts);
+    attempts: number,
+  ): Promise<boolean> {
+    const status: PaymentEventStatus = {
+      ...rec.status,
+      outcome: result.outcome,
+      message: result.message,
+      attempts,
+      deliveries: (rec.status?.deliveries ?? attempts - 1) + 1,
+      lastDeliveryAt: nowIso,
+      ...(isFinished(result.outcome) ? { processedAt: nowIso } : {}),
+    };
+    try {
+      await this.d.kube.replaceStatus<PaymentEvent>("paymentevents", { ...rec, status });
+      return true;
+    } catch (err) {
+      if (isConflict(err)) {
+        this.d.metrics.conflicts.inc({ resource: "paymentevents" });
+        return false;
+      }
+      throw err;
+    }
   }
 }
 
@@ -325,15 +317,20 @@ export interface PaymentRouteDeps {
   toleranceSeconds: number;
   now: () => Date;
   metrics: WebhookMetrics;
-  limiter: TokenBuckets;
+  /** Verify first, then limit (ratelimit.ts). */
+  guard: VerifyThenLimit;
   bodyLimit: number;
 }
+
+/** What a source is charged for: answers to requests that never proved they came from the provider. */
+const FAILURE_CODES = new Set([400, 408, 413, 415, 431]);
 
 /**
  * Registers the route in a scope of its own whose JSON parser hands over the raw bytes (the
  * signature is over them); other routes keep Fastify's parsed JSON.
  */
 export async function registerPaymentRoute(app: FastifyInstance, deps: PaymentRouteDeps): Promise<void> {
+  const authentic = new WeakSet<FastifyRequest>();
   await app.register(async (scope) => {
     scope.addContentTypeParser(
       "application/json",
@@ -343,14 +340,11 @@ export async function registerPaymentRoute(app: FastifyInstance, deps: PaymentRo
     scope.post(
       PAYMENT_PATH,
       {
-        onRequest: async (req, reply) => {
-          const t = deps.limiter.take("payment");
-          if (!t.ok)
-            return send(
-              req,
-              reply,
-              refuse(429, "rate_limited", { "retry-after": String(t.retryAfterSeconds) }),
-            );
+        // A source that keeps failing is refused before its next body is read.
+        onRequest: deps.guard.refuseFailingSource,
+        // Charged after the answer, whichever step refused it (parser, body limit, signature).
+        onResponse: async (req, reply) => {
+          if (!authentic.has(req) && FAILURE_CODES.has(reply.statusCode)) deps.guard.failed(req);
         },
       },
       async (req, reply) => {
@@ -372,6 +366,7 @@ export async function registerPaymentRoute(app: FastifyInstance, deps: PaymentRo
           );
           return send(req, reply, refuse(400, "bad_signature"));
         }
+        authentic.add(req);
         let json: unknown;
         try {
           json = JSON.parse(raw.toString("utf8"));
@@ -379,12 +374,20 @@ export async function registerPaymentRoute(app: FastifyInstance, deps: PaymentRo
           req.log.warn({ bytes: raw.length }, "signed payment webhook is not JSON");
           return send(req, reply, refuse(400, "bad_request"));
         }
+        // A replay of a finished event costs nothing: answered before the route's limit, and
+        // before the envelope is validated again (only the provider can sign, and this id's
+        // event was validated when it was processed).
+        const id = (json as { id?: unknown } | null)?.id;
+        const replay = typeof id === "string" ? deps.events.replayFromMemory(id) : undefined;
+        if (replay) return send(req, reply, replay);
         const event = EventEnvelope.safeParse(json);
         if (!event.success) {
           const fields = [...new Set(event.error.issues.map((i) => i.path.join(".") || "body"))].join(", ");
           req.log.warn({ fields }, "signed payment webhook is not an event");
           return send(req, reply, refuse(400, "bad_request"));
         }
+        const shed = deps.guard.admit();
+        if (shed) return send(req, reply, shed);
         return send(req, reply, await deps.events.deliver(event.data, req.log));
       },
     );

@@ -5,7 +5,7 @@ import { requireSidecarVars, type Env } from "../config/env.js";
 import { KubeApi } from "../k8s/api.js";
 import { loadKubeConfig } from "../k8s/config.js";
 import { GpuProviderClient } from "../provider/index.js";
-import { startPaymentEventGc } from "./gc.js";
+import { startPaymentEventGc, whileControllerLeads } from "./gc.js";
 import { WebhookMetrics } from "./metrics.js";
 import { startWebhookServer, webhookNamespace } from "./server.js";
 
@@ -42,6 +42,14 @@ export async function runWebhooks(
     retentionMs: env.PAYMENT_EVENT_RETENTION_HOURS * 3_600_000,
     log,
     metrics: new WebhookMetrics(registry),
+    // One replica collects: the one whose controller (same pod) leads. See gc.ts.
+    ...(env.LEADER_ELECTION && {
+      shouldRun: whileControllerLeads(
+        api,
+        { namespace: env.LEADER_ELECTION_NAMESPACE, name: env.LEADER_ELECTION_ID },
+        process.env.POD_NAME ?? process.env.HOSTNAME ?? "local",
+      ),
+    }),
   });
   log.info(
     { url: server.url, namespace, retentionHours: env.PAYMENT_EVENT_RETENTION_HOURS },

@@ -11,8 +11,17 @@ import { describeError } from "../k8s/errors.js";
 import { registerCallbackRoute } from "./callbacks.js";
 import { redactUrl, webhookLogger } from "./logging.js";
 import { WebhookMetrics } from "./metrics.js";
+import { FinishedEvents, watchFinishedEvents } from "./finished.js";
+import { KubeJson } from "./kubejson.js";
+import { PaymentApi } from "./paymentapi.js";
 import { PaymentEvents, registerPaymentRoute } from "./payments.js";
-import { DEFAULT_RATE_LIMITS, TokenBuckets, type RateLimitSettings } from "./ratelimit.js";
+import {
+  DEFAULT_RATE_LIMITS,
+  TokenBuckets,
+  VerifyThenLimit,
+  parseRateLimits,
+  type RateLimitSettings,
+} from "./ratelimit.js";
 import { KubeReadiness } from "./readiness.js";
 import { genericBody, outcomeOf, refuse, send, setOutcome } from "./replies.js";
 
@@ -29,6 +38,7 @@ export interface WebhookServerOptions {
   namespace?: string;
   /** Request body limit in bytes (413 above it). Default 1 MiB. */
   bodyLimit?: number;
+  /** Over WEBHOOKS_RATE_LIMITS, over the defaults. */
   rateLimits?: Partial<RateLimitSettings>;
   /** How long a concurrent duplicate of a payment event waits for the attempt in flight. Default 5 s. */
   duplicateWaitMs?: number;
@@ -36,6 +46,14 @@ export interface WebhookServerOptions {
   staleClaimMs?: number;
   /** The GPU provider's status API, which confirms every callback. Without it callbacks answer 503. */
   provider?: Pick<GpuProviderClient, "status">;
+  /** Deadline of each Kubernetes call on the payment path. Default 10 s. */
+  kubeTimeoutMs?: number;
+  /** Keep the finished-events memory current from a watch (default true). */
+  watchFinished?: boolean;
+  /** The Kubernetes client of the payment path. Default: one on api's kubeconfig (tests count its calls). */
+  kube?: KubeJson;
+  /** The finished-events memory. Default: WEBHOOKS_REPLAY_MEMORY ids. */
+  finished?: FinishedEvents;
 }
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
@@ -53,7 +71,11 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
   const namespace = opts.namespace ?? webhookNamespace(opts.env);
   const metrics = new WebhookMetrics(opts.registry ?? new Registry());
   const bodyLimit = opts.bodyLimit ?? DEFAULT_BODY_LIMIT;
-  const limits = { ...DEFAULT_RATE_LIMITS, ...opts.rateLimits };
+  const limits = {
+    ...DEFAULT_RATE_LIMITS,
+    ...parseRateLimits(opts.env.WEBHOOKS_RATE_LIMITS),
+    ...opts.rateLimits,
+  };
   const secrets = webhookSecrets(opts.env);
   const readiness = new KubeReadiness(opts.api, namespace);
 
@@ -65,6 +87,8 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
     return503OnClosing: true,
     forceCloseConnections: "idle",
     requestTimeout: 30_000,
+    // req.ip, the key of the per-source limits, is the client named by these proxies' X-Forwarded-For.
+    trustProxy: opts.env.WEBHOOKS_TRUSTED_PROXIES?.split(",").map((p) => p.trim()) ?? false,
   });
   // JSON only: text/plain (Fastify's other default) would reach the handlers as a string.
   app.removeContentTypeParser("text/plain");
@@ -135,13 +159,27 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
   );
 
+  const kube = opts.kube ?? new KubeJson(opts.api.kubeConfig, { timeoutMs: opts.kubeTimeoutMs });
+  const finished = opts.finished ?? new FinishedEvents(opts.env.WEBHOOKS_REPLAY_MEMORY);
+  const watch =
+    opts.watchFinished === false || opts.env.WEBHOOKS_REPLAY_MEMORY === 0
+      ? undefined
+      : watchFinishedEvents(kube, namespace, finished, log);
+  app.addHook("onClose", async () => {
+    await watch?.stop();
+    if (!opts.kube) await kube.close();
+  });
+  const apiKey = opts.env.PAYMENT_PROVIDER_API_KEY;
   const events = new PaymentEvents({
-    api: opts.api,
+    kube,
     namespace,
     metrics,
     now,
     log,
-    staleClaimMs: opts.staleClaimMs ?? 60_000,
+    finished,
+    ...(apiKey && {
+      subscriptions: new PaymentApi({ baseUrl: opts.env.PAYMENT_PROVIDER_API_URL, apiKey }),
+    }),
     duplicateWaitMs: opts.duplicateWaitMs ?? 5_000,
   });
   await registerPaymentRoute(app, {
@@ -150,7 +188,7 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
     toleranceSeconds: opts.env.WEBHOOK_TOLERANCE_SECONDS,
     now,
     metrics,
-    limiter: new TokenBuckets(limits.payment),
+    guard: new VerifyThenLimit(limits.failuresPerSource, limits.payment),
     bodyLimit,
   });
   registerCallbackRoute(app, {
@@ -159,13 +197,17 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
     provider: opts.provider,
     now,
     metrics,
-    globalLimiter: new TokenBuckets(limits.callbackGlobal),
+    guard: new VerifyThenLimit(limits.failuresPerSource, limits.callbackGlobal),
     perJobLimiter: new TokenBuckets(limits.callbackPerJob),
   });
 
   if (secrets.length === 0)
     log.error("PAYMENT_PROVIDER_WEBHOOK_SECRET is not set: every payment webhook is refused (400)");
   if (!opts.env.CALLBACK_SECRET) log.error("CALLBACK_SECRET is not set: every GPU callback is refused (401)");
+  if (!apiKey)
+    log.warn(
+      "PAYMENT_PROVIDER_API_KEY is not set: subscription events of the same second are ordered by event id, not by the provider's current state",
+    );
   return app;
 }
 

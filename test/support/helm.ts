@@ -200,7 +200,7 @@ export const EXPECTED_RULES: PolicyRule[] = [
   { apiGroups: [G], resources: ["gpuendpoints/status"], verbs: ["update"] },
   { apiGroups: [G], resources: ["billingaccounts"], verbs: ["get", "list", "watch", "create"] },
   { apiGroups: [G], resources: ["billingaccounts/status"], verbs: ["update"] },
-  { apiGroups: [G], resources: ["paymentevents"], verbs: ["get", "list", "create", "delete"] },
+  { apiGroups: [G], resources: ["paymentevents"], verbs: ["get", "list", "watch", "create", "delete"] },
   { apiGroups: [G], resources: ["paymentevents/status"], verbs: ["update"] },
   { apiGroups: [""], resources: ["events"], verbs: ["create"] },
 ];

@@ -24,6 +24,7 @@ const ROOMY = {
   payment: { capacity: 1e6, refillPerSecond: 1e6 },
   callbackGlobal: { capacity: 1e6, refillPerSecond: 1e6 },
   callbackPerJob: { capacity: 1e6, refillPerSecond: 1e6 },
+  failuresPerSource: { capacity: 1e6, refillPerSecond: 1e6 },
 };
 const nowS = () => Math.floor(Date.now() / 1000);
 

@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto";
 import { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { Registry } from "prom-client";
+import { request as httpRequest } from "node:http";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { callbackUrl } from "../../src/callback/token.js";
@@ -22,6 +23,8 @@ import {
   type RunningWebhookServer,
   type WebhookServerOptions,
 } from "../../src/webhooks/server.js";
+import { KubeJson } from "../../src/webhooks/kubejson.js";
+import { recordedOutcome } from "../../src/webhooks/paymentrecord.js";
 import { runWebhooks } from "../../src/webhooks/run.js";
 import type { Simulator } from "../../src/simulator/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
@@ -164,6 +167,108 @@ describe("rate limits", () => {
     expect(Number(retryAfter)).toBeGreaterThan(0);
   });
 
+  describe("forgeries cannot block genuine deliveries", () => {
+    const limits = {
+      payment: { capacity: 10, refillPerSecond: 1 },
+      failuresPerSource: { capacity: 5, refillPerSecond: 1 },
+    };
+    const forged = () => {
+      const ev = signedEvent();
+      return {
+        body: ev.body,
+        headers: { ...ev.headers, "stripe-signature": `t=${nowS()},v1=${"ab".repeat(32)}` },
+      };
+    };
+
+    /** One POST from a chosen local address (node:http: undici's pool does not bind one). */
+    function postFrom(url: string, localAddress: string, headers: Record<string, string>, body: string) {
+      return new Promise<number>((resolve, reject) => {
+        const req = httpRequest(`${url}${PAY}`, { method: "POST", headers, localAddress }, (res) => {
+          res.resume();
+          res.on("end", () => resolve(res.statusCode ?? 0));
+        });
+        req.on("error", reject);
+        req.end(body);
+      });
+    }
+
+    /** 5x the route's burst of forged requests, all at once, from `from`; the answers' codes. */
+    function flood(url: string, from: string, headers: () => Record<string, string> = () => ({})) {
+      return Promise.all(
+        Array.from({ length: 5 * limits.payment.capacity }, () => {
+          const f = forged();
+          return postFrom(url, from, { ...f.headers, ...headers() }, f.body);
+        }),
+      );
+    }
+
+    async function genuineDuring(
+      url: string,
+      floods: () => Promise<number[]>,
+      headers: Record<string, string> = {},
+    ) {
+      const first = await floods(); // the route's burst would be spent by now if forgeries could spend it
+      const genuine: number[] = [];
+      const [second] = await Promise.all([
+        floods(),
+        (async () => {
+          for (let i = 0; i < 8; i++) {
+            const ev = signedEvent();
+            genuine.push(
+              (await call(`${url}${PAY}`, { headers: { ...ev.headers, ...headers }, body: ev.body })).status,
+            );
+          }
+        })(),
+      ]);
+      return { genuine, forged: [...first, ...second] };
+    }
+
+    it("from another address: every genuine delivery is answered 200, the forger gets 400 then 429", async () => {
+      const s = await start({ rateLimits: limits });
+      // The forger's X-Forwarded-For is not believed: no proxy is trusted here.
+      const r = await genuineDuring(s.url, () =>
+        flood(s.url, "127.0.0.2", () => ({
+          "x-forwarded-for": `198.51.100.${Math.floor(Math.random() * 250)}`,
+        })),
+      );
+      expect(r.genuine).toEqual(Array(8).fill(200));
+      expect(r.forged.every((c) => c === 400 || c === 429)).toBe(true);
+      expect(r.forged.filter((c) => c === 400).length).toBeLessThanOrEqual(10);
+      expect(r.forged.filter((c) => c === 429).length).toBeGreaterThan(0);
+    });
+
+    it("behind a trusted proxy: sources are the addresses the proxy names", async () => {
+      const s = await start({
+        rateLimits: limits,
+        env: { ...env, WEBHOOKS_TRUSTED_PROXIES: "127.0.0.1,::1" },
+      });
+      const r = await genuineDuring(
+        s.url,
+        () => flood(s.url, "127.0.0.1", () => ({ "x-forwarded-for": "203.0.113.9" })),
+        { "x-forwarded-for": "198.51.100.7" },
+      );
+      expect(r.genuine).toEqual(Array(8).fill(200));
+      expect(r.forged.filter((c) => c === 429).length).toBeGreaterThan(0);
+      expect(r.forged.every((c) => c === 400 || c === 429)).toBe(true);
+    });
+
+    it("replays of a captured genuine delivery do not spend the route's limit", async () => {
+      const s = await start({ rateLimits: { payment: { capacity: 3, refillPerSecond: 0.01 } } });
+      const captured = signedEvent();
+      expect((await call(`${s.url}${PAY}`, { headers: captured.headers, body: captured.body })).status).toBe(
+        200,
+      );
+      for (let i = 0; i < 20; i++)
+        expect(
+          (await call(`${s.url}${PAY}`, { headers: captured.headers, body: captured.body })).status,
+        ).toBe(200);
+      for (let i = 0; i < 2; i++) {
+        const ev = signedEvent();
+        expect((await call(`${s.url}${PAY}`, { headers: ev.headers, body: ev.body })).status).toBe(200);
+      }
+    });
+  });
+
   it("limits callbacks per job, so one noisy job does not block the others from the same IP", async () => {
     const s = await start({ rateLimits: { callbackPerJob: { capacity: 2, refillPerSecond: 0.01 } } });
     const noisy = await jobs.submitted(`noisy-${uid()}`, { webhook: false, hold: true });
@@ -240,7 +345,11 @@ describe("probes and metrics", () => {
     const s = await start({ api: new KubeApi(down) });
     expect((await call(`${s.url}/healthz`, { method: "GET" })).status).toBe(200);
     expect((await call(`${s.url}/readyz`, { method: "GET" })).status).toBe(503);
-    const ev = signedEvent("customer.subscription.updated");
+    const ev = signedEvent("customer.subscription.updated", {
+      id: "sub_down",
+      customer: `cus_down_${uid()}`,
+      status: "active",
+    });
     const pay = await call(`${s.url}${PAY}`, { headers: ev.headers, body: ev.body });
     expect(pay.status).toBe(503);
     expect(pay.headers["retry-after"]).toBeDefined();
@@ -262,16 +371,30 @@ describe("probes and metrics", () => {
   });
 });
 
+/** Reads started so far by the slowed clients below: a request is in flight once its first read started. */
+let slowReads = 0;
+
 /** The real API, slowed down: requests stay in flight long enough to shut down under them. */
 class SlowKubeApi extends KubeApi {
-  /** Reads started so far: a request is in flight once its first read started. */
-  reads = 0;
   override async get<T extends KubeObject>(
     plural: Plural,
     namespace: string,
     name: string,
   ): Promise<T | undefined> {
-    this.reads++;
+    slowReads++;
+    await new Promise((r) => setTimeout(r, 500));
+    return super.get<T>(plural, namespace, name);
+  }
+}
+
+/** The payment path's client, slowed the same way. */
+class SlowKubeJson extends KubeJson {
+  override async get<T extends KubeObject>(
+    plural: Plural,
+    namespace: string,
+    name: string,
+  ): Promise<T | undefined> {
+    slowReads++;
     await new Promise((r) => setTimeout(r, 500));
     return super.get<T>(plural, namespace, name);
   }
@@ -280,8 +403,10 @@ class SlowKubeApi extends KubeApi {
 describe("graceful shutdown", () => {
   it("finishes the requests in flight, then stops accepting", async () => {
     const slow = new SlowKubeApi(kc);
+    slowReads = 0;
     const s = await startWebhookServer({
       api: slow,
+      kube: new SlowKubeJson(kc),
       env,
       log: silent,
       namespace: ns,
@@ -298,7 +423,7 @@ describe("graceful shutdown", () => {
       body: JSON.stringify({ id: providerJobId, status: "COMPLETED" }),
     });
     const payInFlight = call(`${s.url}${PAY}`, { headers: ev.headers, body: ev.body });
-    await eventually(() => slow.reads >= 2, { timeoutMs: 20_000, intervalMs: 10 });
+    await eventually(() => slowReads >= 2, { timeoutMs: 20_000, intervalMs: 10 });
     const closed = s.close();
     const [cb, pay] = await Promise.all([cbInFlight, payInFlight]);
     await closed;
@@ -308,7 +433,7 @@ describe("graceful shutdown", () => {
     expect(pay.status).toBe(200);
     const id = (JSON.parse(ev.body) as { id: string }).id;
     const rec = await api.get<PaymentEvent>("paymentevents", ns, paymentEventName(id));
-    expect(rec?.status?.outcome).toBe("Processed");
+    expect(recordedOutcome(rec!)).toBe("Processed");
     const acct = await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(customer));
     expect(acct?.status?.subscriptionStatus).toBe("active");
     await expect(call(`${s.url}/healthz`, { method: "GET" })).rejects.toThrow();

@@ -1,8 +1,10 @@
 // POST /webhooks/payment_provider over real HTTP against the real control plane: signatures,
-// dedupe (replays, concurrent duplicates across replicas), ordering of subscription events,
-// failed processing and redelivery, stale claims, and retention.
+// dedupe (replays answered from memory, concurrent duplicates across replicas), the Kubernetes
+// calls a new event costs, ordering of subscription events (same-second ties settled by the
+// payment provider's simulator), failed processing and redelivery, and retention.
 import { randomBytes } from "node:crypto";
-import { RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { createServer, type AddressInfo } from "node:net";
+import { KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { Registry } from "prom-client";
 import { request } from "undici";
@@ -15,9 +17,13 @@ import {
   type BillingAccount,
   type PaymentEvent,
 } from "../../src/crds/index.js";
-import { KubeApi } from "../../src/k8s/api.js";
+import { KubeApi, type KubeObject, type Plural } from "../../src/k8s/api.js";
 import { impersonating } from "../../src/k8s/config.js";
-import { startPaymentEventGc } from "../../src/webhooks/gc.js";
+import { startSimulator } from "../../src/simulator/server.js";
+import { FinishedEvents } from "../../src/webhooks/finished.js";
+import { startPaymentEventGc, whileControllerLeads } from "../../src/webhooks/gc.js";
+import { KubeJson } from "../../src/webhooks/kubejson.js";
+import { recordedMessage, recordedOutcome } from "../../src/webhooks/paymentrecord.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
 import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
@@ -70,6 +76,19 @@ function deliver(event: object, url = server.url, secret = NEW_SECRET) {
 }
 
 const record = (eventId: string) => api.get<PaymentEvent>("paymentevents", ns, paymentEventName(eventId));
+const outcome = async (eventId: string) => {
+  const rec = await record(eventId);
+  return rec && recordedOutcome(rec);
+};
+
+/** The payment path's Kubernetes client, counting the calls it makes (method and path). */
+class CountingKube extends KubeJson {
+  readonly calls: string[] = [];
+  override call<T>(method: string, path: string, body?: unknown, timeoutMs?: number): Promise<T> {
+    this.calls.push(`${method} ${path.split("?")[0]}`);
+    return super.call<T>(method, path, body, timeoutMs);
+  }
+}
 const account = (customer: string) =>
   api.get<BillingAccount>("billingaccounts", ns, billingAccountName(customer));
 
@@ -118,7 +137,7 @@ describe("signature check over HTTP", () => {
       const res = await deliver(ev, server.url, secret);
       expect(res.status).toBe(200);
       expect(res.json).toEqual({ received: true });
-      expect((await record(ev.id))?.status?.outcome).toBe("Processed");
+      expect(await outcome(ev.id)).toBe("Processed");
       expect((await account(c))?.status?.subscriptionStatus).toBe("active");
     }
   });
@@ -198,21 +217,68 @@ describe("signature check over HTTP", () => {
 });
 
 describe("dedupe on event.id", () => {
-  it("answers a replay of a processed event 200 without writing anything", async () => {
+  it("answers a replay of a processed event 200 from memory: no Kubernetes call at all", async () => {
+    const kube = new CountingKube(kc);
+    const s = await start({ kube });
     const c = `cus_replay_${uid()}`;
     const ev = subscriptionEvent(c, "active", { type: "customer.subscription.created" });
-    expect((await deliver(ev)).status).toBe(200);
+    expect((await deliver(ev, s.url)).status).toBe(200);
     const rec = await record(ev.id);
     const acct = await account(c);
     expect(rec?.spec).toMatchObject({ eventId: ev.id, type: ev.type, created: ev.created, customerId: c });
-    expect(rec?.status).toMatchObject({ outcome: "Processed", attempts: 1, deliveries: 1 });
+    expect(recordedOutcome(rec!)).toBe("Processed");
+    expect(recordedMessage(rec!)).toContain("subscription active");
+    const before = kube.calls.length;
     for (let i = 0; i < 3; i++) {
-      const res = await deliver(ev);
+      const res = await deliver(ev, s.url);
       expect(res.status).toBe(200);
       expect(res.json).toEqual({ received: true, duplicate: true });
     }
+    expect(kube.calls.slice(before)).toEqual([]);
     expect((await record(ev.id))?.metadata.resourceVersion).toBe(rec?.metadata.resourceVersion);
     expect((await account(c))?.metadata.resourceVersion).toBe(acct?.metadata.resourceVersion);
+  });
+
+  it("answers a replay from memory on a replica that did not process the event (watch)", async () => {
+    const kubeB = new CountingKube(kc);
+    const finishedB = new FinishedEvents(100);
+    const a = await start();
+    const b = await start({ kube: kubeB, finished: finishedB });
+    const ev = subscriptionEvent(`cus_watch_${uid()}`, "active");
+    expect((await deliver(ev, a.url)).status).toBe(200);
+    await eventually(async () => finishedB.has(ev.id) || undefined, { timeoutMs: 10_000 });
+    const before = kubeB.calls.length;
+    const res = await deliver(ev, b.url);
+    expect(res.json).toEqual({ received: true, duplicate: true });
+    expect(kubeB.calls.slice(before)).toEqual([]);
+  });
+
+  it("records a new event with one Kubernetes write when its type needs no action", async () => {
+    const kube = new CountingKube(kc);
+    const s = await start({ kube, watchFinished: false });
+    const ev = {
+      id: `evt_${uid()}`,
+      object: "event",
+      type: "invoice.paid",
+      created: nowS(),
+      data: { object: { id: "in_1", object: "invoice" } },
+    };
+    const before = kube.calls.length;
+    expect((await deliver(ev, s.url)).status).toBe(200);
+    expect(kube.calls.slice(before)).toEqual([
+      `POST /apis/media-orchestrator.io/v1alpha1/namespaces/${ns}/paymentevents`,
+    ]);
+    expect(await outcome(ev.id)).toBe("Ignored");
+  });
+
+  it("without memory of it (another replica, a restart), a replay reads the record and changes nothing", async () => {
+    const ev = subscriptionEvent(`cus_miss_${uid()}`, "active");
+    expect((await deliver(ev)).status).toBe(200);
+    const rec = await record(ev.id);
+    const forgetful = await start({ watchFinished: false, finished: new FinishedEvents(0) });
+    const res = await deliver(ev, forgetful.url);
+    expect(res.json).toEqual({ received: true, duplicate: true });
+    expect((await record(ev.id))?.metadata.resourceVersion).toBe(rec?.metadata.resourceVersion);
   });
 
   it("makes one record and one effect from twenty concurrent deliveries spread over four replicas", async () => {
@@ -225,7 +291,7 @@ describe("dedupe on event.id", () => {
     expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
     expect(answers.filter((a) => a.json.duplicate !== true)).toHaveLength(1);
     const rec = await record(ev.id);
-    expect(rec?.status).toMatchObject({ outcome: "Processed", attempts: 1, deliveries: 1 });
+    expect(recordedOutcome(rec!)).toBe("Processed");
     const acct = await account(c);
     expect(acct?.status).toMatchObject({ subscriptionStatus: "trialing", lastEventId: ev.id });
     const all = await api.list<PaymentEvent>("paymentevents", ns);
@@ -252,44 +318,87 @@ describe("dedupe on event.id", () => {
     expect(duplicates).toBe(11);
   });
 
-  it("claims a record left Processing by a crashed attempt, but waits for a live one (409 when it takes too long)", async () => {
-    const c = `cus_stale_${uid()}`;
-    const stale = subscriptionEvent(c, "active");
-    const live = subscriptionEvent(`cus_live_${uid()}`, "active");
-    for (const [ev, ageMs] of [
-      [stale, 120_000],
-      [live, 0],
-    ] as const) {
-      const created = await api.create<PaymentEvent>("paymentevents", ns, {
-        apiVersion: API_VERSION,
-        kind: "PaymentEvent",
-        metadata: { name: paymentEventName(ev.id) },
-        spec: { eventId: ev.id, type: ev.type, created: ev.created },
-      });
-      await api.replaceStatus("paymentevents", {
-        ...created,
-        status: {
-          outcome: "Processing",
-          attempts: 1,
-          deliveries: 1,
-          lastDeliveryAt: new Date(Date.now() - ageMs).toISOString(),
-        },
-      });
-    }
-    const impatient = await start({ duplicateWaitMs: 300 });
-    const res = await deliver(stale, impatient.url);
-    expect(res.status).toBe(200);
-    expect((await record(stale.id))?.status).toMatchObject({
-      outcome: "Processed",
-      attempts: 2,
-      deliveries: 2,
+  it("processes an event whose record an older version left Processing", async () => {
+    const c = `cus_legacy_${uid()}`;
+    const ev = subscriptionEvent(c, "active");
+    const created = await api.create<PaymentEvent>("paymentevents", ns, {
+      apiVersion: API_VERSION,
+      kind: "PaymentEvent",
+      metadata: { name: paymentEventName(ev.id) },
+      spec: { eventId: ev.id, type: ev.type, created: ev.created },
     });
+    await api.replaceStatus("paymentevents", {
+      ...created,
+      status: { outcome: "Processing", attempts: 1, deliveries: 1, lastDeliveryAt: new Date().toISOString() },
+    });
+    const res = await deliver(ev);
+    expect(res.status).toBe(200);
+    expect((await record(ev.id))?.status).toMatchObject({ outcome: "Processed", attempts: 2, deliveries: 2 });
     expect((await account(c))?.status?.subscriptionStatus).toBe("active");
+  });
+});
 
-    const busy = await deliver(live, impatient.url);
-    expect(busy.status).toBe(409);
-    expect((await record(live.id))?.status?.outcome).toBe("Processing");
-    expect(await account(String(live.data.object.customer))).toBeUndefined();
+describe("deadlines", () => {
+  it("answers 503 when a Kubernetes call does not answer within its deadline", async () => {
+    // An apiserver that accepts connections and never says a word.
+    const silentServer = createServer(() => undefined);
+    await new Promise<void>((resolve) => silentServer.listen(0, "127.0.0.1", resolve));
+    const port = (silentServer.address() as AddressInfo).port;
+    const mute = new KubeConfig();
+    mute.loadFromOptions({
+      clusters: [{ name: "mute", server: `https://127.0.0.1:${port}`, skipTLSVerify: true }],
+      users: [{ name: "u", token: "t" }],
+      contexts: [{ name: "mute", cluster: "mute", user: "u" }],
+      currentContext: "mute",
+    });
+    try {
+      const s = await start({ api: new KubeApi(mute), kubeTimeoutMs: 300, watchFinished: false });
+      const ev = {
+        id: `evt_${uid()}`,
+        object: "event",
+        type: "invoice.paid",
+        created: nowS(),
+        data: { object: {} },
+      };
+      const res = await deliver(ev, s.url);
+      expect(res.status).toBe(503);
+      expect(res.json).toEqual({ error: "unavailable, retry later" });
+    } finally {
+      silentServer.close();
+    }
+  });
+
+  it("a concurrent duplicate waits for the attempt in flight only so long, then answers 409", async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let creates = 0;
+    class GatedKube extends KubeJson {
+      override async create<T extends KubeObject>(
+        plural: Plural,
+        namespace: string,
+        obj: KubeObject,
+      ): Promise<T> {
+        creates++;
+        await gate;
+        return super.create<T>(plural, namespace, obj);
+      }
+    }
+    const s = await start({ kube: new GatedKube(kc), duplicateWaitMs: 200, watchFinished: false });
+    const ev = {
+      id: `evt_${uid()}`,
+      object: "event",
+      type: "invoice.paid",
+      created: nowS(),
+      data: { object: {} },
+    };
+    const first = deliver(ev, s.url);
+    await eventually(async () => creates > 0 || undefined, { timeoutMs: 10_000, intervalMs: 10 });
+    const second = await deliver(ev, s.url);
+    expect(second.status).toBe(409);
+    release();
+    expect((await first).status).toBe(200);
+    expect(creates).toBe(1);
+    expect((await deliver(ev, s.url)).json).toEqual({ received: true, duplicate: true });
   });
 });
 
@@ -316,12 +425,62 @@ describe("subscription events", () => {
     // The older ones are recorded as processed (handled), not failed: no redelivery needed.
     for (const ev of [created, activated]) {
       const rec = await record(ev.id);
-      expect(rec?.status?.outcome).toBe("Processed");
-      expect(rec?.status?.message).toContain("unchanged");
+      expect(recordedOutcome(rec!)).toBe("Processed");
+      expect(recordedMessage(rec!)).toContain("unchanged");
     }
   });
 
-  it("orders events of the same second by id, so both delivery orders converge", async () => {
+  it("settles two events of the same second with the provider's current state, in both delivery orders", async () => {
+    const sim = await startSimulator({ paymentApiKeys: ["sim-payment-key"] });
+    try {
+      const s = await start({
+        env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url, PAYMENT_PROVIDER_API_KEY: "sim-payment-key" },
+      });
+      const t = nowS() - 50;
+      const finals: string[] = [];
+      for (const order of [0, 1]) {
+        const c = `cus_tie_${order}_${uid()}`;
+        // The provider reactivated the subscription after marking it unpaid, in the same second.
+        // Their ids order them the other way ("b" > "a"): id order would keep "unpaid".
+        const unpaid = subscriptionEvent(c, "unpaid", { id: `evt_tie_a_${uid()}`, created: t });
+        const active = subscriptionEvent(c, "active", { id: `evt_tie_0_${uid()}`, created: t });
+        sim.setSubscription({ id: `sub_${c}`, customer: c, status: "active" });
+        for (const ev of order === 0 ? [unpaid, active] : [active, unpaid])
+          expect((await deliver(ev, s.url)).status).toBe(200);
+        finals.push((await account(c))?.status?.subscriptionStatus ?? "none");
+      }
+      expect(finals).toEqual(["active", "active"]);
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it("answers 503 and records Failed when the provider cannot settle a tie, then settles it on redelivery", async () => {
+    const sim = await startSimulator({ paymentApiKeys: ["sim-payment-key"] });
+    try {
+      const s = await start({
+        env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url, PAYMENT_PROVIDER_API_KEY: "sim-payment-key" },
+      });
+      const t = nowS() - 40;
+      const c = `cus_tie_unknown_${uid()}`;
+      const first = subscriptionEvent(c, "past_due", { id: `evt_tie_1_${uid()}`, created: t });
+      const second = subscriptionEvent(c, "active", { id: `evt_tie_0_${uid()}`, created: t });
+      expect((await deliver(first, s.url)).status).toBe(200);
+      // The provider does not know the subscription (yet): the tie cannot be settled.
+      const refused = await deliver(second, s.url);
+      expect(refused.status).toBe(503);
+      expect(await outcome(second.id)).toBe("Failed");
+      expect((await account(c))?.status?.subscriptionStatus).toBe("past_due");
+      sim.setSubscription({ id: `sub_${c}`, customer: c, status: "active" });
+      expect((await deliver(second, s.url)).status).toBe(200);
+      expect(await outcome(second.id)).toBe("Processed");
+      expect((await account(c))?.status?.subscriptionStatus).toBe("active");
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it("without a provider key, orders events of the same second by id, so both delivery orders converge", async () => {
     const t = nowS() - 50;
     const finals: string[] = [];
     for (const order of [0, 1]) {
@@ -353,7 +512,7 @@ describe("subscription events", () => {
     };
     const res = await deliver(ev);
     expect(res.status).toBe(200);
-    expect((await record(ev.id))?.status).toMatchObject({ outcome: "Ignored", attempts: 1 });
+    expect(await outcome(ev.id)).toBe("Ignored");
     expect(await account(ev.data.object.customer)).toBeUndefined();
     expect((await deliver(ev)).json).toEqual({ received: true, duplicate: true });
   });
@@ -363,8 +522,8 @@ describe("subscription events", () => {
     const res = await deliver(ev);
     expect(res.status).toBe(400);
     const rec = await record(ev.id);
-    expect(rec?.status?.outcome).toBe("Failed");
-    expect(rec?.status?.message).toContain("status");
+    expect(recordedOutcome(rec!)).toBe("Failed");
+    expect(recordedMessage(rec!)).toContain("status");
   });
 });
 
@@ -430,7 +589,7 @@ describe("failed processing", () => {
     );
     expect(second.json).toEqual({ received: true });
     const done = await record(ev.id);
-    expect(done?.status?.outcome).toBe("Processed");
+    expect(recordedOutcome(done!)).toBe("Processed");
     expect(done?.status?.attempts).toBeGreaterThanOrEqual(2);
     expect((await account(c))?.status?.subscriptionStatus).toBe("active");
     expect((await deliver(ev, s.url)).json).toEqual({ received: true, duplicate: true });
@@ -462,5 +621,58 @@ describe("retention", () => {
     expect((await api.list("paymentevents", gcNs)).items).toHaveLength(0);
     // The BillingAccounts are state, not dedupe records: they stay.
     expect((await api.list("billingaccounts", gcNs)).items).toHaveLength(3);
+  });
+
+  it("reads the records a page at a time, and collects nothing on a replica told not to", async () => {
+    const gcNs = await createTestNamespace(kc, "webhooks-gc-pages");
+    const s = await start({ namespace: gcNs });
+    const evs = [0, 1, 2, 3, 4].map(() => subscriptionEvent(`cus_gcp_${uid()}`, "active"));
+    for (const ev of evs) expect((await deliver(ev, s.url)).status).toBe(200);
+    const retentionMs = 3_600_000;
+    const later = () => new Date(Date.now() + 2 * retentionMs);
+    const idle = startPaymentEventGc({
+      api,
+      namespace: gcNs,
+      retentionMs,
+      log: silent,
+      now: later,
+      shouldRun: async () => false,
+    });
+    expect(await idle.runOnce()).toBe(0);
+    idle.stop();
+    expect((await api.list("paymentevents", gcNs)).items).toHaveLength(5);
+    const gc = startPaymentEventGc({
+      api,
+      namespace: gcNs,
+      retentionMs,
+      log: silent,
+      now: later,
+      pageSize: 2,
+    });
+    expect(await gc.runOnce()).toBe(5);
+    gc.stop();
+    expect((await api.list("paymentevents", gcNs)).items).toHaveLength(0);
+  });
+
+  it("runs on the replica whose controller holds the leader Lease, or on any when nobody does", async () => {
+    const leaseName = `gc-lease-${uid()}`;
+    const path = `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`;
+    const decide = (pod: string) => whileControllerLeads(api, { namespace: ns, name: leaseName }, pod)();
+    expect(await decide("pod-a")).toBe(true); // no Lease yet
+    const micro = (d: Date) => d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+    await api.rawJson("POST", path, {
+      apiVersion: "coordination.k8s.io/v1",
+      kind: "Lease",
+      metadata: { name: leaseName },
+      spec: { holderIdentity: "pod-a_1f2e3d4c", leaseDurationSeconds: 15, renewTime: micro(new Date()) },
+    });
+    expect(await decide("pod-a")).toBe(true);
+    expect(await decide("pod-b")).toBe(false);
+    const lease = await api.rawJson<{ metadata: object; spec: object }>("GET", `${path}/${leaseName}`);
+    await api.rawJson("PUT", `${path}/${leaseName}`, {
+      ...lease,
+      spec: { ...lease.spec, renewTime: micro(new Date(Date.now() - 60_000)) },
+    });
+    expect(await decide("pod-b")).toBe(true); // expired: nobody leads
   });
 });

@@ -305,10 +305,11 @@ need, see docs/helm.md. c = controller (src/controller), w = webhooks sidecar (s
 - apiGroups: ["media-orchestrator.io"]
   resources: ["billingaccounts/status"]
   verbs: ["update"]
-# w: the dedupe claim (create), replays (get), garbage collection of old records (list, delete)
+# w: the record (create), replays (get; watch keeps each replica's memory of finished events),
+#    garbage collection of old records (list, delete)
 - apiGroups: ["media-orchestrator.io"]
   resources: ["paymentevents"]
-  verbs: ["get", "list", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 - apiGroups: ["media-orchestrator.io"]
   resources: ["paymentevents/status"]
   verbs: ["update"]
