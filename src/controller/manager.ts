@@ -1,6 +1,8 @@
 // Wires the controllers together: informers fill caches on every replica; only the leader runs
 // the work queues. Event handlers only enqueue keys; the periodic resync (the spec's tick)
-// enqueues every key, so a missed event is corrected within one tick.
+// enqueues every key that may still need work, so a missed event is corrected within one tick.
+// At rest nothing moves: finished jobs are not reconciled, the events of our own writes are not
+// news, and a key on its failure backoff stays on it.
 import type { Logger } from "pino";
 import { BillingAccount, billingAccountName } from "../crds/billingaccount.js";
 import { GpuEndpoint } from "../crds/gpuendpoint.js";
@@ -13,9 +15,11 @@ import type { GpuProviderClient } from "../provider/index.js";
 import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { Informer, objectKey } from "./informer.js";
+import { atRest, finishedForGood } from "./job-at-rest.js";
 import { LeaderElector } from "./leader.js";
 import { MediaJobReconciler, RetryLater } from "./mediajob/reconciler.js";
 import { ControllerMetrics } from "./metrics.js";
+import { OwnWrites, recordingWrites } from "./own-writes.js";
 import { WorkQueue, type Reconciler } from "./workqueue.js";
 
 export interface ManagerOptions {
@@ -42,6 +46,8 @@ export class Manager {
   readonly metrics: ControllerMetrics;
   readonly elector?: LeaderElector;
   private resyncTimer?: NodeJS.Timeout;
+  /** Resync ticks so far: tests and benchmarks count work per tick. */
+  ticks = 0;
   private running?: Promise<unknown>;
   private leading = false;
   private stopped = false;
@@ -49,6 +55,9 @@ export class Manager {
   readonly endpointReconciler: GpuEndpointReconciler;
   /** The provider's management view shared by every GpuEndpoint reconcile (one check per tick). */
   readonly providerView: ProviderView;
+  /** resourceVersions of our own writes, whose watch events are not a reason to reconcile. */
+  readonly ownJobWrites = new OwnWrites();
+  readonly ownEndpointWrites = new OwnWrites();
   /** Events are written in the background; stop() waits for them. */
   private readonly events: BackgroundEventRecorder;
 
@@ -101,7 +110,7 @@ export class Manager {
     if (!env.CALLBACK_BASE_URL || !env.CALLBACK_SECRET)
       throw new Error("CALLBACK_BASE_URL and CALLBACK_SECRET are required");
     this.jobReconciler = new MediaJobReconciler({
-      api,
+      api: recordingWrites(api, "mediajobs", this.ownJobWrites),
       jobs: this.jobs,
       endpoints: this.endpoints,
       accounts: this.accounts,
@@ -117,9 +126,10 @@ export class Manager {
       },
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
     });
-    this.providerView = new ProviderView(o.provider, Math.max(1_000, tickMs - 500));
+    // Shared for a tick, with room for the tick timer and the reconciles to drift by up to 500 ms.
+    this.providerView = new ProviderView(o.provider, tickMs - Math.min(500, tickMs / 2));
     this.endpointReconciler = new GpuEndpointReconciler({
-      api,
+      api: recordingWrites(api, "gpuendpoints", this.ownEndpointWrites),
       endpoints: this.endpoints,
       provider: o.provider,
       view: this.providerView,
@@ -129,9 +139,24 @@ export class Manager {
       tickMs,
     });
 
-    this.jobs.on((_e, job) => this.jobQueue.add(objectKey(job)));
+    this.jobs.on((event, job, old) => {
+      if (event === "delete") {
+        this.ownJobWrites.forget(job);
+        return this.jobQueue.add(objectKey(job));
+      }
+      // Our own write of a finished job: the pass that wrote it also lets go of it (or failed and
+      // is on its backoff). Any other write is looked at unless the job is at rest and its spec
+      // did not change. A Pending or Processing job is always looked at: a pass may end on its write.
+      const ours = this.ownJobWrites.claim(job);
+      if (ours && finishedForGood(job) && !job.metadata.deletionTimestamp) return;
+      const specChanged = event === "update" && old?.metadata.generation !== job.metadata.generation;
+      if (!ours && atRest(job) && !specChanged) return;
+      this.jobQueue.add(objectKey(job));
+    });
     this.endpoints.on((event, ep, old) => {
-      this.endpointQueue.add(objectKey(ep));
+      if (event === "delete") this.ownEndpointWrites.forget(ep);
+      // The event of our own status write changes nothing the reconcile has not seen.
+      if (event === "delete" || !this.ownEndpointWrites.claim(ep)) this.endpointQueue.add(objectKey(ep));
       // Jobs waiting on this endpoint go at once, not at the next tick.
       if (
         event !== "delete" &&
@@ -151,6 +176,7 @@ export class Manager {
     });
     this.accounts.on((_e, acct) => {
       for (const job of this.jobs.list()) {
+        if (atRest(job)) continue;
         if (job.spec.account && billingAccountName(job.spec.account) === acct.metadata.name)
           this.jobQueue.add(objectKey(job));
       }
@@ -209,10 +235,15 @@ export class Manager {
     };
   }
 
-  /** The tick: every cached object is reconciled again. */
+  /**
+   * The tick: every cached object that may need work is reconciled again. Finished jobs are not
+   * (nothing changes them but an event), and a key waiting out a failure's backoff keeps waiting.
+   */
   resync(): void {
-    for (const key of this.endpoints.keys()) this.endpointQueue.add(key);
-    for (const key of this.jobs.keys()) this.jobQueue.add(key);
+    this.ticks++;
+    for (const key of this.endpoints.keys()) this.endpointQueue.addUnlessBackingOff(key);
+    for (const job of this.jobs.list())
+      if (!atRest(job)) this.jobQueue.addUnlessBackingOff(objectKey(job));
     this.metrics.cachedObjects.set({ resource: "mediajobs" }, this.jobs.size);
     this.metrics.cachedObjects.set({ resource: "gpuendpoints" }, this.endpoints.size);
   }

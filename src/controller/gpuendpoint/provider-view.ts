@@ -1,7 +1,9 @@
-// What every GpuEndpoint reconcile needs from the provider's management API, fetched once per
-// tick for all of them: the credential check (GraphQL myself { id }) and the endpoint list.
+// What every GpuEndpoint reconcile needs from the provider, fetched at most once per tick: the
+// credential check (GraphQL myself { id }) and the endpoint list, shared by all endpoints, and
+// each endpoint's /health. However often an endpoint is reconciled (a spec edit, a tick), the
+// provider is asked about it once per tick: its rate limit is shared with job submissions.
 // Concurrent reconciles share one in-flight request; a failed fetch is not cached.
-import type { GpuProviderClient, ProviderEndpoint } from "../../provider/index.js";
+import type { EndpointHealthReport, GpuProviderClient, ProviderEndpoint } from "../../provider/index.js";
 
 /** One value fetched at most once per ttl; callers in the meantime share the same promise. */
 class Cached<T> {
@@ -34,11 +36,12 @@ class Cached<T> {
 export class ProviderView {
   private readonly credentials: Cached<{ accountId: string }>;
   private readonly endpoints: Cached<ProviderEndpoint[]>;
+  private readonly health = new Map<string, Cached<EndpointHealthReport>>();
 
   constructor(
-    provider: Pick<GpuProviderClient, "checkKey" | "listEndpoints">,
-    ttlMs: number,
-    clock: () => number = Date.now,
+    private readonly provider: Pick<GpuProviderClient, "checkKey" | "listEndpoints" | "health">,
+    private readonly ttlMs: number,
+    private readonly clock: () => number = Date.now,
   ) {
     this.credentials = new Cached(() => provider.checkKey(), ttlMs, clock);
     this.endpoints = new Cached(() => provider.listEndpoints(), ttlMs, clock);
@@ -55,6 +58,15 @@ export class ProviderView {
 
   listEndpoints(): Promise<ProviderEndpoint[]> {
     return this.endpoints.get();
+  }
+
+  endpointHealth(endpointId: string): Promise<EndpointHealthReport> {
+    let cached = this.health.get(endpointId);
+    if (!cached) {
+      cached = new Cached(() => this.provider.health(endpointId), this.ttlMs, this.clock);
+      this.health.set(endpointId, cached);
+    }
+    return cached.get();
   }
 
   /** After we changed an endpoint, the next reader must see the provider's new state. */
