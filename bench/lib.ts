@@ -3,6 +3,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { Watch, type KubeConfig } from "@kubernetes/client-node";
+import { KubeApi } from "../src/k8s/api.js";
 import { REPO_ROOT } from "../test/support/controlplane.js";
 
 export function percentile(values: number[], p: number): number {
@@ -85,4 +87,34 @@ export function metricValue(page: string, name: string): number {
       sum += Number(line.slice(line.lastIndexOf(" ") + 1));
   }
   return sum;
+}
+
+/**
+ * Counts every change the apiserver reports on these collection paths from now on (ADDED,
+ * MODIFIED, DELETED: each one a write), by watching them from their current resourceVersion.
+ */
+export async function watchWrites(
+  kc: KubeConfig,
+  paths: string[],
+): Promise<{ writes: () => Map<string, number>; stop: () => void }> {
+  const counts = new Map<string, number>();
+  const api = new KubeApi(kc);
+  const controllers = await Promise.all(
+    paths.map(async (path) => {
+      const rv = (
+        (await api.rawJson("GET", `${path}?limit=1`)) as { metadata?: { resourceVersion?: string } }
+      ).metadata?.resourceVersion;
+      return new Watch(kc).watch(
+        path,
+        { resourceVersion: rv },
+        (type: string, obj: { kind?: string }) => {
+          if (type === "BOOKMARK") return;
+          const key = `${type} ${obj.kind ?? path}`;
+          counts.set(key, (counts.get(key) ?? 0) + 1);
+        },
+        () => {},
+      );
+    }),
+  );
+  return { writes: () => new Map(counts), stop: () => controllers.forEach((c) => c.abort()) };
 }

@@ -14,8 +14,6 @@ export function finishedForGood(job: MediaJob): boolean {
 /** Finished for good and let go of (no finalizer of ours, not being deleted). */
 export function atRest(job: MediaJob): boolean {
   return (
-    finishedForGood(job) &&
-    !job.metadata.deletionTimestamp &&
-    !job.metadata.finalizers?.includes(FINALIZER)
+    finishedForGood(job) && !job.metadata.deletionTimestamp && !job.metadata.finalizers?.includes(FINALIZER)
   );
 }

@@ -242,8 +242,7 @@ export class Manager {
   resync(): void {
     this.ticks++;
     for (const key of this.endpoints.keys()) this.endpointQueue.addUnlessBackingOff(key);
-    for (const job of this.jobs.list())
-      if (!atRest(job)) this.jobQueue.addUnlessBackingOff(objectKey(job));
+    for (const job of this.jobs.list()) if (!atRest(job)) this.jobQueue.addUnlessBackingOff(objectKey(job));
     this.metrics.cachedObjects.set({ resource: "mediajobs" }, this.jobs.size);
     this.metrics.cachedObjects.set({ resource: "gpuendpoints" }, this.endpoints.size);
   }

@@ -67,7 +67,10 @@ export class GpuEndpointReconciler {
       status = { ...status, conditions: setCondition(status.conditions, c, now, gen) };
     };
     // The tick looks at every endpoint again; a shorter requeue only where a retry is due sooner.
-    const finish = async (ready: ConditionInput, requeueAfterMs?: number): Promise<ReconcileResult | void> => {
+    const finish = async (
+      ready: ConditionInput,
+      requeueAfterMs?: number,
+    ): Promise<ReconcileResult | void> => {
       set(ready, ready.status === "True" ? "Normal" : "Warning");
       status = { ...status, observedGeneration: gen };
       const { lastSyncedAt: _was, ...rest } = ep.status ?? {};
