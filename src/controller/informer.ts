@@ -5,7 +5,9 @@
 //    watchdog; bookmarks keep a healthy idle watch talking;
 //  - 410 Gone (resourceVersion too old) triggers a full relist, diffed against the cache so
 //    handlers see the deletes they missed;
-//  - handlers run synchronously and must only enqueue keys; a throwing handler is contained.
+//  - handlers run synchronously and must only enqueue keys; a throwing handler is contained;
+//  - an optional transform trims each object before it is cached (client-go's SetTransform):
+//    the cache holds what the controller reads, not everything the apiserver sends.
 import { Watch } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { ZodType } from "zod";
@@ -20,6 +22,8 @@ export interface InformerOptions<T> {
   plural: Plural;
   namespace?: string;
   schema?: ZodType<T>;
+  /** Trims an accepted object before it is cached (it may change and return the object it gets). */
+  transform?: (obj: T) => T;
   /** Server-side watch timeout; the watch is renewed after it (default 60 s). */
   watchTimeoutSeconds?: number;
   /** Abort a watch that sent nothing, not even a bookmark, for this long (default timeout + 30 s). */
@@ -126,8 +130,9 @@ export class Informer<T extends KubeObject> {
   }
 
   private upsert(raw: unknown): void {
-    const obj = this.accept(raw);
-    if (!obj) return;
+    const accepted = this.accept(raw);
+    if (!accepted) return;
+    const obj = this.opts.transform ? this.opts.transform(accepted) : accepted;
     const key = objectKey(obj);
     const old = this.cache.get(key);
     if (old?.metadata.resourceVersion === obj.metadata.resourceVersion) return;

@@ -14,6 +14,7 @@ import { BackgroundEventRecorder, EventRecorder } from "../k8s/events.js";
 import type { GpuProviderClient } from "../provider/index.js";
 import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
+import { stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { Informer, objectKey } from "./informer.js";
 import { atRest, finishedForGood } from "./job-at-rest.js";
 import { LeaderElector } from "./leader.js";
@@ -69,12 +70,14 @@ export class Manager {
       plural: "mediajobs",
       namespace: ns,
       schema: MediaJob,
+      transform: trimMediaJob,
       log: log.child({ informer: "mediajobs" }),
     });
     this.endpoints = new Informer<GpuEndpoint>(api, {
       plural: "gpuendpoints",
       namespace: ns,
       schema: GpuEndpoint as never,
+      transform: stripMetadata,
       log: log.child({ informer: "gpuendpoints" }),
     });
     // BillingAccounts live where the sidecar writes them: its namespace, the same rule it uses.
@@ -83,6 +86,7 @@ export class Manager {
       plural: "billingaccounts",
       namespace: accountNamespace,
       schema: BillingAccount,
+      transform: stripMetadata,
       log: log.child({ informer: "billingaccounts" }),
     });
     const events = new BackgroundEventRecorder(

@@ -91,7 +91,7 @@ export class GpuEndpointReconciler {
 
     set(warmWorkersCondition(this.d.env.MEDIA_ENV, ep.spec), "Warning");
 
-    // 1. The key (one check per tick, shared by every endpoint).
+    // 1. The key (checked once for every endpoint; the endpoint list below uses it every tick).
     try {
       const { accountId } = await this.d.view.checkKey();
       set(credentialsCondition(undefined, accountId));
@@ -107,6 +107,12 @@ export class GpuEndpointReconciler {
     try {
       resolved = await this.resolve(ep);
     } catch (err) {
+      if (isProviderError(err) && (err.code === "INVALID_API_KEY" || err.code === "ACCOUNT_PROBLEM")) {
+        this.d.view.invalidateCredentials();
+        const c = credentialsCondition(err);
+        set(c, "Warning");
+        return finish(notReady(c.reason, c.message));
+      }
       const message = `could not list the provider's endpoints: ${describeError(err)}`;
       set({ type: "EndpointFound", status: "Unknown", reason: "ProviderUnavailable", message }, "Warning");
       return finish(notReady("ProviderUnavailable", message));
