@@ -16,7 +16,7 @@ import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { Informer, objectKey } from "./informer.js";
-import { atRest, finishedForGood } from "./job-at-rest.js";
+import { atRest, jobEventWorthALook } from "./job-at-rest.js";
 import { LeaderElector } from "./leader.js";
 import { MediaJobReconciler, RetryLater } from "./mediajob/reconciler.js";
 import { ControllerMetrics } from "./metrics.js";
@@ -144,18 +144,9 @@ export class Manager {
     });
 
     this.jobs.on((event, job, old) => {
-      if (event === "delete") {
-        this.ownJobWrites.forget(job);
-        return this.jobQueue.add(objectKey(job));
-      }
-      // Our own write of a finished job: the pass that wrote it also lets go of it (or failed and
-      // is on its backoff). Any other write is looked at unless the job is at rest and its spec
-      // did not change. A Pending or Processing job is always looked at: a pass may end on its write.
-      const ours = this.ownJobWrites.claim(job);
-      if (ours && finishedForGood(job) && !job.metadata.deletionTimestamp) return;
-      const specChanged = event === "update" && old?.metadata.generation !== job.metadata.generation;
-      if (!ours && atRest(job) && !specChanged) return;
-      this.jobQueue.add(objectKey(job));
+      if (event === "delete") this.ownJobWrites.forget(job);
+      const ours = event !== "delete" && this.ownJobWrites.claim(job);
+      if (jobEventWorthALook(event, job, old, ours)) this.jobQueue.add(objectKey(job));
     });
     this.endpoints.on((event, ep, old) => {
       if (event === "delete") this.ownEndpointWrites.forget(ep);
