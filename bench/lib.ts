@@ -1,7 +1,7 @@
 // Small measuring tools for the benchmarks: percentiles, process RSS/CPU from /proc, processes
 // of the product started the way `make run` starts them.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, openSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { Watch, type KubeConfig } from "@kubernetes/client-node";
 import { KubeApi } from "../src/k8s/api.js";
@@ -31,15 +31,43 @@ export function startProcess(
   name: string,
   mode: "controller" | "webhooks",
   env: Record<string, string>,
+  nodeArgs: string[] = [],
 ): ChildProcess {
   const logs = join(REPO_ROOT, ".local/logs/bench");
   mkdirSync(logs, { recursive: true });
   const out = openSync(join(logs, `${name}.log`), "w");
-  return spawn(process.execPath, ["--import", "tsx", "src/main.ts", mode], {
+  return spawn(process.execPath, ["--import", "tsx", ...nodeArgs, "src/main.ts", mode], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", out, out],
   });
+}
+
+/** Node arguments that let retainedMemory() measure a process started with them. */
+export function gcProbeArgs(): { nodeArgs: string[]; env: Record<string, string>; file: string } {
+  const file = join(REPO_ROOT, ".local/logs/bench", `gc-probe-${process.pid}-${Date.now()}.json`);
+  return {
+    nodeArgs: ["--expose-gc", "--import", "./bench/gc-probe.ts"],
+    env: { BENCH_GC_PROBE_FILE: file },
+    file,
+  };
+}
+
+/** Heap and RSS in MiB after a full garbage collection in the child (see bench/gc-probe.ts). */
+export async function retainedMemory(
+  child: ChildProcess,
+  file: string,
+): Promise<{ heapUsedMiB: number; rssMiB: number }> {
+  rmSync(file, { force: true });
+  child.kill("SIGUSR2");
+  const deadline = Date.now() + 30_000;
+  while (!existsSync(file)) {
+    if (Date.now() > deadline) throw new Error("the process did not answer the memory probe");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await new Promise((r) => setTimeout(r, 100)); // the write is small, but let it finish
+  const m = JSON.parse(readFileSync(file, "utf8")) as { heapUsed: number; rss: number };
+  return { heapUsedMiB: m.heapUsed / 2 ** 20, rssMiB: m.rss / 2 ** 20 };
 }
 
 export async function waitHttp(url: string, timeoutMs = 60_000): Promise<void> {

@@ -136,16 +136,19 @@ export function writeReport(r: Json): void {
       "",
     );
     out.push(
-      "| jobs | RSS MiB | list+sync s | first pass ms | mean reconcile ms | CPU s |",
-      "|---:|---:|---:|---:|---:|---:|",
+      "| jobs | RSS MiB | heap after GC MiB | list+sync s | first pass ms | mean reconcile ms | CPU s |",
+      "|---:|---:|---:|---:|---:|---:|---:|",
     );
     for (const p of r.scale.points)
       out.push(
-        `| ${p.jobs} | ${p.rssMiB} | ${p.syncSeconds} | ${p.resyncPassMs} | ${p.reconcileMeanMs} | ${p.cpuSeconds} |`,
+        `| ${p.jobs} | ${p.rssMiB} | ${p.heapUsedMiB ?? "not measured"} | ${p.syncSeconds} | ${p.resyncPassMs} | ${p.reconcileMeanMs} | ${p.cpuSeconds} |`,
       );
     out.push(
       "",
-      `Per-job memory cost: **${r.scale.perJobKiB} KiB** (slope between the smallest and largest size).`,
+      `Per-job memory cost: **${r.scale.perJobKiB} KiB** of RSS (slope between the smallest and largest size)` +
+        (r.scale.perJobHeapKiB !== undefined
+          ? `; **${r.scale.perJobHeapKiB} KiB** of heap after a full collection (bench/gc-probe.ts), what each cached job retains.`
+          : "."),
       "",
       "![RSS against cached MediaJobs](benchmarks/memory.svg)",
       "",

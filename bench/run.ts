@@ -30,6 +30,8 @@ import {
   round,
   rssMiB,
   startProcess,
+  gcProbeArgs,
+  retainedMemory,
   stopChild,
   waitHttp,
   watchWrites,
@@ -384,6 +386,8 @@ async function scale(sizes: number[]) {
     cpuSeconds: number;
     resyncPassMs: number;
     reconcileMeanMs: number;
+    heapUsedMiB: number;
+    rssAfterGcMiB: number;
   }> = [];
   let have = 0;
   const now = new Date().toISOString();
@@ -417,6 +421,7 @@ async function scale(sizes: number[]) {
     have = size;
     const port = await freePort();
     const started = Date.now();
+    const probe = gcProbeArgs();
     const controller = startProcess(
       `controller-scale-${size}`,
       "controller",
@@ -424,18 +429,25 @@ async function scale(sizes: number[]) {
         CALLBACK_BASE_URL: "http://127.0.0.1:9",
         CONTROLLER_METRICS_PORT: String(port),
         RESYNC_INTERVAL_SECONDS: "3600",
+        ...probe.env,
       }),
+      probe.nodeArgs,
     );
     try {
       await waitHttp(`http://127.0.0.1:${port}/readyz`, 10 * 60_000);
       const syncSeconds = (Date.now() - started) / 1000;
-      // Every job in the cache and the first pass done (finished jobs are cached, not reconciled).
+      // Every job in the cache and the first pass done: nothing in the queue and no reconcile for a
+      // second (finished jobs are cached, not reconciled, so the pass may be empty).
       let page = "";
+      let reconciled = -1;
       for (;;) {
         page = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
         const cached = metricValue(page, 'media_orchestrator_cached_objects{resource="mediajobs"}');
-        if (cached >= size && metricValue(page, "media_orchestrator_workqueue_depth") === 0) break;
-        await new Promise((r) => setTimeout(r, 250));
+        const now = metricValue(page, "media_orchestrator_reconcile_total");
+        const idle = metricValue(page, "media_orchestrator_workqueue_depth") === 0 && now === reconciled;
+        if (cached >= size && idle) break;
+        reconciled = now;
+        await new Promise((r) => setTimeout(r, 1000));
       }
       const passMs = Date.now() - started - syncSeconds * 1000;
       const count = metricValue(
@@ -447,13 +459,17 @@ async function scale(sizes: number[]) {
         'media_orchestrator_reconcile_duration_seconds_sum{controller="mediajob"}',
       );
       await new Promise((r) => setTimeout(r, 3000)); // let the heap settle
+      const rss = rssMiB(controller.pid!);
+      const retained = await retainedMemory(controller, probe.file);
       points.push({
         jobs: size,
-        rssMiB: round(rssMiB(controller.pid!)),
+        rssMiB: round(rss),
         syncSeconds: round(syncSeconds),
         cpuSeconds: round(cpuSeconds(controller.pid!)),
         resyncPassMs: round(passMs),
         reconcileMeanMs: round((sum / Math.max(1, count)) * 1000, 3),
+        heapUsedMiB: round(retained.heapUsedMiB),
+        rssAfterGcMiB: round(retained.rssMiB),
       });
       log(`  scale: ${size} jobs -> ${JSON.stringify(points.at(-1))}`);
     } finally {
@@ -465,6 +481,11 @@ async function scale(sizes: number[]) {
   return {
     points,
     perJobKiB: round(((last.rssMiB - first.rssMiB) * 1024) / Math.max(1, last.jobs - first.jobs), 2),
+    // The same slope of the heap after a full collection: what each cached job really retains.
+    perJobHeapKiB: round(
+      ((last.heapUsedMiB - first.heapUsedMiB) * 1024) / Math.max(1, last.jobs - first.jobs),
+      2,
+    ),
   };
 }
 
