@@ -32,6 +32,9 @@ export interface InformerOptions<T> {
   log: Logger;
 }
 
+/** Objects per list request (client-go's reflector pages by 500 as well). */
+const LIST_PAGE_SIZE = 500;
+
 export const objectKey = (o: { metadata: { namespace?: string; name: string } }): string =>
   `${o.metadata.namespace ?? ""}/${o.metadata.name}`;
 
@@ -148,13 +151,29 @@ export class Informer<T extends KubeObject> {
     this.emit("delete", old);
   }
 
+  /**
+   * Lists page by page into the cache: a page is trimmed and cached before the next is read, so
+   * the process never holds the whole list untrimmed (its peak memory, which the heap keeps).
+   */
   private async relist(): Promise<void> {
-    const { items, resourceVersion } = await this.api.list<T>(this.opts.plural, this.opts.namespace);
     const seen = new Set<string>();
-    for (const item of items) {
-      seen.add(objectKey(item));
-      this.upsert(item);
-    }
+    let resourceVersion = "";
+    let token: string | undefined;
+    do {
+      const query = new URLSearchParams({ limit: String(LIST_PAGE_SIZE) });
+      if (token) query.set("continue", token);
+      const page = await this.api.rawJson<{
+        items?: unknown[];
+        metadata?: { resourceVersion?: string; continue?: string };
+      }>("GET", `${this.path()}?${query.toString()}`);
+      for (const item of page.items ?? []) {
+        const obj = item as KubeObject;
+        seen.add(objectKey(obj));
+        this.upsert(obj);
+      }
+      resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
+      token = page.metadata?.continue || undefined;
+    } while (token);
     for (const [key, old] of [...this.cache]) if (!seen.has(key)) this.remove(old);
     this.resourceVersion = resourceVersion;
     this.relists++;
