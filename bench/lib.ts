@@ -1,8 +1,10 @@
 // Small measuring tools for the benchmarks: percentiles, process RSS/CPU from /proc, processes
 // of the product started the way `make run` starts them.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, openSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { Watch, type KubeConfig } from "@kubernetes/client-node";
+import { KubeApi } from "../src/k8s/api.js";
 import { REPO_ROOT } from "../test/support/controlplane.js";
 
 export function percentile(values: number[], p: number): number {
@@ -29,15 +31,43 @@ export function startProcess(
   name: string,
   mode: "controller" | "webhooks",
   env: Record<string, string>,
+  nodeArgs: string[] = [],
 ): ChildProcess {
   const logs = join(REPO_ROOT, ".local/logs/bench");
   mkdirSync(logs, { recursive: true });
   const out = openSync(join(logs, `${name}.log`), "w");
-  return spawn(process.execPath, ["--import", "tsx", "src/main.ts", mode], {
+  return spawn(process.execPath, ["--import", "tsx", ...nodeArgs, "src/main.ts", mode], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", out, out],
   });
+}
+
+/** Node arguments that let retainedMemory() measure a process started with them. */
+export function gcProbeArgs(): { nodeArgs: string[]; env: Record<string, string>; file: string } {
+  const file = join(REPO_ROOT, ".local/logs/bench", `gc-probe-${process.pid}-${Date.now()}.json`);
+  return {
+    nodeArgs: ["--expose-gc", "--import", "./bench/gc-probe.ts"],
+    env: { BENCH_GC_PROBE_FILE: file },
+    file,
+  };
+}
+
+/** Heap and RSS in MiB after a full garbage collection in the child (see bench/gc-probe.ts). */
+export async function retainedMemory(
+  child: ChildProcess,
+  file: string,
+): Promise<{ heapUsedMiB: number; rssMiB: number }> {
+  rmSync(file, { force: true });
+  child.kill("SIGUSR2");
+  const deadline = Date.now() + 30_000;
+  while (!existsSync(file)) {
+    if (Date.now() > deadline) throw new Error("the process did not answer the memory probe");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await new Promise((r) => setTimeout(r, 100)); // the write is small, but let it finish
+  const m = JSON.parse(readFileSync(file, "utf8")) as { heapUsed: number; rss: number };
+  return { heapUsedMiB: m.heapUsed / 2 ** 20, rssMiB: m.rss / 2 ** 20 };
 }
 
 export async function waitHttp(url: string, timeoutMs = 60_000): Promise<void> {
@@ -85,4 +115,34 @@ export function metricValue(page: string, name: string): number {
       sum += Number(line.slice(line.lastIndexOf(" ") + 1));
   }
   return sum;
+}
+
+/**
+ * Counts every change the apiserver reports on these collection paths from now on (ADDED,
+ * MODIFIED, DELETED: each one a write), by watching them from their current resourceVersion.
+ */
+export async function watchWrites(
+  kc: KubeConfig,
+  paths: string[],
+): Promise<{ writes: () => Map<string, number>; stop: () => void }> {
+  const counts = new Map<string, number>();
+  const api = new KubeApi(kc);
+  const controllers = await Promise.all(
+    paths.map(async (path) => {
+      const rv = (
+        (await api.rawJson("GET", `${path}?limit=1`)) as { metadata?: { resourceVersion?: string } }
+      ).metadata?.resourceVersion;
+      return new Watch(kc).watch(
+        path,
+        { resourceVersion: rv },
+        (type: string, obj: { kind?: string }) => {
+          if (type === "BOOKMARK") return;
+          const key = `${type} ${obj.kind ?? path}`;
+          counts.set(key, (counts.get(key) ?? 0) + 1);
+        },
+        () => {},
+      );
+    }),
+  );
+  return { writes: () => new Map(counts), stop: () => controllers.forEach((c) => c.abort()) };
 }

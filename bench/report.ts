@@ -127,6 +127,25 @@ export function writeReport(r: Json): void {
       "",
     );
   }
+  if (r.rest) {
+    const x = r.rest;
+    out.push(
+      "## At rest",
+      "",
+      `${x.endpoints} Ready GpuEndpoints and ${x.jobs} finished MediaJobs (run through the whole stack, callbacks on), nothing else to do; tick ${x.tickSeconds} s. Counted over ${x.windowSeconds} s after two quiet ticks: Kubernetes writes as the apiserver reports them (watches on every resource the product writes in its namespace), provider requests as the simulator counts them, the controller's CPU from /proc.`,
+      "",
+      "| measure | value | target |",
+      "|---|---:|---:|",
+      `| Kubernetes writes/s | ${x.kubernetesWritesPerSecond} | ${x.targets.kubernetesWritesPerSecond} |`,
+      `| provider requests/s | ${x.providerRequestsPerSecond} | |`,
+      `| provider requests per endpoint per tick | ${x.providerRequestsPerEndpointPerTick} | ≤ ${x.targets.providerRequestsPerEndpointPerTick} |`,
+      `| controller CPU, % of a core | ${x.controllerCpuPercent} | < ${x.targets.controllerCpuPercent} |`,
+      `| sidecar CPU, % of a core | ${x.sidecarCpuPercent} | |`,
+      "",
+      `Provider requests by route: \`${JSON.stringify(x.providerRequestsByRoute)}\`.`,
+      "",
+    );
+  }
   if (r.scale) {
     out.push(
       "## Memory and scaling",
@@ -135,16 +154,19 @@ export function writeReport(r: Json): void {
       "",
     );
     out.push(
-      "| jobs | RSS MiB | list+sync s | first pass ms | mean reconcile ms | CPU s |",
-      "|---:|---:|---:|---:|---:|---:|",
+      "| jobs | RSS MiB | heap after GC MiB | list+sync s | first pass ms | mean reconcile ms | CPU s |",
+      "|---:|---:|---:|---:|---:|---:|---:|",
     );
     for (const p of r.scale.points)
       out.push(
-        `| ${p.jobs} | ${p.rssMiB} | ${p.syncSeconds} | ${p.resyncPassMs} | ${p.reconcileMeanMs} | ${p.cpuSeconds} |`,
+        `| ${p.jobs} | ${p.rssMiB} | ${p.heapUsedMiB ?? "not measured"} | ${p.syncSeconds} | ${p.resyncPassMs} | ${p.reconcileMeanMs} | ${p.cpuSeconds} |`,
       );
     out.push(
       "",
-      `Per-job memory cost: **${r.scale.perJobKiB} KiB** (slope between the smallest and largest size).`,
+      `Per-job memory cost: **${r.scale.perJobKiB} KiB** of RSS (slope between the smallest and largest size)` +
+        (r.scale.perJobHeapKiB !== undefined
+          ? `; **${r.scale.perJobHeapKiB} KiB** of heap after a full collection (bench/gc-probe.ts), what each cached job retains.`
+          : "."),
       "",
       "![RSS against cached MediaJobs](benchmarks/memory.svg)",
       "",

@@ -1,6 +1,7 @@
 // make bench: what the product exists to do, measured on this machine, each number beside a
 // ceiling measured in the same run against the same control plane.
-//   tsx bench/run.ts [--jobs 1000,10000] [--scale 1000,10000,50000] [--only throughput,intake,scale,recovery]
+//   tsx bench/run.ts [--jobs 1000,10000] [--scale 1000,10000,50000] [--only throughput,intake,scale,recovery,rest]
+//   --only rest [--rest-jobs 1000] [--tick 5]: the stack at rest, which must be quiet
 // Results: bench/results/latest.json and docs/benchmarks.md (+ docs/benchmarks/*.svg).
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -10,6 +11,7 @@ import { parseArgs } from "node:util";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import autocannon from "autocannon";
 import { API_VERSION, paymentEventName } from "../src/crds/index.js";
+import type { GpuEndpoint } from "../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import { callbackUrl } from "../src/callback/token.js";
 import { withPhaseConditions } from "../src/mediajob/lifecycle.js";
@@ -28,8 +30,11 @@ import {
   round,
   rssMiB,
   startProcess,
+  gcProbeArgs,
+  retainedMemory,
   stopChild,
   waitHttp,
+  watchWrites,
 } from "./lib.js";
 import { writeReport } from "./report.js";
 
@@ -39,6 +44,8 @@ const { values: args } = parseArgs({
     scale: { type: "string", default: "1000,10000,50000" },
     only: { type: "string", default: "throughput,intake,scale,recovery" },
     concurrency: { type: "string", default: "32" },
+    "rest-jobs": { type: "string", default: "1000" },
+    tick: { type: "string", default: "5" },
   },
 });
 const only = new Set(args.only!.split(","));
@@ -518,6 +525,8 @@ async function scale(sizes: number[]) {
     cpuSeconds: number;
     resyncPassMs: number;
     reconcileMeanMs: number;
+    heapUsedMiB: number;
+    rssAfterGcMiB: number;
   }> = [];
   let have = 0;
   const now = new Date().toISOString();
@@ -551,6 +560,7 @@ async function scale(sizes: number[]) {
     have = size;
     const port = await freePort();
     const started = Date.now();
+    const probe = gcProbeArgs();
     const controller = startProcess(
       `controller-scale-${size}`,
       "controller",
@@ -558,18 +568,25 @@ async function scale(sizes: number[]) {
         CALLBACK_BASE_URL: "http://127.0.0.1:9",
         CONTROLLER_METRICS_PORT: String(port),
         RESYNC_INTERVAL_SECONDS: "3600",
+        ...probe.env,
       }),
+      probe.nodeArgs,
     );
     try {
       await waitHttp(`http://127.0.0.1:${port}/readyz`, 10 * 60_000);
       const syncSeconds = (Date.now() - started) / 1000;
-      // The first pass reconciles every job (the initial list enqueues them all): wait for it.
+      // Every job in the cache and the first pass done: nothing in the queue and no reconcile for a
+      // second (finished jobs are cached, not reconciled, so the pass may be empty).
       let page = "";
+      let reconciled = -1;
       for (;;) {
         page = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-        const reconciled = metricValue(page, "media_orchestrator_reconcile_total");
-        if (reconciled >= size && metricValue(page, "media_orchestrator_workqueue_depth") === 0) break;
-        await new Promise((r) => setTimeout(r, 250));
+        const cached = metricValue(page, 'media_orchestrator_cached_objects{resource="mediajobs"}');
+        const now = metricValue(page, "media_orchestrator_reconcile_total");
+        const idle = metricValue(page, "media_orchestrator_workqueue_depth") === 0 && now === reconciled;
+        if (cached >= size && idle) break;
+        reconciled = now;
+        await new Promise((r) => setTimeout(r, 1000));
       }
       const passMs = Date.now() - started - syncSeconds * 1000;
       const count = metricValue(
@@ -581,13 +598,17 @@ async function scale(sizes: number[]) {
         'media_orchestrator_reconcile_duration_seconds_sum{controller="mediajob"}',
       );
       await new Promise((r) => setTimeout(r, 3000)); // let the heap settle
+      const rss = rssMiB(controller.pid!);
+      const retained = await retainedMemory(controller, probe.file);
       points.push({
         jobs: size,
-        rssMiB: round(rssMiB(controller.pid!)),
+        rssMiB: round(rss),
         syncSeconds: round(syncSeconds),
         cpuSeconds: round(cpuSeconds(controller.pid!)),
         resyncPassMs: round(passMs),
         reconcileMeanMs: round((sum / Math.max(1, count)) * 1000, 3),
+        heapUsedMiB: round(retained.heapUsedMiB),
+        rssAfterGcMiB: round(retained.rssMiB),
       });
       log(`  scale: ${size} jobs -> ${JSON.stringify(points.at(-1))}`);
     } finally {
@@ -599,6 +620,11 @@ async function scale(sizes: number[]) {
   return {
     points,
     perJobKiB: round(((last.rssMiB - first.rssMiB) * 1024) / Math.max(1, last.jobs - first.jobs), 2),
+    // The same slope of the heap after a full collection: what each cached job really retains.
+    perJobHeapKiB: round(
+      ((last.heapUsedMiB - first.heapUsedMiB) * 1024) / Math.max(1, last.jobs - first.jobs),
+      2,
+    ),
   };
 }
 
@@ -661,7 +687,144 @@ async function recovery() {
   }
 }
 
+// ---- At rest: the stack with nothing to do ---------------------------------------------------------
+
+const REST_TARGETS = {
+  kubernetesWritesPerSecond: 0,
+  providerRequestsPerEndpointPerTick: 1,
+  controllerCpuPercent: 5,
+};
+
+/**
+ * Three Ready endpoints and `n` finished jobs (run through the whole stack, callbacks on), left
+ * alone; then 20 s of counting: Kubernetes writes as the apiserver reports them (watches on every
+ * resource the product writes in its namespace), provider requests as the simulator counts them,
+ * and the controller's CPU.
+ */
+async function rest(n: number, tickSeconds: number) {
+  const ns = await namespace("bench-rest");
+  const workloads = ["asr", "tts", "render"] as const;
+  const sim = await startSimulator({
+    timeScale: 0.001,
+    statusRetentionMs: 1e9,
+    coldStartMs: 0,
+    executionMs: 10,
+    endpoints: workloads.map((w) => ({ name: `media-${w}-bench`, workload: w, workersMax: 100 })),
+  });
+  const [hooksPort, ctrlPort] = [await freePort(), await freePort()];
+  const env = baseEnv(ns, sim.url, {
+    CALLBACK_BASE_URL: `http://127.0.0.1:${hooksPort}`,
+    WEBHOOKS_PORT: String(hooksPort),
+    CONTROLLER_METRICS_PORT: String(ctrlPort),
+    RESYNC_INTERVAL_SECONDS: String(tickSeconds),
+    // A job whose callbacks were all lost (a loaded apiserver) is recovered from the status API soon.
+    JOB_TIMEOUT_SECONDS: "20",
+  });
+  const webhooks = startProcess("webhooks-rest", "webhooks", env);
+  const controller = startProcess("controller-rest", "controller", env);
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  try {
+    await waitHttp(`http://127.0.0.1:${hooksPort}/readyz`);
+    await waitHttp(`http://127.0.0.1:${ctrlPort}/readyz`);
+    for (const w of workloads)
+      await api.create("gpuendpoints", ns, {
+        apiVersion: API_VERSION,
+        kind: "GpuEndpoint",
+        metadata: { name: w },
+        spec: { workload: w, maxWorkers: 100 },
+      });
+    const ready = (ep: { status?: { conditions?: Array<{ type: string; status: string }> } }) =>
+      ep.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+    while (!(await api.list<GpuEndpoint>("gpuendpoints", ns)).items.every(ready)) await sleep(200);
+    log(`  rest: 3 endpoints Ready; running ${n} jobs to the end...`);
+    await pool(
+      Array.from({ length: n }, (_, i) => `done-${i}`),
+      CONCURRENCY,
+      async (name, i) => {
+        const spec = { workload: workloads[i % 3], input: { audio: `s3://bench/${name}.wav` } };
+        await api.create("mediajobs", ns, { ...job(name), spec });
+      },
+    );
+    for (;;) {
+      const items = (await api.list<MediaJob>("mediajobs", ns)).items;
+      const finished = items.filter((j) => j.status?.phase === "Completed" && !j.metadata.finalizers?.length);
+      if (finished.length === n) break;
+      await sleep(2000);
+    }
+    log(`  rest: ${n} jobs finished; settling for two ticks, then counting for 20 s...`);
+    await sleep(2 * tickSeconds * 1000 + 1000);
+
+    const base = `/apis/media-orchestrator.io/v1alpha1/namespaces/${ns}`;
+    const watched = await watchWrites(kc, [
+      `${base}/mediajobs`,
+      `${base}/gpuendpoints`,
+      `${base}/billingaccounts`,
+      `${base}/paymentevents`,
+      `/api/v1/namespaces/${ns}/events`,
+      `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`,
+    ]);
+    const routes = async (): Promise<Record<string, number>> => {
+      const res = await fetch(`${sim.url}/_sim/requests`);
+      return res.ok ? ((await res.json()) as { requests: Record<string, number> }).requests : {};
+    };
+    const windowSeconds = 20;
+    const requestsBefore = sim.stats().requests;
+    const routesBefore = await routes();
+    const cpuBefore = cpuSeconds(controller.pid!);
+    const hooksCpuBefore = cpuSeconds(webhooks.pid!);
+    const started = Date.now();
+    await sleep(windowSeconds * 1000);
+    const seconds = (Date.now() - started) / 1000;
+    const cpu = cpuSeconds(controller.pid!) - cpuBefore;
+    const hooksCpu = cpuSeconds(webhooks.pid!) - hooksCpuBefore;
+    const requests = sim.stats().requests - requestsBefore;
+    const routesAfter = await routes();
+    watched.stop();
+    const writes = [...watched.writes().values()].reduce((a, b) => a + b, 0);
+    const byRoute = Object.fromEntries(
+      Object.keys(routesAfter)
+        .map((r) => [r, (routesAfter[r] ?? 0) - (routesBefore[r] ?? 0)] as const)
+        .filter(([, d]) => d > 0),
+    );
+    const ticks = seconds / tickSeconds;
+    return {
+      jobs: n,
+      endpoints: workloads.length,
+      tickSeconds,
+      windowSeconds: round(seconds),
+      kubernetesWrites: writes,
+      kubernetesWritesByKind: Object.fromEntries(watched.writes()),
+      kubernetesWritesPerSecond: round(writes / seconds, 2),
+      providerRequests: requests,
+      providerRequestsByRoute: byRoute,
+      providerRequestsPerSecond: round(requests / seconds, 2),
+      providerRequestsPerEndpointPerTick: round(requests / workloads.length / ticks, 2),
+      controllerCpuPercent: round((cpu / seconds) * 100, 2),
+      sidecarCpuPercent: round((hooksCpu / seconds) * 100, 2),
+      controllerRssMiB: round(rssMiB(controller.pid!)),
+      targets: REST_TARGETS,
+    };
+  } finally {
+    await stopChild(controller);
+    await stopChild(webhooks);
+    await sim.close();
+  }
+}
+
 try {
+  if (only.has("rest")) {
+    log(`at rest: 3 Ready endpoints, ${args["rest-jobs"]} finished jobs, tick ${args.tick} s...`);
+    const r = await rest(Number(args["rest-jobs"]), Number(args.tick));
+    results.rest = r;
+    log(
+      `  Kubernetes writes/s ${r.kubernetesWritesPerSecond} (target ${REST_TARGETS.kubernetesWritesPerSecond}); ` +
+        `provider requests/s ${r.providerRequestsPerSecond}, per endpoint per tick ${r.providerRequestsPerEndpointPerTick} ` +
+        `(target <= ${REST_TARGETS.providerRequestsPerEndpointPerTick}); controller CPU ${r.controllerCpuPercent} % of a core ` +
+        `(target < ${REST_TARGETS.controllerCpuPercent} %)`,
+    );
+    log(`  provider requests by route: ${JSON.stringify(r.providerRequestsByRoute)}`);
+    log(`  Kubernetes writes by kind: ${JSON.stringify(r.kubernetesWritesByKind)}`);
+  }
   if (only.has("throughput")) {
     const runs = [];
     for (const n of args.jobs!.split(",").map(Number)) {

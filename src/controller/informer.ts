@@ -5,7 +5,9 @@
 //    watchdog; bookmarks keep a healthy idle watch talking;
 //  - 410 Gone (resourceVersion too old) triggers a full relist, diffed against the cache so
 //    handlers see the deletes they missed;
-//  - handlers run synchronously and must only enqueue keys; a throwing handler is contained.
+//  - handlers run synchronously and must only enqueue keys; a throwing handler is contained;
+//  - an optional transform trims each object before it is cached (client-go's SetTransform):
+//    the cache holds what the controller reads, not everything the apiserver sends.
 import { Watch } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { ZodType } from "zod";
@@ -20,6 +22,8 @@ export interface InformerOptions<T> {
   plural: Plural;
   namespace?: string;
   schema?: ZodType<T>;
+  /** Trims an accepted object before it is cached (it may change and return the object it gets). */
+  transform?: (obj: T) => T;
   /** Server-side watch timeout; the watch is renewed after it (default 60 s). */
   watchTimeoutSeconds?: number;
   /** Abort a watch that sent nothing, not even a bookmark, for this long (default timeout + 30 s). */
@@ -27,6 +31,9 @@ export interface InformerOptions<T> {
   maxBackoffMs?: number;
   log: Logger;
 }
+
+/** Objects per list request (client-go's reflector pages by 500 as well). */
+const LIST_PAGE_SIZE = 500;
 
 export const objectKey = (o: { metadata: { namespace?: string; name: string } }): string =>
   `${o.metadata.namespace ?? ""}/${o.metadata.name}`;
@@ -126,8 +133,9 @@ export class Informer<T extends KubeObject> {
   }
 
   private upsert(raw: unknown): void {
-    const obj = this.accept(raw);
-    if (!obj) return;
+    const accepted = this.accept(raw);
+    if (!accepted) return;
+    const obj = this.opts.transform ? this.opts.transform(accepted) : accepted;
     const key = objectKey(obj);
     const old = this.cache.get(key);
     if (old?.metadata.resourceVersion === obj.metadata.resourceVersion) return;
@@ -143,13 +151,29 @@ export class Informer<T extends KubeObject> {
     this.emit("delete", old);
   }
 
+  /**
+   * Lists page by page into the cache: a page is trimmed and cached before the next is read, so
+   * the process never holds the whole list untrimmed (its peak memory, which the heap keeps).
+   */
   private async relist(): Promise<void> {
-    const { items, resourceVersion } = await this.api.list<T>(this.opts.plural, this.opts.namespace);
     const seen = new Set<string>();
-    for (const item of items) {
-      seen.add(objectKey(item));
-      this.upsert(item);
-    }
+    let resourceVersion = "";
+    let token: string | undefined;
+    do {
+      const query = new URLSearchParams({ limit: String(LIST_PAGE_SIZE) });
+      if (token) query.set("continue", token);
+      const page = await this.api.rawJson<{
+        items?: unknown[];
+        metadata?: { resourceVersion?: string; continue?: string };
+      }>("GET", `${this.path()}?${query.toString()}`);
+      for (const item of page.items ?? []) {
+        const obj = item as KubeObject;
+        seen.add(objectKey(obj));
+        this.upsert(obj);
+      }
+      resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
+      token = page.metadata?.continue || undefined;
+    } while (token);
     for (const [key, old] of [...this.cache]) if (!seen.has(key)) this.remove(old);
     this.resourceVersion = resourceVersion;
     this.relists++;

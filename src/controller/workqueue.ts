@@ -3,7 +3,9 @@
 //  - a key is never processed by two workers at once (the `processing` set): added while being
 //    processed, it is processed again afterwards;
 //  - failures requeue with per-key exponential backoff; success forgets the backoff;
-//  - requeue-after keeps only the earliest timer per key.
+//  - requeue-after keeps only the earliest timer per key;
+//  - a periodic resync adds with addUnlessBackingOff: a key waiting out its failure backoff keeps
+//    waiting (a tick must not turn exponential backoff into a retry every tick).
 
 export interface ReconcileResult {
   /** Reconcile this key again after this many milliseconds (polling an external system). */
@@ -50,6 +52,16 @@ export class WorkQueue {
     if (this.processing.has(key)) return; // picked up again by done()
     this.queue.push(key);
     this.wake();
+  }
+
+  /** Whether the key failed and waits for its backoff retry. */
+  isBackingOff(key: string): boolean {
+    return (this.failures.get(key) ?? 0) > 0 && this.timers.has(key);
+  }
+
+  /** add(), except for a key waiting out its backoff: the periodic resync's add. */
+  addUnlessBackingOff(key: string): void {
+    if (!this.isBackingOff(key)) this.add(key);
   }
 
   addAfter(key: string, delayMs: number): void {

@@ -40,6 +40,18 @@ export function jobView(ctx: SimContext, id: string) {
   };
 }
 
+// Provider requests by route, so tests and benchmarks can count what a client asked: method and
+// path, with anything past /v2/{endpoint}/{operation} (a job id) folded into ":id".
+const routeCounts = new WeakMap<SimContext, Map<string, number>>();
+
+export function countRequest(ctx: SimContext, method: string | undefined, pathname: string): void {
+  const parts = pathname.split("/").filter((p) => p !== "");
+  const route = `${method ?? "GET"} /${[...parts.slice(0, 3), ...(parts.length > 3 ? [":id"] : [])].join("/")}`;
+  const counts = routeCounts.get(ctx) ?? new Map<string, number>();
+  routeCounts.set(ctx, counts);
+  counts.set(route, (counts.get(route) ?? 0) + 1);
+}
+
 function invalid(error: z.ZodError): Reply {
   return json(400, { error: z.prettifyError(error) });
 }
@@ -62,6 +74,8 @@ export async function handleInspection(
       return json(200, { deliveries: ctx.callbacks.deliveries(), dropped: ctx.callbacks.dropped() });
     case "GET stats":
       return json(200, ctx.stats);
+    case "GET requests":
+      return json(200, { requests: Object.fromEntries(routeCounts.get(ctx) ?? []) });
     case "GET faults":
       return json(200, ctx.faults());
     case "PUT faults": {

@@ -8,7 +8,7 @@ import type { SimContext, SimulatorStats } from "./context.js";
 import { configFromSpec } from "./endpoints.js";
 import { Engine } from "./engine.js";
 import { BadJson, BodyTooLarge, json, readJson, requestKey, writeReply, type Reply } from "./http.js";
-import { applyEndpoint, endpointView, handleInspection, jobView } from "./inspection.js";
+import { applyEndpoint, countRequest, endpointView, handleInspection, jobView } from "./inspection.js";
 import { handleJobApi } from "./jobapi.js";
 import { handleGraphQL } from "./management.js";
 import {
@@ -152,6 +152,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     handler: (key: string) => Promise<Reply>,
   ): Promise<Reply> => {
     ctx.stats.requests++;
+    countRequest(ctx, req.method, url.pathname);
     const f = faults;
     if (f.responseDelay !== undefined && ctx.requestRng.chance(f.responseDelay.rate ?? 1)) {
       await new Promise<void>((resolve) => clock.afterReal(f.responseDelay?.ms ?? 0, resolve));

@@ -8,6 +8,7 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { Manager } from "../../src/controller/manager.js";
 import { warmWorkersCondition } from "../../src/controller/gpuendpoint/diagnosis.js";
 import { KubeApi } from "../../src/k8s/api.js";
+import { GpuProviderClient } from "../../src/provider/index.js";
 import type { Simulator } from "../../src/simulator/server.js";
 import {
   createTestNamespace,
@@ -17,6 +18,7 @@ import {
   testKubeconfigPath,
 } from "../support/kube.js";
 import {
+  SIM_KEY,
   condition,
   gpuEndpoint,
   mediaJob,
@@ -155,12 +157,11 @@ describe("workers", () => {
     );
   });
 
-  it("checks the key once per tick for all endpoints, not once per object", async () => {
+  it("checks the key once for all endpoints, not once per object or per tick (the endpoint list uses it every tick)", async () => {
     const before = manager.providerView.credentialChecks;
-    await new Promise((r) => setTimeout(r, 3_000)); // three ticks, three endpoints reconciled each tick
-    const checks = manager.providerView.credentialChecks - before;
-    expect(checks).toBeGreaterThanOrEqual(1);
-    expect(checks).toBeLessThanOrEqual(5);
+    const tick = manager.ticks;
+    await eventually(() => manager.ticks >= tick + 3, { timeoutMs: 20_000 });
+    expect(manager.providerView.credentialChecks - before).toBeLessThanOrEqual(1);
   });
 });
 
@@ -227,6 +228,39 @@ describe("diagnosis", () => {
       expect(sim.executions(job.metadata.uid!)).toBe(0); // nothing reached the provider
     } finally {
       await bad.stop();
+    }
+  });
+
+  it("a key revoked while running: the endpoint list's refusal makes CredentialsValid=False within a tick; restored, Ready again", async () => {
+    const revokedNs = await createTestNamespace(kc, "revoked");
+    const valid = new GpuProviderClient({ apiUrl: sim.url, apiKey: SIM_KEY, timeoutMs: 5_000 });
+    const revoked = new GpuProviderClient({ apiUrl: sim.url, apiKey: "revoked-key", timeoutMs: 5_000 });
+    let current = valid;
+    // The provider as the controller sees it: the same simulator, with whichever key is current.
+    const provider = new Proxy(valid, {
+      get: (_t, prop) => {
+        const v = Reflect.get(current, prop) as unknown;
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(current) : v;
+      },
+    });
+    const m = startManager(kc, sim, testEnv(revokedNs, { GPU_PROVIDER_API_URL: sim.url }), { provider });
+    await m.start();
+    try {
+      await api.create("gpuendpoints", revokedNs, gpuEndpoint("asr", { workload: "asr" }) as never);
+      await waitForReady(api, revokedNs, "asr");
+      const checks = m.providerView.credentialChecks;
+      current = revoked;
+      const ep = await eventually(async () => {
+        const e = await getEp("asr", revokedNs);
+        return condition(e, "CredentialsValid")?.status === "False" ? e : undefined;
+      });
+      expect(condition(ep, "CredentialsValid")).toMatchObject({ reason: "InvalidApiKey" });
+      expect(condition(ep, "Ready")).toMatchObject({ status: "False", reason: "InvalidApiKey" });
+      current = valid;
+      await waitForReady(api, revokedNs, "asr");
+      expect(m.providerView.credentialChecks).toBeGreaterThan(checks); // checked again at once
+    } finally {
+      await m.stop();
     }
   });
 

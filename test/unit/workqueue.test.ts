@@ -61,6 +61,19 @@ describe("WorkQueue", () => {
     q.shutdown();
   });
 
+  it("a resync add leaves a key on its backoff; a plain add (an event) does not", async () => {
+    const q = new WorkQueue({ baseDelayMs: 60_000 });
+    q.addRateLimited("failing");
+    expect(q.isBackingOff("failing")).toBe(true);
+    q.addUnlessBackingOff("failing");
+    q.addUnlessBackingOff("healthy");
+    expect(q.length).toBe(1);
+    expect(await q.get()).toBe("healthy");
+    q.add("failing"); // the object changed: look at it now
+    expect(await q.get()).toBe("failing");
+    q.shutdown();
+  });
+
   it("requeues after an error and after requeueAfterMs, keeping the earliest timer", async () => {
     const q = new WorkQueue({ baseDelayMs: 5 });
     const seen: string[] = [];

@@ -1,7 +1,13 @@
-// What every GpuEndpoint reconcile needs from the provider's management API, fetched once per
-// tick for all of them: the credential check (GraphQL myself { id }) and the endpoint list.
+// What every GpuEndpoint reconcile needs from the provider, fetched at most once per tick: the
+// endpoint list, shared by all endpoints, and each endpoint's /health. The list is made with the
+// key, so it checks the key every tick too; the explicit key check (GraphQL myself { id }, which
+// names the account) is repeated only every few minutes, or at once after a call was refused. However often an endpoint is reconciled (a spec edit, a tick), the
+// provider is asked about it once per tick: its rate limit is shared with job submissions.
 // Concurrent reconciles share one in-flight request; a failed fetch is not cached.
-import type { GpuProviderClient, ProviderEndpoint } from "../../provider/index.js";
+import type { EndpointHealthReport, GpuProviderClient, ProviderEndpoint } from "../../provider/index.js";
+
+/** While the endpoint list keeps working, the key is checked on its own this often. */
+export const KEY_RECHECK_MS = 5 * 60_000;
 
 /** One value fetched at most once per ttl; callers in the meantime share the same promise. */
 class Cached<T> {
@@ -34,17 +40,18 @@ class Cached<T> {
 export class ProviderView {
   private readonly credentials: Cached<{ accountId: string }>;
   private readonly endpoints: Cached<ProviderEndpoint[]>;
+  private readonly health = new Map<string, Cached<EndpointHealthReport>>();
 
   constructor(
-    provider: Pick<GpuProviderClient, "checkKey" | "listEndpoints">,
-    ttlMs: number,
-    clock: () => number = Date.now,
+    private readonly provider: Pick<GpuProviderClient, "checkKey" | "listEndpoints" | "health">,
+    private readonly ttlMs: number,
+    private readonly clock: () => number = Date.now,
   ) {
-    this.credentials = new Cached(() => provider.checkKey(), ttlMs, clock);
+    this.credentials = new Cached(() => provider.checkKey(), Math.max(ttlMs, KEY_RECHECK_MS), clock);
     this.endpoints = new Cached(() => provider.listEndpoints(), ttlMs, clock);
   }
 
-  /** How many key checks went to the provider (one per tick, whatever the number of endpoints). */
+  /** How many key checks went to the provider (whatever the number of endpoints). */
   get credentialChecks(): number {
     return this.credentials.fetches;
   }
@@ -55,6 +62,20 @@ export class ProviderView {
 
   listEndpoints(): Promise<ProviderEndpoint[]> {
     return this.endpoints.get();
+  }
+
+  endpointHealth(endpointId: string): Promise<EndpointHealthReport> {
+    let cached = this.health.get(endpointId);
+    if (!cached) {
+      cached = new Cached(() => this.provider.health(endpointId), this.ttlMs, this.clock);
+      this.health.set(endpointId, cached);
+    }
+    return cached.get();
+  }
+
+  /** The provider refused the key: check it again on the next look, not minutes later. */
+  invalidateCredentials(): void {
+    this.credentials.invalidate();
   }
 
   /** After we changed an endpoint, the next reader must see the provider's new state. */

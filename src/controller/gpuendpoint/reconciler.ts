@@ -1,6 +1,8 @@
 // Reconciles one GpuEndpoint: resolve it to a live provider endpoint, keep its worker settings in
 // sync (restoring drift: the provider lowers maxWorkers on its own), and report what the runbook's
 // diagnosis table asks for, as conditions. Ready is what MediaJobs wait for.
+// Status is written only when it changed (lastSyncedAt is the time of the last change, not of the
+// last look), so an endpoint at rest costs one look per tick and no write.
 import type { Logger } from "pino";
 import type { GpuEndpoint, GpuEndpointStatus } from "../../crds/gpuendpoint.js";
 import type { Env } from "../../config/env.js";
@@ -26,7 +28,7 @@ import type { ProviderView } from "./provider-view.js";
 export interface GpuEndpointDeps {
   api: KubeApi;
   endpoints: Informer<GpuEndpoint>;
-  provider: Pick<GpuProviderClient, "health" | "saveEndpoint" | "updateEndpointWorkers">;
+  provider: Pick<GpuProviderClient, "saveEndpoint" | "updateEndpointWorkers">;
   view: ProviderView;
   events: EventSink;
   log: Logger;
@@ -64,18 +66,21 @@ export class GpuEndpointReconciler {
         events.push([eventType, c.reason, c.message]);
       status = { ...status, conditions: setCondition(status.conditions, c, now, gen) };
     };
+    // The tick looks at every endpoint again; a shorter requeue only where a retry is due sooner.
     const finish = async (
       ready: ConditionInput,
-      requeueAfterMs = this.d.tickMs,
-    ): Promise<ReconcileResult> => {
+      requeueAfterMs?: number,
+    ): Promise<ReconcileResult | void> => {
       set(ready, ready.status === "True" ? "Normal" : "Warning");
-      status = { ...status, observedGeneration: gen, lastSyncedAt: status.lastSyncedAt ?? now };
-      if (!sameStatus(status, ep.status)) {
+      status = { ...status, observedGeneration: gen };
+      const { lastSyncedAt: _was, ...rest } = ep.status ?? {};
+      if (!sameStatus({ ...status, lastSyncedAt: undefined }, rest)) {
+        status = { ...status, lastSyncedAt: now };
         const written = await this.d.api.replaceStatus("gpuendpoints", { ...ep, status });
         this.stale.remember(key, ep.metadata.resourceVersion, written.metadata.resourceVersion);
       }
       for (const [type, reason, message] of events) await this.d.events.record(ep, type, reason, message);
-      return { requeueAfterMs };
+      return requeueAfterMs === undefined ? undefined : { requeueAfterMs };
     };
     const notReady = (reason: string, message: string): ConditionInput => ({
       type: "Ready",
@@ -86,7 +91,7 @@ export class GpuEndpointReconciler {
 
     set(warmWorkersCondition(this.d.env.MEDIA_ENV, ep.spec), "Warning");
 
-    // 1. The key (one check per tick, shared by every endpoint).
+    // 1. The key (checked once for every endpoint; the endpoint list below uses it every tick).
     try {
       const { accountId } = await this.d.view.checkKey();
       set(credentialsCondition(undefined, accountId));
@@ -102,6 +107,12 @@ export class GpuEndpointReconciler {
     try {
       resolved = await this.resolve(ep);
     } catch (err) {
+      if (isProviderError(err) && (err.code === "INVALID_API_KEY" || err.code === "ACCOUNT_PROBLEM")) {
+        this.d.view.invalidateCredentials();
+        const c = credentialsCondition(err);
+        set(c, "Warning");
+        return finish(notReady(c.reason, c.message));
+      }
       const message = `could not list the provider's endpoints: ${describeError(err)}`;
       set({ type: "EndpointFound", status: "Unknown", reason: "ProviderUnavailable", message }, "Warning");
       return finish(notReady("ProviderUnavailable", message));
@@ -161,9 +172,9 @@ export class GpuEndpointReconciler {
 
     // 4. Health (informational: a sick endpoint still accepts jobs into its queue).
     try {
-      const health = toHealth(await this.d.provider.health(live.id));
+      const health = toHealth(await this.d.view.endpointHealth(live.id));
       set(healthCondition(health, ep.status?.health, ep.spec), "Warning");
-      status = { ...status, health, lastSyncedAt: now };
+      status = { ...status, health };
     } catch (err) {
       set({
         type: "WorkersHealthy",

@@ -1,0 +1,250 @@
+// At rest the controller is quiet: with Ready endpoints and only finished jobs, a few ticks make
+// no Kubernetes write (counted by watches from here, the apiserver's view) and ask the provider
+// about each endpoint at most once per tick (counted by the simulator). The tick also leaves
+// finished jobs alone and does not cut a failing key's backoff short.
+import { CoreV1Api, Watch } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import { objectKey } from "../../src/controller/informer.js";
+import { nextStepName, withPhaseConditions } from "../../src/mediajob/lifecycle.js";
+import type { Manager } from "../../src/controller/manager.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import { GpuProviderClient } from "../../src/provider/index.js";
+import type { Simulator } from "../../src/simulator/server.js";
+import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
+import {
+  SIM_KEY,
+  gpuEndpoint,
+  mediaJob,
+  startManager,
+  startTestSimulator,
+  testEnv,
+  waitForPhase,
+  waitForReady,
+} from "../support/stack.js";
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+const core = kc.makeApiClient(CoreV1Api);
+const WORKLOADS = ["asr", "tts", "render"] as const;
+const TERMINAL = new Set(["Completed", "Failed", "Cancelled"]);
+
+let ns = "";
+let sim: Simulator;
+let manager: Manager;
+
+async function providerRequests(): Promise<Record<string, number>> {
+  const res = await fetch(`${sim.url}/_sim/requests`);
+  return ((await res.json()) as { requests: Record<string, number> }).requests;
+}
+
+/** Every watch event on the namespace's MediaJobs, GpuEndpoints and Events from now on. */
+async function countWrites(namespace: string) {
+  const seen: string[] = [];
+  const paths = [
+    `/apis/media-orchestrator.io/v1alpha1/namespaces/${namespace}/mediajobs`,
+    `/apis/media-orchestrator.io/v1alpha1/namespaces/${namespace}/gpuendpoints`,
+    `/api/v1/namespaces/${namespace}/events`,
+  ];
+  const starts = [
+    (await api.list("mediajobs", namespace)).resourceVersion,
+    (await api.list("gpuendpoints", namespace)).resourceVersion,
+    (await core.listNamespacedEvent({ namespace })).metadata?.resourceVersion ?? "",
+  ];
+  const watches = await Promise.all(
+    paths.map((path, i) =>
+      new Watch(kc).watch(
+        path,
+        { resourceVersion: starts[i] },
+        (type: string, obj: { kind?: string; metadata?: { name?: string } }) => {
+          if (type !== "BOOKMARK") seen.push(`${type} ${obj.kind}/${obj.metadata?.name}`);
+        },
+        () => {},
+      ),
+    ),
+  );
+  return { seen, stop: () => watches.forEach((w) => w.abort()) };
+}
+
+const jobsOf = async (namespace: string) => (await api.list<MediaJob>("mediajobs", namespace)).items;
+
+beforeAll(async () => {
+  ns = await createTestNamespace(kc, "quiet");
+  sim = await startTestSimulator();
+  manager = startManager(
+    kc,
+    sim,
+    testEnv(ns, { GPU_PROVIDER_API_URL: sim.url, RESYNC_INTERVAL_SECONDS: "1", JOB_TIMEOUT_SECONDS: "1" }),
+  );
+  await manager.start();
+  for (const w of WORKLOADS) await api.create("gpuendpoints", ns, gpuEndpoint(w, { workload: w }) as never);
+  for (const w of WORKLOADS) await waitForReady(api, ns, w);
+
+  // Finished jobs of every kind (no sidecar here: the controller completes them from the status API).
+  for (const w of WORKLOADS)
+    for (let i = 0; i < 3; i++)
+      await api.create(
+        "mediajobs",
+        ns,
+        mediaJob(`done-${w}-${i}`, { workload: w, timeoutSeconds: 1 }) as never,
+      );
+  await api.create(
+    "mediajobs",
+    ns,
+    mediaJob("pipeline", {
+      workload: "asr",
+      timeoutSeconds: 1,
+      then: [{ workload: "tts", timeoutSeconds: 1 }],
+    }) as never,
+  );
+  await eventually(
+    async () => {
+      const jobs = await jobsOf(ns);
+      return jobs.length === 11 && jobs.every((j) => j.status?.phase === "Completed");
+    },
+    { timeoutMs: 40_000, message: "the jobs and the pipeline's second step to complete" },
+  );
+
+  sim.setFaults({ failJob: 1 });
+  for (const i of [0, 1])
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob(`failed-${i}`, { workload: "render", timeoutSeconds: 1 }) as never,
+    );
+  for (const i of [0, 1]) await waitForPhase(api, ns, `failed-${i}`, "Failed");
+  sim.setFaults({});
+
+  sim.holdJob("quiet-cancel");
+  await api.create(
+    "mediajobs",
+    ns,
+    mediaJob("cancelled", { workload: "tts", id: "quiet-cancel", timeoutSeconds: 1 }) as never,
+  );
+  const processing = await waitForPhase(api, ns, "cancelled", "Processing");
+  const provider = new GpuProviderClient({ apiUrl: sim.url, apiKey: SIM_KEY });
+  await provider.cancel(processing.status!.endpointId!, "quiet-cancel");
+  await waitForPhase(api, ns, "cancelled", "Cancelled");
+
+  // Settled: every job finished and let go of, and a tick has passed since.
+  await eventually(
+    async () => {
+      const jobs = await jobsOf(ns);
+      return jobs.every((j) => TERMINAL.has(j.status?.phase ?? "") && !j.metadata.finalizers?.length);
+    },
+    { timeoutMs: 20_000, message: "every job finished, without finalizers" },
+  );
+  const t = manager.ticks;
+  await eventually(() => manager.ticks >= t + 2, { timeoutMs: 10_000 });
+}, 150_000);
+
+afterAll(async () => {
+  await manager?.stop();
+  await sim?.close();
+});
+
+describe("at rest", () => {
+  it("over a few ticks: no Kubernetes write, no reconcile of a finished job, one health check per endpoint per tick", async () => {
+    const jobs = await jobsOf(ns);
+    expect(jobs).toHaveLength(14);
+    expect(new Set(jobs.map((j) => j.status?.phase))).toEqual(TERMINAL);
+    const endpoints = (await api.list<GpuEndpoint>("gpuendpoints", ns)).items;
+    const endpointIds = endpoints.map((e) => e.status!.endpointId!);
+
+    const jobReconciles = async () =>
+      (await manager.metrics.reconciles.get()).values
+        .filter((v) => v.labels.controller === "mediajob")
+        .reduce((a, v) => a + v.value, 0);
+    const writes = await countWrites(ns);
+    const before = await providerRequests();
+    const reconcilesBefore = await jobReconciles();
+    const firstTick = manager.ticks;
+    const TICKS = 4;
+    await eventually(() => manager.ticks >= firstTick + TICKS, { timeoutMs: 20_000 });
+    const after = await providerRequests();
+    const reconciles = (await jobReconciles()) - reconcilesBefore;
+    writes.stop();
+
+    const delta = (route: string) => (after[route] ?? 0) - (before[route] ?? 0);
+    const total = Object.keys(after).reduce((a, route) => a + delta(route), 0);
+    const health = endpointIds.map((id) => delta(`GET /v2/${id}/health`));
+    expect(writes.seen).toEqual([]);
+    expect(reconciles).toBe(0);
+    // A tick is counted when the timer fires; the window can hold one more tick's worth of checks.
+    for (const n of health) expect(n, JSON.stringify(after)).toBeLessThanOrEqual(TICKS + 1);
+    // Besides one health check per endpoint, one endpoint list per tick, shared by all of them (the
+    // separate key check is minutes apart).
+    expect(total, JSON.stringify(after)).toBeLessThanOrEqual((endpoints.length + 1) * (TICKS + 1));
+  });
+});
+
+describe("the resync tick", () => {
+  it("leaves a failing key on its backoff instead of retrying it every tick", async () => {
+    // A Completed pipeline step whose next step's name is taken by a stranger: every reconcile
+    // fails and retries with exponential backoff.
+    const blocked = mediaJob("blocked-step", {
+      workload: "asr",
+      endpointRef: "nowhere", // never submitted: it is completed by hand below
+      then: [{ workload: "tts" }],
+    });
+    const created = await api.create<MediaJob>("mediajobs", ns, blocked as never);
+    await api.create("mediajobs", ns, {
+      ...mediaJob(nextStepName(created), { workload: "tts", endpointRef: "nowhere" }),
+    } as never);
+    const now = new Date().toISOString();
+    await api.updateStatusWithRetry<MediaJob>("mediajobs", ns, "blocked-step", (current) => ({
+      ...current,
+      status: withPhaseConditions(
+        { phase: "Completed", jobId: "blocked", attempts: 1, completedAt: now, output: {} },
+        current.metadata.generation,
+        now,
+      ),
+    }));
+    const key = objectKey(created);
+    // Wait until the backoff is longer than three ticks (5 ms doubling: 11 failures, 5 s).
+    await eventually(() => manager.jobQueue.failuresOf(key) >= 11, { timeoutMs: 30_000 });
+    const failures = manager.jobQueue.failuresOf(key);
+    const firstTick = manager.ticks;
+    await eventually(() => manager.ticks >= firstTick + 3, { timeoutMs: 20_000 });
+    expect(manager.jobQueue.failuresOf(key) - failures).toBeLessThanOrEqual(1);
+  });
+});
+
+describe("the cache", () => {
+  it("keeps what the controller reads: no managedFields, and a finished job without its input and steps", async () => {
+    const stored = await api.get<MediaJob>("mediajobs", ns, "pipeline");
+    expect(stored?.metadata.managedFields).toBeDefined();
+    expect(stored?.spec.then).toHaveLength(1);
+    const cached = manager.jobs.get(ns, "pipeline")!;
+    expect(cached.metadata.managedFields).toBeUndefined();
+    expect(cached.spec.then).toBeUndefined();
+    expect(cached.spec.input).toBeUndefined();
+    expect(cached.status).toEqual(stored?.status);
+    expect(manager.endpoints.get(ns, "asr")?.metadata.managedFields).toBeUndefined();
+  });
+
+  it("a spec edit of a finished job is still reconciled, and its status write keeps the stored spec whole", async () => {
+    const input = { audio: "s3://quiet/kept.wav" };
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("edited", { workload: "asr", timeoutSeconds: 1, input }) as never,
+    );
+    await waitForPhase(api, ns, "edited", "Completed");
+    await eventually(() => {
+      const j = manager.jobs.get(ns, "edited");
+      return j?.spec.input === undefined && !j?.metadata.finalizers?.length;
+    });
+    await api.mergePatch("mediajobs", ns, "edited", { spec: { timeoutSeconds: 2 } });
+    const edited = await eventually(async () => {
+      const j = await api.get<MediaJob>("mediajobs", ns, "edited");
+      const generation = j?.metadata.generation;
+      return j?.status?.conditions?.find((c) => c.type === "Succeeded")?.observedGeneration === generation
+        ? j
+        : undefined;
+    });
+    expect(edited.spec.input).toEqual(input);
+    expect(edited.status?.phase).toBe("Completed");
+  });
+});
