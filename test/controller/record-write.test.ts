@@ -1,0 +1,77 @@
+// A status write after an accepted submission that fails with anything (here a 500 and a 429 from
+// the apiserver, as API priority and fairness answers) must never lead to a second submission:
+// the job is Processing since its intent was written, and the provider's id is recorded later.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Manager } from "../../src/controller/manager.js";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import { KubeApi, type KubeObject, type Plural } from "../../src/k8s/api.js";
+import type { Simulator } from "../../src/simulator/server.js";
+import { createTestNamespace, testKubeConfig } from "../support/kube.js";
+import {
+  gpuEndpoint,
+  mediaJob,
+  startManager,
+  startTestSimulator,
+  testEnv,
+  waitForPhase,
+  waitForReady,
+} from "../support/stack.js";
+
+/** The controller's Kubernetes client, whose status writes that record a provider id fail at will. */
+class FlakyStatusWrites extends KubeApi {
+  failures: Array<{ code: number }> = [];
+  refused = 0;
+  override async replaceStatus<T extends KubeObject>(plural: Plural, obj: T): Promise<T> {
+    const status = (obj as unknown as MediaJob).status;
+    const recordsProviderId = plural === "mediajobs" && status?.submission?.state === "Accepted";
+    const failure = recordsProviderId ? this.failures.shift() : undefined;
+    if (failure) {
+      this.refused++;
+      throw Object.assign(new Error(`HTTP ${failure.code}`), { code: failure.code, body: "" });
+    }
+    return super.replaceStatus(plural, obj);
+  }
+}
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+const flaky = new FlakyStatusWrites(kc);
+let ns = "";
+let sim: Simulator;
+let manager: Manager;
+
+beforeAll(async () => {
+  ns = await createTestNamespace(kc, "record-write");
+  sim = await startTestSimulator({ faults: { dropCallback: 1 } });
+  manager = startManager(kc, sim, testEnv(ns, { GPU_PROVIDER_API_URL: sim.url }), { api: flaky });
+  await manager.start();
+  await api.create("gpuendpoints", ns, gpuEndpoint("asr", { workload: "asr" }) as never);
+  await waitForReady(api, ns, "asr");
+});
+
+afterAll(async () => {
+  await manager?.stop();
+  await sim?.close();
+});
+
+describe("a failed status write after an accepted submission", () => {
+  it.each([500, 429])(
+    "HTTP %i: the job is not submitted again, and its provider id is recorded later",
+    async (code) => {
+      flaky.failures = [{ code }, { code }];
+      const refusedBefore = flaky.refused;
+      const name = `write-${code}`;
+      await api.create(
+        "mediajobs",
+        ns,
+        mediaJob(name, { workload: "asr", id: name, timeoutSeconds: 1 }) as never,
+      );
+      // Callbacks are dropped: the job completes from the status API, with the id recorded late.
+      const job = await waitForPhase(api, ns, name, "Completed", 30_000);
+      expect(flaky.refused - refusedBefore).toBe(2);
+      expect(sim.executions(name)).toBe(1);
+      expect(job.status?.providerJobId).toBe(sim.getJob(name)!.id);
+      expect(job.status?.attempts).toBe(1);
+    },
+  );
+});
