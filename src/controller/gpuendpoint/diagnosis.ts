@@ -15,7 +15,7 @@ export function credentialsCondition(err: ProviderError | undefined, accountId?:
       type: "CredentialsValid",
       status: "True",
       reason: "KeyValid",
-      message: `the GPU API key is valid (account ${accountId})`,
+      message: `the GPU API key is valid${accountId ? ` (account ${accountId})` : ""}`,
     };
   if (err.code === "INVALID_API_KEY") {
     return {

@@ -1,7 +1,7 @@
 // What every GpuEndpoint reconcile needs from the provider's management API, fetched once per
 // tick for all of them: the credential check (GraphQL myself { id }) and the endpoint list.
 // Concurrent reconciles share one in-flight request; a failed fetch is not cached.
-import type { GpuProviderClient, ProviderEndpoint } from "../../provider/index.js";
+import type { GpuProviderClient, KeyIdentity, ProviderEndpoint } from "../../provider/index.js";
 
 /** One value fetched at most once per ttl; callers in the meantime share the same promise. */
 class Cached<T> {
@@ -32,7 +32,7 @@ class Cached<T> {
 }
 
 export class ProviderView {
-  private readonly credentials: Cached<{ accountId: string }>;
+  private readonly credentials: Cached<KeyIdentity>;
   private readonly endpoints: Cached<ProviderEndpoint[]>;
 
   constructor(
@@ -49,7 +49,7 @@ export class ProviderView {
     return this.credentials.fetches;
   }
 
-  checkKey(): Promise<{ accountId: string }> {
+  checkKey(): Promise<KeyIdentity> {
     return this.credentials.get();
   }
 
