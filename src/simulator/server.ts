@@ -139,6 +139,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     },
     stats: {
       requests: 0,
+      restRequests: 0,
+      graphqlRequests: 0,
       rateLimited: 0,
       serverErrors: 0,
       lostRunAnswers: 0,
@@ -169,6 +171,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     handler: (key: string) => Promise<Reply>,
   ): Promise<Reply> => {
     ctx.stats.requests++;
+    if (kind === "rest") ctx.stats.restRequests++;
+    if (kind === "graphql") ctx.stats.graphqlRequests++;
     const f = faults;
     if (f.responseDelay !== undefined && ctx.requestRng.chance(f.responseDelay.rate ?? 1)) {
       await new Promise<void>((resolve) => clock.afterReal(f.responseDelay?.ms ?? 0, resolve));
@@ -215,6 +219,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     if (head === "graphql" && rest.length === 0) {
       if (faults.graphqlRetired === true) {
         ctx.stats.requests++;
+        ctx.stats.graphqlRequests++;
         return json(410, { errors: [{ message: GRAPHQL_RETIRED_MESSAGE }] });
       }
       if (req.method !== "POST") return json(405, { error: "method not allowed" });
