@@ -10,6 +10,7 @@ import { Engine } from "./engine.js";
 import { BadJson, BodyTooLarge, json, readJson, requestKey, writeReply, type Reply } from "./http.js";
 import { applyEndpoint, endpointView, handleInspection, jobView } from "./inspection.js";
 import { handleJobApi } from "./jobapi.js";
+import { JobApiLimits } from "./limits.js";
 import { GRAPHQL_RETIRED_MESSAGE, handleGraphQL } from "./management.js";
 import {
   EndpointSpecSchema,
@@ -149,6 +150,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     },
     ...(log && { log }),
   };
+  const limits = new JobApiLimits(clock, engine);
   for (const spec of options.endpoints ?? [])
     engine.upsertEndpoint(configFromSpec(EndpointSpecSchema.parse(spec)));
 
@@ -234,7 +236,18 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       return guarded(req, url, "rest", () => handleRest(ctx, req, rest.slice(1), jobApiBase));
     }
     if (head === "v2" && rest.length >= 2)
-      return guarded(req, url, "job", () => handleJobApi(ctx, req, rest));
+      return guarded(req, url, "job", async (key) => {
+        // Only for live endpoints: ids a client makes up must not grow the limiter's state.
+        const limited =
+          engine.endpoint(rest[0] ?? "") === undefined
+            ? undefined
+            : limits.check(key, rest[0] ?? "", rest[1] ?? "");
+        if (limited !== undefined) {
+          ctx.stats.rateLimited++;
+          return limited;
+        }
+        return handleJobApi(ctx, req, rest);
+      });
     if (
       head === "v1" &&
       rest[0] === "webhooks" &&
