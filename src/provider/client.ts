@@ -134,8 +134,26 @@ export class GpuProviderClient {
     return this.#jobApi({ op: "cancel", endpointId, jobId }, "POST", `/cancel/${enc(jobId)}`, ProviderJob);
   }
 
-  health(endpointId: string): Promise<EndpointHealthReport> {
-    return this.#jobApi({ op: "health", endpointId }, "GET", "/health", EndpointHealthReport);
+  /**
+   * /health, plus REST v2's worker summary while jobs are queued: /health documents only idle and
+   * running workers, and the summary says whether the others are initializing, throttled or
+   * unhealthy (crash-looping), which is what explains a queue that does not drain. At rest it is
+   * not read, so an idle endpoint costs one call per check. Over GraphQL those counts stay unknown.
+   */
+  async health(endpointId: string): Promise<EndpointHealthReport> {
+    const report = await this.#jobApi({ op: "health", endpointId }, "GET", "/health", EndpointHealthReport);
+    if (this.management !== this.#restApi || report.jobs.inQueue === 0) return report;
+    try {
+      const summary = await this.#restApi.workerSummary(endpointId);
+      const { initializing, throttled, unhealthy } = summary;
+      return { ...report, workers: { ...report.workers, initializing, throttled, unhealthy } };
+    } catch (err) {
+      this.#log?.debug(
+        { endpointId, code: err instanceof ProviderError ? err.code : undefined },
+        "worker summary unavailable; worker states beyond idle and running stay unknown",
+      );
+      return report;
+    }
   }
 
   /** The key check over the management API in use. REST v2 names no account. */
