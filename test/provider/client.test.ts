@@ -538,6 +538,17 @@ describe("management over REST v2 (the default)", () => {
     await expectCode(client({ apiKey: SUSPENDED_KEY }).checkKey(), "ACCOUNT_PROBLEM");
   });
 
+  it("a key check followed by a listing is one request; the next listing asks again", async () => {
+    const c = client();
+    const before = sim.stats().restRequests;
+    await c.checkKey();
+    expect(await c.listEndpoints()).toHaveLength(1);
+    expect(sim.stats().restRequests - before).toBe(1);
+    sim.setEndpoint({ id: EP, workersMax: 5 });
+    expect((await c.listEndpoints())[0]).toMatchObject({ workersMax: 5 });
+    expect(sim.stats().restRequests - before).toBe(2);
+  });
+
   it("lists endpoints in the operator's terms (workers.min/max/idleTimeout, gpu.pools)", async () => {
     expect(await client().listEndpoints()).toEqual([
       expect.objectContaining({
