@@ -331,27 +331,20 @@ function create(ctx: SimContext, raw: unknown, jobApiBase: string): Reply {
 
 /** `ListEndpointWorkersResponse`: one entry per active worker and the counts by status. */
 function workersView(ctx: SimContext, config: EndpointConfig): Record<string, unknown> {
-  const health = ctx.engine.health(config.id);
-  const states: Array<[string, number]> = [
-    ["RUNNING", health?.workers.running ?? 0],
-    ["IDLE", health?.workers.idle ?? 0],
-    ["INITIALIZING", health?.workers.initializing ?? 0],
-  ];
+  const STATUS = { initializing: "INITIALIZING", idle: "IDLE", running: "RUNNING" } as const;
   const version = config.settings.version ?? 1;
-  const workers = states.flatMap(([status, n]) =>
-    Array.from({ length: n }, (_, i) => ({
-      id: `${config.id}-${status.toLowerCase()}-${i + 1}`,
-      status,
-      isStale: false,
-      version,
-      gpuCount: typeof config.settings.gpuCount === "number" ? config.settings.gpuCount : 1,
-      image: containerOf(config).image ?? `simulator/${config.workload}-worker:latest`,
-      uptimeSeconds: null,
-      gpuTypeId: null,
-      dataCenterId: null,
-      startedAt: null,
-    })),
-  );
+  const workers = ctx.engine.workers(config.id).map((w) => ({
+    id: w.id,
+    status: STATUS[w.state],
+    isStale: false,
+    version,
+    gpuCount: typeof config.settings.gpuCount === "number" ? config.settings.gpuCount : 1,
+    image: containerOf(config).image ?? `simulator/${config.workload}-worker:latest`,
+    uptimeSeconds: null,
+    gpuTypeId: null,
+    dataCenterId: null,
+    startedAt: null,
+  }));
   const count = (status: string) => workers.filter((w) => w.status === status).length;
   return {
     endpointVersion: version,
@@ -359,6 +352,7 @@ function workersView(ctx: SimContext, config: EndpointConfig): Record<string, un
       running: count("RUNNING"),
       idle: count("IDLE"),
       initializing: count("INITIALIZING"),
+      // The simulator's workers are never throttled or unhealthy.
       throttled: 0,
       unhealthy: 0,
       total: workers.length,
