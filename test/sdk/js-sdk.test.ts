@@ -35,6 +35,32 @@ describe("RunPod's JavaScript SDK against the simulator", () => {
     expect((status as { output?: unknown }).output).toBeDefined();
   });
 
+  it("runSync answers the finished job (runsync, then status-sync while it runs)", async () => {
+    const result = await sdk()
+      .endpoint("ep-tts-js")!
+      .runSync({ input: { text: "hello, synchronously" } });
+    expect(result).toMatchObject({ status: "COMPLETED", completed: true, succeeded: true });
+    expect((result as { output?: unknown }).output).toBeDefined();
+  });
+
+  it("statusSync waits for a queued job to end", async () => {
+    const ep = sdk().endpoint("ep-idle-js")!;
+    const { id } = await ep.run({ input: { scene: "waits for a worker" } });
+    sim.setEndpoint({ id: "ep-idle-js", workersMax: 1 });
+    let status = await ep.statusSync(id, 60_000);
+    for (let i = 0; i < 20 && status.status !== "COMPLETED"; i++) status = await ep.statusSync(id, 60_000);
+    expect(status).toMatchObject({ id, status: "COMPLETED" });
+    sim.setEndpoint({ id: "ep-idle-js", workersMax: 0 });
+  });
+
+  it("purgeQueue removes queued jobs", async () => {
+    const ep = sdk().endpoint("ep-idle-js")!;
+    await ep.run({ input: { scene: "a" } });
+    await ep.run({ input: { scene: "b" } });
+    expect(await ep.purgeQueue()).toEqual({ removed: 2, status: "completed" });
+    expect((await ep.health()).jobs.inQueue).toBe(0);
+  });
+
   it("health has the documented counters", async () => {
     const health = await sdk().endpoint("ep-tts-js")!.health();
     expect(Object.keys(health.jobs)).toEqual(

@@ -106,3 +106,19 @@ def test_cancel_a_queued_job():
     cancelled = job.cancel()
     assert cancelled["id"] == job.job_id
     assert cancelled["status"] == "CANCELLED"
+
+
+def test_run_sync_returns_the_output():
+    output = runpod.Endpoint(ASR).run_sync({"audio_url": "s3://media/sync.wav"}, timeout=60)
+    assert output is not None
+    assert "transcript" in output
+
+
+def test_purge_queue_removes_queued_jobs():
+    endpoint = runpod.Endpoint(IDLE)
+    endpoint.run({"text": "queued 1"})
+    endpoint.run({"text": "queued 2"})
+    purged = endpoint.purge_queue()
+    assert purged["status"] == "completed"
+    assert purged["removed"] >= 2
+    assert endpoint.health()["jobs"]["inQueue"] == 0
