@@ -40,8 +40,18 @@ controlplane: deps ## build (or reuse) the local kube-apiserver + etcd binary
 helm: deps ## build (or reuse) helm v3.18.6 from its Go module into .local/bin
 	$(TSX) -e 'import("./test/support/helm.ts").then((m) => console.log(m.helmBinary()))'
 
-test: deps crds-check lint typecheck controlplane helm ## every test, from a fresh clone
+test: deps crds-check lint typecheck controlplane helm sdk-venv ## every test, from a fresh clone
 	npx vitest run --reporter=default --reporter=json --outputFile.json=.local/test-results.json
+
+# RunPod's official Python SDK for test/sdk (python3 with venv); reinstalled when the pins change.
+SDK_VENV := .local/venv
+$(SDK_VENV)/.installed: test/sdk/requirements.txt
+	python3 -m venv $(SDK_VENV)
+	$(SDK_VENV)/bin/pip install --quiet --disable-pip-version-check -r test/sdk/requirements.txt
+	@touch $@
+
+.PHONY: sdk-venv
+sdk-venv: $(SDK_VENV)/.installed ## the Python venv with RunPod's Python SDK, for the SDK tests
 
 cluster-up: deps ## start the local control plane; kubeconfig in .local/kubeconfig
 	$(TSX) scripts/cluster.ts up

@@ -1,6 +1,8 @@
-// check-key: the runbook's credential check, GraphQL `query { myself { id } }` with the key.
+// check-key: the runbook's credential check, GraphQL `query { myself { id } }` with the key; once
+// RunPod's GraphQL API is gone (retired, moved, down), the key is checked over REST v2 instead.
+import { managementUrl } from "../config/env.js";
 import { FIX_KEY } from "../controller/gpuendpoint/diagnosis.js";
-import { isProviderError } from "../provider/index.js";
+import { isProviderError, type ManagementApi } from "../provider/index.js";
 import type { CliContext } from "./context.js";
 import { EXIT_OK, EXIT_PROBLEM } from "./errors.js";
 
@@ -9,9 +11,15 @@ export type KeyVerdict = "valid" | "invalid" | "account-problem" | "unknown" | "
 export interface KeyCheck {
   result: KeyVerdict;
   accountId?: string;
+  /** Which management API answered the check. */
+  api?: ManagementApi;
+  /** Why GraphQL was not used, when the check fell back to REST v2. */
+  graphqlProblem?: string;
   message: string;
   fix?: string;
 }
+
+const API_NAMES: Record<ManagementApi, string> = { graphql: "GraphQL", rest: "REST v2" };
 
 export const FIX_ACCOUNT =
   "resolve the billing, balance, quota or suspension in the provider's account settings; the key itself is fine";
@@ -30,11 +38,15 @@ export async function checkKey(ctx: CliContext): Promise<KeyCheck> {
   }
   const gpu = await ctx.gpu();
   try {
-    const { accountId } = await gpu.checkKey();
+    const { accountId, via, graphqlProblem } = await gpu.checkKeyAnyApi();
+    const account = accountId !== undefined ? ` (account ${accountId})` : "";
+    const why = graphqlProblem !== undefined ? `, as GraphQL is unavailable (${graphqlProblem})` : "";
     return {
       result: "valid",
-      accountId,
-      message: `the GPU provider API key is valid (account ${accountId})`,
+      ...(accountId !== undefined && { accountId }),
+      api: via,
+      ...(graphqlProblem !== undefined && { graphqlProblem }),
+      message: `the GPU provider API key is valid${account}, checked over ${API_NAMES[via]}${why}`,
     };
   } catch (err) {
     if (isProviderError(err, "INVALID_API_KEY")) {
@@ -61,7 +73,7 @@ export async function run(ctx: CliContext): Promise<number> {
   if (ctx.out.machine) {
     ctx.out.data({
       ...check,
-      apiUrl: env.GPU_PROVIDER_MANAGEMENT_URL ?? env.GPU_PROVIDER_API_URL,
+      apiUrl: managementUrl(env),
       keySource: sources.GPU_PROVIDER_API_KEY ?? null,
     });
   } else {

@@ -2,7 +2,7 @@
 // configuration (environment first, then the operator's Secret), and the provider clients.
 // Commands that do not touch Kubernetes never load the Kubernetes client.
 import type { KubeConfig } from "@kubernetes/client-node";
-import { ConfigError, parseEnv, webhookSecrets, type Env } from "../config/env.js";
+import { ConfigError, managementUrl, parseEnv, webhookSecrets, type Env } from "../config/env.js";
 import type { KubeApi } from "../k8s/api.js";
 import { GpuProviderClient } from "../provider/index.js";
 import type { Invocation } from "./args.js";
@@ -22,6 +22,7 @@ export const CLI_VARS = [
   ...SECRET_VARS,
   "GPU_PROVIDER_API_URL",
   "GPU_PROVIDER_MANAGEMENT_URL",
+  "GPU_PROVIDER_MANAGEMENT_API",
   "GPU_PROVIDER_ENDPOINT_ASR",
   "GPU_PROVIDER_ENDPOINT_TTS",
   "GPU_PROVIDER_ENDPOINT_RENDER",
@@ -213,7 +214,8 @@ export class CliContext {
     const budget = this.inv.requestTimeoutMs;
     return new GpuProviderClient({
       apiUrl: env.GPU_PROVIDER_API_URL,
-      ...(env.GPU_PROVIDER_MANAGEMENT_URL ? { managementUrl: env.GPU_PROVIDER_MANAGEMENT_URL } : {}),
+      managementUrl: managementUrl(env),
+      managementApi: env.GPU_PROVIDER_MANAGEMENT_API,
       apiKey: env.GPU_PROVIDER_API_KEY,
       timeoutMs: Math.min(10_000, budget),
       retryBudgetMs: budget,

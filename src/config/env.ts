@@ -28,8 +28,14 @@ export const EnvSchema = z.object({
 
   /** {gpu_api_url} in docs/design.md: the job API (/v2/...). */
   GPU_PROVIDER_API_URL: url.default("https://api.runpod.ai"),
-  /** The management API (/graphql); defaults to GPU_PROVIDER_API_URL. */
+  /**
+   * Host of the management API (REST v2 under /v2/serverless, GraphQL under /graphql). Default:
+   * RunPod's management host when the job API is RunPod's, else GPU_PROVIDER_API_URL (a simulator
+   * or proxy serving both). See managementUrl().
+   */
   GPU_PROVIDER_MANAGEMENT_URL: url.optional(),
+  /** Which management API manages endpoints: RunPod's REST API v2 (default) or its deprecated GraphQL API. */
+  GPU_PROVIDER_MANAGEMENT_API: z.enum(["rest", "graphql"]).default("rest"),
   /** {payment_api_url} in docs/design.md. */
   PAYMENT_PROVIDER_API_URL: url.default("https://api.stripe.com"),
   /** Environment name: the {env} of the endpoint names <prefix>-<workload>-<env>. */
@@ -195,4 +201,16 @@ export function conventionalEndpointName(env: Env, workload: string): string {
  */
 export function stateNamespace(env: Pick<Env, "WATCH_NAMESPACE">): string {
   return env.WATCH_NAMESPACE ?? process.env.POD_NAMESPACE ?? "default";
+}
+
+/** RunPod's job API host and the host that serves its management APIs (REST v2 and GraphQL). */
+export const RUNPOD_JOB_API_URL = "https://api.runpod.ai";
+export const RUNPOD_MANAGEMENT_URL = "https://api.runpod.io";
+
+/** GPU_PROVIDER_MANAGEMENT_URL, else RunPod's management host for RunPod's job API, else the job API's URL. */
+export function managementUrl(
+  env: Pick<Env, "GPU_PROVIDER_API_URL" | "GPU_PROVIDER_MANAGEMENT_URL">,
+): string {
+  if (env.GPU_PROVIDER_MANAGEMENT_URL !== undefined) return env.GPU_PROVIDER_MANAGEMENT_URL;
+  return env.GPU_PROVIDER_API_URL === RUNPOD_JOB_API_URL ? RUNPOD_MANAGEMENT_URL : env.GPU_PROVIDER_API_URL;
 }

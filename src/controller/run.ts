@@ -1,6 +1,6 @@
 // Builds the controller from the configuration: provider client, manager, health server.
 import type { Logger } from "pino";
-import { requireVars, type Env } from "../config/env.js";
+import { managementUrl, requireVars, type Env } from "../config/env.js";
 import { KubeApi } from "../k8s/api.js";
 import { loadKubeConfig } from "../k8s/config.js";
 import { GpuProviderClient } from "../provider/index.js";
@@ -22,7 +22,8 @@ export async function runController(
   const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }));
   const provider = new GpuProviderClient({
     apiUrl: env.GPU_PROVIDER_API_URL,
-    managementUrl: env.GPU_PROVIDER_MANAGEMENT_URL,
+    managementUrl: managementUrl(env),
+    managementApi: env.GPU_PROVIDER_MANAGEMENT_API,
     apiKey: env.GPU_PROVIDER_API_KEY!,
     logger: log.child({ component: "gpu-provider" }),
   });

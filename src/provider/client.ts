@@ -1,17 +1,25 @@
 import type { Logger } from "pino";
 import { request, type Dispatcher } from "undici";
 import type { z } from "zod";
-import { ProviderError, errorFromGraphQL, errorFromResponse, redact } from "./errors.js";
+import { ProviderError, errorFromResponse, redact } from "./errors.js";
+import {
+  graphqlUnavailable,
+  type CallContext,
+  type EndpointManagement,
+  type HttpMethod,
+  type KeyIdentity,
+  type ManagementApi,
+  type ManagementExchange,
+  type RawAnswer,
+  type WorkersChange,
+} from "./management.js";
+import { GraphQLManagement } from "./management-graphql.js";
+import { RestManagement } from "./management-rest.js";
+import { parseBody } from "./parse.js";
 import { DEFAULT_RETRY_POLICY, withRetries, type RetryPolicy } from "./retry.js";
 import {
-  ENDPOINT_FIELDS,
-  ENDPOINT_SELECTION,
   EndpointHealthReport,
-  GraphQLResponse,
-  MyselfEndpoints,
-  MyselfId,
   ProviderJob,
-  SavedEndpoint,
   SubmitResponse,
   type ProviderEndpoint,
   type ProviderJobStatus,
@@ -20,8 +28,13 @@ import {
 export interface GpuProviderClientOptions {
   /** Base of the job API; requests go to {apiUrl}/v2/{endpoint}/... (RunPod: https://api.runpod.ai). */
   apiUrl: string;
-  /** Base of the management API; requests go to {managementUrl}/graphql. Default: apiUrl. */
+  /**
+   * Base of the management API: {managementUrl}/v2/serverless (REST v2) or {managementUrl}/graphql.
+   * RunPod: https://api.runpod.io. Default: apiUrl (a simulator serves both on one port).
+   */
   managementUrl?: string;
+  /** Which management API manages endpoints. Default "rest" (REST v2). */
+  managementApi?: ManagementApi;
   apiKey: string;
   /** Per attempt. Default 10000. */
   timeoutMs?: number;
@@ -42,26 +55,11 @@ export interface SubmitRequest {
   policy?: { executionTimeout?: number; ttl?: number };
 }
 
-export interface WorkersChange {
-  workersMin?: number;
-  workersMax?: number;
-  idleTimeout?: number;
-}
+export type { WorkersChange } from "./management.js";
 
-const CHECK_KEY_QUERY = "query { myself { id } }";
-const LIST_ENDPOINTS_QUERY = `query Endpoints { myself { endpoints { ${ENDPOINT_SELECTION} } } }`;
-const SAVE_ENDPOINT_MUTATION = `mutation SaveEndpoint($input: EndpointInput!) { saveEndpoint(input: $input) { ${ENDPOINT_SELECTION} } }`;
-
-interface CallContext {
-  op: string;
-  endpointId?: string;
-  jobId?: string;
-}
-
-interface RawAnswer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  text: string;
+/** The key check of `kubectl media check-key`: which API answered, and why GraphQL did not. */
+export interface KeyCheckResult extends KeyIdentity {
+  graphqlProblem?: string;
 }
 
 /**
@@ -77,6 +75,10 @@ export class GpuProviderClient {
   readonly #policy: RetryPolicy;
   readonly #log: Logger | undefined;
   readonly #dispatcher: Dispatcher | undefined;
+  readonly #graphqlApi: GraphQLManagement;
+  readonly #restApi: RestManagement;
+  /** The management API in use (GPU_PROVIDER_MANAGEMENT_API). */
+  readonly management: EndpointManagement;
 
   constructor(opts: GpuProviderClientOptions) {
     this.#apiUrl = baseUrl(opts.apiUrl, "apiUrl");
@@ -92,6 +94,10 @@ export class GpuProviderClient {
     };
     this.#log = opts.logger?.child({ component: "gpu-provider-client" });
     this.#dispatcher = opts.dispatcher;
+    const transport = { baseUrl: this.#managementUrl, secret: this.#apiKey, exchange: this.#exchange };
+    this.#graphqlApi = new GraphQLManagement(transport);
+    this.#restApi = new RestManagement(transport);
+    this.management = (opts.managementApi ?? "rest") === "rest" ? this.#restApi : this.#graphqlApi;
   }
 
   /**
@@ -128,81 +134,80 @@ export class GpuProviderClient {
     return this.#jobApi({ op: "cancel", endpointId, jobId }, "POST", `/cancel/${enc(jobId)}`, ProviderJob);
   }
 
-  health(endpointId: string): Promise<EndpointHealthReport> {
-    return this.#jobApi({ op: "health", endpointId }, "GET", "/health", EndpointHealthReport);
+  /**
+   * /health, plus REST v2's worker summary while jobs are queued: /health documents only idle and
+   * running workers, and the summary says whether the others are initializing, throttled or
+   * unhealthy (crash-looping), which is what explains a queue that does not drain. At rest it is
+   * not read, so an idle endpoint costs one call per check. Over GraphQL those counts stay unknown.
+   */
+  async health(endpointId: string): Promise<EndpointHealthReport> {
+    const report = await this.#jobApi({ op: "health", endpointId }, "GET", "/health", EndpointHealthReport);
+    if (this.management !== this.#restApi || report.jobs.inQueue === 0) return report;
+    try {
+      const summary = await this.#restApi.workerSummary(endpointId);
+      const { initializing, throttled, unhealthy } = summary;
+      return { ...report, workers: { ...report.workers, initializing, throttled, unhealthy } };
+    } catch (err) {
+      this.#log?.debug(
+        { endpointId, code: err instanceof ProviderError ? err.code : undefined },
+        "worker summary unavailable; worker states beyond idle and running stay unknown",
+      );
+      return report;
+    }
+  }
+
+  /** The key check over the management API in use. REST v2 names no account. */
+  checkKey(): Promise<KeyIdentity> {
+    return this.management.checkKey();
   }
 
   /**
-   * The key check (docs/design.md, GPU provider APIs). A key that authenticates but has no identity
-   * counts as invalid.
+   * The runbook's key check, GraphQL `query { myself { id } }`; when GraphQL is not there (retired,
+   * moved, down) the key is checked over REST v2 instead. The answer says which API answered.
    */
-  async checkKey(): Promise<{ accountId: string }> {
-    const data = await this.#graphql({ op: "checkKey" }, CHECK_KEY_QUERY, undefined, MyselfId);
-    if (data.myself === null) {
-      throw new ProviderError("INVALID_API_KEY", "GPU provider checkKey: the key has no account");
+  async checkKeyAnyApi(): Promise<KeyCheckResult> {
+    try {
+      return await this.#graphqlApi.checkKey();
+    } catch (err) {
+      if (!(err instanceof ProviderError) || !graphqlUnavailable(err)) throw err;
+      return { ...(await this.#restApi.checkKey()), graphqlProblem: err.message };
     }
-    return { accountId: data.myself.id };
   }
 
-  async listEndpoints(): Promise<ProviderEndpoint[]> {
-    const data = await this.#graphql(
-      { op: "listEndpoints" },
-      LIST_ENDPOINTS_QUERY,
-      undefined,
-      MyselfEndpoints,
-    );
-    if (data.myself === null) {
-      throw new ProviderError("INVALID_API_KEY", "GPU provider listEndpoints: the key has no account");
-    }
-    return data.myself.endpoints ?? [];
+  listEndpoints(): Promise<ProviderEndpoint[]> {
+    return this.management.listEndpoints();
+  }
+
+  getEndpoint(endpointId: string): Promise<ProviderEndpoint> {
+    return this.management.getEndpoint(endpointId);
   }
 
   /**
-   * saveEndpoint is a full replace: every field of ENDPOINT_FIELDS that `endpoint` carries is sent
-   * back, so pass an object read from listEndpoints. Fields outside that set are not sent (the
-   * provider's EndpointInput would reject them).
+   * Without an id: creates the endpoint (name, templateId, gpuIds as a comma list, gpuCount,
+   * workers). With one: GraphQL replaces the whole endpoint (pass an object read from
+   * listEndpoints); REST v2 sets its name and workers and keeps the rest.
    */
-  async saveEndpoint(endpoint: ProviderEndpoint): Promise<ProviderEndpoint> {
-    const input: Record<string, unknown> = {};
-    for (const field of ENDPOINT_FIELDS) {
-      const value = endpoint[field];
-      if (value === undefined) continue;
-      // Read as [{networkVolumeId, dataCenterId?}], written as [{networkVolumeId}] (runpodctl).
-      input[field] =
-        field === "networkVolumeIds" && Array.isArray(value)
-          ? value.map((v: unknown) => ({
-              networkVolumeId: (v as { networkVolumeId?: unknown }).networkVolumeId,
-            }))
-          : value;
+  saveEndpoint(endpoint: ProviderEndpoint): Promise<ProviderEndpoint> {
+    if (endpoint.id === undefined || endpoint.id === "") {
+      const gpuIds = typeof endpoint.gpuIds === "string" ? endpoint.gpuIds.split(",") : [];
+      return this.management.createEndpoint({
+        name: endpoint.name,
+        templateId: String(endpoint.templateId ?? ""),
+        gpuIds: gpuIds.map((g) => g.trim()).filter((g) => g !== ""),
+        workersMin: endpoint.workersMin,
+        workersMax: endpoint.workersMax,
+        idleTimeout: endpoint.idleTimeout,
+        ...(typeof endpoint.gpuCount === "number" && { gpuCount: endpoint.gpuCount }),
+      });
     }
-    const ctx = { op: "saveEndpoint", endpointId: endpoint.id };
-    const data = await this.#graphql(ctx, SAVE_ENDPOINT_MUTATION, { input }, SavedEndpoint);
-    if (data.saveEndpoint === null) {
-      throw new ProviderError("BAD_RESPONSE", "GPU provider saveEndpoint: no endpoint in the answer");
-    }
-    return data.saveEndpoint;
+    return this.management === this.#restApi
+      ? this.#restApi.renameAndScale(endpoint)
+      : this.#graphqlApi.saveEndpoint(endpoint);
   }
 
-  /** Read, change, write back every field: the only safe way to change workers with a full replace. */
-  async updateEndpointWorkers(endpointId: string, change: WorkersChange): Promise<ProviderEndpoint> {
-    const current = (await this.listEndpoints()).find((e) => e.id === endpointId);
-    if (current === undefined) {
-      throw new ProviderError(
-        "ENDPOINT_NOT_FOUND",
-        `GPU provider updateEndpointWorkers: no endpoint ${endpointId}`,
-      );
-    }
-    const next: ProviderEndpoint = { ...current };
-    if (change.workersMin !== undefined) next.workersMin = change.workersMin;
-    if (change.workersMax !== undefined) next.workersMax = change.workersMax;
-    if (change.idleTimeout !== undefined) next.idleTimeout = change.idleTimeout;
-    if (next.workersMin > next.workersMax) {
-      throw new ProviderError(
-        "BAD_REQUEST",
-        `GPU provider updateEndpointWorkers: workersMin ${next.workersMin} exceeds workersMax ${next.workersMax}`,
-      );
-    }
-    return this.saveEndpoint(next);
+  /** Changes only the given worker settings (REST v2: a PATCH; GraphQL: read, change, write all). */
+  updateEndpointWorkers(endpointId: string, change: WorkersChange): Promise<ProviderEndpoint> {
+    return this.management.updateEndpointWorkers(endpointId, change);
   }
 
   async #jobApi<S extends z.ZodType>(
@@ -235,42 +240,13 @@ export class GpuProviderClient {
     );
   }
 
-  async #graphql<S extends z.ZodType>(
-    ctx: CallContext,
-    query: string,
-    variables: Record<string, unknown> | undefined,
-    dataSchema: S,
-  ): Promise<z.output<S>> {
-    const url = `${this.#managementUrl}/graphql`;
-    const body = variables === undefined ? { query } : { query, variables };
-    return this.#withRetries(ctx, async (timeoutMs) => {
-      const res = await this.#send(ctx.op, "POST", url, body, timeoutMs);
-      const parsed =
-        res.status >= 200 && res.status <= 400 ? GraphQLResponse.safeParse(safeJson(res.text)) : undefined;
-      // GraphQL errors ride on 200 (and on 400 for validation); map them by message.
-      if (parsed?.success && parsed.data.errors !== undefined && parsed.data.errors.length > 0) {
-        const err = errorFromGraphQL(
-          parsed.data.errors.map((e) => e.message),
-          { op: ctx.op, secret: this.#apiKey },
-        );
-        throw res.status === 400 && err.code === "PROVIDER_UNAVAILABLE"
-          ? new ProviderError("BAD_REQUEST", err.message, { status: 400 })
-          : err;
-      }
-      if (res.status < 200 || res.status > 299) {
-        throw errorFromResponse(res.status, res.text, {
-          op: ctx.op,
-          retryAfter: res.headers["retry-after"],
-          secret: this.#apiKey,
-        });
-      }
-      if (!parsed?.success)
-        throw new ProviderError("BAD_RESPONSE", `GPU provider ${ctx.op}: answer is not GraphQL JSON`);
-      const data = dataSchema.safeParse(parsed.data.data);
-      if (!data.success) throw badShape(ctx.op, data.error);
-      return data.data;
-    });
-  }
+  readonly #exchange: ManagementExchange = (ctx, method, url, body, handle, opts) =>
+    this.#withRetries(
+      ctx,
+      async (timeoutMs) => handle(await this.#send(ctx.op, method, url, body, timeoutMs)),
+      // Not idempotent (a create): retried only where the provider provably did not act on it.
+      opts?.notIdempotent === true ? (err) => !err.mayHaveBeenAccepted : undefined,
+    );
 
   #withRetries<T>(
     ctx: CallContext,
@@ -298,7 +274,7 @@ export class GpuProviderClient {
   /** One HTTP exchange. Network failures and timeouts become retryable PROVIDER_UNAVAILABLE. */
   async #send(
     op: string,
-    method: "GET" | "POST",
+    method: HttpMethod,
     url: string,
     body: unknown,
     timeoutMs: number,
@@ -363,37 +339,6 @@ const NOT_SENT_CODES = new Set([
   "EHOSTUNREACH",
   "UND_ERR_CONNECT_TIMEOUT",
 ]);
-
-function parseBody<S extends z.ZodType>(
-  op: string,
-  text: string,
-  schema: S,
-  details: { mayHaveBeenAccepted?: boolean } = {},
-): z.output<S> {
-  const result = schema.safeParse(safeJson(text));
-  if (!result.success) throw badShape(op, result.error, details);
-  return result.data;
-}
-
-function badShape(
-  op: string,
-  error: z.ZodError,
-  details: { mayHaveBeenAccepted?: boolean } = {},
-): ProviderError {
-  const where = error.issues
-    .slice(0, 3)
-    .map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`)
-    .join("; ");
-  return new ProviderError("BAD_RESPONSE", `GPU provider ${op}: unexpected answer (${where})`, details);
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
 
 function enc(segment: string): string {
   return encodeURIComponent(segment);

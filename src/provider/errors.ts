@@ -82,6 +82,10 @@ export function bodyMessage(body: string): string {
     const parsed: unknown = JSON.parse(body);
     if (parsed !== null && typeof parsed === "object") {
       const o = parsed as Record<string, unknown>;
+      // RFC 9457 (REST v2): the detail, then the validation failures that name the field.
+      if (typeof o.detail === "string" && Array.isArray(o.errors) && o.errors.length > 0) {
+        return `${o.detail}: ${o.errors.map(String).join("; ")}`;
+      }
       for (const key of ["error", "message", "detail", "title"]) {
         if (typeof o[key] === "string") return o[key];
       }
@@ -156,4 +160,42 @@ export function errorFromGraphQL(messages: string[], ctx: { op: string; secret: 
     return new ProviderError("ENDPOINT_NOT_FOUND", message);
   if (TRANSIENT_WORDS.test(text)) return new ProviderError("PROVIDER_UNAVAILABLE", message);
   return new ProviderError("BAD_REQUEST", message);
+}
+
+/**
+ * Maps a non-2xx answer of the REST v2 management API. Its bodies are RFC 9457 problems, so a 403
+ * with one comes from RunPod itself ("access denied": the key lacks the permission), not from a
+ * WAF; a 404 means what the route addressed (`notFound`).
+ */
+export function errorFromRestResponse(
+  status: number,
+  body: string,
+  ctx: ResponseContext & { notFound: ProviderErrorCode },
+): ProviderError {
+  const err = errorFromResponse(status, body, ctx);
+  if (status === 404) return new ProviderError(ctx.notFound, err.message, { status });
+  if (status === 403 && err.code !== "ACCOUNT_PROBLEM" && isProblem(body)) {
+    return new ProviderError(
+      "INVALID_API_KEY",
+      `${err.message} (the key lacks a permission this call needs)`,
+      {
+        status,
+      },
+    );
+  }
+  return err;
+}
+
+function isProblem(body: string): boolean {
+  try {
+    const o: unknown = JSON.parse(body);
+    return (
+      o !== null &&
+      typeof o === "object" &&
+      typeof (o as Record<string, unknown>).title === "string" &&
+      typeof (o as Record<string, unknown>).status === "number"
+    );
+  } catch {
+    return false;
+  }
 }

@@ -2,9 +2,18 @@
 export {
   GpuProviderClient,
   type GpuProviderClientOptions,
+  type KeyCheckResult,
   type SubmitRequest,
-  type WorkersChange,
 } from "./client.js";
+export {
+  MANAGEMENT_APIS,
+  graphqlUnavailable,
+  type EndpointManagement,
+  type KeyIdentity,
+  type ManagementApi,
+  type NewEndpoint,
+  type WorkersChange,
+} from "./management.js";
 export {
   ProviderError,
   isProviderError,

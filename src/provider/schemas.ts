@@ -63,18 +63,29 @@ export const SubmitResponse = z.looseObject({ id: z.string().min(1), status: Pro
 
 export interface EndpointHealthReport {
   jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
+  /**
+   * RunPod's /health documents only `idle` and `running`
+   * (https://docs.runpod.io/serverless/endpoints/operation-reference). The other counts are
+   * undefined unless the provider sent them or REST v2's worker summary filled them in.
+   */
   workers: {
     idle: number;
-    initializing: number;
-    ready: number;
     running: number;
-    throttled: number;
-    unhealthy: number;
+    initializing?: number;
+    ready?: number;
+    throttled?: number;
+    unhealthy?: number;
   };
 }
 
-// RunPod documents only workers.idle/running; the SDK types add the rest. Missing counters are 0.
+// Missing documented counters are 0; undocumented ones stay unknown rather than "0, healthy".
 const counter = z.number().int().nonnegative().default(0);
+const extraCounter = z
+  .number()
+  .int()
+  .nonnegative()
+  .nullish()
+  .transform((v) => v ?? undefined);
 export const EndpointHealthReport: z.ZodType<EndpointHealthReport> = z
   .looseObject({
     jobs: z.looseObject({
@@ -86,11 +97,11 @@ export const EndpointHealthReport: z.ZodType<EndpointHealthReport> = z
     }),
     workers: z.looseObject({
       idle: counter,
-      initializing: counter,
-      ready: counter,
       running: counter,
-      throttled: counter,
-      unhealthy: counter,
+      initializing: extraCounter,
+      ready: extraCounter,
+      throttled: extraCounter,
+      unhealthy: extraCounter,
     }),
   })
   .transform(({ jobs, workers }) => ({
@@ -103,11 +114,11 @@ export const EndpointHealthReport: z.ZodType<EndpointHealthReport> = z
     },
     workers: {
       idle: workers.idle,
-      initializing: workers.initializing,
-      ready: workers.ready,
       running: workers.running,
-      throttled: workers.throttled,
-      unhealthy: workers.unhealthy,
+      ...(workers.initializing !== undefined && { initializing: workers.initializing }),
+      ...(workers.ready !== undefined && { ready: workers.ready }),
+      ...(workers.throttled !== undefined && { throttled: workers.throttled }),
+      ...(workers.unhealthy !== undefined && { unhealthy: workers.unhealthy }),
     },
   }));
 

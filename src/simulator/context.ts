@@ -9,8 +9,12 @@ import type { Rng } from "./random.js";
 // What the route handlers share. One per simulator instance.
 
 export interface SimulatorStats {
-  /** Requests to the job API and /graphql (inspection routes are not counted). */
+  /** Requests to the job API, REST v2 and /graphql (inspection routes are not counted). */
   requests: number;
+  /** Of those, requests to REST v2 management (/v2/serverless...). */
+  restRequests: number;
+  /** Of those, requests to /graphql, answered or refused as retired. */
+  graphqlRequests: number;
   rateLimited: number;
   /** Injected 5xx answers. */
   serverErrors: number;

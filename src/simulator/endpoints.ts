@@ -3,8 +3,9 @@ import type { EndpointPatch, EndpointSpec } from "./options.js";
 import { inferWorkload } from "./outputs.js";
 import { endpointIdFor } from "./random.js";
 
-// Endpoint configurations: built from simulator options, patched by tests (drift), and replaced
-// whole by GraphQL saveEndpoint, whose omitted fields fall back to defaults like the provider's.
+// Endpoint configurations: built from simulator options, patched by tests (drift), replaced whole
+// by GraphQL saveEndpoint (omitted fields fall back to defaults like the provider's) and patched
+// by REST v2 (rest.ts). Both APIs read and write the same configuration.
 
 /** Defaults of the provider fields the simulator only stores. */
 const SETTINGS_DEFAULTS: Record<string, unknown> = {
@@ -20,6 +21,7 @@ const SETTINGS_DEFAULTS: Record<string, unknown> = {
   minCudaVersion: null,
   flashBootType: "OFF",
   modelReferences: [],
+  allowedCudaVersions: null,
   type: "QB",
 };
 export const SETTINGS_FIELDS = Object.keys(SETTINGS_DEFAULTS);
@@ -37,7 +39,13 @@ export function configFromSpec(spec: EndpointSpec): EndpointConfig {
     workersMax: spec.workersMax ?? ENGINE_DEFAULTS.workersMax,
     idleTimeout: spec.idleTimeout ?? ENGINE_DEFAULTS.idleTimeout,
     executionTimeoutMs: ENGINE_DEFAULTS.executionTimeoutMs,
-    settings: { ...SETTINGS_DEFAULTS, templateId: `sim-${workload}-template`, gpuIds: "AMPERE_16" },
+    settings: {
+      ...SETTINGS_DEFAULTS,
+      templateId: `sim-${workload}-template`,
+      gpuIds: "AMPERE_16",
+      createdAt: new Date().toISOString(),
+      version: 1,
+    },
   };
 }
 
@@ -61,6 +69,8 @@ export function graphqlView(config: EndpointConfig): Record<string, unknown> {
       dataCenterId: null,
     }),
   );
+  const env = containerOf(config).env ?? {};
+  const volumeId = typeof settings.networkVolumeId === "string" ? settings.networkVolumeId : "";
   return {
     id: config.id,
     name: config.name,
@@ -69,6 +79,45 @@ export function graphqlView(config: EndpointConfig): Record<string, unknown> {
     idleTimeout: config.idleTimeout,
     executionTimeoutMs: config.executionTimeoutMs,
     ...settings,
+    // Read-only fields RunPod's Python SDK selects (runpod/api/queries/endpoints.py).
+    aiKey: null,
+    version: settings.version ?? 1,
+    workersStandby: 0,
+    createdAt: settings.createdAt ?? null,
+    env: Object.entries(env).map(([key, value]) => ({ key, value })),
+    networkVolume: volumeId === "" ? null : { id: volumeId, dataCenterId: null },
+  };
+}
+
+/** Fields GraphQL returns but EndpointInput does not take. */
+export const READ_ONLY_FIELDS = ["aiKey", "version", "workersStandby", "createdAt", "userId"] as const;
+
+/** Container settings (REST v2's image, env, ...), kept in `settings.container`. */
+export interface Container {
+  image?: string;
+  args?: string;
+  disk?: number;
+  env?: Record<string, string>;
+  ports?: string[];
+  registry?: string | null;
+}
+
+export function containerOf(config: EndpointConfig): Container {
+  const c = config.settings.container;
+  return c !== null && typeof c === "object" ? (c as Container) : {};
+}
+
+/**
+ * What a replace keeps: the creation time and the container, which EndpointInput cannot set; the
+ * configuration version counts every change.
+ */
+export function carriedOver(existing: EndpointConfig | undefined): Record<string, unknown> {
+  if (existing === undefined) return { createdAt: new Date().toISOString(), version: 1 };
+  const version = typeof existing.settings.version === "number" ? existing.settings.version : 1;
+  return {
+    createdAt: existing.settings.createdAt,
+    version: version + 1,
+    ...(existing.settings.container !== undefined && { container: existing.settings.container }),
   };
 }
 
@@ -131,9 +180,12 @@ export function configFromInput(
     workersMax: num("workersMax"),
     idleTimeout: num("idleTimeout"),
     executionTimeoutMs: num("executionTimeoutMs"),
-    settings: Object.fromEntries(
-      SETTINGS_FIELDS.map((k) => [k, input[k] === undefined ? SETTINGS_DEFAULTS[k] : input[k]]),
-    ),
+    settings: {
+      ...Object.fromEntries(
+        SETTINGS_FIELDS.map((k) => [k, input[k] === undefined ? SETTINGS_DEFAULTS[k] : input[k]]),
+      ),
+      ...carriedOver(existing),
+    },
   };
   if (config.workersMin > config.workersMax) {
     return { ok: false, validation: false, message: "workersMin cannot be greater than workersMax" };

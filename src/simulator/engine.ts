@@ -43,6 +43,8 @@ export interface Job {
   timers: { run?: TimerHandle; ttl?: TimerHandle; retention?: TimerHandle };
   /** Set while a held job has reached its natural end: runs the end on release. */
   finishPending?: () => void;
+  /** Submitted with /runsync: its result is kept 1 minute instead of 30. */
+  sync?: boolean;
 }
 
 interface Worker {
@@ -71,6 +73,8 @@ export interface SubmitArgs {
   webhook?: string;
   executionTimeoutMs?: number;
   ttlMs?: number;
+  /** /runsync: a `sync-` id and the shorter result retention. */
+  sync?: boolean;
 }
 
 export type SubmitResult = { job: Job; created: boolean } | { conflict: string };
@@ -88,6 +92,8 @@ export interface EngineDeps {
 }
 
 const DEFAULT_TTL_MS = 24 * 3_600_000;
+// RunPod keeps a /runsync result 1 minute (https://docs.runpod.io/serverless/endpoints/operation-reference).
+const SYNC_RETENTION_MS = 60_000;
 
 export class Engine {
   readonly #d: EngineDeps;
@@ -95,6 +101,8 @@ export class Engine {
   readonly #jobs = new Map<string, Job>();
   readonly #executions = new Map<string, number>();
   readonly #held = new Set<string>();
+  /** /runsync and /status-sync requests waiting for a job to end. */
+  readonly #waiters = new Map<Job, Set<() => void>>();
 
   constructor(deps: EngineDeps) {
     this.#d = deps;
@@ -166,7 +174,9 @@ export class Engine {
         return { job: existing, created: false };
       }
     }
-    const id = honourId ? (args.clientId as string) : `${this.#d.rng.uuid()}-u1`;
+    const id = honourId
+      ? (args.clientId as string)
+      : `${args.sync === true ? "sync-" : ""}${this.#d.rng.uuid()}-u1`;
     const job: Job = {
       id,
       key: args.executionKey ?? args.clientId ?? id,
@@ -177,6 +187,7 @@ export class Engine {
       status: "IN_QUEUE",
       submittedAt: this.#d.clock.now(),
       timers: {},
+      ...(args.sync === true && { sync: true }),
     };
     // TTL covers queue and execution; when it runs out the job is removed
     // (https://docs.runpod.io/serverless/endpoints/send-requests, Execution policies).
@@ -257,7 +268,39 @@ export class Engine {
     return new Map(this.#executions);
   }
 
+  /** The endpoint's workers and what each is doing (REST v2's worker list). */
+  workers(endpointId: string): Array<{ id: string; state: "initializing" | "idle" | "running" }> {
+    return (this.#endpoints.get(endpointId)?.workers ?? []).map((w) => ({ id: w.id, state: w.state }));
+  }
+
+  /** /purge-queue: removes every queued job (status 404 from then on, no callback); running ones go on. */
+  purgeQueue(endpointId: string): number {
+    const ep = this.#endpoints.get(endpointId);
+    if (ep === undefined) return 0;
+    const queued = [...ep.queue];
+    for (const job of queued) this.#drop(job);
+    return queued.length;
+  }
+
+  /** Resolves when the job ends or is removed, or after `simMs` simulated ms, whichever is first. */
+  settled(job: Job, simMs: number): Promise<void> {
+    if (this.#jobs.get(job.id) !== job || TERMINAL.has(job.status)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiters = this.#waiters.get(job) ?? new Set<() => void>();
+      this.#waiters.set(job, waiters);
+      const done = () => {
+        this.#d.clock.cancel(timer);
+        waiters.delete(done);
+        resolve();
+      };
+      const timer = this.#d.clock.after(simMs, done);
+      waiters.add(done);
+    });
+  }
+
   close(): void {
+    for (const waiters of this.#waiters.values()) for (const done of [...waiters]) done();
+    this.#waiters.clear();
     // Timers belong to the clock, which the server closes.
     this.#jobs.clear();
     this.#endpoints.clear();
@@ -379,10 +422,15 @@ export class Engine {
     }
     this.#d.clock.cancel(job.timers.ttl);
     job.timers.ttl = undefined;
-    // RunPod keeps /run results 30 min, then status answers 404.
-    job.timers.retention = this.#d.clock.after(this.#d.opts.statusRetentionMs, () => {
+    // RunPod keeps /run results 30 min (/runsync: 1 min), then status answers 404.
+    const retention =
+      job.sync === true
+        ? Math.min(this.#d.opts.statusRetentionMs, SYNC_RETENTION_MS)
+        : this.#d.opts.statusRetentionMs;
+    job.timers.retention = this.#d.clock.after(retention, () => {
       if (this.#jobs.get(job.id) === job) this.#jobs.delete(job.id);
     });
+    this.#wake(job);
     this.#d.log?.debug({ jobId: job.id, status: job.status }, "job finished");
     this.#d.onTerminal(job);
   }
@@ -396,9 +444,19 @@ export class Engine {
     for (const t of Object.values(job.timers)) this.#d.clock.cancel(t);
     job.finishPending = undefined;
     this.#jobs.delete(job.id);
+    this.#wake(job);
     this.#d.onForget(job.id);
   }
+
+  #wake(job: Job): void {
+    const waiters = this.#waiters.get(job);
+    if (waiters === undefined) return;
+    this.#waiters.delete(job);
+    for (const done of [...waiters]) done();
+  }
 }
+
+const TERMINAL: ReadonlySet<ProviderJobStatus> = new Set(["COMPLETED", "FAILED", "TIMED_OUT", "CANCELLED"]);
 
 /** The status object as /status, /cancel and the webhook carry it. */
 export function statusView(job: Job): ProviderJob {

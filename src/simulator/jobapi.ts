@@ -1,15 +1,21 @@
 import type { IncomingMessage } from "node:http";
 import type { SimContext } from "./context.js";
+import type { EndpointHealthReport } from "../provider/schemas.js";
 import { statusView } from "./engine.js";
 import { isRecord, json, readJson, type Reply } from "./http.js";
 
-// The job API under /v2/{endpointId}/...: run, status, cancel, health. A 404 body names what was
-// not found ({"error":"endpoint not found"} or {"error":"job not found"}) so clients can tell an
-// unknown endpoint from an expired job; RunPod's own 404 body is undocumented.
+// The job API under /v2/{endpointId}/...: run, runsync, status, status-sync, cancel, purge-queue,
+// health, as https://docs.runpod.io/serverless/endpoints/operation-reference describes them. A 404
+// body names what was not found ({"error":"endpoint not found"} or {"error":"job not found"}) so
+// clients can tell an unknown endpoint from an expired job; RunPod's own 404 body is undocumented.
 
 const RUN_BODY_LIMIT = 10 * 1024 * 1024; // RunPod: /run payloads up to 10 MB
+const RUNSYNC_BODY_LIMIT = 20 * 1024 * 1024; // and /runsync up to 20 MB
 const SEVEN_DAYS_MS = 7 * 24 * 3_600_000;
-const NOT_SIMULATED = new Set(["runsync", "stream", "retry", "purge-queue", "status-sync"]);
+// ?wait= of /runsync: 1000 to 300000 ms, default 90 s. RunPod's JavaScript SDK sends the same
+// parameter to /status-sync, which the current pages no longer list.
+const WAIT = { min: 1_000, max: 300_000, default: 90_000 };
+const NOT_SIMULATED = new Set(["stream", "retry"]);
 
 export const endpointNotFound = (): Reply => json(404, { error: "endpoint not found" });
 export const jobNotFound = (): Reply => json(404, { error: "job not found" });
@@ -24,6 +30,30 @@ export async function handleJobApi(ctx: SimContext, req: IncomingMessage, parts:
     if (method !== "POST") return json(405, { error: "method not allowed" });
     return submit(ctx, endpointId, await readJson(req, RUN_BODY_LIMIT));
   }
+  if (op === "runsync" && jobId === undefined) {
+    if (method !== "POST") return json(405, { error: "method not allowed" });
+    const wait = waitOf(req);
+    if (wait === undefined) return badWait();
+    const accepted = submit(ctx, endpointId, await readJson(req, RUNSYNC_BODY_LIMIT), { sync: true });
+    const job = accepted.status === 200 ? ctx.engine.job((accepted.body as { id: string }).id) : undefined;
+    if (job === undefined) return accepted;
+    await ctx.engine.settled(job, wait);
+    // Done: the whole status object. Still queued or running after the wait: its id and status.
+    return json(200, statusView(job));
+  }
+  if (op === "status-sync" && jobId !== undefined) {
+    if (method !== "GET" && method !== "POST") return json(405, { error: "method not allowed" });
+    const wait = waitOf(req);
+    if (wait === undefined) return badWait();
+    const job = ctx.engine.job(jobId);
+    if (job === undefined || job.endpointId !== endpointId) return jobNotFound();
+    await ctx.engine.settled(job, wait);
+    return ctx.engine.job(jobId) === job ? json(200, statusView(job)) : jobNotFound();
+  }
+  if (op === "purge-queue" && jobId === undefined) {
+    if (method !== "POST") return json(405, { error: "method not allowed" });
+    return json(200, { removed: ctx.engine.purgeQueue(endpointId), status: "completed" });
+  }
   if ((op === "status" || op === "cancel") && jobId !== undefined) {
     if (op === "cancel" ? method !== "POST" : method !== "GET" && method !== "POST") {
       return json(405, { error: "method not allowed" });
@@ -35,13 +65,37 @@ export async function handleJobApi(ctx: SimContext, req: IncomingMessage, parts:
   }
   if (op === "health" && jobId === undefined) {
     if (method !== "GET") return json(405, { error: "method not allowed" });
-    return json(200, ctx.engine.health(endpointId));
+    return json(200, documentedHealth(ctx.engine.health(endpointId)));
   }
   if (NOT_SIMULATED.has(op)) return json(501, { error: `${op} is not simulated` });
   return json(404, { error: "not found" });
 }
 
-function submit(ctx: SimContext, endpointId: string, body: unknown): Reply {
+/** /health exactly as RunPod documents it: five job counters, idle and running workers. */
+function documentedHealth(h: EndpointHealthReport | undefined) {
+  const jobs = h?.jobs ?? { completed: 0, failed: 0, inProgress: 0, inQueue: 0, retried: 0 };
+  return {
+    jobs: {
+      completed: jobs.completed,
+      failed: jobs.failed,
+      inProgress: jobs.inProgress,
+      inQueue: jobs.inQueue,
+      retried: jobs.retried,
+    },
+    workers: { idle: h?.workers.idle ?? 0, running: h?.workers.running ?? 0 },
+  };
+}
+
+function waitOf(req: IncomingMessage): number | undefined {
+  const raw = new URL(req.url ?? "/", "http://127.0.0.1").searchParams.get("wait");
+  if (raw === null || raw === "") return WAIT.default;
+  const wait = Number(raw);
+  return Number.isInteger(wait) && wait >= WAIT.min && wait <= WAIT.max ? wait : undefined;
+}
+
+const badWait = (): Reply => json(400, { error: `wait must be ${WAIT.min} to ${WAIT.max} ms` });
+
+function submit(ctx: SimContext, endpointId: string, body: unknown, opts: { sync?: boolean } = {}): Reply {
   if (!isRecord(body)) return json(400, { error: "body must be a JSON object" });
   const { id, input, webhook, policy } = body;
   if (!isRecord(input)) return json(400, { error: "input is required and must be an object" });
@@ -69,6 +123,7 @@ function submit(ctx: SimContext, endpointId: string, body: unknown): Reply {
     ...(typeof webhook === "string" && { webhook }),
     ...(typeof executionTimeout === "number" && { executionTimeoutMs: executionTimeout }),
     ...(typeof ttl === "number" && { ttlMs: ttl }),
+    ...(opts.sync === true && { sync: true }),
   });
   if ("conflict" in result) return json(409, { error: result.conflict });
   if (!result.created) ctx.stats.duplicateSubmissions++;

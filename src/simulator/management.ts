@@ -1,25 +1,40 @@
 import { createHash } from "node:crypto";
 import type { SimContext } from "./context.js";
-import { configFromInput, graphqlView, SETTINGS_FIELDS, ENGINE_FIELDS } from "./endpoints.js";
+import {
+  configFromInput,
+  graphqlView,
+  ENGINE_FIELDS,
+  READ_ONLY_FIELDS,
+  SETTINGS_FIELDS,
+} from "./endpoints.js";
 import { GraphQLSyntaxError, parseOperation, project, validate, type Field, type Schema } from "./graphql.js";
 import { isRecord, json, type Reply } from "./http.js";
 
-// POST /graphql: the provider's management API, reduced to what the operator uses:
-// `myself { id endpoints { ... } }`, `saveEndpoint(input)` (a full replace) and
+// POST /graphql: the provider's management API, reduced to what the operator and RunPod's SDKs
+// use: `myself { id pubKey networkVolumes endpoints { ... } }` (every field runpod-python's
+// get_user and get_endpoints select), `saveEndpoint(input)` (a full replace) and
 // `deleteEndpoint(id)` (only with zero workers). Errors use the GraphQL envelope.
 
 const ENDPOINT_TYPE: Record<string, string | null> = Object.fromEntries(
-  ["id", "name", ...ENGINE_FIELDS, ...SETTINGS_FIELDS].map((f) => [f, null]),
+  ["id", "name", ...ENGINE_FIELDS, ...SETTINGS_FIELDS, ...READ_ONLY_FIELDS].map((f) => [f, null]),
 );
 ENDPOINT_TYPE.networkVolumeIds = "EndpointNetworkVolume";
+ENDPOINT_TYPE.networkVolume = "NetworkVolume";
+ENDPOINT_TYPE.env = "EnvironmentVariable";
 
 const SCHEMA: Schema = {
   Query: { myself: "User" },
   Mutation: { saveEndpoint: "Endpoint", deleteEndpoint: null },
-  User: { id: null, email: null, endpoints: "Endpoint" },
+  User: { id: null, email: null, pubKey: null, networkVolumes: "NetworkVolume", endpoints: "Endpoint" },
   Endpoint: ENDPOINT_TYPE,
   EndpointNetworkVolume: { networkVolumeId: null, dataCenterId: null },
+  NetworkVolume: { id: null, name: null, size: null, dataCenterId: null },
+  EnvironmentVariable: { key: null, value: null },
 };
+
+/** What /graphql answers once RunPod has retired it (the graphqlRetired fault). */
+export const GRAPHQL_RETIRED_MESSAGE =
+  "The GraphQL API has been retired. Use the REST API v2: https://docs.runpod.io/api-reference-v2/overview";
 
 export const SUSPENDED_MESSAGE =
   "Account suspended: insufficient balance. Add credits to resume serverless workers.";
@@ -67,14 +82,18 @@ export function handleGraphQL(ctx: SimContext, key: string, body: unknown): Repl
 function resolve(ctx: SimContext, key: string, field: Field): Resolved {
   const { engine } = ctx;
   switch (field.name) {
-    case "myself":
+    case "myself": {
+      const userId = accountIdFor(key);
       return {
         value: {
-          id: accountIdFor(key),
+          id: userId,
           email: "simulator@example.invalid",
-          endpoints: engine.endpoints().map(graphqlView),
+          pubKey: "",
+          networkVolumes: [],
+          endpoints: engine.endpoints().map((c) => ({ ...graphqlView(c), userId })),
         },
       };
+    }
     case "saveEndpoint": {
       const input = field.args.input;
       if (!isRecord(input)) {
@@ -89,7 +108,7 @@ function resolve(ctx: SimContext, key: string, field: Field): Resolved {
       const check = configFromInput(input, existing, () => ctx.idRng.token(14));
       if (!check.ok) return { error: check.message, validation: check.validation };
       engine.upsertEndpoint(check.config);
-      return { value: graphqlView(check.config) };
+      return { value: { ...graphqlView(check.config), userId: accountIdFor(key) } };
     }
     case "deleteEndpoint": {
       const id = field.args.id;

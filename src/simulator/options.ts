@@ -40,6 +40,8 @@ export const FaultsSchema = z.strictObject({
   honourClientId: z.boolean().optional(),
   /** Kept for existing scripts: `true` is the default behaviour, `false` is `honourClientId: true`. */
   ignoreClientId: z.boolean().optional(),
+  /** /graphql answers 410 Gone, as RunPod's GraphQL API will once retired; REST v2 keeps working. */
+  graphqlRetired: z.boolean().optional(),
   /** Delay answers by `ms` real milliseconds (probability `rate`, default 1): to test client timeouts. */
   responseDelay: z.strictObject({ ms: z.number().min(0), rate: rate.optional() }).optional(),
 });

@@ -10,7 +10,8 @@ import { Engine } from "./engine.js";
 import { BadJson, BodyTooLarge, json, readJson, requestKey, writeReply, type Reply } from "./http.js";
 import { applyEndpoint, countRequest, endpointView, handleInspection, jobView } from "./inspection.js";
 import { handleJobApi } from "./jobapi.js";
-import { handleGraphQL } from "./management.js";
+import { JobApiLimits } from "./limits.js";
+import { GRAPHQL_RETIRED_MESSAGE, handleGraphQL } from "./management.js";
 import {
   EndpointSpecSchema,
   FaultsSchema,
@@ -23,6 +24,7 @@ import {
 import type { PaymentDelivery, SimSubscription } from "./payment.js";
 import { PaymentSender } from "./payment.js";
 import { Rng } from "./random.js";
+import { handleRest, problem } from "./rest.js";
 
 export type { Faults, SimulatorOptions } from "./options.js";
 export type { DeliveryRecord } from "./callbacks.js";
@@ -33,7 +35,10 @@ export type SimEndpoint = ReturnType<typeof endpointView>;
 export type SimJob = ProviderJob & { endpointId: string; key: string; executions: number };
 
 export interface Simulator {
-  /** http://127.0.0.1:PORT: /v2/..., /graphql, /v1/webhooks/..., and the inspection API under /_sim/. */
+  /**
+   * http://127.0.0.1:PORT: the job API /v2/{endpoint}/..., REST v2 management /v2/serverless/...,
+   * /graphql, /v1/webhooks/..., and the inspection API under /_sim/.
+   */
   url: string;
   port: number;
   close(): Promise<void>;
@@ -71,6 +76,8 @@ export interface Simulator {
 }
 
 const GRAPHQL_BODY_LIMIT = 1024 * 1024;
+
+type ApiKind = "job" | "rest" | "graphql";
 
 /** A token bucket in real time: `requestsPerSecond` sustained, bursts up to one second's worth. */
 class TokenBucket {
@@ -133,6 +140,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     },
     stats: {
       requests: 0,
+      restRequests: 0,
+      graphqlRequests: 0,
       rateLimited: 0,
       serverErrors: 0,
       lostRunAnswers: 0,
@@ -141,34 +150,49 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     },
     ...(log && { log }),
   };
+  const limits = new JobApiLimits(clock, engine);
   for (const spec of options.endpoints ?? [])
     engine.upsertEndpoint(configFromSpec(EndpointSpecSchema.parse(spec)));
 
-  /** Faults shared by the job API and /graphql, in the order a real edge applies them. */
+  /** An error in the dialect of the API asked: RFC 9457 problems for REST v2, {error} otherwise. */
+  const failure = (
+    kind: ApiKind,
+    status: number,
+    message: string,
+    headers: Record<string, string> = {},
+  ): Reply =>
+    kind === "rest"
+      ? problem(status, message, undefined, headers)
+      : json(status, { error: message }, headers);
+
+  /** Faults shared by the job API, REST v2 and /graphql, in the order a real edge applies them. */
   const guarded = async (
     req: IncomingMessage,
     url: URL,
-    kind: "job" | "graphql",
+    kind: ApiKind,
     handler: (key: string) => Promise<Reply>,
   ): Promise<Reply> => {
     ctx.stats.requests++;
     countRequest(ctx, req.method, url.pathname);
+    if (kind === "rest") ctx.stats.restRequests++;
+    if (kind === "graphql") ctx.stats.graphqlRequests++;
     const f = faults;
     if (f.responseDelay !== undefined && ctx.requestRng.chance(f.responseDelay.rate ?? 1)) {
       await new Promise<void>((resolve) => clock.afterReal(f.responseDelay?.ms ?? 0, resolve));
     }
     const key = requestKey(req, url, kind === "graphql");
-    if (key === undefined || !(opts.apiKeys.has(key) || opts.accountProblemKeys.has(key))) {
-      return json(401, { error: "Unauthorized: check your API key" });
+    if (key === undefined) return failure(kind, 401, "missing bearer token");
+    if (!(opts.apiKeys.has(key) || opts.accountProblemKeys.has(key))) {
+      return failure(kind, 401, "Unauthorized: check your API key");
     }
-    if (kind === "job" && opts.accountProblemKeys.has(key)) {
-      return json(403, { error: "Account suspended: insufficient balance" });
+    if (kind !== "graphql" && opts.accountProblemKeys.has(key)) {
+      return failure(kind, 403, "Account suspended: insufficient balance");
     }
     if (f.rateLimit !== undefined) {
       const wait = bucket.take(f.rateLimit.requestsPerSecond);
       if (wait !== undefined) {
         ctx.stats.rateLimited++;
-        return json(429, { error: "rate limit exceeded" }, { "retry-after": String(wait) });
+        return failure(kind, 429, "rate limit exceeded", { "retry-after": String(wait) });
       }
     }
     if (kind === "job" && url.pathname.endsWith("/run") && ctx.requestRng.chance(f.lostRunAnswers)) {
@@ -187,7 +211,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
         await handler(key);
         return json(500, { error: "internal server error" });
       }
-      return json(503, { error: "service unavailable" });
+      return failure(kind, 503, "service unavailable");
     }
     return handler(key);
   };
@@ -196,13 +220,35 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     const [head, ...rest] = parts;
     if (head === "_sim") return handleInspection(ctx, req, rest);
     if (head === "graphql" && rest.length === 0) {
+      if (faults.graphqlRetired === true) {
+        ctx.stats.requests++;
+        ctx.stats.graphqlRequests++;
+        return json(410, { errors: [{ message: GRAPHQL_RETIRED_MESSAGE }] });
+      }
       if (req.method !== "POST") return json(405, { error: "method not allowed" });
       return guarded(req, url, "graphql", async (key) =>
         handleGraphQL(ctx, key, await readJson(req, GRAPHQL_BODY_LIMIT)),
       );
     }
+    // RunPod serves REST v2 on its management host and the job API on another, so an endpoint id
+    // "serverless" cannot clash there; on the simulator's single port REST v2 takes the path.
+    if (head === "v2" && rest[0] === "serverless") {
+      const jobApiBase = `http://${req.headers.host ?? `127.0.0.1:${port}`}`;
+      return guarded(req, url, "rest", () => handleRest(ctx, req, rest.slice(1), jobApiBase));
+    }
     if (head === "v2" && rest.length >= 2)
-      return guarded(req, url, "job", () => handleJobApi(ctx, req, rest));
+      return guarded(req, url, "job", async (key) => {
+        // Only for live endpoints: ids a client makes up must not grow the limiter's state.
+        const limited =
+          engine.endpoint(rest[0] ?? "") === undefined
+            ? undefined
+            : limits.check(key, rest[0] ?? "", rest[1] ?? "");
+        if (limited !== undefined) {
+          ctx.stats.rateLimited++;
+          return limited;
+        }
+        return handleJobApi(ctx, req, rest);
+      });
     if (
       head === "v1" &&
       rest[0] === "webhooks" &&
@@ -265,8 +311,12 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
         .map(decodeURIComponent);
       reply = await route(req, url, parts);
     } catch (err) {
+      const rest = (req.url ?? "").startsWith("/v2/serverless");
       if (err instanceof BodyTooLarge) reply = json(413, { error: "payload too large" });
-      else if (err instanceof BadJson) reply = json(400, { error: "body is not valid JSON" });
+      else if (err instanceof BadJson)
+        reply = rest
+          ? problem(400, "request body is not valid JSON")
+          : json(400, { error: "body is not valid JSON" });
       else if (err instanceof URIError) reply = json(400, { error: "malformed path" });
       else {
         log?.error({ err }, "simulator request failed");

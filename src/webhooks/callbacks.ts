@@ -46,6 +46,8 @@ export interface CallbackRouteDeps {
   guard: VerifyThenLimit;
   perJobLimiter: TokenBuckets;
   conflictAttempts?: number;
+  /** Default CALLBACK_BODY_LIMIT. */
+  bodyLimit?: number;
 }
 
 const targets = new WeakMap<FastifyRequest, CallbackTarget>();
@@ -62,7 +64,7 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
   app.post(
     CALLBACK_PATH,
     {
-      bodyLimit: CALLBACK_BODY_LIMIT,
+      bodyLimit: deps.bodyLimit ?? CALLBACK_BODY_LIMIT,
       onRequest: [
         deps.guard.refuseFailingSource,
         async (req, reply) => {

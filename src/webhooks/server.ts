@@ -44,6 +44,8 @@ export interface WebhookServerOptions {
   duplicateWaitMs?: number;
   /** After this long, a Processing PaymentEvent counts as a crashed attempt and is claimed again. Default 60 s. */
   staleClaimMs?: number;
+  /** The GPU callback route's body limit (413 above it). Default CALLBACK_BODY_LIMIT (16 MiB). */
+  callbackBodyLimit?: number;
   /** The GPU provider's status API, which confirms every callback. Without it callbacks answer 503. */
   provider?: Pick<GpuProviderClient, "status">;
   /** Deadline of each Kubernetes call on the payment path. Default 10 s. */
@@ -199,6 +201,7 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
     metrics,
     guard: new VerifyThenLimit(limits.failuresPerSource, limits.callbackGlobal),
     perJobLimiter: new TokenBuckets(limits.callbackPerJob),
+    ...(opts.callbackBodyLimit !== undefined && { bodyLimit: opts.callbackBodyLimit }),
   });
 
   if (secrets.length === 0)

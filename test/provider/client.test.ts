@@ -454,15 +454,18 @@ describe("callbacks (ids honoured, to address jobs by the id sent)", () => {
   });
 });
 
-describe("management", () => {
+describe("management over GraphQL (GPU_PROVIDER_MANAGEMENT_API=graphql)", () => {
+  const gql = (opts: Partial<GpuProviderClientOptions> = {}) => client({ managementApi: "graphql", ...opts });
+
   it("checkKey returns the account id", async () => {
-    const { accountId } = await client().checkKey();
+    const { accountId, via } = await gql().checkKey();
+    expect(via).toBe("graphql");
     expect(accountId).toMatch(/^user_[0-9a-f]{20}$/);
     expect(accountId).not.toContain(KEY);
   });
 
   it("updateEndpointWorkers changes workers and keeps every other field (full replace done right)", async () => {
-    const c = client();
+    const c = gql();
     const [ep] = await c.listEndpoints();
     expect(ep).toMatchObject({ id: EP, name: "media-asr-test", workersMin: 0, workersMax: 2 });
     await c.saveEndpoint({
@@ -485,7 +488,7 @@ describe("management", () => {
   });
 
   it("the simulator's saveEndpoint really is a full replace: omitted fields reset", async () => {
-    const c = client();
+    const c = gql();
     const [ep] = await c.listEndpoints();
     await c.saveEndpoint({ ...ep!, scalerValue: 9 });
     const partial = {
@@ -505,18 +508,157 @@ describe("management", () => {
   });
 
   it("updateEndpointWorkers on an unknown endpoint is ENDPOINT_NOT_FOUND; min above max is BAD_REQUEST", async () => {
-    await expectCode(client().updateEndpointWorkers("nope", { workersMax: 1 }), "ENDPOINT_NOT_FOUND");
-    await expectCode(client().updateEndpointWorkers(EP, { workersMin: 5 }), "BAD_REQUEST");
+    await expectCode(gql().updateEndpointWorkers("nope", { workersMax: 1 }), "ENDPOINT_NOT_FOUND");
+    await expectCode(gql().updateEndpointWorkers(EP, { workersMin: 5 }), "BAD_REQUEST");
     await expectCode(
-      client().saveEndpoint({ id: "nope", name: "x", workersMin: 0, workersMax: 0, idleTimeout: 5 }),
+      gql().saveEndpoint({ id: "nope", name: "x", workersMin: 0, workersMax: 0, idleTimeout: 5 }),
       "ENDPOINT_NOT_FOUND",
     );
   });
 
   it("management calls are retried through 5xx like job calls", async () => {
-    sim.setFaults({ honourClientId: true, serverErrors: 1 });
-    setTimeout(() => sim.setFaults({ honourClientId: true }), 100);
+    sim.setFaults({ serverErrors: 1 });
+    setTimeout(() => sim.setFaults({}), 100);
+    expect(await gql().listEndpoints()).toHaveLength(1);
+  });
+
+  it("a retired GraphQL API is a 4xx error, not retried", async () => {
+    sim.setFaults({ graphqlRetired: true });
+    const before = sim.stats().requests;
+    const err = await expectCode(gql().listEndpoints(), "BAD_REQUEST");
+    expect(err.status).toBe(410);
+    expect(sim.stats().requests - before).toBe(1);
+  });
+});
+
+describe("management over REST v2 (the default)", () => {
+  it("checkKey lists the endpoints and names no account; wrong and suspended keys are told apart", async () => {
+    expect(await client().checkKey()).toEqual({ via: "rest" });
+    await expectCode(client({ apiKey: "rp_WRONG_KEY_abcdef" }).checkKey(), "INVALID_API_KEY");
+    await expectCode(client({ apiKey: SUSPENDED_KEY }).checkKey(), "ACCOUNT_PROBLEM");
+  });
+
+  it("a key check followed by a listing is one request; the next listing asks again", async () => {
+    const c = client();
+    const before = sim.stats().restRequests;
+    await c.checkKey();
+    expect(await c.listEndpoints()).toHaveLength(1);
+    expect(sim.stats().restRequests - before).toBe(1);
+    sim.setEndpoint({ id: EP, workersMax: 5 });
+    expect((await c.listEndpoints())[0]).toMatchObject({ workersMax: 5 });
+    expect(sim.stats().restRequests - before).toBe(2);
+  });
+
+  it("lists endpoints in the operator's terms (workers.min/max/idleTimeout, gpu.pools)", async () => {
+    expect(await client().listEndpoints()).toEqual([
+      expect.objectContaining({
+        id: EP,
+        name: "media-asr-test",
+        workersMin: 0,
+        workersMax: 2,
+        idleTimeout: 5,
+        gpuIds: "AMPERE_16",
+        scalerType: "QUEUE_DELAY",
+      }),
+    ]);
+    expect(await client().getEndpoint(EP)).toMatchObject({ id: EP, workersMax: 2 });
+  });
+
+  it("updateEndpointWorkers is one PATCH that changes only what it names", async () => {
+    await client({ managementApi: "graphql" }).saveEndpoint({
+      ...(await client({ managementApi: "graphql" }).listEndpoints())[0]!,
+      scalerValue: 7,
+      workersMin: 1,
+    });
+    const before = sim.stats().requests;
+    const updated = await client().updateEndpointWorkers(EP, { workersMax: 5 });
+    expect(sim.stats().requests - before).toBe(1); // no read before the write
+    expect(updated).toMatchObject({ id: EP, workersMin: 1, workersMax: 5, idleTimeout: 5 });
+    expect(sim.getEndpoint(EP)).toMatchObject({ workersMin: 1, workersMax: 5, scalerValue: 7 });
+  });
+
+  it("unknown endpoint is ENDPOINT_NOT_FOUND; a rejected change is BAD_REQUEST naming the field", async () => {
+    await expectCode(client().updateEndpointWorkers("nope", { workersMax: 1 }), "ENDPOINT_NOT_FOUND");
+    await expectCode(client().getEndpoint("nope"), "ENDPOINT_NOT_FOUND");
+    const err = await expectCode(client().updateEndpointWorkers(EP, { workersMin: 5 }), "BAD_REQUEST");
+    expect(err.status).toBe(400);
+    expect(err.message).toContain("$.workers.min");
+    await expectCode(client().updateEndpointWorkers(EP, { workersMin: 3, workersMax: 1 }), "BAD_REQUEST");
+    expect(sim.getEndpoint(EP)).toMatchObject({ workersMin: 0, workersMax: 2 });
+  });
+
+  it("creates an endpoint (201) from a template, GPU pools and workers", async () => {
+    const created = await client().saveEndpoint({
+      name: "media-tts-test",
+      templateId: "tpl-tts",
+      gpuIds: "ADA_24,AMPERE_24",
+      gpuCount: 2,
+      workersMin: 0,
+      workersMax: 4,
+      idleTimeout: 30,
+    } as unknown as Parameters<GpuProviderClient["saveEndpoint"]>[0]);
+    expect(created).toMatchObject({
+      name: "media-tts-test",
+      gpuIds: "ADA_24,AMPERE_24",
+      gpuCount: 2,
+      workersMax: 4,
+      idleTimeout: 30,
+    });
+    expect(sim.getEndpoint(created.id)).toMatchObject({
+      name: "media-tts-test",
+      workersMax: 4,
+      idleTimeout: 30,
+    });
+    expect(await client().listEndpoints()).toHaveLength(2);
+  });
+
+  it("a create that fails ambiguously (5xx) is not retried: it may have taken effect", async () => {
+    sim.setFaults({ serverErrors: 1 });
+    const before = sim.stats().requests;
+    await expectCode(
+      client().management.createEndpoint({
+        name: "media-render-test",
+        templateId: "tpl",
+        gpuIds: ["ADA_24"],
+        workersMin: 0,
+        workersMax: 1,
+        idleTimeout: 5,
+      }),
+      "PROVIDER_UNAVAILABLE",
+    );
+    expect(sim.stats().requests - before).toBe(1);
+  });
+
+  it("reads and PATCHes are retried through 5xx", async () => {
+    sim.setFaults({ serverErrors: 1 });
+    setTimeout(() => sim.setFaults({}), 100);
+    expect(await client().updateEndpointWorkers(EP, { workersMax: 3 })).toMatchObject({ workersMax: 3 });
+  });
+
+  it("keeps working when GraphQL is retired", async () => {
+    sim.setFaults({ graphqlRetired: true });
     expect(await client().listEndpoints()).toHaveLength(1);
+    expect(await client().updateEndpointWorkers(EP, { workersMax: 1 })).toMatchObject({ workersMax: 1 });
+  });
+});
+
+describe("the CLI's key check (GraphQL first, REST when GraphQL is gone)", () => {
+  it("answers over GraphQL with the account id while GraphQL is there", async () => {
+    const r = await client().checkKeyAnyApi();
+    expect(r).toMatchObject({ via: "graphql", accountId: expect.stringMatching(/^user_/) });
+  });
+
+  it("falls back to REST v2 when GraphQL is retired, and says why", async () => {
+    sim.setFaults({ graphqlRetired: true });
+    const r = await client().checkKeyAnyApi();
+    expect(r.via).toBe("rest");
+    expect(r.accountId).toBeUndefined();
+    expect(r.graphqlProblem).toContain("HTTP 410");
+  });
+
+  it("does not fall back for a key GraphQL rejects", async () => {
+    await expectCode(client({ apiKey: "rp_WRONG_KEY_abcdef" }).checkKeyAnyApi(), "INVALID_API_KEY");
+    await expectCode(client({ apiKey: SUSPENDED_KEY }).checkKeyAnyApi(), "ACCOUNT_PROBLEM");
   });
 });
 

@@ -4,6 +4,7 @@ import {
   bodyMessage,
   errorFromGraphQL,
   errorFromResponse,
+  errorFromRestResponse,
   parseRetryAfter,
   redact,
 } from "../../src/provider/errors.js";
@@ -104,5 +105,52 @@ describe("helpers", () => {
     expect(bodyMessage('{"detail":"resource not found","title":"Not Found"}')).toBe("resource not found");
     expect(bodyMessage('{"errors":[{"message":"a"},{"message":"b"}]}')).toBe("a; b");
     expect(bodyMessage("plain")).toBe("plain");
+  });
+});
+
+describe("errorFromRestResponse (REST v2, RFC 9457 bodies)", () => {
+  const problem = (status: number, detail: string, errors?: string[]) =>
+    JSON.stringify({ title: "x", status, detail, ...(errors && { errors }) });
+  const rest = (notFound: "ENDPOINT_NOT_FOUND" | "BAD_REQUEST" = "ENDPOINT_NOT_FOUND") => ({
+    op: "updateEndpointWorkers",
+    secret: SECRET,
+    notFound,
+  });
+
+  it("a 403 problem is the key's permission (INVALID_API_KEY); a bare 403 is still a WAF", () => {
+    const e = errorFromRestResponse(403, problem(403, "access denied"), rest());
+    expect(e.code).toBe("INVALID_API_KEY");
+    expect(e.message).toContain("lacks a permission");
+    expect(errorFromRestResponse(403, "<html>blocked</html>", rest()).code).toBe("PROVIDER_UNAVAILABLE");
+    expect(errorFromRestResponse(403, problem(403, "account suspended: balance"), rest()).code).toBe(
+      "ACCOUNT_PROBLEM",
+    );
+  });
+
+  it("a 404 means what the route addressed", () => {
+    expect(errorFromRestResponse(404, problem(404, "resource not found"), rest()).code).toBe(
+      "ENDPOINT_NOT_FOUND",
+    );
+    expect(errorFromRestResponse(404, problem(404, "resource not found"), rest("BAD_REQUEST")).code).toBe(
+      "BAD_REQUEST",
+    );
+  });
+
+  it("a 400 names the fields from `errors`, and 422 is BAD_REQUEST", () => {
+    const e = errorFromRestResponse(
+      400,
+      problem(400, "request validation failed", ["$.workers.min: too small"]),
+      rest(),
+    );
+    expect(e.code).toBe("BAD_REQUEST");
+    expect(e.message).toBe(
+      "GPU provider updateEndpointWorkers: HTTP 400: request validation failed: $.workers.min: too small",
+    );
+    expect(errorFromRestResponse(422, problem(422, "Request validation failed."), rest()).code).toBe(
+      "BAD_REQUEST",
+    );
+    expect(
+      errorFromRestResponse(429, problem(429, "rate limit exceeded for the minute window"), rest()).code,
+    ).toBe("RATE_LIMITED");
   });
 });

@@ -101,7 +101,7 @@ afterAll(async () => {
 
 describe("HTTP shape", () => {
   it("answers 413 above the body limit and 415 to anything but JSON, on both routes", async () => {
-    const s = await start({ bodyLimit: 16 * 1024 });
+    const s = await start({ bodyLimit: 16 * 1024, callbackBodyLimit: 16 * 1024 });
     const name = `shape-${uid()}`;
     const { job: before, providerJobId } = await finishedJob(name);
     for (const url of [`${s.url}${PAY}`, jobs.url(before, s.url)]) {

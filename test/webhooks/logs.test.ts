@@ -149,7 +149,7 @@ describe("logs", () => {
     );
     expect(await post(url, `{"id":"${providerJobId}","webhook":"${url}`)).toBe(400);
     expect(await post(url, JSON.stringify({ webhook: url, status: "WHATEVER" }))).toBe(400);
-    expect(await post(url, "x".repeat(2 * 1024 * 1024))).toBe(413);
+    expect(await post(url, "x".repeat(17 * 1024 * 1024))).toBe(413);
     expect(await post(url, "{}", { "content-type": "text/plain" })).toBe(415);
     const forged = new URL(url);
     forged.searchParams.set("token", `${forged.searchParams.get("token")!.slice(0, -2)}zz`);

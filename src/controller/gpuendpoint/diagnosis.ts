@@ -15,7 +15,7 @@ export function credentialsCondition(err: ProviderError | undefined, accountId?:
       type: "CredentialsValid",
       status: "True",
       reason: "KeyValid",
-      message: `the GPU API key is valid (account ${accountId})`,
+      message: `the GPU API key is valid${accountId ? ` (account ${accountId})` : ""}`,
     };
   if (err.code === "INVALID_API_KEY") {
     return {
@@ -88,7 +88,7 @@ export function healthCondition(
       type: "WorkersHealthy",
       status: "False",
       reason: "QueueNotDraining",
-      message: `${queued} job(s) queued and no worker running since the last check. Check the account's quota and the endpoint's GPU availability`,
+      message: `${queued} job(s) queued and no worker running since the last check. Check the account's quota and the endpoint's GPU availability${health.workersUnhealthy === undefined ? "; whether workers are crash-looping cannot be known here (RunPod's /health does not report it; with GPU_PROVIDER_MANAGEMENT_API=rest the REST v2 worker summary does)" : ""}`,
     };
   }
   return {
@@ -125,7 +125,7 @@ export function warmWorkersCondition(env: string, spec: GpuEndpointSpec): Condit
 
 export function toHealth(report: {
   jobs: { completed: number; failed: number; inProgress: number; inQueue: number };
-  workers: { idle: number; initializing: number; running: number; throttled: number; unhealthy: number };
+  workers: { idle: number; initializing?: number; running: number; throttled?: number; unhealthy?: number };
 }): EndpointHealth {
   return {
     jobsInQueue: report.jobs.inQueue,

@@ -4,7 +4,12 @@
 // names the account) is repeated only every few minutes, or at once after a call was refused. However often an endpoint is reconciled (a spec edit, a tick), the
 // provider is asked about it once per tick: its rate limit is shared with job submissions.
 // Concurrent reconciles share one in-flight request; a failed fetch is not cached.
-import type { EndpointHealthReport, GpuProviderClient, ProviderEndpoint } from "../../provider/index.js";
+import type {
+  EndpointHealthReport,
+  GpuProviderClient,
+  KeyIdentity,
+  ProviderEndpoint,
+} from "../../provider/index.js";
 
 /** While the endpoint list keeps working, the key is checked on its own this often. */
 export const KEY_RECHECK_MS = 5 * 60_000;
@@ -38,7 +43,7 @@ class Cached<T> {
 }
 
 export class ProviderView {
-  private readonly credentials: Cached<{ accountId: string }>;
+  private readonly credentials: Cached<KeyIdentity>;
   private readonly endpoints: Cached<ProviderEndpoint[]>;
   private readonly health = new Map<string, Cached<EndpointHealthReport>>();
 
@@ -56,7 +61,7 @@ export class ProviderView {
     return this.credentials.fetches;
   }
 
-  checkKey(): Promise<{ accountId: string }> {
+  checkKey(): Promise<KeyIdentity> {
     return this.credentials.get();
   }
 

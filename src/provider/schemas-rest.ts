@@ -1,0 +1,79 @@
+import { z } from "zod";
+import type { ProviderEndpoint } from "./schemas.js";
+
+// Shapes of RunPod's REST API v2 for serverless endpoints, from its published OpenAPI document
+// (https://docs.runpod.io/api-reference-v2/overview, schema at https://api.runpod.io/v2/openapi.json):
+// `Endpoint`, `ListEndpointsResponse`, `ListEndpointWorkersResponse`. Loose objects: RunPod adds
+// fields, and only the ones read here are required.
+
+const count = z.number().int().nonnegative();
+
+/** `EndpointWorkers`: min and max are required on an Endpoint; idleTimeout is omitted for REQUEST_COUNT scaling. */
+export const RestEndpointWorkers = z.looseObject({
+  min: count,
+  max: count,
+  idleTimeout: z.number().int().positive().optional(),
+});
+
+export const RestEndpoint = z.looseObject({
+  id: z.string().min(1),
+  name: z.string(),
+  type: z.string().optional(),
+  gpu: z.looseObject({ pools: z.array(z.string()), count: z.number().int().positive().optional() }).nullish(),
+  workers: RestEndpointWorkers,
+  scaling: z.looseObject({ type: z.string() }).optional(),
+  timeout: z.number().int().optional(),
+  flashboot: z.string().optional(),
+});
+export type RestEndpoint = z.infer<typeof RestEndpoint>;
+
+/**
+ * The endpoint in the operator's terms (the names GraphQL uses). An endpoint without an idle
+ * timeout (REQUEST_COUNT scaling) reads as 0, so a GpuEndpoint that asks for one shows the
+ * difference instead of hiding it.
+ */
+export function endpointFromRest(e: RestEndpoint): ProviderEndpoint {
+  return {
+    id: e.id,
+    name: e.name,
+    workersMin: e.workers.min,
+    workersMax: e.workers.max,
+    idleTimeout: e.workers.idleTimeout ?? 0,
+    ...(e.gpu?.pools !== undefined && { gpuIds: e.gpu.pools.join(",") }),
+    ...(e.gpu?.count !== undefined && { gpuCount: e.gpu.count }),
+    ...(e.timeout !== undefined && { executionTimeoutMs: e.timeout }),
+    ...(e.type !== undefined && { type: e.type }),
+    ...(e.scaling !== undefined && { scalerType: e.scaling.type }),
+    ...(e.flashboot !== undefined && { flashboot: e.flashboot }),
+  };
+}
+
+export const RestEndpointAnswer = RestEndpoint.transform(endpointFromRest);
+
+export const RestEndpointList = z
+  .looseObject({ endpoints: z.array(RestEndpoint) })
+  .transform((l) => l.endpoints.map(endpointFromRest));
+
+/** `WorkerSummary` of `GET /v2/serverless/{id}/workers`: worker counts by status. */
+export const RestWorkerSummary = z.looseObject({
+  running: count,
+  idle: count,
+  initializing: count,
+  throttled: count,
+  unhealthy: count,
+  total: count,
+});
+export type RestWorkerSummary = z.infer<typeof RestWorkerSummary>;
+
+export const RestEndpointWorkersAnswer = z.looseObject({
+  workers: z.array(z.looseObject({ id: z.string(), status: z.string() })),
+  summary: RestWorkerSummary,
+});
+
+/** RFC 9457 problem details, REST v2's error body (`ErrorResponse`). */
+export const Problem = z.looseObject({
+  title: z.string(),
+  status: z.number().int(),
+  detail: z.string(),
+  errors: z.array(z.string()).optional(),
+});
