@@ -6,12 +6,12 @@
 //  - 410 Gone (resourceVersion too old) triggers a full relist, diffed against the cache so
 //    handlers see the deletes they missed;
 //  - handlers run synchronously and must only enqueue keys; a throwing handler is contained.
-import { Watch } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { ZodType } from "zod";
 import { GROUP, VERSION } from "../crds/common.js";
 import type { KubeApi, KubeObject, Plural } from "../k8s/api.js";
-import { describeError, isGone } from "../k8s/errors.js";
+import { describeError, isGone, isTimeout } from "../k8s/errors.js";
+import { watchWithInactivityLimit } from "../k8s/watch.js";
 
 export type InformerEvent = "add" | "update" | "delete";
 export type InformerHandler<T> = (event: InformerEvent, obj: T, old?: T) => void;
@@ -193,7 +193,7 @@ export class Informer<T extends KubeObject> {
         Math.min(5_000, silenceMs / 2),
       );
       watchdog.unref();
-      new Watch(this.api.kubeConfig)
+      watchWithInactivityLimit(this.api.kubeConfig, silenceMs)
         .watch(
           this.path(),
           { resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds },
@@ -212,6 +212,7 @@ export class Informer<T extends KubeObject> {
           },
           (err: unknown) => {
             if (err && isGone(err)) outcome = "expired";
+            else if (isTimeout(err)) outcome = "stalled"; // the library's own silence limit
             finish(err);
           },
         )
