@@ -20,7 +20,9 @@ export async function runWebhooks(
 ): Promise<RunningWebhooks> {
   // Without it any callback token would be computable; the controller needs the same value.
   requireVars(env, ["CALLBACK_SECRET"], "webhooks sidecar");
-  const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }));
+  const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }), {
+    timeoutMs: env.KUBE_API_TIMEOUT_SECONDS * 1000,
+  });
   const namespace = webhookNamespace(env);
   const registry = new Registry();
   const server = await startWebhookServer({ api, env, log, registry, namespace });
