@@ -18,6 +18,10 @@ ifneq ($(MACHINE_NODE_MAJOR),$(NODE_MAJOR))
 NODE_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x64)
 NODE_DIR := .local/node/$(NODE_VERSION)
 PINNED_NODE := $(NODE_DIR)/bin/node
+# The packages' npm integrity (npm view node-linux-<arch>@$(NODE_VERSION) dist.integrity), pinned
+# here so a republished package cannot slip in unnoticed.
+NODE_SHA512_x64 := 3nULszZ5X0fciYpG0t6TrdApJzAn8+FlINP6OiMX7V8HrvpATPN936U1LlReOJriLRa4e8yEqQBYCnLyPNAs7Q==
+NODE_SHA512_arm64 := FpJRPEz2OvvTLfjIOlNGFY9JLPMKgl5m+d4oGYBLg24kJ1mmvN1Zl/HPJgF4HDaJ51ISev1l1cRZ/DM+keXW5g==
 export PATH := $(CURDIR)/$(NODE_DIR)/bin:$(PATH)
 endif
 
@@ -37,6 +41,8 @@ ifdef PINNED_NODE
 $(PINNED_NODE):
 	@rm -rf $(NODE_DIR).tmp && mkdir -p $(NODE_DIR).tmp
 	npm pack --silent --pack-destination $(NODE_DIR).tmp node-linux-$(NODE_ARCH)@$(NODE_VERSION) >/dev/null
+	@sum=$$(openssl dgst -sha512 -binary $(NODE_DIR).tmp/node-linux-$(NODE_ARCH)-$(NODE_VERSION).tgz | base64 -w0); \
+	  [ "$$sum" = "$(NODE_SHA512_$(NODE_ARCH))" ] || { echo "node-linux-$(NODE_ARCH)@$(NODE_VERSION): unexpected sha512 $$sum" >&2; exit 1; }
 	tar -xzf $(NODE_DIR).tmp/node-linux-$(NODE_ARCH)-$(NODE_VERSION).tgz -C $(NODE_DIR).tmp \
 	  --strip-components=1 package/bin/node package/LICENSE
 	rm -rf $(NODE_DIR) && mkdir -p $(NODE_DIR)/bin
