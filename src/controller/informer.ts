@@ -8,12 +8,12 @@
 //  - handlers run synchronously and must only enqueue keys; a throwing handler is contained;
 //  - an optional transform trims each object before it is cached (client-go's SetTransform):
 //    the cache holds what the controller reads, not everything the apiserver sends.
-import { Watch } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { ZodType } from "zod";
 import { GROUP, VERSION } from "../crds/common.js";
 import type { KubeApi, KubeObject, Plural } from "../k8s/api.js";
-import { describeError, isGone } from "../k8s/errors.js";
+import { describeError, isGone, isTimeout } from "../k8s/errors.js";
+import { watchWithInactivityLimit } from "../k8s/watch.js";
 
 export type InformerEvent = "add" | "update" | "delete";
 export type InformerHandler<T> = (event: InformerEvent, obj: T, old?: T) => void;
@@ -217,7 +217,7 @@ export class Informer<T extends KubeObject> {
         Math.min(5_000, silenceMs / 2),
       );
       watchdog.unref();
-      new Watch(this.api.kubeConfig)
+      watchWithInactivityLimit(this.api.kubeConfig, silenceMs)
         .watch(
           this.path(),
           { resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds },
@@ -236,6 +236,7 @@ export class Informer<T extends KubeObject> {
           },
           (err: unknown) => {
             if (err && isGone(err)) outcome = "expired";
+            else if (isTimeout(err)) outcome = "stalled"; // the library's own silence limit
             finish(err);
           },
         )

@@ -48,6 +48,8 @@ export class LeaderElector {
   private readonly leaseDurationMs: number;
   private readonly renewDeadlineMs: number;
   private readonly retryPeriodMs: number;
+  /** Each Lease request's own deadline: a renew must be able to fail, and retry, within the renew deadline. */
+  private readonly requestTimeoutMs: number;
 
   constructor(
     private readonly api: KubeApi,
@@ -57,6 +59,7 @@ export class LeaderElector {
     this.leaseDurationMs = opts.leaseDurationMs ?? 15_000;
     this.renewDeadlineMs = opts.renewDeadlineMs ?? 10_000;
     this.retryPeriodMs = opts.retryPeriodMs ?? 2_000;
+    this.requestTimeoutMs = Math.max(500, Math.floor(this.renewDeadlineMs / 2));
   }
 
   get isLeader(): boolean {
@@ -119,17 +122,25 @@ export class LeaderElector {
     try {
       let lease: Lease | undefined;
       try {
-        lease = await this.api.rawJson<Lease>("GET", `${this.path}/${this.opts.name}`);
+        lease = await this.api.rawJson<Lease>("GET", `${this.path}/${this.opts.name}`, undefined, undefined, {
+          timeoutMs: this.requestTimeoutMs,
+        });
       } catch (err) {
         if (!isNotFound(err)) throw err;
       }
       if (!lease) {
-        await this.api.rawJson("POST", this.path, {
-          apiVersion: "coordination.k8s.io/v1",
-          kind: "Lease",
-          metadata: { name: this.opts.name, namespace: this.opts.namespace },
-          spec: spec(0),
-        });
+        await this.api.rawJson(
+          "POST",
+          this.path,
+          {
+            apiVersion: "coordination.k8s.io/v1",
+            kind: "Lease",
+            metadata: { name: this.opts.name, namespace: this.opts.namespace },
+            spec: spec(0),
+          },
+          undefined,
+          { timeoutMs: this.requestTimeoutMs },
+        );
         return this.acquired(now);
       }
       const record = JSON.stringify([lease.spec.holderIdentity, lease.spec.renewTime]);
@@ -142,10 +153,13 @@ export class LeaderElector {
         return;
       }
       const transitions = (lease.spec.leaseTransitions ?? 0) + (holder === this.identity ? 0 : 1);
-      await this.api.rawJson("PUT", `${this.path}/${this.opts.name}`, {
-        ...lease,
-        spec: spec(transitions, holder === this.identity ? lease.spec.acquireTime : undefined),
-      });
+      await this.api.rawJson(
+        "PUT",
+        `${this.path}/${this.opts.name}`,
+        { ...lease, spec: spec(transitions, holder === this.identity ? lease.spec.acquireTime : undefined) },
+        undefined,
+        { timeoutMs: this.requestTimeoutMs },
+      );
       this.acquired(now);
     } catch (err) {
       if (!(isConflict(err) || isAlreadyExists(err))) {

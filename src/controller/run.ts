@@ -19,7 +19,9 @@ export async function runController(
   opts: { kubeconfig?: string; onLeadershipLost?: () => void } = {},
 ): Promise<RunningController> {
   requireVars(env, ["GPU_PROVIDER_API_KEY", "CALLBACK_BASE_URL", "CALLBACK_SECRET"], "controller");
-  const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }));
+  const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }), {
+    timeoutMs: env.KUBE_API_TIMEOUT_SECONDS * 1000,
+  });
   const provider = new GpuProviderClient({
     apiUrl: env.GPU_PROVIDER_API_URL,
     managementUrl: managementUrl(env),

@@ -2,17 +2,31 @@
 // CustomObjectsApi. Status is written with PUT on the status subresource carrying the
 // resourceVersion we read: the apiserver answers 409 when someone else wrote in between
 // (optimistic concurrency), and the status becomes exactly what we computed (no merge surprises).
+// Every call has a deadline (src/k8s/transport.ts): the client's, or the call's own CallOptions.
 import {
   CoreV1Api,
+  createConfiguration,
   CustomObjectsApi,
   PatchStrategy,
-  setHeaderOptions,
+  RequestContext,
+  ServerConfiguration,
+  setHeaderMiddleware,
+  wrapHttpLibrary,
+  type HttpMethod,
   type KubeConfig,
 } from "@kubernetes/client-node";
-import { request as httpsRequest, type RequestOptions } from "node:https";
 import { GROUP, VERSION } from "../crds/common.js";
 import { withConnectionReuse } from "./config.js";
 import { isConflict, isNotFound } from "./errors.js";
+import {
+  callOptions,
+  DEFAULT_KUBE_TIMEOUT_MS,
+  DeadlineHttpLibrary,
+  deadlineSignal,
+  type CallOptions,
+} from "./transport.js";
+
+export type { CallOptions } from "./transport.js";
 
 export interface KubeObject {
   apiVersion?: string;
@@ -40,71 +54,87 @@ export interface JsonPatchOp {
   value?: unknown;
 }
 
+export interface KubeApiOptions {
+  /** Deadline of every call that names none (default 30 s). */
+  timeoutMs?: number;
+}
+
 export class KubeApi {
+  /** Typed clients; a call made on them directly gets the client's default deadline. */
   readonly custom: CustomObjectsApi;
   readonly core: CoreV1Api;
+  readonly timeoutMs: number;
+  private readonly http: DeadlineHttpLibrary;
 
-  constructor(readonly kubeConfig: KubeConfig) {
+  constructor(
+    readonly kubeConfig: KubeConfig,
+    opts: KubeApiOptions = {},
+  ) {
     withConnectionReuse(kubeConfig);
-    this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
-    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    this.timeoutMs = opts.timeoutMs ?? DEFAULT_KUBE_TIMEOUT_MS;
+    this.http = new DeadlineHttpLibrary(this.timeoutMs);
+    const cluster = kubeConfig.getCurrentCluster();
+    if (!cluster) throw new Error("no current cluster in kubeconfig");
+    // As KubeConfig.makeApiClient builds it, with the deadline-bound HTTP library in place of
+    // the default one.
+    const config = createConfiguration({
+      baseServer: new ServerConfiguration(cluster.server, {}),
+      authMethods: { default: kubeConfig },
+      httpApi: wrapHttpLibrary(this.http),
+      middleware: [setHeaderMiddleware("User-Agent", "media-orchestrator")],
+    });
+    this.custom = new CustomObjectsApi(config);
+    this.core = new CoreV1Api(config);
+  }
+
+  /** Options for one typed call: its deadline and, for patches, the body's content type. */
+  private call(opts?: CallOptions, contentType?: string) {
+    return callOptions(this.timeoutMs, opts, contentType);
   }
 
   /**
    * A JSON request with the kubeconfig's TLS and credentials, bypassing the generated models. The
    * typed APIs serialize through models that drop fields they name differently (a CRD schema's
-   * `enum`, `default`, `x-kubernetes-*`), so raw objects such as CRDs go through here.
+   * `enum`, `default`, `x-kubernetes-*`), so raw objects such as CRDs go through here. It takes
+   * the typed calls' path: the same connection pool, credentials and deadline.
    */
   async rawJson<T = unknown>(
     method: string,
     path: string,
     body?: unknown,
     contentType = "application/json",
+    opts: CallOptions = {},
   ): Promise<T> {
+    const signal = deadlineSignal(opts.timeoutMs ?? this.timeoutMs, opts.signal);
     const cluster = this.kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error("no current cluster in kubeconfig");
     const url = new URL(path, cluster.server);
-    const opts: RequestOptions = { method, headers: { Accept: "application/json" } };
-    await this.kubeConfig.applyToHTTPSOptions(opts);
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    // Always a Content-Length: Node sends a DELETE body unframed (no chunking by default), and on
-    // a kept-alive connection those bytes would be read as the start of the next request.
-    if (payload !== undefined) {
-      opts.headers = {
-        ...opts.headers,
-        "Content-Type": contentType,
-        "Content-Length": Buffer.byteLength(payload),
-      };
+    const request = new RequestContext(url.toString(), method.toUpperCase() as HttpMethod);
+    await this.kubeConfig.applySecurityAuthentication(request);
+    request.setHeaderParam("Accept", "application/json");
+    if (body !== undefined) {
+      request.setHeaderParam("Content-Type", contentType);
+      request.setBody(JSON.stringify(body));
     }
-    return new Promise<T>((resolve, reject) => {
-      const req = httpsRequest(url, opts, (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => {
-          const text = Buffer.concat(chunks).toString("utf8");
-          const code = res.statusCode ?? 0;
-          if (code >= 200 && code < 300) resolve((text ? JSON.parse(text) : undefined) as T);
-          else
-            reject(Object.assign(new Error(`HTTP ${code} ${method} ${url.pathname}`), { code, body: text }));
-        });
-        res.on("error", reject);
-      });
-      req.setTimeout(30_000, () => req.destroy(new Error(`timeout: ${method} ${url.pathname}`)));
-      req.on("error", reject);
-      if (payload !== undefined) req.write(payload);
-      req.end();
-    });
+    request.setSignal(signal);
+    const res = await this.http.send(request);
+    const text = await res.body.text();
+    const code = res.httpStatusCode;
+    if (code >= 200 && code < 300) return (text ? JSON.parse(text) : undefined) as T;
+    throw Object.assign(new Error(`HTTP ${code} ${method} ${url.pathname}`), { code, body: text });
   }
 
-  async get<T extends KubeObject>(plural: Plural, namespace: string, name: string): Promise<T | undefined> {
+  async get<T extends KubeObject>(
+    plural: Plural,
+    namespace: string,
+    name: string,
+    opts?: CallOptions,
+  ): Promise<T | undefined> {
     try {
-      return (await this.custom.getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural,
-        namespace,
-        name,
-      })) as T;
+      return (await this.custom.getNamespacedCustomObject(
+        { group: GROUP, version: VERSION, plural, namespace, name },
+        this.call(opts),
+      )) as T;
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -115,7 +145,7 @@ export class KubeApi {
   async list<T extends KubeObject>(
     plural: Plural,
     namespace?: string,
-    opts: { labelSelector?: string; pageSize?: number } = {},
+    opts: { labelSelector?: string; pageSize?: number } & CallOptions = {},
   ): Promise<ListResult<T>> {
     const items: T[] = [];
     let _continue: string | undefined;
@@ -129,10 +159,11 @@ export class KubeApi {
         _continue,
         labelSelector: opts.labelSelector,
       };
+      // Each page has its own deadline: a long list is many calls, not one.
       const res = (
         namespace === undefined
-          ? await this.custom.listClusterCustomObject(page)
-          : await this.custom.listNamespacedCustomObject({ ...page, namespace })
+          ? await this.custom.listClusterCustomObject(page, this.call(opts))
+          : await this.custom.listNamespacedCustomObject({ ...page, namespace }, this.call(opts))
       ) as { items: T[]; metadata?: { resourceVersion?: string; continue?: string } };
       items.push(...res.items);
       resourceVersion = res.metadata?.resourceVersion ?? resourceVersion;
@@ -141,28 +172,26 @@ export class KubeApi {
     return { items, resourceVersion };
   }
 
-  async create<T extends KubeObject>(plural: Plural, namespace: string, body: KubeObject): Promise<T> {
-    return (await this.custom.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      plural,
-      namespace,
-      body,
-    })) as T;
+  async create<T extends KubeObject>(
+    plural: Plural,
+    namespace: string,
+    body: KubeObject,
+    opts?: CallOptions,
+  ): Promise<T> {
+    return (await this.custom.createNamespacedCustomObject(
+      { group: GROUP, version: VERSION, plural, namespace, body },
+      this.call(opts),
+    )) as T;
   }
 
   /** Replaces status (PUT /status). Fails with 409 when `obj.metadata.resourceVersion` is stale. */
-  async replaceStatus<T extends KubeObject>(plural: Plural, obj: T): Promise<T> {
+  async replaceStatus<T extends KubeObject>(plural: Plural, obj: T, opts?: CallOptions): Promise<T> {
     const { name, namespace } = obj.metadata;
     if (!namespace) throw new Error(`replaceStatus: ${plural}/${name} has no namespace`);
-    return (await this.custom.replaceNamespacedCustomObjectStatus({
-      group: GROUP,
-      version: VERSION,
-      plural,
-      namespace,
-      name,
-      body: obj,
-    })) as T;
+    return (await this.custom.replaceNamespacedCustomObjectStatus(
+      { group: GROUP, version: VERSION, plural, namespace, name, body: obj },
+      this.call(opts),
+    )) as T;
   }
 
   /** JSON patch of the status subresource (the operator's reset uses a `test` op). */
@@ -171,10 +200,11 @@ export class KubeApi {
     namespace: string,
     name: string,
     ops: JsonPatchOp[],
+    opts?: CallOptions,
   ): Promise<T> {
     return (await this.custom.patchNamespacedCustomObjectStatus(
       { group: GROUP, version: VERSION, plural, namespace, name, body: ops },
-      setHeaderOptions("Content-Type", PatchStrategy.JsonPatch),
+      this.call(opts, PatchStrategy.JsonPatch),
     )) as T;
   }
 
@@ -184,22 +214,20 @@ export class KubeApi {
     namespace: string,
     name: string,
     patch: object,
+    opts?: CallOptions,
   ): Promise<T> {
     return (await this.custom.patchNamespacedCustomObject(
       { group: GROUP, version: VERSION, plural, namespace, name, body: patch },
-      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      this.call(opts, PatchStrategy.MergePatch),
     )) as T;
   }
 
-  async delete(plural: Plural, namespace: string, name: string): Promise<boolean> {
+  async delete(plural: Plural, namespace: string, name: string, opts?: CallOptions): Promise<boolean> {
     try {
-      await this.custom.deleteNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural,
-        namespace,
-        name,
-      });
+      await this.custom.deleteNamespacedCustomObject(
+        { group: GROUP, version: VERSION, plural, namespace, name },
+        this.call(opts),
+      );
       return true;
     } catch (err) {
       if (isNotFound(err)) return false;

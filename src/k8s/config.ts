@@ -1,37 +1,88 @@
-import { Agent as HttpAgent } from "node:http";
-import { Agent as HttpsAgent } from "node:https";
-import { KubeConfig } from "@kubernetes/client-node";
+import { createHash } from "node:crypto";
+import type { AgentOptions } from "node:https";
+import { KubeConfig, type Cluster } from "@kubernetes/client-node";
 
-type AgentFactory = (
-  cluster: { name?: string; server?: string; proxyUrl?: string } | null,
-  options: object,
-) => HttpAgent;
+type Dispatcher = { close(): Promise<void> };
+type DispatcherFactory = (cluster: Cluster | null, options: AgentOptions) => Dispatcher | undefined;
+type AgentClass = new (options: { connect?: object; allowH2: boolean }) => Dispatcher;
+
+/**
+ * undici's Agent as client-node's fetch knows it: client-node has its own undici (a major apart
+ * from ours), and a dispatcher must come from the copy of the fetch that uses it. Taken from an
+ * Agent the library builds itself, which also holds when the CLI is bundled into one file.
+ */
+function clientNodeAgentClass(): AgentClass {
+  const factory = new KubeConfig() as unknown as { createDispatcher: DispatcherFactory };
+  const sample = factory.createDispatcher(null, { rejectUnauthorized: false });
+  if (!sample) throw new Error("@kubernetes/client-node built no undici Agent: revisit withConnectionReuse");
+  void sample.close();
+  return sample.constructor as AgentClass;
+}
+
 const patched = new WeakSet<KubeConfig>();
 
 /**
- * @kubernetes/client-node 1.4 builds a new https.Agent for every request
- * (KubeConfig.applySecurityAuthentication -> createAgent), so every API call pays a new TCP and
- * TLS handshake: on two cores that capped a bare client at ~40 writes/s. Reuse one keep-alive
- * agent per cluster and credentials instead. Proxied clusters keep the library's own agents.
+ * How our requests reach the apiserver; two measured problems of @kubernetes/client-node 2.0
+ * (test/k8s/transport.test.ts):
+ *  - it builds a new undici Agent for every request that carries TLS settings (any kubeconfig
+ *    with a CA, a client certificate or insecure-skip-tls-verify), so every call and every
+ *    watch paid a new TCP and TLS handshake: 200 calls, 200 connections. One dispatcher, and so
+ *    one pool, per cluster and user instead; rebuilt (the old one closed once idle) when the TLS
+ *    material changes, so certificates rotated on disk are still picked up.
+ *  - its undici speaks HTTP/2 to the apiserver when offered, and has no PING timeout: a
+ *    connection that goes silent (a black-holed path) keeps every later call and watch hanging
+ *    on it; a call's deadline resets only its own stream. Over HTTP/1.1 a request that hits its
+ *    deadline takes its connection down with it, so a dead connection is never used again.
+ * Proxied clusters (HTTP or SOCKS proxy) keep the library's dispatchers, pooled the same way.
  */
 export function withConnectionReuse(kc: KubeConfig): KubeConfig {
   if (patched.has(kc)) return kc;
   patched.add(kc);
-  const target = kc as unknown as { createAgent: AgentFactory };
-  const original = target.createAgent.bind(kc);
-  const agents = new Map<string, HttpAgent>();
-  target.createAgent = (cluster, options) => {
-    if (!cluster || cluster.proxyUrl) return original(cluster, options);
-    const key = `${cluster.name}|${kc.getCurrentContext()}`;
-    let agent = agents.get(key);
-    if (!agent) {
-      const opts = { ...options, keepAlive: true, maxSockets: 64, maxFreeSockets: 16 };
-      agent = cluster.server?.startsWith("http:") ? new HttpAgent(opts) : new HttpsAgent(opts);
-      agents.set(key, agent);
-    }
-    return agent;
+  const target = kc as unknown as { createDispatcher?: DispatcherFactory };
+  if (typeof target.createDispatcher !== "function")
+    throw new Error(
+      "@kubernetes/client-node has no KubeConfig.createDispatcher: revisit withConnectionReuse",
+    );
+  const original = target.createDispatcher.bind(kc);
+  const Agent = clientNodeAgentClass();
+  const build: DispatcherFactory = (cluster, options) => {
+    const spec = kc.createDispatcherOptions(cluster, options);
+    if (spec.type === "agent") return new Agent({ connect: spec.connect, allowH2: false });
+    if (spec.type === "none") return new Agent({ allowH2: false });
+    return original(cluster, options);
+  };
+  const pools = new Map<string, { material: string; dispatcher: Dispatcher | undefined }>();
+  target.createDispatcher = (cluster, options) => {
+    const slot = JSON.stringify([cluster?.name, cluster?.server, kc.getCurrentUser()?.name]);
+    const material = tlsMaterial(cluster, options);
+    const cached = pools.get(slot);
+    if (cached?.material === material) return cached.dispatcher;
+    const dispatcher = build(cluster, options);
+    // close() lets requests in flight finish first.
+    cached?.dispatcher?.close().catch(() => {});
+    pools.set(slot, { material, dispatcher });
+    return dispatcher;
   };
   return kc;
+}
+
+/** A digest of what a dispatcher's connections are built from (never the secrets themselves). */
+function tlsMaterial(cluster: Cluster | null, o: AgentOptions): string {
+  const hash = createHash("sha256");
+  for (const v of [
+    cluster?.proxyUrl,
+    o.ca,
+    o.cert,
+    o.key,
+    o.pfx,
+    o.passphrase,
+    o.servername,
+    o.rejectUnauthorized,
+  ]) {
+    hash.update(v === undefined ? "-" : typeof v === "string" || Buffer.isBuffer(v) ? v : JSON.stringify(v));
+    hash.update("\0");
+  }
+  return hash.digest("hex");
 }
 
 /**

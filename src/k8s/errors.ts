@@ -35,6 +35,9 @@ export const isAlreadyExists = (err: unknown): boolean => kubeError(err)?.reason
 export const isInvalid = (err: unknown): boolean => kubeError(err)?.code === 422;
 export const isGone = (err: unknown): boolean => kubeError(err)?.code === 410;
 export const isForbidden = (err: unknown): boolean => kubeError(err)?.code === 403;
+/** A call or watch that hit its deadline (KubeTimeoutError, or a watch's TimeoutError). */
+export const isTimeout = (err: unknown): boolean =>
+  !!err && typeof err === "object" && ["KubeTimeoutError", "TimeoutError"].includes((err as Error).name);
 
 /** A one-line description of any error, for logs, Events and conditions. */
 export function describeError(err: unknown): string {

@@ -24,7 +24,9 @@ export async function runWebhooks(
   // key no GPU callback could be confirmed with the provider's status API (RunPod does not sign
   // callbacks).
   requireSidecarVars(env);
-  const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }));
+  const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }), {
+    timeoutMs: env.KUBE_API_TIMEOUT_SECONDS * 1000,
+  });
   const namespace = webhookNamespace(env);
   const registry = new Registry();
   const provider = new GpuProviderClient({

@@ -61,7 +61,7 @@ export function runHookPods(
         name: pod.serviceAccountName ?? "default",
         body: { spec: { audiences: [], expirationSeconds: 600 } },
       });
-      writeFileSync(join(saDir, "token"), token.status!.token);
+      writeFileSync(join(saDir, "token"), token.status?.token ?? "");
       // The API server's self-signed certificate (with its CA) is what the pod would trust.
       writeFileSync(join(saDir, "ca.crt"), readFileSync(join(cp.dataDir, "pki/apiserver.crt")));
     }

@@ -11,6 +11,7 @@ import { REPO_ROOT } from "../support/controlplane.js";
 const read = (p: string) => readFileSync(join(REPO_ROOT, p), "utf8");
 const dockerfile = read("Dockerfile");
 const pkg = JSON.parse(read("package.json")) as {
+  engines: { node: string };
   dependencies: Record<string, string>;
   devDependencies: Record<string, string>;
 };
@@ -40,6 +41,19 @@ describe("the image", () => {
     }
     expect(missing).toEqual([]);
     expect([...seen]).toEqual(expect.arrayContaining(["@kubernetes/client-node", "fastify", "zod"]));
+  });
+
+  it("is built on the Node the tests run on: the Makefile's pin, an LTS that engines names", () => {
+    const image = /^ARG NODE_IMAGE=node:(\d+)\.(\d+)\.(\d+)-bookworm-slim$/m.exec(dockerfile);
+    const pinned = /^NODE_VERSION := (\d+)\.(\d+)\.(\d+)$/m.exec(read("Makefile"));
+    expect(image?.slice(1)).toEqual(pinned?.slice(1));
+    const [major, minor] = pinned!.slice(1).map(Number) as [number, number];
+    // Only even majors become LTS (https://nodejs.org/en/about/previous-releases);
+    // @kubernetes/client-node 2.x needs at least 22.19.
+    expect(major % 2).toBe(0);
+    expect(major > 22 || (major === 22 && minor >= 19)).toBe(true);
+    expect(pkg.engines.node).toMatch(new RegExp(`^\\^${major}\\.`));
+    expect(pkg.devDependencies["@types/node"]).toMatch(new RegExp(`^\\^${major}\\.`));
   });
 
   it("is multi-stage on a pinned Node base and ships production dependencies only", () => {

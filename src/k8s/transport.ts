@@ -1,0 +1,117 @@
+// Every request to the Kubernetes API has a deadline. @kubernetes/client-node sends requests with
+// undici's fetch and no deadline of its own: an apiserver that accepts a connection and never
+// answers (a black-holed network path, a stalled proxy) would hang the call, and the reconcile
+// or lease renewal waiting on it, forever. Every typed call and every raw request of ours goes
+// through the one HTTP library here, which bounds the whole exchange (sending, waiting, reading
+// the body) by an AbortSignal: the client's default deadline, or the caller's own.
+import {
+  createConfiguration,
+  Observable,
+  ResponseContext,
+  type ConfigurationOptions,
+  type ObservableMiddleware,
+  type PromiseHttpLibrary,
+  type RequestContext,
+} from "@kubernetes/client-node";
+
+/** The deadline of a Kubernetes API call when neither the client nor the call names one. */
+export const DEFAULT_KUBE_TIMEOUT_MS = 30_000;
+
+/** Per-call limits, for calls whose deadline differs from the client's (e.g. a lease renewal's). */
+export interface CallOptions {
+  /** This call's deadline in milliseconds, instead of the client's default. */
+  timeoutMs?: number;
+  /** Aborts the call early (e.g. on shutdown); the call then fails with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** A call that got no complete answer before its deadline. */
+export class KubeTimeoutError extends Error {
+  override readonly name = "KubeTimeoutError";
+  readonly code = "ETIMEDOUT";
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly timeoutMs: number | undefined,
+  ) {
+    super(
+      `${method} ${path}: no complete answer from the Kubernetes API ` +
+        (timeoutMs === undefined ? "before the caller's deadline" : `within ${timeoutMs} ms`),
+    );
+  }
+}
+
+/** The deadline each signal of ours carries, to name it in the error. */
+const deadlines = new WeakMap<AbortSignal, { timeoutMs: number; timer: AbortSignal }>();
+
+/** A signal that fires at the deadline, or earlier when the caller's signal fires. */
+export function deadlineSignal(timeoutMs: number, signal?: AbortSignal): AbortSignal {
+  const timer = AbortSignal.timeout(timeoutMs);
+  const combined = signal ? AbortSignal.any([signal, timer]) : timer;
+  deadlines.set(combined, { timeoutMs, timer });
+  return combined;
+}
+
+const isTimeoutReason = (reason: unknown): boolean =>
+  reason instanceof Error || reason instanceof DOMException
+    ? (reason as { name: string }).name === "TimeoutError"
+    : false;
+
+/**
+ * client-node's own fetch library (its bundled undici, so the dispatcher its KubeConfig builds
+ * fits), with a deadline on every request and the body read before the deadline ends.
+ */
+export class DeadlineHttpLibrary implements PromiseHttpLibrary {
+  private readonly fetchLibrary = createConfiguration().httpApi;
+
+  constructor(readonly defaultTimeoutMs: number = DEFAULT_KUBE_TIMEOUT_MS) {}
+
+  async send(request: RequestContext): Promise<ResponseContext> {
+    let signal = request.getSignal();
+    if (!signal) {
+      signal = deadlineSignal(this.defaultTimeoutMs);
+      request.setSignal(signal);
+    }
+    try {
+      const response = await this.fetchLibrary.send(request).toPromise();
+      const text = await response.body.text();
+      return new ResponseContext(response.httpStatusCode, response.headers, {
+        text: () => Promise.resolve(text),
+        binary: () => Promise.resolve(Buffer.from(text)),
+        stream: () => null,
+      });
+    } catch (err) {
+      if (signal.aborted && isTimeoutReason(signal.reason)) {
+        const deadline = deadlines.get(signal);
+        const ours = deadline && deadline.timer.aborted ? deadline.timeoutMs : undefined;
+        const path = new URL(request.getUrl()).pathname;
+        throw new KubeTimeoutError(request.getHttpMethod(), path, ours);
+      }
+      throw err;
+    }
+  }
+}
+
+/**
+ * Options for one typed client call: its deadline (and the caller's signal) and, for patches,
+ * the body's content type. Typed calls made without them still get the client's default
+ * deadline from DeadlineHttpLibrary.
+ */
+export function callOptions(
+  timeoutMs: number,
+  opts: CallOptions = {},
+  contentType?: string,
+): ConfigurationOptions {
+  const signal = deadlineSignal(opts.timeoutMs ?? timeoutMs, opts.signal);
+  // The typed clients (client-node's "object" APIs) run call-time middleware as given, so it
+  // answers with client-node's Observable, not a Promise.
+  const middleware: ObservableMiddleware = {
+    pre: (request) => {
+      request.setSignal(signal);
+      if (contentType) request.setHeaderParam("Content-Type", contentType);
+      return new Observable(Promise.resolve(request));
+    },
+    post: (response) => new Observable(Promise.resolve(response)),
+  };
+  return { middleware: [middleware], middlewareMergeStrategy: "append" };
+}
