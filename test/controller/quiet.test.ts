@@ -124,7 +124,9 @@ beforeAll(async () => {
   );
   const processing = await waitForPhase(api, ns, "cancelled", "Processing");
   const provider = new GpuProviderClient({ apiUrl: sim.url, apiKey: SIM_KEY });
-  await provider.cancel(processing.status!.endpointId!, "quiet-cancel");
+  // The provider made up its own id for the job (RunPod ignores ours).
+  await eventually(() => sim.getJob("quiet-cancel") !== undefined);
+  await provider.cancel(processing.status!.endpointId!, sim.getJob("quiet-cancel")!.id);
   await waitForPhase(api, ns, "cancelled", "Cancelled");
 
   // Settled: every job finished and let go of, and a tick has passed since.

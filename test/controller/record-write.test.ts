@@ -17,16 +17,17 @@ import {
   waitForReady,
 } from "../support/stack.js";
 
+/** What the flaky client is told to fail, and how often it did (kept apart: the client is wrapped). */
+const plan = { failures: [] as Array<{ code: number }>, refused: 0 };
+
 /** The controller's Kubernetes client, whose status writes that record a provider id fail at will. */
 class FlakyStatusWrites extends KubeApi {
-  failures: Array<{ code: number }> = [];
-  refused = 0;
   override async replaceStatus<T extends KubeObject>(plural: Plural, obj: T): Promise<T> {
     const status = (obj as unknown as MediaJob).status;
     const recordsProviderId = plural === "mediajobs" && status?.submission?.state === "Accepted";
-    const failure = recordsProviderId ? this.failures.shift() : undefined;
+    const failure = recordsProviderId ? plan.failures.shift() : undefined;
     if (failure) {
-      this.refused++;
+      plan.refused++;
       throw Object.assign(new Error(`HTTP ${failure.code}`), { code: failure.code, body: "" });
     }
     return super.replaceStatus(plural, obj);
@@ -58,8 +59,8 @@ describe("a failed status write after an accepted submission", () => {
   it.each([500, 429])(
     "HTTP %i: the job is not submitted again, and its provider id is recorded later",
     async (code) => {
-      flaky.failures = [{ code }, { code }];
-      const refusedBefore = flaky.refused;
+      plan.failures = [{ code }, { code }];
+      const refusedBefore = plan.refused;
       const name = `write-${code}`;
       await api.create(
         "mediajobs",
@@ -68,7 +69,7 @@ describe("a failed status write after an accepted submission", () => {
       );
       // Callbacks are dropped: the job completes from the status API, with the id recorded late.
       const job = await waitForPhase(api, ns, name, "Completed", 30_000);
-      expect(flaky.refused - refusedBefore).toBe(2);
+      expect(plan.refused - refusedBefore).toBe(2);
       expect(sim.executions(name)).toBe(1);
       expect(job.status?.providerJobId).toBe(sim.getJob(name)!.id);
       expect(job.status?.attempts).toBe(1);

@@ -61,6 +61,11 @@ export class ProviderView {
     return this.credentials.fetches;
   }
 
+  /** How many endpoint listings went to the provider: one per tick for all endpoints. */
+  get endpointListings(): number {
+    return this.endpoints.fetches;
+  }
+
   checkKey(): Promise<KeyIdentity> {
     return this.credentials.get();
   }
