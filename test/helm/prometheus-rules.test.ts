@@ -42,7 +42,14 @@ function cases(sel: string): Case[] {
       at: "10m",
       series: [[s("media_orchestrator_leader", 'pod="a"'), "0x15"]],
     },
-    { alert: "MediaOrchestratorNoLeader", fires: true, at: "10m", series: [[s("up", 'pod="a"'), "1x15"]] },
+    {
+      alert: "MediaOrchestratorNoLeader",
+      fires: true,
+      at: "10m",
+      // absent(): no controller is scraped at all; the alert keeps the selector's labels.
+      series: [[s("up", 'pod="a"'), "1x15"]],
+      labels: { namespace: NS },
+    },
     {
       alert: "MediaOrchestratorNoLeader",
       fires: false,
