@@ -8,9 +8,9 @@
 //    missed; only the leader counts them, so a sum across replicas counts each job once.
 // Labels are phases, workloads, condition types and reasons: fixed sets, never job names or ids.
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
-import type { Condition } from "../crds/common.js";
+import { Workload, type Condition } from "../crds/common.js";
 import type { GpuEndpoint } from "../crds/gpuendpoint.js";
-import type { MediaJob } from "../crds/mediajob.js";
+import { JobPhase, type MediaJob } from "../crds/mediajob.js";
 import { isTerminal, isUnconfirmed, msUntilStuck } from "../mediajob/lifecycle.js";
 import type { InformerEvent } from "./informer.js";
 
@@ -74,6 +74,9 @@ export class ResourceMetrics {
       "MediaJobs in the cache, by phase and workload",
       ["phase", "workload"],
       (g, s) => {
+        // Every phase and workload, zeros included: a query sees 0, not "no data".
+        for (const phase of JobPhase.options)
+          for (const workload of Workload.options) g.set({ phase, workload }, 0);
         for (const job of s.jobs())
           g.inc({ phase: job.status?.phase ?? "Pending", workload: job.spec.workload });
       },
@@ -83,6 +86,7 @@ export class ResourceMetrics {
       "MediaJobs Processing past their timeout (spec.timeoutSeconds, else the default), by workload",
       ["workload"],
       (g, s) => {
+        for (const workload of Workload.options) g.set({ workload }, 0);
         const now = Date.now();
         for (const job of s.jobs())
           if (job.status?.phase === "Processing" && msUntilStuck(job, now, s.defaultTimeoutSeconds) < 0)
@@ -94,6 +98,7 @@ export class ResourceMetrics {
       "MediaJobs whose current submission is unconfirmed (the answer of /run was lost; waiting for its callback), by workload",
       ["workload"],
       (g, s) => {
+        for (const workload of Workload.options) g.set({ workload }, 0);
         for (const job of s.jobs())
           if (isUnconfirmed(job.status) && job.status?.submission?.state === "Unconfirmed")
             g.inc({ workload: job.spec.workload });

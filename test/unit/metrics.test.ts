@@ -135,7 +135,7 @@ describe("resource metrics", () => {
     expect(await value(registry, 'media_orchestrator_mediajobs{phase="Processing",workload="tts"}')).toBe(1);
     expect(await value(registry, 'media_orchestrator_mediajobs{phase="Pending",workload="tts"}')).toBe(1);
     expect(await value(registry, 'media_orchestrator_mediajobs_stuck{workload="asr"}')).toBe(1);
-    expect(await value(registry, 'media_orchestrator_mediajobs_stuck{workload="tts"}')).toBeUndefined();
+    expect(await value(registry, 'media_orchestrator_mediajobs_stuck{workload="tts"}')).toBe(0);
     expect(await value(registry, 'media_orchestrator_mediajobs_unconfirmed{workload="tts"}')).toBe(1);
     expect(
       await value(
@@ -151,9 +151,7 @@ describe("resource metrics", () => {
     ).toBe(1);
     // Gauges follow the cache: a job gone is no longer counted.
     jobs.length = 0;
-    expect(
-      await value(registry, 'media_orchestrator_mediajobs{phase="Completed",workload="asr"}'),
-    ).toBeUndefined();
+    expect(await value(registry, 'media_orchestrator_mediajobs{phase="Completed",workload="asr"}')).toBe(0);
   });
 
   it("counts what watch events show: submissions, ends, failures by reason, and their latencies", async () => {
