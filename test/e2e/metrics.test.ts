@@ -241,6 +241,17 @@ describe("the metrics the dashboard and the alerts use", () => {
       exposed.samples.find(
         (s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
       );
+    // Both APIs of the provider are counted: the job API and the management API (REST v2 here).
+    expect(
+      sample("media_orchestrator_provider_requests_total", {
+        api: "job",
+        operation: "submit",
+        outcome: "ok",
+      }),
+    ).toBeDefined();
+    expect(
+      sample("media_orchestrator_provider_requests_total", { api: "management", outcome: "ok" }),
+    ).toBeDefined();
     expect(
       sample("media_orchestrator_recoveries_total", { kind: "missed_callback" })?.value,
     ).toBeGreaterThanOrEqual(1);
