@@ -26,7 +26,7 @@ export PATH := $(CURDIR)/$(NODE_DIR)/bin:$(PATH)
 endif
 
 .PHONY: help node print-node deps build lint typecheck crds crds-check test test-unit controlplane cluster-up cluster-down \
-        install run dev-up dev-down demo bench helm clean
+        install run dev-up dev-down demo bench helm promtool clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -80,7 +80,10 @@ controlplane: deps ## build (or reuse) the local kube-apiserver + etcd binary
 helm: deps ## build (or reuse) helm v3.18.6 from its Go module into .local/bin
 	$(TSX) -e 'import("./test/support/helm.ts").then((m) => console.log(m.helmBinary()))'
 
-test: deps crds-check lint typecheck controlplane helm sdk-venv ## every test, from a fresh clone
+promtool: deps ## build (or reuse) promtool from Prometheus's Go module into .local/bin
+	$(TSX) -e 'import("./test/support/promtool.ts").then((m) => console.log(m.promtoolBinary()))'
+
+test: deps crds-check lint typecheck controlplane helm promtool sdk-venv ## every test, from a fresh clone
 	npx vitest run --reporter=default --reporter=json --outputFile.json=.local/test-results.json
 
 # RunPod's official Python SDK for test/sdk (python3 with venv); reinstalled when the pins change.

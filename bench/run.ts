@@ -583,7 +583,7 @@ async function scale(sizes: number[]) {
         page = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
         const cached = metricValue(page, 'media_orchestrator_cached_objects{resource="mediajobs"}');
         const now = metricValue(page, "media_orchestrator_reconcile_total");
-        const idle = metricValue(page, "media_orchestrator_workqueue_depth") === 0 && now === reconciled;
+        const idle = metricValue(page, 'workqueue_depth{name="mediajob"}') === 0 && now === reconciled;
         if (cached >= size && idle) break;
         reconciled = now;
         await new Promise((r) => setTimeout(r, 1000));

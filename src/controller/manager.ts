@@ -21,7 +21,7 @@ import { LeaderElector } from "./leader.js";
 import { MediaJobReconciler, RetryLater } from "./mediajob/reconciler.js";
 import { ControllerMetrics } from "./metrics.js";
 import { OwnWrites, recordingWrites } from "./own-writes.js";
-import { WorkQueue, type Reconciler } from "./workqueue.js";
+import { WorkQueue } from "./workqueue.js";
 
 export interface ManagerOptions {
   api: KubeApi;
@@ -109,9 +109,17 @@ export class Manager {
         this.metrics.reconciles.inc({ controller: name, outcome });
         this.metrics.reconcileSeconds.observe({ controller: name }, ms / 1000);
       },
+      metrics: this.metrics.workqueue.sink(name),
     });
     this.jobQueue = new WorkQueue(queueOpts("mediajob"));
     this.endpointQueue = new WorkQueue({ ...queueOpts("gpuendpoint"), maxDelayMs: tickMs });
+    this.metrics.workqueue.track("mediajob", this.jobQueue);
+    this.metrics.workqueue.track("gpuendpoint", this.endpointQueue);
+    this.metrics.resources.readFrom({
+      jobs: () => this.jobs.list(),
+      endpoints: () => this.endpoints.list(),
+      defaultTimeoutSeconds: env.JOB_TIMEOUT_SECONDS,
+    });
 
     if (!env.CALLBACK_BASE_URL || !env.CALLBACK_SECRET)
       throw new Error("CALLBACK_BASE_URL and CALLBACK_SECRET are required");
@@ -134,6 +142,7 @@ export class Manager {
       },
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
       onSubmission: (outcome) => this.metrics.submissions.inc({ outcome }),
+      onRecovery: (kind) => this.metrics.recoveries.inc({ kind }),
       fence: () => this.leading && (this.elector?.holdsLease() ?? true),
       leadership: () => this.leadership?.signal,
     });
@@ -154,6 +163,10 @@ export class Manager {
       if (event === "delete") this.ownJobWrites.forget(job);
       const ours = event !== "delete" && this.ownJobWrites.claim(job);
       if (jobEventWorthALook(event, job, old, ours)) this.jobQueue.add(objectKey(job));
+    });
+    // Counted by the leader only, so a sum across replicas counts each job once.
+    this.jobs.on((event, job, old) => {
+      if (this.leading) this.metrics.resources.observe(event, job, old);
     });
     this.endpoints.on((event, ep, old) => {
       if (event === "delete") this.ownEndpointWrites.forget(ep);
@@ -220,22 +233,16 @@ export class Manager {
     this.leading = true;
     this.leadership = new AbortController();
     this.metrics.leader.set(1);
+    this.metrics.leaderChanges.inc({ change: "acquired" });
     const concurrency = this.o.env.MAX_CONCURRENT_RECONCILES;
     this.running = Promise.all([
-      this.jobQueue.run(concurrency, this.instrument(this.jobReconciler.reconcile)),
+      this.jobQueue.run(concurrency, this.jobReconciler.reconcile),
       this.endpointQueue.run(Math.max(1, Math.min(4, concurrency)), this.endpointReconciler.reconcile),
     ]);
     this.resync();
     const tickMs = this.o.env.RESYNC_INTERVAL_SECONDS * 1000;
     this.resyncTimer = setInterval(() => this.resync(), tickMs);
     this.resyncTimer.unref();
-  }
-
-  private instrument(r: Reconciler): Reconciler {
-    return async (key) => {
-      this.metrics.queueDepth.set({ controller: "mediajob" }, this.jobQueue.length);
-      return r(key);
-    };
   }
 
   /**
@@ -256,6 +263,7 @@ export class Manager {
     this.leading = false;
     this.leadership?.abort();
     this.metrics.leader.set(0);
+    this.metrics.leaderChanges.inc({ change: "lost" });
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     this.jobQueue.shutdown();
     this.endpointQueue.shutdown();

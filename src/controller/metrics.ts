@@ -1,6 +1,9 @@
 // The controller's Prometheus metrics, on a registry of its own (one process may run both the
 // controller and the sidecar).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { ProviderMetrics } from "../provider/metrics.js";
+import { ResourceMetrics } from "./resource-metrics.js";
+import { WorkQueueMetrics } from "./workqueue-metrics.js";
 
 export class ControllerMetrics {
   readonly registry = new Registry();
@@ -17,10 +20,25 @@ export class ControllerMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
-  readonly queueDepth = new Gauge({
-    name: "media_orchestrator_workqueue_depth",
-    help: "Keys waiting in the work queue",
-    labelNames: ["controller"] as const,
+  /** controller-runtime's workqueue_* metrics, label `name` per controller. */
+  readonly workqueue = new WorkQueueMetrics(this.registry);
+  /** MediaJobs and GpuEndpoints: gauges from the caches, what jobs went through. */
+  readonly resources = new ResourceMetrics(this.registry);
+  /** media_orchestrator_provider_*: the GpuProviderClient's onCall. */
+  readonly provider = new ProviderMetrics(this.registry);
+  readonly recoveries = new Counter({
+    name: "media_orchestrator_recoveries_total",
+    help:
+      "Jobs the controller recovered, by kind: missed_callback (completed from the provider's status " +
+      "API), provider_lost_job (replayed after a 404), unconfirmed_resubmission (sent again past its " +
+      "confirmation deadline: may have run twice)",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
+  readonly leaderChanges = new Counter({
+    name: "media_orchestrator_leader_changes_total",
+    help: "Times this process became the leader (change=acquired) or stopped leading (change=lost)",
+    labelNames: ["change"] as const,
     registers: [this.registry],
   });
   readonly transitions = new Counter({

@@ -6,6 +6,7 @@ import { loadKubeConfig } from "../k8s/config.js";
 import { GpuProviderClient } from "../provider/index.js";
 import { startControllerHealthServer } from "./health.js";
 import { Manager } from "./manager.js";
+import { ControllerMetrics } from "./metrics.js";
 
 export interface RunningController {
   manager: Manager;
@@ -22,18 +23,21 @@ export async function runController(
   const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }), {
     timeoutMs: env.KUBE_API_TIMEOUT_SECONDS * 1000,
   });
+  const metrics = new ControllerMetrics();
   const provider = new GpuProviderClient({
     apiUrl: env.GPU_PROVIDER_API_URL,
     managementUrl: managementUrl(env),
     managementApi: env.GPU_PROVIDER_MANAGEMENT_API,
     apiKey: env.GPU_PROVIDER_API_KEY!,
     logger: log.child({ component: "gpu-provider" }),
+    onCall: metrics.provider.onCall,
   });
   const manager = new Manager({
     api,
     provider,
     env,
     log,
+    metrics,
     onLeadershipLost: opts.onLeadershipLost,
     leaseDurationMs: env.LEADER_ELECTION_LEASE_DURATION_SECONDS * 1000,
     renewDeadlineMs: env.LEADER_ELECTION_RENEW_DEADLINE_SECONDS * 1000,

@@ -19,6 +19,18 @@ export interface WorkQueueOptions {
   maxDelayMs?: number;
   onError?: (key: string, err: unknown, retryInMs: number) => void;
   onDone?: (key: string, durationMs: number, outcome: "success" | "error" | "requeue") => void;
+  /** Told what client-go's workqueue metrics count (src/controller/workqueue-metrics.ts). */
+  metrics?: WorkQueueMetricsSink;
+}
+
+/** client-go's workqueue MetricsProvider, as calls: adds, time waiting, time worked, retries. */
+export interface WorkQueueMetricsSink {
+  added(): void;
+  /** A key handed to a worker, after waiting this long since it was added. */
+  queued(seconds: number): void;
+  /** A worker finished a key, after working on it this long. */
+  worked(seconds: number): void;
+  retried(): void;
 }
 
 export class WorkQueue {
@@ -28,6 +40,10 @@ export class WorkQueue {
   private readonly processing = new Set<string>();
   private readonly failures = new Map<string, number>();
   private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  /** When each waiting key was added, and when each key in processing was handed out (metrics). */
+  private readonly addedAt = new Map<string, number>();
+  private readonly startedAt = new Map<string, number>();
+  private started = false;
   private waiters: Array<() => void> = [];
   private shuttingDown = false;
   private readonly baseDelayMs: number;
@@ -49,6 +65,10 @@ export class WorkQueue {
   add(key: string): void {
     if (this.shuttingDown || this.dirty.has(key)) return;
     this.dirty.add(key);
+    if (this.opts.metrics) {
+      this.opts.metrics.added();
+      this.addedAt.set(key, performance.now());
+    }
     if (this.processing.has(key)) return; // picked up again by done()
     this.queue.push(key);
     this.wake();
@@ -83,6 +103,7 @@ export class WorkQueue {
   addRateLimited(key: string): number {
     const n = this.failures.get(key) ?? 0;
     this.failures.set(key, n + 1);
+    this.opts.metrics?.retried();
     const delay = Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** n);
     this.addAfter(key, delay);
     return delay;
@@ -116,11 +137,22 @@ export class WorkQueue {
     }
     this.dirty.delete(key);
     this.processing.add(key);
+    if (this.opts.metrics) {
+      const now = performance.now();
+      this.opts.metrics.queued((now - (this.addedAt.get(key) ?? now)) / 1000);
+      this.addedAt.delete(key);
+      this.startedAt.set(key, now);
+    }
     return key;
   }
 
   done(key: string): void {
     this.processing.delete(key);
+    const started = this.startedAt.get(key);
+    if (started !== undefined) {
+      this.startedAt.delete(key);
+      this.opts.metrics?.worked((performance.now() - started) / 1000);
+    }
     if (this.dirty.has(key)) {
       this.queue.push(key);
       this.wake();
@@ -132,6 +164,7 @@ export class WorkQueue {
    * it with backoff, a requeueAfter schedules it, success forgets its backoff.
    */
   async run(concurrency: number, reconcile: Reconciler): Promise<void> {
+    this.started = true;
     const worker = async () => {
       for (;;) {
         const key = await this.get();
@@ -156,6 +189,25 @@ export class WorkQueue {
       }
     };
     await Promise.all(Array.from({ length: concurrency }, worker));
+  }
+
+  /**
+   * client-go's depth (keys added and not yet handed out), and its unfinished work: the seconds
+   * spent so far on the keys in processing, summed and the longest. Undefined while no worker runs
+   * (a replica that does not lead fills the queue from its cache but works on nothing).
+   */
+  gauges(
+    now = performance.now(),
+  ): { depth: number; unfinishedSeconds: number; longestSeconds: number } | undefined {
+    if (!this.started || this.shuttingDown) return undefined;
+    let unfinished = 0;
+    let longest = 0;
+    for (const at of this.startedAt.values()) {
+      const s = (now - at) / 1000;
+      unfinished += s;
+      longest = Math.max(longest, s);
+    }
+    return { depth: this.dirty.size, unfinishedSeconds: unfinished, longestSeconds: longest };
   }
 
   /** Stops handing out keys; workers finish their current key and return. */

@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import { request, type Dispatcher } from "undici";
 import type { z } from "zod";
+import { callApi, observed, type ProviderCall } from "./calls.js";
 import { ProviderError, errorFromResponse, redact } from "./errors.js";
 import {
   graphqlUnavailable,
@@ -46,6 +47,11 @@ export interface GpuProviderClientOptions {
   retryBaseDelayMs?: number;
   logger?: Logger;
   dispatcher?: Dispatcher;
+  /**
+   * Told of every attempt at the provider (each retry is one), for metrics: which API and
+   * operation, the outcome (ok or the error code), how long it took, the HTTP status if any.
+   */
+  onCall?: (call: ProviderCall) => void;
 }
 
 export interface SubmitRequest {
@@ -79,6 +85,7 @@ export class GpuProviderClient {
   readonly #restApi: RestManagement;
   /** The management API in use (GPU_PROVIDER_MANAGEMENT_API). */
   readonly management: EndpointManagement;
+  readonly #onCall: ((call: ProviderCall) => void) | undefined;
 
   constructor(opts: GpuProviderClientOptions) {
     this.#apiUrl = baseUrl(opts.apiUrl, "apiUrl");
@@ -98,6 +105,7 @@ export class GpuProviderClient {
     this.#graphqlApi = new GraphQLManagement(transport);
     this.#restApi = new RestManagement(transport);
     this.management = (opts.managementApi ?? "rest") === "rest" ? this.#restApi : this.#graphqlApi;
+    this.#onCall = opts.onCall;
   }
 
   /**
@@ -253,7 +261,7 @@ export class GpuProviderClient {
     attempt: (timeoutMs: number) => Promise<T>,
     retryIf?: (err: ProviderError) => boolean,
   ): Promise<T> {
-    return withRetries(this.#policy, attempt, {
+    return withRetries(this.#policy, observed(this.#onCall, callApi(ctx.op), ctx.op, attempt), {
       ...(retryIf !== undefined && { retryIf }),
       onRetry: (err, attemptNo, delayMs) =>
         this.#log?.debug(

@@ -5,6 +5,21 @@ import { Counter, Histogram, Registry, collectDefaultMetrics, type Metric } from
 
 const PREFIX = "media_orchestrator_webhooks_";
 
+/**
+ * The payment event types counted by name: the subscription events the sidecar acts on. Others are
+ * "other", so a provider that adds types (or a sender with a valid signature) cannot grow the label.
+ */
+const COUNTED_PAYMENT_TYPES: ReadonlySet<string> = new Set([
+  "customer.subscription.created",
+  "customer.subscription.updated",
+  "customer.subscription.deleted",
+  "customer.subscription.paused",
+  "customer.subscription.resumed",
+  "customer.subscription.trial_will_end",
+]);
+
+export const paymentTypeLabel = (type: string): string => (COUNTED_PAYMENT_TYPES.has(type) ? type : "other");
+
 function registered<T extends Metric>(registry: Registry, name: string, make: () => T): T {
   return (registry.getSingleMetric(name) as T | undefined) ?? make();
 }
@@ -15,7 +30,7 @@ export class WebhookMetrics {
   readonly signatureFailures: Counter<"reason">;
   readonly duplicates: Counter<"route">;
   readonly conflicts: Counter<"resource">;
-  readonly paymentOutcomes: Counter<"outcome">;
+  readonly paymentOutcomes: Counter<"type" | "outcome">;
   readonly gcDeleted: Counter;
 
   constructor(readonly registry: Registry = new Registry()) {
@@ -82,8 +97,10 @@ export class WebhookMetrics {
       () =>
         new Counter({
           name: `${PREFIX}payment_events_total`,
-          help: "Processing attempts of payment events, by the outcome recorded",
-          labelNames: ["outcome"] as const,
+          help:
+            "Processing attempts of payment events, by event type (the subscription types the product " +
+            "acts on; every other type is counted as other) and the outcome recorded",
+          labelNames: ["type", "outcome"] as const,
           registers,
         }),
     );

@@ -22,7 +22,7 @@ import { describeError, isAlreadyExists, isConflict } from "../k8s/errors.js";
 import { applySubscriptionChange, type SubscriptionChange } from "./billing.js";
 import type { FinishedEvents } from "./finished.js";
 import type { KubeJson } from "./kubejson.js";
-import type { WebhookMetrics } from "./metrics.js";
+import { paymentTypeLabel, type WebhookMetrics } from "./metrics.js";
 import type { SubscriptionLookup } from "./paymentapi.js";
 import { isFinished, newPaymentRecord, recordedOutcome } from "./paymentrecord.js";
 import type { VerifyThenLimit } from "./ratelimit.js";
@@ -235,7 +235,7 @@ export class PaymentEvents {
               result.message,
             ),
           );
-          metrics.paymentOutcomes.inc({ outcome: result.outcome });
+          metrics.paymentOutcomes.inc({ type: paymentTypeLabel(event.type), outcome: result.outcome });
           if (done) finished.add(event.id);
           // A failure keeps its reason on the record (rare: a second write is affordable).
           else await this.#writeStatus(rec, result, nowIso, 1);
@@ -262,7 +262,7 @@ export class PaymentEvents {
         // Failed (or left Processing by an older version): this delivery's outcome replaces it.
         const attempts = (rec.status?.attempts ?? 1) + 1;
         if (await this.#writeStatus(rec, result, nowIso, attempts)) {
-          metrics.paymentOutcomes.inc({ outcome: result.outcome });
+          metrics.paymentOutcomes.inc({ type: paymentTypeLabel(event.type), outcome: result.outcome });
           if (done) finished.add(event.id);
           return result.answer;
         }

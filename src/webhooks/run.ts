@@ -5,6 +5,7 @@ import { requireSidecarVars, type Env } from "../config/env.js";
 import { KubeApi } from "../k8s/api.js";
 import { loadKubeConfig } from "../k8s/config.js";
 import { GpuProviderClient } from "../provider/index.js";
+import { ProviderMetrics } from "../provider/metrics.js";
 import { startPaymentEventGc, whileControllerLeads } from "./gc.js";
 import { WebhookMetrics } from "./metrics.js";
 import { startWebhookServer, webhookNamespace } from "./server.js";
@@ -36,6 +37,7 @@ export async function runWebhooks(
     timeoutMs: 5_000,
     retryBudgetMs: 8_000,
     logger: log.child({ component: "gpu-provider" }),
+    onCall: new ProviderMetrics(registry).onCall,
   });
   const server = await startWebhookServer({ api, env, log, registry, namespace, provider });
   const gc = startPaymentEventGc({

@@ -754,6 +754,13 @@ describe("helm template, production options", () => {
       "MediaOrchestratorNoLeader",
       "MediaOrchestratorReconcileErrors",
       "MediaOrchestratorWebhooksDown",
+      "MediaOrchestratorJobsStuck",
+      "MediaOrchestratorSubmissionsFailing",
+      "MediaOrchestratorProviderKeyInvalid",
+      "MediaOrchestratorEndpointNotReady",
+      "MediaOrchestratorWorkQueueGrowing",
+      "MediaOrchestratorCallbacksUnauthorized",
+      "MediaOrchestratorPaymentSignatureFailures",
     ]);
     const forced = renderEnv("prod", [
       ...on,
@@ -764,6 +771,26 @@ describe("helm template, production options", () => {
     ]);
     expect(find(forced, "ServiceMonitor")).toHaveLength(1);
     expect(find(forced, "PrometheusRule")).toHaveLength(1);
+  });
+
+  it("renders the Grafana dashboard ConfigMap only when enabled, labelled for Grafana's sidecar", () => {
+    const dashboards = (args: string[]) =>
+      find(renderEnv("prod", args), "ConfigMap").filter((c) => c.metadata.labels?.grafana_dashboard);
+    expect(dashboards([])).toEqual([]);
+    const [cm] = dashboards([
+      "--set",
+      "grafanaDashboard.enabled=true",
+      "--set",
+      "grafanaDashboard.namespace=monitoring",
+      "--set",
+      "grafanaDashboard.folder=Media",
+    ]) as Array<Manifest & { data: Record<string, string> }>;
+    expect(cm!.metadata.labels!.grafana_dashboard).toBe("1");
+    expect(cm!.metadata.namespace).toBe("monitoring");
+    expect(cm!.metadata.annotations?.grafana_folder).toBe("Media");
+    const dashboard = JSON.parse(cm!.data["media-orchestrator.json"]!) as { uid: string; panels: unknown[] };
+    expect(dashboard.uid).toBe("media-orchestrator");
+    expect(dashboard.panels.length).toBeGreaterThan(10);
   });
 
   it("serviceAccount.automountToken sets the pod's automountServiceAccountToken", () => {

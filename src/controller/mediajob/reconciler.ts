@@ -71,7 +71,12 @@ export interface MediaJobDeps {
   onSubmission?: (outcome: SubmissionOutcome) => void;
   now?: () => Date;
   onTransition?: (from: string | undefined, to: string | undefined) => void;
+  /** A job recovered by the controller itself (for metrics). */
+  onRecovery?: (kind: RecoveryKind) => void;
 }
+
+/** What the controller recovered: a missed callback, a job the provider lost, an unconfirmed submission. */
+export type RecoveryKind = "missed_callback" | "provider_lost_job" | "unconfirmed_resubmission";
 
 /** Thrown after status was written, to retry the key with backoff (the cause is in a condition). */
 export class RetryLater extends Error {
@@ -604,6 +609,7 @@ export class MediaJobReconciler {
               `the provider reports ${result.status}${applied.phase === "Pending" ? "; retrying" : ""}`,
             ];
       events.push(what as PendingEvent);
+      if (result.status === "COMPLETED") this.d.onRecovery?.("missed_callback");
       return { status: applied };
     } catch (err) {
       if (isProviderError(err, "JOB_NOT_FOUND")) {
@@ -615,6 +621,7 @@ export class MediaJobReconciler {
             ? `the provider no longer knows job ${providerId}, for the ${next.providerLosses}th time; not replaying it again`
             : `the provider no longer knows job ${providerId}; reset to Pending and replayed`,
         ]);
+        if (next.phase !== "Failed") this.d.onRecovery?.("provider_lost_job");
         return { status: next };
       }
       const message = `could not read the job's status at the provider: ${describeError(err)}`;
@@ -668,6 +675,7 @@ export class MediaJobReconciler {
         : `attempt ${attempt} was never confirmed (no answer, no callback before its deadline); submitting again ` +
           `(unconfirmed resubmission ${next.unconfirmedResubmissions}): it may run twice at the provider`,
     ]);
+    if (next.phase !== "Failed") this.d.onRecovery?.("unconfirmed_resubmission");
     return { status: next };
   }
 

@@ -1,0 +1,352 @@
+// The chart's PrometheusRule, checked with Prometheus's own promtool: `promtool check rules` on the
+// rendered rules, and `promtool test rules` with a case per alert where it fires and one where it
+// stays quiet. Every alert carries a runbook naming a `kubectl media` command.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { stringify } from "yaml";
+import { helmBinary, helmTemplate, valuesFile } from "../support/helm.js";
+import { promtool, promtoolBinary } from "../support/promtool.js";
+
+interface Rule {
+  alert?: string;
+  record?: string;
+  expr: string;
+  for?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+interface RuleSpec {
+  groups: Array<{ name: string; rules: Rule[] }>;
+}
+
+const NS = "media";
+
+/** One promtool test group: series in, the alerts expected at one time (none: it stays quiet). */
+interface Case {
+  alert: string;
+  fires: boolean;
+  series: Array<[string, string]>;
+  at: string;
+  /** Labels of the alert beyond the rule's own (those of the series it keeps). */
+  labels?: Record<string, string>;
+}
+
+function cases(sel: string): Case[] {
+  const s = (metric: string, labels = "") => `${metric}{${sel}${labels ? `, ${labels}` : ""}}`;
+  return [
+    {
+      alert: "MediaOrchestratorNoLeader",
+      fires: true,
+      at: "10m",
+      series: [[s("media_orchestrator_leader", 'pod="a"'), "0x15"]],
+    },
+    {
+      alert: "MediaOrchestratorNoLeader",
+      fires: true,
+      at: "10m",
+      // absent(): no controller is scraped at all; the alert keeps the selector's labels.
+      series: [[s("up", 'pod="a"'), "1x15"]],
+      labels: { namespace: NS },
+    },
+    {
+      alert: "MediaOrchestratorNoLeader",
+      fires: false,
+      at: "10m",
+      series: [
+        [s("media_orchestrator_leader", 'pod="a"'), "1x15"],
+        [s("media_orchestrator_leader", 'pod="b"'), "0x15"],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorReconcileErrors",
+      fires: true,
+      at: "30m",
+      series: [
+        [s("media_orchestrator_reconcile_total", 'controller="mediajob", outcome="error"'), "0+12x40"],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorReconcileErrors",
+      fires: false,
+      at: "30m",
+      series: [
+        [s("media_orchestrator_reconcile_total", 'controller="mediajob", outcome="error"'), "0+1x40"],
+        [s("media_orchestrator_reconcile_total", 'controller="mediajob", outcome="success"'), "0+100x40"],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorWebhooksDown",
+      fires: true,
+      at: "10m",
+      series: [[s("up", 'endpoint="webhooks", pod="a"'), "0x15"]],
+      labels: { namespace: NS, endpoint: "webhooks", pod: "a" },
+    },
+    {
+      alert: "MediaOrchestratorWebhooksDown",
+      fires: false,
+      at: "10m",
+      series: [
+        [s("up", 'endpoint="webhooks", pod="a"'), "1x15"],
+        [s("up", 'endpoint="metrics", pod="a"'), "0x15"],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorJobsStuck",
+      fires: true,
+      at: "20m",
+      series: [
+        [s("media_orchestrator_mediajobs_stuck", 'workload="asr", pod="a"'), "2x30"],
+        [s("media_orchestrator_mediajobs_stuck", 'workload="tts", pod="a"'), "0x30"],
+      ],
+      labels: { workload: "asr" },
+    },
+    {
+      alert: "MediaOrchestratorJobsStuck",
+      fires: false,
+      at: "20m",
+      series: [[s("media_orchestrator_mediajobs_stuck", 'workload="asr", pod="a"'), "0x10 1x5 0x15"]],
+    },
+    {
+      alert: "MediaOrchestratorSubmissionsFailing",
+      fires: true,
+      at: "30m",
+      series: [
+        [s("media_orchestrator_submissions_total", 'outcome="accepted"'), "0+10x40"],
+        [s("media_orchestrator_submissions_total", 'outcome="refused"'), "0+10x40"],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorSubmissionsFailing",
+      fires: false,
+      at: "30m",
+      series: [
+        [s("media_orchestrator_submissions_total", 'outcome="accepted"'), "0+10x40"],
+        [s("media_orchestrator_submissions_total", 'outcome="refused"'), "0+1x40"],
+        [s("media_orchestrator_submissions_total", 'outcome="fenced"'), "0+50x40"],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorProviderKeyInvalid",
+      fires: true,
+      at: "10m",
+      series: [
+        [
+          s(
+            "media_orchestrator_gpuendpoints",
+            'workload="asr", condition="CredentialsValid", status="False", reason="InvalidApiKey", pod="a"',
+          ),
+          "1x15",
+        ],
+      ],
+      labels: { reason: "InvalidApiKey" },
+    },
+    {
+      alert: "MediaOrchestratorProviderKeyInvalid",
+      fires: false,
+      at: "10m",
+      series: [
+        [
+          s(
+            "media_orchestrator_gpuendpoints",
+            'workload="asr", condition="CredentialsValid", status="True", reason="KeyValid", pod="a"',
+          ),
+          "1x15",
+        ],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorEndpointNotReady",
+      fires: true,
+      at: "20m",
+      series: [
+        [
+          s(
+            "media_orchestrator_gpuendpoints",
+            'workload="tts", condition="Ready", status="False", reason="ENDPOINT_NOT_FOUND", pod="a"',
+          ),
+          "1x30",
+        ],
+      ],
+      labels: { workload: "tts", reason: "ENDPOINT_NOT_FOUND" },
+    },
+    {
+      alert: "MediaOrchestratorEndpointNotReady",
+      fires: false,
+      at: "20m",
+      series: [
+        [
+          s(
+            "media_orchestrator_gpuendpoints",
+            'workload="tts", condition="Ready", status="True", reason="Ready", pod="a"',
+          ),
+          "1x30",
+        ],
+        [
+          s(
+            "media_orchestrator_gpuendpoints",
+            'workload="tts", condition="Ready", status="False", reason="ENDPOINT_NOT_FOUND", pod="a"',
+          ),
+          "0x30",
+        ],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorWorkQueueGrowing",
+      fires: true,
+      at: "50m",
+      series: [[s("workqueue_depth", 'name="mediajob", pod="a"'), "0+2x60"]],
+      labels: { name: "mediajob" },
+    },
+    {
+      alert: "MediaOrchestratorWorkQueueGrowing",
+      fires: false,
+      at: "50m",
+      series: [[s("workqueue_depth", 'name="mediajob", pod="a"'), "50x60"]],
+    },
+    {
+      alert: "MediaOrchestratorWorkQueueGrowing",
+      fires: false,
+      at: "50m",
+      series: [[s("workqueue_depth", 'name="mediajob", pod="a"'), "0+0.1x60"]],
+    },
+    {
+      alert: "MediaOrchestratorCallbacksUnauthorized",
+      fires: true,
+      at: "30m",
+      series: [
+        [
+          s(
+            "media_orchestrator_webhooks_requests_total",
+            'route="/reports/gpu_provider", code="401", outcome="unauthorized", pod="a"',
+          ),
+          "0+30x40",
+        ],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorCallbacksUnauthorized",
+      fires: false,
+      at: "30m",
+      // Late callbacks of an earlier attempt are refused as superseded: normal, not an attack.
+      series: [
+        [
+          s(
+            "media_orchestrator_webhooks_requests_total",
+            'route="/reports/gpu_provider", code="401", outcome="superseded", pod="a"',
+          ),
+          "0+30x40",
+        ],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorPaymentSignatureFailures",
+      fires: true,
+      at: "30m",
+      series: [
+        [s("media_orchestrator_webhooks_signature_failures_total", 'reason="mismatch", pod="a"'), "0+6x40"],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorPaymentSignatureFailures",
+      fires: false,
+      at: "30m",
+      series: [
+        [s("media_orchestrator_webhooks_signature_failures_total", 'reason="mismatch", pod="a"'), "0x40"],
+      ],
+    },
+  ];
+}
+
+/** Alertmanager-style expansion of the annotations, for the {{ $labels.x }} the rules use. */
+function expand(text: string, labels: Record<string, string>): string {
+  return text.replace(/\{\{\s*\$labels\.(\w+)\s*\}\}/g, (_m, k: string) => labels[k] ?? "");
+}
+
+describe("the chart's PrometheusRule, with promtool", () => {
+  let dir: string;
+  let spec: RuleSpec;
+  let rules: Rule[];
+  let sel: string;
+
+  beforeAll(() => {
+    helmBinary();
+    promtoolBinary();
+    const objs = helmTemplate("mo", NS, [
+      "-f",
+      valuesFile("values-dev.yaml"),
+      "--set",
+      "prometheusRule.enabled=true",
+      "--set",
+      "prometheusRule.skipCapabilityCheck=true",
+    ]);
+    const rule = objs.find((o) => o.kind === "PrometheusRule");
+    if (!rule) throw new Error("no PrometheusRule rendered");
+    spec = rule.spec as RuleSpec;
+    rules = spec.groups.flatMap((g) => g.rules);
+    sel = `namespace="${NS}", service="${rule.metadata.name}"`;
+    dir = mkdtempSync(join(tmpdir(), "mo-rules-"));
+    writeFileSync(join(dir, "rules.yaml"), stringify(spec));
+  }, 900_000);
+
+  afterAll(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("passes promtool check rules", () => {
+    const res = promtool(["check", "rules", "rules.yaml"], dir);
+    expect(res.stderr + res.stdout).toContain("SUCCESS");
+    expect(res.status).toBe(0);
+  });
+
+  it("gives every alert a severity and a runbook naming a kubectl media command", () => {
+    const alerts = rules.filter((r) => r.alert);
+    expect(alerts.length).toBeGreaterThanOrEqual(10);
+    for (const r of alerts) {
+      expect(r.labels?.severity, r.alert).toMatch(/^(warning|critical)$/);
+      expect(r.annotations?.summary, r.alert).toBeTruthy();
+      expect(r.annotations?.runbook, r.alert).toMatch(/'kubectl media [a-z-]+/);
+    }
+  });
+
+  it("passes promtool test rules: each alert fires when it should and stays quiet when not", () => {
+    const all = cases(sel);
+    const byName = new Map(rules.filter((r) => r.alert).map((r) => [r.alert!, r]));
+    for (const name of byName.keys()) {
+      expect(
+        all.some((c) => c.alert === name && c.fires),
+        `${name} has a case where it fires`,
+      ).toBe(true);
+      expect(
+        all.some((c) => c.alert === name && !c.fires),
+        `${name} has a case where it stays quiet`,
+      ).toBe(true);
+    }
+    const tests = all.map((c) => {
+      const rule = byName.get(c.alert);
+      if (!rule) throw new Error(`no alert ${c.alert} in the rules`);
+      const labels = { ...rule.labels, ...c.labels };
+      const annotations = Object.fromEntries(
+        Object.entries(rule.annotations ?? {}).map(([k, v]) => [k, expand(v, { ...labels, service: "" })]),
+      );
+      const service = /service="([^"]+)"/.exec(sel)![1]!;
+      if (c.labels?.namespace) labels.service = service;
+      return {
+        interval: "1m",
+        input_series: c.series.map(([series, values]) => ({ series, values })),
+        alert_rule_test: [
+          {
+            eval_time: c.at,
+            alertname: c.alert,
+            exp_alerts: c.fires ? [{ exp_labels: labels, exp_annotations: annotations }] : [],
+          },
+        ],
+      };
+    });
+    writeFileSync(join(dir, "tests.yaml"), stringify({ rule_files: ["rules.yaml"], tests }));
+    const res = promtool(["test", "rules", "tests.yaml"], dir);
+    expect(res.stdout + res.stderr).toContain("SUCCESS");
+    expect(res.status).toBe(0);
+  });
+});
