@@ -22,6 +22,8 @@ export interface InformerOptions<T> {
   plural: Plural;
   namespace?: string;
   schema?: ZodType<T>;
+  /** Called with an object that fails the schema (it is left out of the cache, an older copy evicted). */
+  onInvalid?: (raw: KubeObject) => void;
   /** Trims an accepted object before it is cached (it may change and return the object it gets). */
   transform?: (obj: T) => T;
   /** Server-side watch timeout; the watch is renewed after it (default 60 s). */
@@ -56,6 +58,8 @@ export class Informer<T extends KubeObject> {
   lastActivityAt = 0;
   restarts = 0;
   relists = 0;
+  /** Objects seen that fail the schema (each left out of the cache). */
+  invalid = 0;
 
   constructor(
     private readonly api: KubeApi,
@@ -134,7 +138,23 @@ export class Informer<T extends KubeObject> {
 
   private upsert(raw: unknown): void {
     const accepted = this.accept(raw);
-    if (!accepted) return;
+    if (!accepted) {
+      // The object changed into something the controller cannot read. Keeping the older copy would
+      // have the controller act on state that is no longer true: evict it, so nothing acts on it
+      // until a valid version arrives, and tell (a handler sees the delete; `invalid` counts it).
+      const meta = (raw as KubeObject | undefined)?.metadata;
+      if (meta?.name) {
+        const key = objectKey(raw as KubeObject);
+        const old = this.cache.get(key);
+        this.invalid++;
+        this.opts.onInvalid?.(raw as KubeObject);
+        if (old) {
+          this.cache.delete(key);
+          this.emit("delete", old);
+        }
+      }
+      return;
+    }
     const obj = this.opts.transform ? this.opts.transform(accepted) : accepted;
     const key = objectKey(obj);
     const old = this.cache.get(key);

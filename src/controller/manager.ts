@@ -8,7 +8,7 @@ import { BillingAccount, billingAccountName } from "../crds/billingaccount.js";
 import { GpuEndpoint } from "../crds/gpuendpoint.js";
 import { MediaJob } from "../crds/mediajob.js";
 import { stateNamespace, type Env } from "../config/env.js";
-import type { KubeApi } from "../k8s/api.js";
+import type { KubeApi, KubeObject } from "../k8s/api.js";
 import { describeError } from "../k8s/errors.js";
 import { BackgroundEventRecorder, EventRecorder } from "../k8s/events.js";
 import type { GpuProviderClient } from "../provider/index.js";
@@ -74,11 +74,13 @@ export class Manager {
       schema: MediaJob,
       transform: trimMediaJob,
       log: log.child({ informer: "mediajobs" }),
+      onInvalid: (raw) => this.reportInvalid("mediajobs", raw),
     });
     this.endpoints = new Informer<GpuEndpoint>(api, {
       plural: "gpuendpoints",
       namespace: ns,
       schema: GpuEndpoint as never,
+      onInvalid: (raw) => this.reportInvalid("gpuendpoints", raw),
       transform: stripMetadata,
       log: log.child({ informer: "gpuendpoints" }),
     });
@@ -210,6 +212,18 @@ export class Manager {
         onStoppedLeading: () => this.stopLeading(),
       });
     }
+  }
+
+  /** An object the controller cannot read: left alone (evicted from the cache), counted, and told on it. */
+  private reportInvalid(resource: "mediajobs" | "gpuendpoints", raw: KubeObject): void {
+    this.metrics.invalidObjects.inc({ resource });
+    if (!this.leading) return; // one replica tells
+    void this.events.record(
+      raw as never,
+      "Warning",
+      "InvalidObject",
+      "the controller cannot read this object (it fails the resource's schema) and leaves it alone until it is fixed",
+    );
   }
 
   get isLeader(): boolean {

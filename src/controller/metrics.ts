@@ -47,6 +47,12 @@ export class ControllerMetrics {
     labelNames: ["from", "to"] as const,
     registers: [this.registry],
   });
+  readonly invalidObjects = new Counter({
+    name: "media_orchestrator_invalid_objects_total",
+    help: "Objects seen that fail their resource's schema: left out of the cache, acted on by nothing",
+    labelNames: ["resource"] as const,
+    registers: [this.registry],
+  });
   readonly submissions = new Counter({
     name: "media_orchestrator_submissions_total",
     help:

@@ -5,6 +5,7 @@
 //   Pending --submit--> Processing --COMPLETED--> Completed --> next step created once
 //      ^                    |  \--FAILED/TIMED_OUT--> Failed, or Pending again while attempts remain
 //      +--reset (operator, or the provider lost the job)--+
+import { createHash } from "node:crypto";
 import type { Condition } from "../crds/common.js";
 import type { JobPhase, MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { setCondition } from "../controller/conditions.js";
@@ -402,19 +403,50 @@ function stableJson(v: unknown): string {
   );
 }
 
-/** The deterministic name of the MediaJob for the next pipeline step. */
+/** The pipeline's own name (its first job's), kept whole on every step. */
+export const PIPELINE_ANNOTATION = "media-orchestrator.io/pipeline-name";
+
+const shortHash = (text: string): string => createHash("sha256").update(text).digest("hex").slice(0, 10);
+
+/**
+ * `text` if it fits in `max` characters, else a prefix and a hash of the whole: valid for any
+ * length (the prefix is cut back to end in a letter or digit, as names and label values must)
+ * and unique per input, so two long names that share a prefix never collide.
+ */
+export function fitName(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const prefix = text.slice(0, max - 11).replace(/[^A-Za-z0-9]+$/, "");
+  return prefix ? `${prefix}-${shortHash(text)}` : shortHash(text);
+}
+
+/** The pipeline a job belongs to: the first job's name (older steps carry only the label). */
+export function pipelineOf(job: MediaJob): string {
+  return (
+    job.metadata.annotations?.[PIPELINE_ANNOTATION] ??
+    job.metadata.labels?.[PIPELINE_LABEL] ??
+    job.metadata.name
+  );
+}
+
+/** A label value (at most 63 characters, starting and ending alphanumeric) that names the pipeline. */
+export function pipelineLabel(pipeline: string): string {
+  const value = fitName(pipeline, 63);
+  return /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(value) ? value : `p-${shortHash(pipeline)}`;
+}
+
+/** The deterministic name of the MediaJob for the next pipeline step: valid for any pipeline name. */
 export function nextStepName(job: MediaJob): string {
-  const pipeline = job.metadata.labels?.[PIPELINE_LABEL] ?? job.metadata.name;
   const step = Number(job.metadata.labels?.[STEP_LABEL] ?? "0") + 1;
   const workload = job.spec.then?.[0]?.workload ?? "step";
-  return `${pipeline.slice(0, 200)}-${step}-${workload}`;
+  const suffix = `-${step}-${workload}`;
+  return `${fitName(pipelineOf(job), 253 - suffix.length)}${suffix}`;
 }
 
 /** The next step's MediaJob: created once (fixed name), owned by this job, fed its output. */
 export function nextStepObject(job: MediaJob): Record<string, unknown> | undefined {
   const [step, ...rest] = job.spec.then ?? [];
   if (!step || job.status?.phase !== "Completed") return undefined;
-  const pipeline = job.metadata.labels?.[PIPELINE_LABEL] ?? job.metadata.name;
+  const pipeline = pipelineOf(job);
   const index = Number(job.metadata.labels?.[STEP_LABEL] ?? "0") + 1;
   return {
     apiVersion: job.apiVersion,
@@ -422,7 +454,8 @@ export function nextStepObject(job: MediaJob): Record<string, unknown> | undefin
     metadata: {
       name: nextStepName(job),
       namespace: job.metadata.namespace,
-      labels: { [PIPELINE_LABEL]: pipeline.slice(0, 63), [STEP_LABEL]: String(index) },
+      labels: { [PIPELINE_LABEL]: pipelineLabel(pipeline), [STEP_LABEL]: String(index) },
+      annotations: { [PIPELINE_ANNOTATION]: pipeline },
       ownerReferences: [
         {
           apiVersion: job.apiVersion,

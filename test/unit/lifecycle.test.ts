@@ -306,3 +306,41 @@ describe("pipeline steps", () => {
     expect(nextStepObject({ ...first, status: { phase: "Processing" } })).toBeUndefined();
   });
 });
+
+describe("pipeline step names of any length", () => {
+  const named = (name: string, then = [{ workload: "tts" as const }]) => ({
+    ...job({ phase: "Completed", jobId: "j1", output: {} }, { then }),
+    metadata: { name, namespace: "ns", uid: "uid-1", generation: 1 },
+  });
+  const NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+  const LABEL = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
+  it("keeps short names as they are", () => {
+    expect(nextStepName(named("podcast"))).toBe("podcast-1-tts");
+    const next = nextStepObject(named("podcast"))!;
+    expect(
+      (next.metadata as { labels: Record<string, string> }).labels["media-orchestrator.io/pipeline"],
+    ).toBe("podcast");
+  });
+
+  it("gives valid, distinct names and labels to long pipelines sharing a prefix, even cut at a '-' or '.'", () => {
+    // Cut at 63 characters, these would end in "-" and "." and be the same label.
+    const a = `${"a".repeat(62)}-${"x".repeat(180)}`;
+    const b = `${"a".repeat(62)}.${"y".repeat(180)}`;
+    const [na, nb] = [nextStepObject(named(a))!, nextStepObject(named(b))!];
+    const meta = (o: Record<string, unknown>) =>
+      o.metadata as { name: string; labels: Record<string, string>; annotations: Record<string, string> };
+    for (const m of [meta(na), meta(nb)]) {
+      expect(m.name.length).toBeLessThanOrEqual(253);
+      expect(m.name).toMatch(NAME);
+      expect(m.labels["media-orchestrator.io/pipeline"]!.length).toBeLessThanOrEqual(63);
+      expect(m.labels["media-orchestrator.io/pipeline"]).toMatch(LABEL);
+    }
+    expect(meta(na).name).not.toBe(meta(nb).name);
+    expect(meta(na).labels["media-orchestrator.io/pipeline"]).not.toBe(
+      meta(nb).labels["media-orchestrator.io/pipeline"],
+    );
+    // The next step keeps the pipeline's whole name, so its own next step is named alike.
+    expect(meta(na).annotations["media-orchestrator.io/pipeline-name"]).toBe(a);
+  });
+});

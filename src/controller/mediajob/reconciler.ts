@@ -587,12 +587,29 @@ export class MediaJobReconciler {
     try {
       const result = await this.d.provider.status(endpointId, providerId);
       if (!TERMINAL_STATUSES.has(result.status)) {
-        events.push([
-          "Normal",
-          "StillRunning",
-          `past its timeout, but the provider reports ${result.status}; checking again later`,
-        ]);
-        return { status, requeueAfterMs: this.d.settings.tickMs };
+        // Told once, as a condition and one Event, not on every tick it stays that way.
+        const overdue = getCondition(status.conditions, "Overdue");
+        const next =
+          overdue?.status === "True"
+            ? status
+            : this.condition(
+                status,
+                job,
+                {
+                  type: "Overdue",
+                  status: "True",
+                  reason: "StillRunning",
+                  message: `past its timeout, but the provider reports ${result.status}; checking again every tick`,
+                },
+                now,
+              );
+        if (next !== status)
+          events.push([
+            "Normal",
+            "StillRunning",
+            `past its timeout, but the provider reports ${result.status}; checking again later`,
+          ]);
+        return { status: next, requeueAfterMs: this.d.settings.tickMs };
       }
       const applied = applyProviderResult({ ...job, status }, result, now);
       if (!applied) return { status, requeueAfterMs: this.d.settings.tickMs };
