@@ -6,7 +6,7 @@ import { request } from "undici";
 import type { GpuEndpoint, GpuEndpointSpec } from "../crds/gpuendpoint.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import { endpointFromEnv } from "../config/env.js";
-import { getCondition } from "../controller/conditions.js";
+import { getCondition } from "../crds/conditions.js";
 import {
   FIX_ENDPOINT,
   healthCondition,

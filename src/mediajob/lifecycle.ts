@@ -8,7 +8,7 @@
 import { createHash } from "node:crypto";
 import type { Condition } from "../crds/common.js";
 import type { JobPhase, MediaJob, MediaJobStatus } from "../crds/mediajob.js";
-import { setCondition } from "../controller/conditions.js";
+import { setCondition } from "../crds/conditions.js";
 
 export const FINALIZER = "media-orchestrator.io/cancel-at-provider";
 /** Set to "true" on a MediaJob to delete it without cancelling its job at the provider. */

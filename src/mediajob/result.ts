@@ -11,7 +11,7 @@ import {
   withPhaseConditions,
   type ProviderResult,
 } from "./lifecycle.js";
-import { setCondition } from "../controller/conditions.js";
+import { setCondition } from "../crds/conditions.js";
 
 /** Which submission a result is for, when the writer knows it (a callback URL carries it). */
 export interface SubmissionRef {

@@ -4,7 +4,7 @@
 // are random), so on such a tie the provider is asked for the subscription's current state, and
 // that is what the account keeps. Without a provider key (or a subscription id) the tie falls back
 // to a fixed order by event id: every replica then converges on the same, possibly stale, winner.
-import { setCondition } from "../controller/conditions.js";
+import { setCondition } from "../crds/conditions.js";
 import {
   ADMITTING_STATES,
   API_VERSION,

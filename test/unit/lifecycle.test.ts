@@ -28,7 +28,7 @@ import {
   submissionId,
   withPhaseConditions,
 } from "../../src/mediajob/lifecycle.js";
-import { setCondition } from "../../src/controller/conditions.js";
+import { setCondition } from "../../src/crds/conditions.js";
 
 const NOW = "2026-11-22T10:00:00.000Z";
 const job = (status?: MediaJobStatus, spec: Partial<MediaJob["spec"]> = {}): MediaJob => ({

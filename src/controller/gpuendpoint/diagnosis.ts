@@ -2,7 +2,7 @@
 // each finding a condition with the cause and the fix the runbook gives.
 import type { EndpointHealth, GpuEndpointSpec } from "../../crds/gpuendpoint.js";
 import type { ProviderError } from "../../provider/index.js";
-import type { ConditionInput } from "../conditions.js";
+import type { ConditionInput } from "../../crds/conditions.js";
 
 export const FIX_KEY =
   "rotate the key in the provider's API-key settings and update GPU_PROVIDER_API_KEY in the orchestrator's environment";

@@ -11,7 +11,7 @@ import type { KubeApi } from "../../k8s/api.js";
 import { describeError } from "../../k8s/errors.js";
 import type { EventSink, EventType } from "../../k8s/events.js";
 import { isProviderError, type GpuProviderClient, type ProviderEndpoint } from "../../provider/index.js";
-import { getCondition, setCondition, type ConditionInput } from "../conditions.js";
+import { getCondition, setCondition, type ConditionInput } from "../../crds/conditions.js";
 import type { Informer } from "../informer.js";
 import { StaleCacheGuard } from "../stale-cache.js";
 import { sameStatus } from "../../mediajob/lifecycle.js";

@@ -1,6 +1,6 @@
 // metav1.Condition helpers, after apimachinery's meta.SetStatusCondition: lastTransitionTime
 // moves only when the status changes.
-import type { Condition, ConditionStatus } from "../crds/common.js";
+import type { Condition, ConditionStatus } from "./common.js";
 
 export interface ConditionInput {
   type: string;
