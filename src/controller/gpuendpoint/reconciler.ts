@@ -191,6 +191,9 @@ export class GpuEndpointReconciler {
     });
   };
 
+  /** Creations in flight, by provider endpoint name. */
+  private readonly creating = new Map<string, Promise<Resolution>>();
+
   /** spec.endpointId, else GPU_PROVIDER_ENDPOINT_<WORKLOAD>, else the endpoint named <prefix>-<workload>-<env>. */
   private async resolve(ep: GpuEndpoint): Promise<Resolution> {
     const all = await this.d.view.listEndpoints();
@@ -214,18 +217,54 @@ export class GpuEndpointReconciler {
         endpoint: named,
         by: ep.status?.resolvedBy === "created" && ep.status.endpointId === named.id ? "created" : "name",
       };
-    if (ep.spec.create) {
+    if (ep.spec.create) return this.createOnce(ep, name);
+    return {
+      missing: `no endpoint id is set (spec.endpointId, GPU_PROVIDER_ENDPOINT_${ep.spec.workload.toUpperCase()}) and no provider endpoint is named ${name}. Fix: ${FIX_ENDPOINT}, or set spec.create`,
+    };
+  }
+
+  /**
+   * Creates the provider endpoint `name` unless it exists: one creation per name at a time in this
+   * controller (GpuEndpoints of several namespaces, or several in one, may all want the same
+   * conventional name, and reconcile concurrently), each after a fresh listing, not the tick's
+   * cached one. A creation whose answer was lost is not sent again blindly: the listing of the
+   * next attempt finds it.
+   */
+  private createOnce(ep: GpuEndpoint, name: string): Promise<Resolution> {
+    const previous = this.creating.get(name) ?? Promise.resolve();
+    const run = previous
+      .catch(() => undefined)
+      .then(async (): Promise<Resolution> => {
+        this.d.view.invalidateEndpoints();
+        const existing = (await this.d.view.listEndpoints()).find((e) => e.name === name);
+        if (existing) return { endpoint: existing, by: "name" };
+        return this.create(ep, name);
+      });
+    this.creating.set(name, run);
+    return run.finally(() => {
+      if (this.creating.get(name) === run) this.creating.delete(name);
+    });
+  }
+
+  private async create(ep: GpuEndpoint, name: string): Promise<Resolution> {
+    const spec = ep.spec.create!;
+    {
       // No id: the provider creates the endpoint and assigns one.
-      const created = await this.d.provider.saveEndpoint({
-        name,
-        templateId: ep.spec.create.templateId,
-        gpuIds: ep.spec.create.gpuTypeIds.join(","),
-        workersMin: ep.spec.minWorkers,
-        workersMax: ep.spec.maxWorkers,
-        idleTimeout: ep.spec.idleTimeoutSeconds,
-        ...(ep.spec.create.gpuCount ? { gpuCount: ep.spec.create.gpuCount } : {}),
-      } as ProviderEndpoint);
-      this.d.view.invalidateEndpoints();
+      let created: ProviderEndpoint;
+      try {
+        created = await this.d.provider.saveEndpoint({
+          name,
+          templateId: spec.templateId,
+          gpuIds: spec.gpuTypeIds.join(","),
+          workersMin: ep.spec.minWorkers,
+          workersMax: ep.spec.maxWorkers,
+          idleTimeout: ep.spec.idleTimeoutSeconds,
+          ...(spec.gpuCount ? { gpuCount: spec.gpuCount } : {}),
+        } as ProviderEndpoint);
+      } finally {
+        // Created, refused or unknown: the next listing must ask the provider, not the cache.
+        this.d.view.invalidateEndpoints();
+      }
       await this.d.events.record(
         ep,
         "Normal",
@@ -234,8 +273,5 @@ export class GpuEndpointReconciler {
       );
       return { endpoint: created, by: "created" };
     }
-    return {
-      missing: `no endpoint id is set (spec.endpointId, GPU_PROVIDER_ENDPOINT_${ep.spec.workload.toUpperCase()}) and no provider endpoint is named ${name}. Fix: ${FIX_ENDPOINT}, or set spec.create`,
-    };
   }
 }
