@@ -27,7 +27,7 @@ export class EventRecorder {
         namespace,
         body: {
           metadata: {
-            name: `${target.metadata.name}.${now.getTime().toString(16)}${randomBytes(3).toString("hex")}`,
+            name: eventName(target.metadata.name, now),
             namespace,
           },
           involvedObject: {
@@ -129,4 +129,15 @@ export class BackgroundEventRecorder implements EventSink {
         });
     }
   }
+}
+
+/**
+ * An Event's name: the object's name and a unique suffix, as client-go names them, within the 253
+ * characters of a name however long the object's own name is (a suffix of 18 characters).
+ */
+export function eventName(objectName: string, now: Date): string {
+  const suffix = `${now.getTime().toString(16)}${randomBytes(3).toString("hex")}`;
+  const max = 253 - 1 - suffix.length;
+  const base = objectName.length <= max ? objectName : objectName.slice(0, max).replace(/[^a-z0-9]+$/, "");
+  return `${base}.${suffix}`;
 }

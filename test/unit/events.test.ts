@@ -3,7 +3,7 @@
 // flush waits for what is buffered (graceful shutdown).
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { BackgroundEventRecorder, type EventSink } from "../../src/k8s/events.js";
+import { BackgroundEventRecorder, eventName, type EventSink } from "../../src/k8s/events.js";
 
 const target = { metadata: { name: "j", namespace: "ns" } };
 
@@ -91,5 +91,15 @@ describe("BackgroundEventRecorder", () => {
     const t = Date.now();
     await rec.flush(50);
     expect(Date.now() - t).toBeGreaterThanOrEqual(45);
+  });
+});
+
+describe("Event names", () => {
+  it("stay within 253 characters and valid for an object of the longest name", () => {
+    const longest = `${"a".repeat(240)}-${"b".repeat(12)}`; // 253 characters
+    const name = eventName(longest, new Date("2026-11-23T06:00:00Z"));
+    expect(name.length).toBeLessThanOrEqual(253);
+    expect(name).toMatch(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/);
+    expect(eventName("job", new Date())).toMatch(/^job\.[0-9a-f]+$/);
   });
 });
