@@ -1,0 +1,450 @@
+// make chaos: the whole stack as real processes on the local control plane, under combined faults,
+// then a check of the guarantees (docs/reliability.md, docs/controller.md "At most once").
+//
+//   tsx bench/chaos.ts [--jobs 2000] [--seed S] [--out bench/results/chaos.json] [--drain-seconds 300]
+//
+// Faults: the provider simulator in RunPod mode (client ids ignored) drops, duplicates, reorders
+// and delays callbacks, answers 5xx, loses /run answers after accepting the job, fails jobs, and
+// has its endpoints' workersMax lowered behind the operator's back; two controller replicas with
+// leader election whose leader is SIGKILLed at random points; two sidecars, one SIGKILLed once;
+// the control plane stopped and started again on its data directory; payment events delivered out
+// of order, each delivery posted 20 times at once across both sidecars. Exit 1 when an invariant
+// is broken; the seed is printed first, so a failure can be replayed.
+import { randomBytes } from "node:crypto";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { CoordinationV1Api, KubeConfig } from "@kubernetes/client-node";
+import type { GpuEndpoint } from "../src/crds/gpuendpoint.js";
+import { KubeApi } from "../src/k8s/api.js";
+import { PIPELINE_LABEL } from "../src/mediajob/lifecycle.js";
+import { isAlreadyExists } from "../src/k8s/errors.js";
+import { freePort } from "../scripts/devstack-lib.js";
+import { REPO_ROOT } from "../test/support/controlplane.js";
+import { installCrds } from "../test/support/crds.js";
+import { waitForServed } from "../test/support/kube.js";
+import { checkJobs, isTerminal, listJobs, outstanding, planJobs } from "./chaos/jobs.js";
+import { checkPayments, planPayments, sendPayments, type PaymentTraffic } from "./chaos/payments.js";
+import { ControlPlane, Supervised, type ControlPlaneAddress } from "./chaos/processes.js";
+import { apiserverFront, serviceFront } from "./chaos/proxies.js";
+import { INVARIANTS, table, type ChaosResult } from "./chaos/report.js";
+import { Rng } from "./chaos/rng.js";
+
+const { values } = parseArgs({
+  options: {
+    jobs: { type: "string", default: "2000" },
+    seed: { type: "string" },
+    out: { type: "string", default: "bench/results/chaos.json" },
+    "drain-seconds": { type: "string", default: "300" },
+    "keep-logs": { type: "boolean", default: false },
+  },
+});
+const JOBS = Number(values.jobs);
+const SEED = values.seed === undefined ? 1 + Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
+if (!Number.isInteger(JOBS) || JOBS < 1 || !Number.isInteger(SEED)) {
+  console.error("usage: tsx bench/chaos.ts [--jobs N] [--seed S] [--out FILE] [--drain-seconds N]");
+  process.exit(2);
+}
+const NAMESPACE = "default";
+const ENV_NAME = "chaos";
+const WORKERS = 6;
+const LEASE = "media-orchestrator-controller";
+// Leader kills: at least 5 in the default run, at least 2 in a small one.
+const LEADER_KILLS = Math.max(2, Math.round(JOBS / 400));
+// Jobs not yet terminal at once: the backlog the stack carries while the faults run.
+const WINDOW = Math.min(150, Math.max(30, Math.round(JOBS / 4)));
+// A disruption waits this long after the previous one, so a new leader has been elected.
+const DISRUPTION_GAP_MS = 8_000;
+
+const say = (line: string) => process.stdout.write(`${line}\n`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const started = Date.now();
+const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)}s`;
+
+say(`chaos: seed ${SEED}, ${JOBS} jobs (replay: make chaos CHAOS_ARGS="--jobs ${JOBS} --seed ${SEED}")`);
+const rng = new Rng(SEED);
+const workDir = join(REPO_ROOT, ".local", "chaos", `seed-${SEED}-${process.pid}`);
+const logDir = join(workDir, "logs");
+rmSync(workDir, { recursive: true, force: true });
+mkdirSync(logDir, { recursive: true });
+
+// ---- control plane, behind a front that keeps the clients' credentials across its restart ----
+const controlPlane = new ControlPlane(join(workDir, "controlplane"), await freePort(), join(logDir, "controlplane.log"));
+let apiserver: ControlPlaneAddress | undefined = await controlPlane.start();
+const front = await apiserverFront(() => apiserver);
+const kubeconfig = join(workDir, "kubeconfig");
+writeFileSync(
+  kubeconfig,
+  [
+    "apiVersion: v1",
+    "kind: Config",
+    "clusters: [{name: chaos, cluster: {server: '" + front.url + "'}}]",
+    "users: [{name: chaos, user: {}}]",
+    "contexts: [{name: chaos, context: {cluster: chaos, user: chaos, namespace: " + NAMESPACE + "}}]",
+    "current-context: chaos",
+    "",
+  ].join("\n"),
+);
+const kc = new KubeConfig();
+kc.loadFromFile(kubeconfig);
+await installCrds(kc);
+await waitForServed(kc);
+const api = new KubeApi(kc);
+const leases = kc.makeApiClient(CoordinationV1Api);
+say(`${elapsed()} control plane up (${apiserver.url})`);
+
+// ---- the provider simulator: RunPod mode plus the faults ----
+const simPort = await freePort();
+const simulatorUrl = `http://127.0.0.1:${simPort}`;
+const faults = {
+  dropCallback: 0.2,
+  duplicateCallback: 0.3,
+  reorderCallbacks: true,
+  delayCallbackMs: 2_000,
+  serverErrors: 0.05,
+  lostRunAnswers: 0.02,
+  failJob: 0.05,
+};
+const simConfig = join(workDir, "simulator.json");
+writeFileSync(
+  simConfig,
+  JSON.stringify({
+    port: simPort,
+    seed: SEED,
+    timeScale: 0.05,
+    coldStartMs: 1_000,
+    executionMs: 2_000,
+    endpoints: ["asr", "tts", "render"].map((w) => ({
+      name: `media-${w}-${ENV_NAME}`,
+      workload: w,
+      workersMax: WORKERS,
+    })),
+    faults,
+  }),
+);
+const simulator = new Supervised(
+  "simulator",
+  ["src/simulator/main.ts", "--config", simConfig, "--log-level", "warn"],
+  () => ({}),
+  logDir,
+  { restart: false }, // its counts are the evidence: a restart would lose them
+);
+simulator.start();
+const sim = async <T>(path: string, init?: RequestInit): Promise<T> => {
+  const res = await fetch(`${simulatorUrl}/_sim/${path}`, { ...init, signal: AbortSignal.timeout(30_000) });
+  if (!res.ok) throw new Error(`simulator ${path}: ${res.status}`);
+  return (await res.json()) as T;
+};
+await waitUntil("the simulator", async () => (await fetch(`${simulatorUrl}/_sim/stats`)).ok);
+
+// ---- two sidecars behind their Service, two controller replicas ----
+const webhookSecret = `whsec_${randomBytes(18).toString("hex")}`;
+const sidecarPorts = [await freePort(), await freePort()];
+const sidecarUrls = sidecarPorts.map((p) => `http://127.0.0.1:${p}`);
+const sidecars: Supervised[] = [];
+const service = await serviceFront(() =>
+  sidecars.flatMap((s, i) => (s.pid === undefined ? [] : [sidecarUrls[i]!])),
+);
+const common: Record<string, string> = {
+  KUBECONFIG: kubeconfig,
+  GPU_PROVIDER_API_URL: simulatorUrl,
+  GPU_PROVIDER_API_KEY: "sim-key",
+  PAYMENT_PROVIDER_API_URL: simulatorUrl,
+  PAYMENT_PROVIDER_API_KEY: "sim-payment-key",
+  PAYMENT_PROVIDER_WEBHOOK_SECRET: webhookSecret,
+  CALLBACK_BASE_URL: service.url,
+  CALLBACK_SECRET: randomBytes(32).toString("hex"),
+  MEDIA_ENV: ENV_NAME,
+  MEDIA_ENDPOINT_PREFIX: "media",
+  WATCH_NAMESPACE: NAMESPACE,
+  POD_NAMESPACE: NAMESPACE,
+  LEADER_ELECTION: "true",
+  LEADER_ELECTION_NAMESPACE: NAMESPACE,
+  LEADER_ELECTION_ID: LEASE,
+  LEADER_ELECTION_LEASE_DURATION_SECONDS: "6",
+  LEADER_ELECTION_RENEW_DEADLINE_SECONDS: "4",
+  LEADER_ELECTION_RETRY_PERIOD_SECONDS: "1",
+  RESYNC_INTERVAL_SECONDS: "5",
+  JOB_TIMEOUT_SECONDS: "15",
+  // Longer than the simulated provider's callback window (3 attempts, 10 s apart at time scale
+  // 0.05, plus the injected delay and reordering): a lost answer is resubmitted only when its
+  // callback really never came.
+  CALLBACK_CONFIRMATION_SECONDS: "15",
+  MAX_CONCURRENT_RECONCILES: "16",
+  WEBHOOKS_HOST: "127.0.0.1",
+  LOG_LEVEL: "info",
+};
+sidecarPorts.forEach((port, i) =>
+  sidecars.push(
+    new Supervised(
+      `webhooks-${i}`,
+      ["src/main.ts", "webhooks"],
+      (n) => ({ ...common, WEBHOOKS_PORT: String(port), POD_NAME: `webhooks-${i}-${n}` }),
+      logDir,
+    ),
+  ),
+);
+const controllerPorts = [await freePort(), await freePort()];
+const controllers = controllerPorts.map(
+  (port, i) =>
+    new Supervised(
+      `controller-${i}`,
+      ["src/main.ts", "controller"],
+      (n) => ({ ...common, CONTROLLER_METRICS_PORT: String(port), POD_NAME: `controller-${i}-${n}` }),
+      logDir,
+    ),
+);
+for (const p of [...sidecars, ...controllers]) p.start();
+await waitUntil("both sidecars", async () => {
+  for (const u of sidecarUrls) if (!(await fetch(`${u}/readyz`)).ok) return false;
+  return true;
+});
+await waitUntil("a leader", async () => (await leader()) !== undefined);
+for (const w of ["asr", "tts", "render"]) {
+  await createOnce("gpuendpoints", {
+    apiVersion: "media-orchestrator.io/v1alpha1",
+    kind: "GpuEndpoint",
+    metadata: { name: w },
+    spec: { workload: w, minWorkers: 0, maxWorkers: WORKERS },
+  });
+}
+await waitUntil("the three GpuEndpoints Ready", async () => {
+  const { items } = await api.list<GpuEndpoint>("gpuendpoints", NAMESPACE);
+  return items.filter((e) => e.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")).length === 3;
+});
+say(`${elapsed()} stack up: simulator, 2 sidecars, 2 controllers (leader ${(await leader())?.name})`);
+
+// ---- the work, the payment traffic and the faults, together ----
+const planned = planJobs(rng, JOBS);
+const pipelines = planned.filter((j) => j.pipeline).length;
+const expectedMediaJobs = JOBS + 2 * pipelines;
+const payments = planPayments(rng, SEED, Math.max(10, Math.round(JOBS / 20)));
+let terminal = 0;
+let terminalTopLevel = 0;
+let created = 0;
+let settled = false;
+const progress = () => terminal / expectedMediaJobs;
+const deadlineAfterCreation = () => Number(values["drain-seconds"]) * 1000;
+let creationDone = Infinity;
+const deadline = () => creationDone + deadlineAfterCreation();
+
+const counts = { controllerKills: 0, sidecarKills: 0, workersMaxLowered: 0 };
+
+async function observe(): Promise<void> {
+  while (!settled) {
+    try {
+      const jobs = await listJobs(api, NAMESPACE);
+      terminal = jobs.filter(isTerminal).length;
+      terminalTopLevel = jobs.filter((j) => isTerminal(j) && !j.metadata.labels?.[PIPELINE_LABEL]).length;
+      const left = outstanding(jobs);
+      if (created === JOBS && jobs.length >= JOBS && left.unfinished.length + left.missingSteps.length === 0)
+        settled = true;
+    } catch {
+      // the control plane is restarting
+    }
+    if (!settled) await sleep(2_000);
+  }
+}
+
+async function create(): Promise<void> {
+  for (const job of planned) {
+    while (created - terminalTopLevel >= WINDOW) await sleep(200);
+    await createOnce("mediajobs", job.body);
+    created++;
+  }
+  creationDone = Date.now();
+  say(`${elapsed()} all ${JOBS} jobs created`);
+}
+
+async function leader(): Promise<{ name: string; replica: Supervised } | undefined> {
+  const lease = await leases.readNamespacedLease({ name: LEASE, namespace: NAMESPACE }).catch(() => undefined);
+  const holder = lease?.spec?.holderIdentity;
+  if (!holder) return undefined;
+  const replica = controllers.find((c) => c.pid !== undefined && holder.startsWith(`${c.name}-${c.starts}_`));
+  return replica && { name: holder, replica };
+}
+
+/** Leader kills, one sidecar kill and one control plane restart at random points of the run. */
+async function disrupt(): Promise<void> {
+  type Disruption = { at: number; what: "leader" | "sidecar" | "controlplane" };
+  const plan: Disruption[] = [
+    ...Array.from({ length: LEADER_KILLS }, (_, i): Disruption => ({
+      at: (i + rng.between(0.3, 0.9)) / (LEADER_KILLS + 1),
+      what: "leader",
+    })),
+    { at: rng.between(0.25, 0.45), what: "sidecar" as const },
+    { at: rng.between(0.45, 0.65), what: "controlplane" as const },
+  ].sort((a, b) => a.at - b.at);
+  let last = 0;
+  for (const d of plan) {
+    // Waits for its point of the run (or for the end of the work: a disruption is never skipped).
+    while (!(progress() >= d.at || settled) || Date.now() - last < DISRUPTION_GAP_MS) await sleep(250);
+    if (d.what === "leader") {
+      let l = await leader();
+      while (l === undefined) {
+        await sleep(250);
+        l = await leader();
+      }
+      await l.replica.kill();
+      counts.controllerKills++;
+      say(`${elapsed()} SIGKILL leader ${l.name} (progress ${(progress() * 100).toFixed(0)} %)`);
+    } else if (d.what === "sidecar") {
+      const victim = rng.pick(sidecars);
+      await victim.kill();
+      counts.sidecarKills++;
+      say(`${elapsed()} SIGKILL sidecar ${victim.name} (progress ${(progress() * 100).toFixed(0)} %)`);
+    } else {
+      say(`${elapsed()} control plane: stop (progress ${(progress() * 100).toFixed(0)} %)`);
+      apiserver = undefined;
+      apiserver = await controlPlane.restart(rng.between(2_000, 5_000));
+      say(`${elapsed()} control plane: started again on its data directory`);
+    }
+    last = Date.now();
+  }
+}
+
+/** The provider lowers an endpoint's workersMax on its own, every few seconds. */
+async function drift(): Promise<void> {
+  while (!settled) {
+    await sleep(rng.between(4_000, 12_000));
+    if (settled) return;
+    try {
+      const { endpoints } = await sim<{ endpoints: Array<{ id: string; name: string }> }>("endpoints");
+      const ep = rng.pick(endpoints);
+      await sim(`endpoints/${ep.id}`, { method: "PUT", body: JSON.stringify({ workersMax: 1 }) });
+      counts.workersMaxLowered++;
+    } catch {
+      // the simulator is busy: try again later
+    }
+  }
+}
+
+const observing = observe();
+const disrupting = disrupt();
+const drifting = drift();
+const paying: Promise<PaymentTraffic> = sendPayments({
+  plan: payments,
+  sidecars: () => sidecarUrls,
+  secret: webhookSecret,
+  progress: () => (settled ? 1 : progress()),
+  deadline,
+});
+const progressLog = setInterval(
+  () => say(`${elapsed()} created ${created}/${JOBS}, terminal ${terminal}/${expectedMediaJobs}`),
+  15_000,
+);
+await create();
+while (!settled && Date.now() < deadline()) await sleep(1_000);
+const settledInTime = settled;
+settled = true;
+clearInterval(progressLog);
+await Promise.all([observing, drifting]);
+await disrupting;
+const traffic = await paying;
+say(`${elapsed()} ${settledInTime ? "every job terminal" : "deadline passed"}; checking`);
+
+// ---- the checks ----
+const jobs = await listJobs(api, NAMESPACE);
+const { executions } = await sim<{ executions: Record<string, number> }>("executions");
+const deliveries = await sim<{ deliveries: Array<{ copy: number; attempt: number }>; dropped: string[] }>(
+  "deliveries",
+);
+const stats = await sim<{ serverErrors: number; lostRunAnswers: number }>("stats");
+const simFaults = await sim<{ honourClientId?: boolean; ignoreClientId?: boolean }>("faults");
+const jobCheck = checkJobs(jobs, executions);
+const paymentCheck = await checkPayments(api, NAMESPACE, payments);
+const selfExits =
+  [...controllers, ...sidecars].reduce((n, p) => n + p.exits, 0) - counts.controllerKills - counts.sidecarKills;
+const simulatorDied = simulator.exits > 0;
+
+const result: ChaosResult = {
+  date: new Date().toISOString(),
+  seed: SEED,
+  jobs: JOBS,
+  mediaJobs: jobCheck.mediaJobs,
+  pipelines,
+  durationSeconds: Math.round((Date.now() - started) / 1000),
+  lost: jobCheck.lost.length + Math.max(0, JOBS - jobs.filter((j) => !j.metadata.labels?.[PIPELINE_LABEL]).length),
+  executedMoreThanOnce: jobCheck.executedMoreThanOnce.length,
+  executedAgainAfterUnconfirmed: jobCheck.executedAgainAfterUnconfirmed,
+  unconfirmedResubmissions: jobCheck.unconfirmedResubmissions,
+  duplicateSteps: jobCheck.duplicateSteps.length,
+  paymentEvents: paymentCheck.events,
+  paymentEventsDuplicated: paymentCheck.duplicated,
+  paymentEventsUnrecorded: paymentCheck.unrecorded,
+  staleAccounts: paymentCheck.stale.length,
+  byPhase: jobCheck.byPhase,
+  faults: {
+    controllerKills: counts.controllerKills,
+    sidecarKills: counts.sidecarKills,
+    controlPlaneRestarts: controlPlane.restarts,
+    ignoreClientId: simFaults.honourClientId !== true && simFaults.ignoreClientId !== false,
+    droppedCallbacks: deliveries.dropped.length,
+    duplicatedCallbacks: deliveries.deliveries.filter((d) => d.copy === 1 && d.attempt === 1).length,
+    serverErrors: stats.serverErrors,
+    lostRunAnswers: stats.lostRunAnswers,
+    jobsFailedOnce: jobCheck.jobsFailedOnce,
+    workersMaxLowered: counts.workersMaxLowered,
+    selfExits,
+    paymentPosts: traffic.posts,
+    paymentAnswers: traffic.answers,
+  },
+  broken: [],
+  examples: {
+    lost: jobCheck.lost.slice(0, 20),
+    executedMoreThanOnce: jobCheck.executedMoreThanOnce.slice(0, 20),
+    duplicateSteps: jobCheck.duplicateSteps.slice(0, 20),
+    staleAccounts: paymentCheck.stale.slice(0, 20),
+  },
+};
+result.broken = INVARIANTS.filter((k) => result[k] !== 0);
+// A run that did not inject what it claims proves nothing: that fails too.
+if (result.faults.controllerKills < LEADER_KILLS) result.broken.push("controllerKills");
+if (result.faults.sidecarKills < 1) result.broken.push("sidecarKills");
+if (result.faults.controlPlaneRestarts < 1) result.broken.push("controlPlaneRestarts");
+if (simulatorDied) result.broken.push("simulatorExited");
+
+// ---- shut down, report ----
+await Promise.all([...controllers, ...sidecars].map((p) => p.stop()));
+await simulator.stop();
+await Promise.all([service.close(), front.close()]);
+await controlPlane.stop();
+rmSync(join(workDir, "controlplane"), { recursive: true, force: true });
+if (result.broken.length === 0 && values["keep-logs"] !== true) rmSync(workDir, { recursive: true, force: true });
+
+const out = resolve(REPO_ROOT, values.out!);
+mkdirSync(dirname(out), { recursive: true });
+writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
+say("");
+say(table(result));
+say("");
+say(`phases: ${JSON.stringify(result.byPhase)}; ${result.durationSeconds} s; results in ${out}`);
+if (result.broken.length) {
+  say(`BROKEN: ${result.broken.join(", ")} (seed ${SEED}; logs in ${logDir}; examples in ${out})`);
+  process.exit(1);
+}
+say(`all invariants hold (seed ${SEED})`);
+process.exit(0);
+
+// ---- helpers ----
+async function waitUntil(what: string, probe: () => Promise<boolean>, timeoutMs = 90_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await probe().catch(() => false)) return;
+    await sleep(250);
+  }
+  throw new Error(`chaos: ${what} not ready in ${timeoutMs / 1000} s; logs in ${logDir}`);
+}
+
+/** Creates an object, retrying while the control plane is away; AlreadyExists means an earlier try landed. */
+async function createOnce(plural: "mediajobs" | "gpuendpoints", body: Record<string, unknown>): Promise<void> {
+  for (;;) {
+    try {
+      await api.create(plural, NAMESPACE, body as never);
+      return;
+    } catch (err) {
+      if (isAlreadyExists(err)) return;
+      await sleep(500);
+    }
+  }
+}

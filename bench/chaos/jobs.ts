@@ -1,0 +1,136 @@
+// The GPU work: single jobs and three-step pipelines, created while the faults run, and the
+// invariants checked once everything has settled (or the deadline passed).
+import { API_VERSION } from "../../src/crds/common.js";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import type { KubeApi } from "../../src/k8s/api.js";
+import { PIPELINE_LABEL, STEP_LABEL } from "../../src/mediajob/lifecycle.js";
+import type { Rng } from "./rng.js";
+
+const WORKLOADS = ["asr", "tts", "render"] as const;
+const TERMINAL = new Set(["Completed", "Failed", "Cancelled"]);
+/** Every job may run twice: a FAILED first attempt is retried once. */
+export const MAX_ATTEMPTS = 2;
+
+export interface PlannedJob {
+  name: string;
+  pipeline: boolean;
+  body: Record<string, unknown>;
+}
+
+/** `count` top-level MediaJobs; every third one is a pipeline asr -> tts -> render. */
+export function planJobs(rng: Rng, count: number): PlannedJob[] {
+  return Array.from({ length: count }, (_, i) => {
+    const pipeline = rng.next() < 1 / 3;
+    const name = `chaos-${String(i).padStart(5, "0")}${pipeline ? "-p" : ""}`;
+    const spec = pipeline
+      ? {
+          workload: "asr",
+          maxAttempts: MAX_ATTEMPTS,
+          input: { audio: `s3://chaos/${name}.wav` },
+          then: [
+            { workload: "tts", maxAttempts: MAX_ATTEMPTS },
+            { workload: "render", maxAttempts: MAX_ATTEMPTS },
+          ],
+        }
+      : { workload: rng.pick(WORKLOADS), maxAttempts: MAX_ATTEMPTS, input: { n: i } };
+    return { name, pipeline, body: { apiVersion: API_VERSION, kind: "MediaJob", metadata: { name }, spec } };
+  });
+}
+
+export const isTerminal = (j: MediaJob) => TERMINAL.has(j.status?.phase ?? "");
+
+/** MediaJobs that should exist but do not: a Completed step whose next step was never created. */
+function missingNextSteps(jobs: MediaJob[]): MediaJob[] {
+  const names = new Set(jobs.map((j) => j.metadata.name));
+  return jobs.filter(
+    (j) =>
+      j.status?.phase === "Completed" &&
+      (j.spec.then?.length ?? 0) > 0 &&
+      (j.status.nextJob === undefined || !names.has(j.status.nextJob)),
+  );
+}
+
+/** Non-terminal MediaJobs plus next steps not yet created: the work still owed. */
+export function outstanding(jobs: MediaJob[]): { unfinished: MediaJob[]; missingSteps: MediaJob[] } {
+  return { unfinished: jobs.filter((j) => !isTerminal(j)), missingSteps: missingNextSteps(jobs) };
+}
+
+export interface JobCheck {
+  mediaJobs: number;
+  byPhase: Record<string, number>;
+  lost: Array<{ name: string; phase?: string; reason: string }>;
+  /** Ran more often than its attempts allow and not accounted for by an unconfirmed resubmission. */
+  executedMoreThanOnce: Array<{ name: string; jobId: string; executions: number; allowed: number }>;
+  /** Ran more often than its attempts allow, each extra run counted by status.unconfirmedResubmissions. */
+  executedAgainAfterUnconfirmed: number;
+  unconfirmedResubmissions: number;
+  jobsFailedOnce: number;
+  providerLosses: number;
+  /** More than one MediaJob for one pipeline step. */
+  duplicateSteps: Array<{ pipeline: string; step: string; jobs: string[] }>;
+  /** Executions at the provider for job ids no MediaJob carries. */
+  orphanExecutions: number;
+}
+
+export function checkJobs(jobs: MediaJob[], executions: Record<string, number>): JobCheck {
+  const byPhase: Record<string, number> = {};
+  for (const j of jobs) byPhase[j.status?.phase ?? "(none)"] = (byPhase[j.status?.phase ?? "(none)"] ?? 0) + 1;
+  const { unfinished, missingSteps } = outstanding(jobs);
+  const lost = [
+    ...unfinished.map((j) => ({ name: j.metadata.name, phase: j.status?.phase, reason: "not terminal" })),
+    ...missingSteps.map((j) => ({ name: j.metadata.name, phase: j.status?.phase, reason: "next step never created" })),
+  ];
+
+  const executedMoreThanOnce: JobCheck["executedMoreThanOnce"] = [];
+  let executedAgainAfterUnconfirmed = 0;
+  const known = new Set<string>();
+  for (const j of jobs) {
+    const s = j.status ?? {};
+    const jobId = s.jobId;
+    if (jobId === undefined) continue;
+    known.add(jobId);
+    const runs = executions[jobId] ?? 0;
+    // One run per attempt: the first, one more after each FAILED result the job was allowed to
+    // retry (status.failures, at most maxAttempts - 1 of them lead to a retry), and one more each
+    // time the provider lost the job and it was replayed.
+    const retries = Math.min(s.failures ?? 0, (j.spec.maxAttempts ?? 1) - 1);
+    const allowed = 1 + retries + (s.providerLosses ?? 0);
+    const extra = runs - allowed;
+    if (extra <= 0) continue;
+    if (extra <= (s.unconfirmedResubmissions ?? 0)) executedAgainAfterUnconfirmed++;
+    else executedMoreThanOnce.push({ name: j.metadata.name, jobId, executions: runs, allowed });
+  }
+
+  const steps = new Map<string, string[]>();
+  for (const j of jobs) {
+    const labels = j.metadata.labels ?? {};
+    const key = `${labels[PIPELINE_LABEL] ?? j.metadata.name}#${labels[STEP_LABEL] ?? "0"}`;
+    steps.set(key, [...(steps.get(key) ?? []), j.metadata.name]);
+  }
+  const duplicateSteps = [...steps]
+    .filter(([, names]) => names.length > 1)
+    .map(([key, names]) => {
+      const [pipeline = "", step = ""] = key.split("#");
+      return { pipeline, step, jobs: names };
+    });
+
+  const sum = (f: (j: MediaJob) => number | undefined) => jobs.reduce((n, j) => n + (f(j) ?? 0), 0);
+  return {
+    mediaJobs: jobs.length,
+    byPhase,
+    lost,
+    executedMoreThanOnce,
+    executedAgainAfterUnconfirmed,
+    unconfirmedResubmissions: sum((j) => j.status?.unconfirmedResubmissions),
+    jobsFailedOnce: jobs.filter((j) => (j.status?.failures ?? 0) > 0).length,
+    providerLosses: sum((j) => j.status?.providerLosses),
+    duplicateSteps,
+    orphanExecutions: Object.entries(executions)
+      .filter(([id]) => !known.has(id))
+      .reduce((n, [, c]) => n + c, 0),
+  };
+}
+
+export async function listJobs(api: KubeApi, namespace: string): Promise<MediaJob[]> {
+  return (await api.list<MediaJob>("mediajobs", namespace)).items;
+}

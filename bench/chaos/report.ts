@@ -1,0 +1,90 @@
+// The result of a chaos run: the JSON written to bench/results/chaos.json and the table printed.
+
+export interface ChaosResult {
+  date: string;
+  seed: number;
+  jobs: number;
+  mediaJobs: number;
+  pipelines: number;
+  durationSeconds: number;
+  lost: number;
+  executedMoreThanOnce: number;
+  executedAgainAfterUnconfirmed: number;
+  unconfirmedResubmissions: number;
+  duplicateSteps: number;
+  paymentEvents: number;
+  paymentEventsDuplicated: number;
+  paymentEventsUnrecorded: number;
+  staleAccounts: number;
+  byPhase: Record<string, number>;
+  faults: {
+    controllerKills: number;
+    sidecarKills: number;
+    controlPlaneRestarts: number;
+    ignoreClientId: boolean;
+    droppedCallbacks: number;
+    duplicatedCallbacks: number;
+    serverErrors: number;
+    lostRunAnswers: number;
+    jobsFailedOnce: number;
+    workersMaxLowered: number;
+    /** Exits the stack's processes made on their own (a controller that lost its lease exits). */
+    selfExits: number;
+    paymentPosts: number;
+    paymentAnswers: Record<string, number>;
+  };
+  /** The invariants that failed, empty when the run passed. */
+  broken: string[];
+  /** Up to 20 examples per broken invariant, to start the investigation from. */
+  examples: Record<string, unknown[]>;
+}
+
+/** The hard invariants: each must be 0. */
+export const INVARIANTS = [
+  "lost",
+  "executedMoreThanOnce",
+  "duplicateSteps",
+  "paymentEventsDuplicated",
+  "paymentEventsUnrecorded",
+  "staleAccounts",
+] as const;
+
+export function table(r: ChaosResult): string {
+  const rows: Array<[string, string | number, string]> = [
+    ["jobs (top-level MediaJobs)", r.jobs, `${r.pipelines} of them 3-step pipelines; ${r.mediaJobs} MediaJobs in all`],
+    ["jobs lost (not terminal by the deadline)", r.lost, "invariant: 0"],
+    ["jobs run more than once", r.executedMoreThanOnce, "invariant: 0 (runs beyond 1 + retries after FAILED)"],
+    ["  run again after an unconfirmed resubmission", r.executedAgainAfterUnconfirmed, "documented residual window"],
+    ["unconfirmed resubmissions", r.unconfirmedResubmissions, "sum of status.unconfirmedResubmissions"],
+    ["duplicated pipeline steps", r.duplicateSteps, "invariant: 0"],
+    ["PaymentEvent records > 1 per event id", r.paymentEventsDuplicated, `invariant: 0 (of ${r.paymentEvents} events)`],
+    ["events without a PaymentEvent record", r.paymentEventsUnrecorded, "invariant: 0"],
+    ["BillingAccounts not in the newest event's state", r.staleAccounts, "invariant: 0"],
+    ["faults: controller leader SIGKILLs", r.faults.controllerKills, ""],
+    ["faults: sidecar SIGKILLs", r.faults.sidecarKills, ""],
+    ["faults: control plane restarts", r.faults.controlPlaneRestarts, "same data directory"],
+    ["faults: provider ignores client ids", String(r.faults.ignoreClientId), "RunPod mode"],
+    ["faults: callbacks dropped", r.faults.droppedCallbacks, ""],
+    ["faults: callbacks duplicated", r.faults.duplicatedCallbacks, "also reordered and delayed"],
+    ["faults: provider 5xx", r.faults.serverErrors, ""],
+    ["faults: /run answers lost after acceptance", r.faults.lostRunAnswers, ""],
+    ["faults: jobs FAILED at least once", r.faults.jobsFailedOnce, "maxAttempts 2"],
+    ["faults: workersMax lowered at the provider", r.faults.workersMaxLowered, ""],
+    ["faults: processes that exited on their own", r.faults.selfExits, "restarted"],
+    ["payment posts (20 per delivery, 2 sidecars)", r.faults.paymentPosts, JSON.stringify(r.faults.paymentAnswers)],
+  ];
+  const w0 = Math.max(...rows.map((x) => x[0].length));
+  const w1 = Math.max(...rows.map((x) => String(x[1]).length));
+  return rows.map(([a, b, c]) => `${a.padEnd(w0)}  ${String(b).padStart(w1)}  ${c}`).join("\n");
+}
+
+/** The same table in Markdown, for docs/reliability.md. */
+export function markdown(r: ChaosResult): string {
+  return table(r)
+    .split("\n")
+    .map((line) => {
+      const m = /^(.*?)\s{2,}(\S+)\s{2}(.*)$/.exec(line);
+      return m ? `| ${m[1]!.trim()} | ${m[2]} | ${m[3]!.trim()} |` : `| ${line} | | |`;
+    })
+    .join("\n");
+}
