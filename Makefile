@@ -123,5 +123,8 @@ bench: deps controlplane ## the benchmarks; results in docs/benchmarks.md and be
 fuzz: deps controlplane ## generated requests against both sidecar routes (FUZZ_ARGS="--requests N --seed S"); docs/reliability.md
 	$(TSX) bench/fuzz.ts $(FUZZ_ARGS)
 
+chaos: deps controlplane ## the whole stack under combined faults; CHAOS_ARGS="--jobs N --seed S"; bench/results/chaos.json
+	$(TSX) bench/chaos.ts $(CHAOS_ARGS)
+
 clean: ## remove build output and local state (stops nothing: run cluster-down / dev-down first)
 	rm -rf dist .local/bin .local/node

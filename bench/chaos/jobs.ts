@@ -74,11 +74,16 @@ export interface JobCheck {
 
 export function checkJobs(jobs: MediaJob[], executions: Record<string, number>): JobCheck {
   const byPhase: Record<string, number> = {};
-  for (const j of jobs) byPhase[j.status?.phase ?? "(none)"] = (byPhase[j.status?.phase ?? "(none)"] ?? 0) + 1;
+  for (const j of jobs)
+    byPhase[j.status?.phase ?? "(none)"] = (byPhase[j.status?.phase ?? "(none)"] ?? 0) + 1;
   const { unfinished, missingSteps } = outstanding(jobs);
   const lost = [
     ...unfinished.map((j) => ({ name: j.metadata.name, phase: j.status?.phase, reason: "not terminal" })),
-    ...missingSteps.map((j) => ({ name: j.metadata.name, phase: j.status?.phase, reason: "next step never created" })),
+    ...missingSteps.map((j) => ({
+      name: j.metadata.name,
+      phase: j.status?.phase,
+      reason: "next step never created",
+    })),
   ];
 
   const executedMoreThanOnce: JobCheck["executedMoreThanOnce"] = [];

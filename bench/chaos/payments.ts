@@ -107,7 +107,8 @@ export async function sendPayments(opts: {
   const queue = opts.plan.events.map((event, i) => ({ event, at: (i / opts.plan.events.length) * 0.95 }));
   const worker = async () => {
     for (let item = queue.shift(); item !== undefined; item = queue.shift()) {
-      while (opts.progress() < item.at && Date.now() < opts.deadline()) await new Promise((r) => setTimeout(r, 200));
+      while (opts.progress() < item.at && Date.now() < opts.deadline())
+        await new Promise((r) => setTimeout(r, 200));
       const body = JSON.stringify(item.event);
       for (let round = 0; ; round++) {
         if (Date.now() > opts.deadline()) {
@@ -142,7 +143,11 @@ export interface PaymentCheck {
   stale: Array<{ customer: string; expected: string; actual?: string }>;
 }
 
-export async function checkPayments(api: KubeApi, namespace: string, plan: PaymentPlan): Promise<PaymentCheck> {
+export async function checkPayments(
+  api: KubeApi,
+  namespace: string,
+  plan: PaymentPlan,
+): Promise<PaymentCheck> {
   const records = (await api.list<PaymentEvent>("paymentevents", namespace)).items;
   const perEvent = new Map<string, PaymentEvent[]>();
   for (const r of records) perEvent.set(r.spec.eventId, [...(perEvent.get(r.spec.eventId) ?? []), r]);

@@ -13,7 +13,9 @@ import type { ControlPlaneAddress } from "./processes.js";
 
 function listen(server: Server): Promise<string> {
   return new Promise((resolve) =>
-    server.listen(0, "127.0.0.1", () => resolve(`http://127.0.0.1:${(server.address() as { port: number }).port}`)),
+    server.listen(0, "127.0.0.1", () =>
+      resolve(`http://127.0.0.1:${(server.address() as { port: number }).port}`),
+    ),
   );
 }
 

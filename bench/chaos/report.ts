@@ -51,13 +51,29 @@ export const INVARIANTS = [
 
 export function table(r: ChaosResult): string {
   const rows: Array<[string, string | number, string]> = [
-    ["jobs (top-level MediaJobs)", r.jobs, `${r.pipelines} of them 3-step pipelines; ${r.mediaJobs} MediaJobs in all`],
+    [
+      "jobs (top-level MediaJobs)",
+      r.jobs,
+      `${r.pipelines} of them 3-step pipelines; ${r.mediaJobs} MediaJobs in all`,
+    ],
     ["jobs lost (not terminal by the deadline)", r.lost, "invariant: 0"],
-    ["jobs run more than once", r.executedMoreThanOnce, "invariant: 0 (runs beyond 1 + retries after FAILED)"],
-    ["  run again after an unconfirmed resubmission", r.executedAgainAfterUnconfirmed, "documented residual window"],
+    [
+      "jobs run more than once",
+      r.executedMoreThanOnce,
+      "invariant: 0 (runs beyond 1 + retries after FAILED)",
+    ],
+    [
+      "  run again after an unconfirmed resubmission",
+      r.executedAgainAfterUnconfirmed,
+      "documented residual window",
+    ],
     ["unconfirmed resubmissions", r.unconfirmedResubmissions, "sum of status.unconfirmedResubmissions"],
     ["duplicated pipeline steps", r.duplicateSteps, "invariant: 0"],
-    ["PaymentEvent records > 1 per event id", r.paymentEventsDuplicated, `invariant: 0 (of ${r.paymentEvents} events)`],
+    [
+      "PaymentEvent records > 1 per event id",
+      r.paymentEventsDuplicated,
+      `invariant: 0 (of ${r.paymentEvents} events)`,
+    ],
     ["events without a PaymentEvent record", r.paymentEventsUnrecorded, "invariant: 0"],
     ["BillingAccounts not in the newest event's state", r.staleAccounts, "invariant: 0"],
     ["faults: controller leader SIGKILLs", r.faults.controllerKills, ""],
@@ -71,7 +87,11 @@ export function table(r: ChaosResult): string {
     ["faults: jobs FAILED at least once", r.faults.jobsFailedOnce, "maxAttempts 2"],
     ["faults: workersMax lowered at the provider", r.faults.workersMaxLowered, ""],
     ["faults: processes that exited on their own", r.faults.selfExits, "restarted"],
-    ["payment posts (20 per delivery, 2 sidecars)", r.faults.paymentPosts, JSON.stringify(r.faults.paymentAnswers)],
+    [
+      "payment posts (20 per delivery, 2 sidecars)",
+      r.faults.paymentPosts,
+      JSON.stringify(r.faults.paymentAnswers),
+    ],
   ];
   const w0 = Math.max(...rows.map((x) => x[0].length));
   const w1 = Math.max(...rows.map((x) => String(x[1]).length));
