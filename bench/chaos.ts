@@ -359,12 +359,13 @@ say(`${elapsed()} ${settledInTime ? "every job terminal" : "deadline passed"}; c
 // ---- the checks ----
 const jobs = await listJobs(api, NAMESPACE);
 const { executions } = await sim<{ executions: Record<string, number> }>("executions");
-const deliveries = await sim<{ deliveries: Array<{ copy: number; attempt: number }>; dropped: string[] }>(
-  "deliveries",
-);
+const deliveries = await sim<{
+  deliveries: Array<{ key: string; ok: boolean; at: number; copy: number; attempt: number }>;
+  dropped: string[];
+}>("deliveries");
 const stats = await sim<{ serverErrors: number; lostRunAnswers: number }>("stats");
 const simFaults = await sim<{ honourClientId?: boolean; ignoreClientId?: boolean }>("faults");
-const jobCheck = checkJobs(jobs, executions);
+const jobCheck = checkJobs(jobs, executions, deliveries.dropped, deliveries.deliveries);
 const paymentCheck = await checkPayments(api, NAMESPACE, payments);
 const selfExits =
   [...controllers, ...sidecars].reduce((n, p) => n + p.exits, 0) -
@@ -384,6 +385,9 @@ const result: ChaosResult = {
     Math.max(0, JOBS - jobs.filter((j) => !j.metadata.labels?.[PIPELINE_LABEL]).length),
   executedMoreThanOnce: jobCheck.executedMoreThanOnce.length,
   executedAgainAfterUnconfirmed: jobCheck.executedAgainAfterUnconfirmed,
+  executedAgainCallbackDropped: jobCheck.executedAgainCallbackDropped,
+  executedAgainCallbackLate: jobCheck.executedAgainCallbackLate.length,
+  answeredBeforeResubmission: jobCheck.answeredBeforeResubmission.length,
   unconfirmedResubmissions: jobCheck.unconfirmedResubmissions,
   duplicateSteps: jobCheck.duplicateSteps.length,
   paymentEvents: paymentCheck.events,
@@ -410,6 +414,8 @@ const result: ChaosResult = {
   examples: {
     lost: jobCheck.lost.slice(0, 20),
     executedMoreThanOnce: jobCheck.executedMoreThanOnce.slice(0, 20),
+    executedAgainCallbackLate: jobCheck.executedAgainCallbackLate.slice(0, 20),
+    answeredBeforeResubmission: jobCheck.answeredBeforeResubmission.slice(0, 20),
     duplicateSteps: jobCheck.duplicateSteps.slice(0, 20),
     staleAccounts: paymentCheck.stale.slice(0, 20),
   },

@@ -63,6 +63,21 @@ export interface JobCheck {
   executedMoreThanOnce: Array<{ name: string; jobId: string; executions: number; allowed: number }>;
   /** Ran more often than its attempts allow, each extra run counted by status.unconfirmedResubmissions. */
   executedAgainAfterUnconfirmed: number;
+  /** Of those: jobs whose provider dropped a callback (the residual window as documented)... */
+  executedAgainCallbackDropped: number;
+  /** ...and jobs whose callbacks were all sent (so one came after the confirmation deadline). */
+  executedAgainCallbackLate: Array<{ name: string; jobId: string; executions: number; allowed: number }>;
+  /**
+   * Of the late ones, jobs never FAILED whose first callback the sidecar answered 2xx before the
+   * last submission was made: a callback that arrived in time and still did not prevent the
+   * resubmission. Expected 0.
+   */
+  answeredBeforeResubmission: Array<{
+    name: string;
+    jobId: string;
+    callbackAt: string;
+    resubmittedAt: string;
+  }>;
   unconfirmedResubmissions: number;
   jobsFailedOnce: number;
   providerLosses: number;
@@ -72,7 +87,18 @@ export interface JobCheck {
   orphanExecutions: number;
 }
 
-export function checkJobs(jobs: MediaJob[], executions: Record<string, number>): JobCheck {
+export function checkJobs(
+  jobs: MediaJob[],
+  executions: Record<string, number>,
+  /** Job ids (ours) whose callback the provider dropped, once per dropped callback. */
+  droppedCallbacks: string[],
+  /** The provider's callback attempts: our job id, whether the sidecar answered 2xx, when (ms). */
+  deliveries: Array<{ key: string; ok: boolean; at: number }>,
+): JobCheck {
+  const dropped = new Set(droppedCallbacks);
+  const firstAnswered = new Map<string, number>();
+  for (const d of deliveries)
+    if (d.ok && d.at < (firstAnswered.get(d.key) ?? Infinity)) firstAnswered.set(d.key, d.at);
   const byPhase: Record<string, number> = {};
   for (const j of jobs)
     byPhase[j.status?.phase ?? "(none)"] = (byPhase[j.status?.phase ?? "(none)"] ?? 0) + 1;
@@ -88,6 +114,9 @@ export function checkJobs(jobs: MediaJob[], executions: Record<string, number>):
 
   const executedMoreThanOnce: JobCheck["executedMoreThanOnce"] = [];
   let executedAgainAfterUnconfirmed = 0;
+  let executedAgainCallbackDropped = 0;
+  const executedAgainCallbackLate: JobCheck["executedAgainCallbackLate"] = [];
+  const answeredBeforeResubmission: JobCheck["answeredBeforeResubmission"] = [];
   const known = new Set<string>();
   for (const j of jobs) {
     const s = j.status ?? {};
@@ -102,8 +131,22 @@ export function checkJobs(jobs: MediaJob[], executions: Record<string, number>):
     const allowed = 1 + retries + (s.providerLosses ?? 0);
     const extra = runs - allowed;
     if (extra <= 0) continue;
-    if (extra <= (s.unconfirmedResubmissions ?? 0)) executedAgainAfterUnconfirmed++;
-    else executedMoreThanOnce.push({ name: j.metadata.name, jobId, executions: runs, allowed });
+    if (extra <= (s.unconfirmedResubmissions ?? 0)) {
+      executedAgainAfterUnconfirmed++;
+      if (dropped.has(jobId)) executedAgainCallbackDropped++;
+      else {
+        executedAgainCallbackLate.push({ name: j.metadata.name, jobId, executions: runs, allowed });
+        const answered = firstAnswered.get(jobId);
+        const resubmitted = Date.parse(s.submittedAt ?? "");
+        if ((s.failures ?? 0) === 0 && answered !== undefined && answered < resubmitted)
+          answeredBeforeResubmission.push({
+            name: j.metadata.name,
+            jobId,
+            callbackAt: new Date(answered).toISOString(),
+            resubmittedAt: s.submittedAt!,
+          });
+      }
+    } else executedMoreThanOnce.push({ name: j.metadata.name, jobId, executions: runs, allowed });
   }
 
   const steps = new Map<string, string[]>();
@@ -126,6 +169,9 @@ export function checkJobs(jobs: MediaJob[], executions: Record<string, number>):
     lost,
     executedMoreThanOnce,
     executedAgainAfterUnconfirmed,
+    executedAgainCallbackDropped,
+    executedAgainCallbackLate,
+    answeredBeforeResubmission,
     unconfirmedResubmissions: sum((j) => j.status?.unconfirmedResubmissions),
     jobsFailedOnce: jobs.filter((j) => (j.status?.failures ?? 0) > 0).length,
     providerLosses: sum((j) => j.status?.providerLosses),

@@ -10,6 +10,9 @@ export interface ChaosResult {
   lost: number;
   executedMoreThanOnce: number;
   executedAgainAfterUnconfirmed: number;
+  executedAgainCallbackDropped: number;
+  executedAgainCallbackLate: number;
+  answeredBeforeResubmission: number;
   unconfirmedResubmissions: number;
   duplicateSteps: number;
   paymentEvents: number;
