@@ -65,7 +65,10 @@ export interface JobCheck {
   executedAgainAfterUnconfirmed: number;
   /** Of those: jobs whose provider dropped a callback (the residual window as documented)... */
   executedAgainCallbackDropped: number;
-  /** ...and jobs whose callbacks were all sent (so one came after the confirmation deadline). */
+  /**
+   * ...and jobs whose callbacks were sent but none was accepted before the confirmation deadline
+   * (every attempt failed, e.g. while the control plane was down, or it came too late).
+   */
   executedAgainCallbackLate: Array<{ name: string; jobId: string; executions: number; allowed: number }>;
   /**
    * Of the late ones, jobs never FAILED whose first callback the sidecar answered 2xx before the

@@ -68,7 +68,18 @@ export function table(r: ChaosResult): string {
     [
       "  run again after an unconfirmed resubmission",
       r.executedAgainAfterUnconfirmed,
-      "documented residual window",
+      "the documented residual window:",
+    ],
+    ["    its callback dropped by the provider", r.executedAgainCallbackDropped, ""],
+    [
+      "    its callback sent, not accepted in time",
+      r.executedAgainCallbackLate,
+      "every attempt failed, or came after the deadline",
+    ],
+    [
+      "      answered 2xx before the resubmission",
+      r.answeredBeforeResubmission,
+      "expected 0: a callback in time that did not help",
     ],
     ["unconfirmed resubmissions", r.unconfirmedResubmissions, "sum of status.unconfirmedResubmissions"],
     ["duplicated pipeline steps", r.duplicateSteps, "invariant: 0"],
@@ -99,15 +110,4 @@ export function table(r: ChaosResult): string {
   const w0 = Math.max(...rows.map((x) => x[0].length));
   const w1 = Math.max(...rows.map((x) => String(x[1]).length));
   return rows.map(([a, b, c]) => `${a.padEnd(w0)}  ${String(b).padStart(w1)}  ${c}`).join("\n");
-}
-
-/** The same table in Markdown, for docs/reliability.md. */
-export function markdown(r: ChaosResult): string {
-  return table(r)
-    .split("\n")
-    .map((line) => {
-      const m = /^(.*?)\s{2,}(\S+)\s{2}(.*)$/.exec(line);
-      return m ? `| ${m[1]!.trim()} | ${m[2]} | ${m[3]!.trim()} |` : `| ${line} | | |`;
-    })
-    .join("\n");
 }
