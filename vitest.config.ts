@@ -1,7 +1,7 @@
 import { defineConfig } from "vitest/config";
 
 // One real control plane per run (test/setup/global.ts); each test file gets its own namespace
-// (test/support/namespace.ts). Two cores: at most two files at a time.
+// (createTestNamespace in test/support/kube.ts). Two cores: at most two files at a time.
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
