@@ -19,6 +19,7 @@ export default defineConfig({
       "test/sdk/js-sdk.test.ts",
       "test/webhooks/ratelimit.test.ts",
       "test/webhooks/signature.test.ts",
+      "test/helm/image.test.ts",
     ],
     pool: "forks",
     maxWorkers: 2,
