@@ -86,6 +86,9 @@ promtool: deps ## build (or reuse) promtool from Prometheus's Go module into .lo
 test: deps crds-check lint typecheck controlplane helm promtool sdk-venv ## every test, from a fresh clone
 	npx vitest run --reporter=default --reporter=json --outputFile.json=.local/test-results.json
 
+test-unit: deps ## the pure tests only (vitest.unit.config.ts): no control plane, in seconds
+	npx vitest run --config vitest.unit.config.ts
+
 # RunPod's official Python SDK for test/sdk (python3 with venv); reinstalled when the pins change.
 SDK_VENV := .local/venv
 $(SDK_VENV)/.installed: test/sdk/requirements.txt

@@ -24,6 +24,12 @@ export const FaultsSchema = z.strictObject({
   /** Probability that a job API or /graphql request answers 5xx. For /run, half of these accept the job first. */
   serverErrors: rate.optional(),
   /**
+   * The next N job API, REST v2 or /graphql requests answer 503 (refused: nothing is accepted), then
+   * the provider answers again: a short outage of a known length, for tests of retries that must not
+   * depend on timing.
+   */
+  serverErrorsFirst: z.number().int().min(0).optional(),
+  /**
    * Probability that a /run request is accepted (the job is queued and will run) and its answer is
    * then lost: the connection is reset before any response. The client cannot tell it from a job
    * that was never accepted.
@@ -42,8 +48,13 @@ export const FaultsSchema = z.strictObject({
   ignoreClientId: z.boolean().optional(),
   /** /graphql answers 410 Gone, as RunPod's GraphQL API will once retired; REST v2 keeps working. */
   graphqlRetired: z.boolean().optional(),
-  /** Delay answers by `ms` real milliseconds (probability `rate`, default 1): to test client timeouts. */
-  responseDelay: z.strictObject({ ms: z.number().min(0), rate: rate.optional() }).optional(),
+  /**
+   * Delay answers by `ms` real milliseconds (probability `rate`, default 1; only the next `first`
+   * requests when given): to test client timeouts.
+   */
+  responseDelay: z
+    .strictObject({ ms: z.number().min(0), rate: rate.optional(), first: z.number().int().min(0).optional() })
+    .optional(),
 });
 export type Faults = z.infer<typeof FaultsSchema>;
 

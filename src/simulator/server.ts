@@ -104,6 +104,9 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const opts = resolveOptions(options);
   let faults: Faults = FaultsSchema.parse(options.faults ?? {});
   let bucket = new TokenBucket();
+  // Requests hit so far by the counted faults (serverErrorsFirst, responseDelay.first), since the
+  // faults were last set.
+  let hit = { serverErrors: 0, delays: 0 };
   const clock = new Clock(opts.timeScale);
   const log = options.logger?.child({ component: "gpu-simulator" });
   // Its own connection pool for callbacks and payment events, so close() leaves no sockets.
@@ -137,6 +140,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     setFaults: (f) => {
       faults = FaultsSchema.parse(f);
       bucket = new TokenBucket();
+      hit = { serverErrors: 0, delays: 0 };
     },
     stats: {
       requests: 0,
@@ -177,7 +181,12 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     if (kind === "rest") ctx.stats.restRequests++;
     if (kind === "graphql") ctx.stats.graphqlRequests++;
     const f = faults;
-    if (f.responseDelay !== undefined && ctx.requestRng.chance(f.responseDelay.rate ?? 1)) {
+    if (
+      f.responseDelay !== undefined &&
+      (f.responseDelay.first === undefined || hit.delays < f.responseDelay.first) &&
+      ctx.requestRng.chance(f.responseDelay.rate ?? 1)
+    ) {
+      hit.delays++;
       await new Promise<void>((resolve) => clock.afterReal(f.responseDelay?.ms ?? 0, resolve));
     }
     const key = requestKey(req, url, kind === "graphql");
@@ -202,6 +211,11 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
         return { ...accepted, lost: true };
       }
       return accepted;
+    }
+    if (f.serverErrorsFirst !== undefined && hit.serverErrors < f.serverErrorsFirst) {
+      hit.serverErrors++;
+      ctx.stats.serverErrors++;
+      return failure(kind, 503, "service unavailable");
     }
     if (ctx.requestRng.chance(f.serverErrors)) {
       ctx.stats.serverErrors++;

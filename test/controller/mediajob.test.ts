@@ -235,8 +235,16 @@ describe("pipelines", () => {
       previous: { job: "pipe-1-tts", output: second.status?.output },
     });
     expect(second.metadata.ownerReferences?.[0]).toMatchObject({ name: "pipe", uid: first.metadata.uid });
-    // A few more ticks: nothing else appears.
-    await new Promise((r) => setTimeout(r, 2500));
+    // Nothing else appears. The controller lets go of the last step (removes its finalizer) in
+    // the same pass that would have created a next step, after it: once the finalizer is gone,
+    // that pass is over and the step is at rest.
+    await eventually(
+      async () => {
+        const last = await api.get<MediaJob>("mediajobs", ns, "pipe-2-render");
+        return last?.metadata.finalizers === undefined || last.metadata.finalizers.length === 0;
+      },
+      { message: "the last step to be let go of" },
+    );
     const all = await api.list<MediaJob>("mediajobs", ns, {
       labelSelector: "media-orchestrator.io/pipeline=pipe",
     });

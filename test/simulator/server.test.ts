@@ -2,7 +2,7 @@ import { createHmac } from "node:crypto";
 import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import { request } from "undici";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { startSimulator, type Simulator, type SimulatorOptions } from "../../src/simulator/server.js";
 
 // The simulator on its own, over raw HTTP: what a RunPod client would see.
@@ -63,7 +63,20 @@ async function until<T>(fn: () => Promise<T> | T, ok: (v: T) => boolean, ms = 5_
     await new Promise((r) => setTimeout(r, 10));
   }
 }
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * Runs `fn` with the simulator's timers on logical time (the HTTP traffic stays real): timers set
+ * inside fire only when `fn` advances the clock, so "nothing happened by then" needs no real wait.
+ */
+async function onLogicalTime(fn: (advance: (ms: number) => Promise<void>) => Promise<void>): Promise<void> {
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+  try {
+    await fn(async (ms) => {
+      await vi.advanceTimersByTimeAsync(ms);
+    });
+  } finally {
+    vi.useRealTimers();
+  }
+}
 
 async function receiver() {
   const got: Array<{ url: string; body: string; headers: IncomingHttpHeaders; at: number }> = [];
@@ -256,6 +269,35 @@ describe("job API (ids honoured, to address jobs by the id sent)", () => {
     expect(s.stats().serverErrors).toBe(20);
   });
 
+  it("serverErrorsFirst refuses exactly the next N requests (503, nothing accepted), then answers", async () => {
+    const s = await sim({ faults: { serverErrorsFirst: 2 } });
+    const codes = [];
+    for (let i = 0; i < 3; i++) codes.push((await run(s, { id: `o${i}`, input: {} })).status);
+    expect(codes).toEqual([503, 503, 200]);
+    expect(s.getJob("o0")).toBeUndefined();
+    expect(s.getJob("o1")).toBeUndefined();
+    expect(s.stats().serverErrors).toBe(2);
+    // Setting the faults again starts a new outage of the same length.
+    s.setFaults({ honourClientId: true, serverErrorsFirst: 1 });
+    expect((await call(s, "GET", "/v2/ep/health")).status).toBe(503);
+    expect((await call(s, "GET", "/v2/ep/health")).status).toBe(200);
+  });
+
+  it("responseDelay with first delays only the next N answers", async () => {
+    const s = await sim({ faults: { responseDelay: { ms: 60_000, first: 1 } } });
+    await onLogicalTime(async (advance) => {
+      let slow: number | undefined;
+      void call(s, "GET", "/v2/ep/health").then((r) => (slow = r.status));
+      expect((await call(s, "GET", "/v2/ep/health")).status).toBe(200);
+      expect(slow).toBeUndefined();
+      await advance(60_000);
+      await until(
+        () => slow,
+        (st) => st === 200,
+      );
+    });
+  });
+
   it("rate limits with 429 and a Retry-After in seconds", async () => {
     const s = await sim({ faults: { rateLimit: { requestsPerSecond: 2 } } });
     const codes = [];
@@ -274,15 +316,16 @@ describe("workers (ids honoured, to address jobs by the id sent)", () => {
   it("workersMax = 0 keeps jobs queued; raising it runs them; /health counts both, exactly as documented", async () => {
     const s = await sim();
     s.setEndpoint({ id: "ep", workersMax: 0 });
-    for (const id of ["q1", "q2", "q3"]) await run(s, { id, input: {} });
-    await sleep(150);
-    const h = (await call(s, "GET", "/v2/ep/health")).body;
-    expect(h.jobs).toMatchObject({ inQueue: 3, inProgress: 0 });
-    expect(h).toEqual({
-      jobs: { completed: 0, failed: 0, inProgress: 0, inQueue: 3, retried: 0 },
-      workers: { idle: 0, running: 0 },
+    await onLogicalTime(async (advance) => {
+      for (const id of ["q1", "q2", "q3"]) await run(s, { id, input: {} });
+      await advance(10_000); // far past a cold start and an execution (30 ms scaled)
+      const h = (await call(s, "GET", "/v2/ep/health")).body;
+      expect(h).toEqual({
+        jobs: { completed: 0, failed: 0, inProgress: 0, inQueue: 3, retried: 0 },
+        workers: { idle: 0, running: 0 },
+      });
+      expect(s.executions("q1")).toBe(0);
     });
-    expect(s.executions("q1")).toBe(0);
 
     s.setEndpoint({ id: "ep", workersMax: 1 });
     await until(
@@ -325,13 +368,12 @@ describe("control from tests (ids honoured, to address jobs by the id sent)", ()
   it("holdJob keeps a job IN_PROGRESS until releaseJob", async () => {
     const s = await sim();
     s.holdJob("held");
-    await run(s, { id: "held", input: {} });
-    await until(
-      async () => (await status(s, "held")).body.status,
-      (st) => st === "IN_PROGRESS",
-    );
-    await sleep(150); // well past its 30 ms (scaled) execution
-    expect((await status(s, "held")).body.status).toBe("IN_PROGRESS");
+    await onLogicalTime(async (advance) => {
+      await run(s, { id: "held", input: {} });
+      await advance(10_000); // far past its cold start and 30 ms (scaled) execution
+      expect((await status(s, "held")).body.status).toBe("IN_PROGRESS");
+      expect(s.executions("held")).toBe(1);
+    });
     s.releaseJob("held");
     expect((await status(s, "held")).body.status).toBe("COMPLETED");
   });
@@ -341,16 +383,14 @@ describe("control from tests (ids honoured, to address jobs by the id sent)", ()
     const r = await receiver();
     try {
       s.holdJob("lost");
-      await run(s, { id: "lost", input: {}, webhook: `${r.base}/cb` });
+      await run(s, { id: "lost", input: {}, webhook: `${r.base}/cb-forgotten` });
       await until(
         async () => (await status(s, "lost")).body.status,
         (st) => st === "IN_PROGRESS",
       );
       expect(s.forgetJob("lost")).toBe(true);
       s.releaseJob("lost");
-      await sleep(150);
       expect((await status(s, "lost")).body).toEqual({ error: "job not found" });
-      expect(r.got).toHaveLength(0);
       // A resubmission after the loss runs again: the dedupe window is the provider's memory.
       await run(s, { id: "lost", input: {}, webhook: `${r.base}/cb` });
       await until(
@@ -358,6 +398,8 @@ describe("control from tests (ids honoured, to address jobs by the id sent)", ()
         (n) => n === 1,
       );
       expect(s.executions("lost")).toBe(2);
+      // The forgotten job's callback, had it been sent at its release, would have come first.
+      expect(r.got.map((c) => c.url)).toEqual(["/cb"]);
     } finally {
       await r.close();
     }
@@ -442,11 +484,11 @@ describe("callback faults (ids honoured, to address jobs by the id sent)", () =>
     for (let i = 0; i < 2; i++) {
       const s = await sim({ seed: 11, faults: { dropCallback: 0.5 } });
       for (let j = 0; j < 8; j++) await run(s, { id: `s${j}`, input: {}, webhook: "http://127.0.0.1:9/cb" });
+      // A callback is dropped or sent when its job ends: once all have ended, the list is final.
       await until(
-        () => s.getJob("s7")?.status,
-        (st) => st === "COMPLETED",
+        () => Array.from({ length: 8 }, (_, j) => s.getJob(`s${j}`)?.status),
+        (sts) => sts.every((st) => st === "COMPLETED"),
       );
-      await sleep(20);
       dropped.push(s.droppedCallbacks().sort());
     }
     expect(dropped[0]?.length).toBeGreaterThan(0);
@@ -562,13 +604,11 @@ describe("inspection API (/_sim) (ids honoured, to address jobs by the id sent)"
   it("holds, releases and forgets jobs", async () => {
     const s = await sim();
     await call(s, "POST", "/_sim/jobs/h1/hold");
-    await run(s, { id: "h1", input: {} });
-    await until(
-      async () => (await status(s, "h1")).body.status,
-      (st) => st === "IN_PROGRESS",
-    );
-    await sleep(100);
-    expect((await status(s, "h1")).body.status).toBe("IN_PROGRESS");
+    await onLogicalTime(async (advance) => {
+      await run(s, { id: "h1", input: {} });
+      await advance(10_000); // far past its cold start and execution
+      expect((await status(s, "h1")).body.status).toBe("IN_PROGRESS");
+    });
     await call(s, "POST", "/_sim/jobs/h1/release");
     expect((await status(s, "h1")).body.status).toBe("COMPLETED");
     expect((await call(s, "POST", "/_sim/jobs/h1/forget")).status).toBe(200);

@@ -3,8 +3,8 @@
 import { randomBytes } from "node:crypto";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { inject } from "vitest";
-import { KubeApi } from "../../src/k8s/api.js";
-import { RESOURCE_DEFINITIONS } from "../../src/crds/index.js";
+import { KubeApi, type Plural } from "../../src/k8s/api.js";
+import { GROUP, RESOURCE_DEFINITIONS, VERSION } from "../../src/crds/index.js";
 
 export function testKubeConfig(): KubeConfig {
   const kc = new KubeConfig();
@@ -16,7 +16,10 @@ export function testKubeconfigPath(): string {
   return inject("kubeconfig");
 }
 
-/** Creates a fresh namespace named after the test file. */
+// The namespaces this test file created; test/setup/namespaces.ts removes them after the file.
+const createdNamespaces = new Set<string>();
+
+/** Creates a fresh namespace named after the test file; it is removed once the file has run. */
 export async function createTestNamespace(kc: KubeConfig, prefix: string): Promise<string> {
   const slug = prefix
     .toLowerCase()
@@ -25,7 +28,53 @@ export async function createTestNamespace(kc: KubeConfig, prefix: string): Promi
     .replace(/-+$/, "");
   const name = `${slug}-${randomBytes(3).toString("hex")}`;
   await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name } } });
+  createdNamespaces.add(name);
   return name;
+}
+
+// What the tests leave in a namespace besides the project's resources: the Secrets of API keys,
+// Events, and the Leases of leader election.
+const CORE_COLLECTIONS = [
+  "/api/v1/namespaces/{ns}/secrets",
+  "/api/v1/namespaces/{ns}/configmaps",
+  "/api/v1/namespaces/{ns}/events",
+  "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+];
+
+/**
+ * Removes every namespace this file created. The local control plane runs no namespace controller
+ * (no kube-controller-manager), so deleting a namespace alone would leave it Terminating with its
+ * objects forever. This does that controller's work: delete the objects (a MediaJob keeps its
+ * finalizer until the controller releases it, and no controller runs any more, so the finalizers
+ * are cleared after the delete, when none can be added back), then delete the namespace and
+ * finalize it (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/).
+ */
+export async function deleteTestNamespaces(kc: KubeConfig = testKubeConfig()): Promise<void> {
+  const api = new KubeApi(kc);
+  for (const ns of [...createdNamespaces]) {
+    for (const def of RESOURCE_DEFINITIONS) {
+      const collection = `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${def.plural}`;
+      await api.rawJson("DELETE", collection);
+      const { items } = await api.list(def.plural as Plural, ns);
+      for (const obj of items) {
+        if (!(obj.metadata.finalizers as string[] | undefined)?.length) continue;
+        await api
+          .mergePatch(def.plural as Plural, ns, obj.metadata.name, { metadata: { finalizers: null } })
+          .catch((err: unknown) => {
+            if ((err as { code?: number }).code !== 404) throw err;
+          });
+      }
+    }
+    for (const path of CORE_COLLECTIONS) await api.rawJson("DELETE", path.replace("{ns}", ns));
+    await api.rawJson("DELETE", `/api/v1/namespaces/${ns}`);
+    await api.rawJson("PUT", `/api/v1/namespaces/${ns}/finalize`, {
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name: ns },
+      spec: { finalizers: [] },
+    });
+    createdNamespaces.delete(ns);
+  }
 }
 
 /** Established is not quite served: wait until every resource answers a list. */

@@ -76,8 +76,13 @@ describe("work queue metrics", () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     q.add("x");
-    const running = q.run(1, async () => gate);
-    await new Promise((r) => setTimeout(r, 10));
+    let started!: () => void;
+    const processing = new Promise<void>((r) => (started = r));
+    const running = q.run(1, async () => {
+      started();
+      return gate;
+    });
+    await processing;
     q.add("x"); // processing: marked to run again
     q.add("y");
     expect(await value(registry, 'workqueue_depth{name="gpuendpoint"}')).toBe(2);

@@ -1,7 +1,19 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { WorkQueue } from "../../src/controller/workqueue.js";
 
-const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
+// Logical time: delays, backoffs and requeue timers fire when the test advances the clock, so a
+// stalled machine cannot reorder them.
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+/** A reconcile that takes `ms` of logical time. */
+const work = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Moves logical time on by `ms`, running every timer and promise due meanwhile. */
+const advance = (ms = 0) => vi.advanceTimersByTimeAsync(ms);
 
 describe("WorkQueue", () => {
   it("collapses duplicates added before processing", async () => {
@@ -33,15 +45,15 @@ describe("WorkQueue", () => {
       running++;
       maxRunning = Math.max(maxRunning, running);
       runs++;
-      await tick(5);
+      await work(5);
       running--;
     };
     const done = q.run(8, reconcile);
     for (let i = 0; i < 50; i++) {
       q.add("same");
-      await tick(1);
+      await advance(1);
     }
-    await tick(30);
+    await advance(30);
     q.shutdown();
     await done;
     expect(maxRunning).toBe(1);
@@ -90,7 +102,7 @@ describe("WorkQueue", () => {
     q.add("poll");
     q.addAfter("late", 1000);
     q.addAfter("late", 10); // earlier timer wins
-    await tick(80);
+    await advance(80);
     q.shutdown();
     await done;
     expect(seen.filter((k) => k === "err")).toHaveLength(2);
@@ -102,13 +114,14 @@ describe("WorkQueue", () => {
     const q = new WorkQueue();
     let finished = 0;
     const done = q.run(1, async () => {
-      await tick(20);
+      await work(20);
       finished++;
     });
     q.add("a");
     q.add("b");
-    await tick(5);
+    await advance(5);
     q.shutdown();
+    await advance(20);
     await done;
     expect(finished).toBe(1);
   });

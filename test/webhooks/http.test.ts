@@ -371,10 +371,16 @@ describe("probes and metrics", () => {
   });
 });
 
-/** Reads started so far by the slowed clients below: a request is in flight once its first read started. */
+/** Reads started so far by the gated clients below: a request is in flight once its first read started. */
 let slowReads = 0;
+/** Reads wait on this until the test opens it: requests stay in flight while the server shuts down. */
+let gate: Promise<void> = Promise.resolve();
+let openGate: () => void = () => {};
+const closeGate = () => {
+  gate = new Promise<void>((r) => (openGate = r));
+};
 
-/** The real API, slowed down: requests stay in flight long enough to shut down under them. */
+/** The real API, held at the gate: requests stay in flight until the test lets them go on. */
 class SlowKubeApi extends KubeApi {
   override async get<T extends KubeObject>(
     plural: Plural,
@@ -382,12 +388,12 @@ class SlowKubeApi extends KubeApi {
     name: string,
   ): Promise<T | undefined> {
     slowReads++;
-    await new Promise((r) => setTimeout(r, 500));
+    await gate;
     return super.get<T>(plural, namespace, name);
   }
 }
 
-/** The payment path's client, slowed the same way. */
+/** The payment path's client, held the same way. */
 class SlowKubeJson extends KubeJson {
   override async get<T extends KubeObject>(
     plural: Plural,
@@ -395,7 +401,7 @@ class SlowKubeJson extends KubeJson {
     name: string,
   ): Promise<T | undefined> {
     slowReads++;
-    await new Promise((r) => setTimeout(r, 500));
+    await gate;
     return super.get<T>(plural, namespace, name);
   }
 }
@@ -404,6 +410,7 @@ describe("graceful shutdown", () => {
   it("finishes the requests in flight, then stops accepting", async () => {
     const slow = new SlowKubeApi(kc);
     slowReads = 0;
+    closeGate();
     const s = await startWebhookServer({
       api: slow,
       kube: new SlowKubeJson(kc),
@@ -425,6 +432,16 @@ describe("graceful shutdown", () => {
     const payInFlight = call(`${s.url}${PAY}`, { headers: ev.headers, body: ev.body });
     await eventually(() => slowReads >= 2, { timeoutMs: 20_000, intervalMs: 10 });
     const closed = s.close();
+    // Both requests are held in flight until the server refuses new connections.
+    await eventually(
+      () =>
+        call(`${s.url}/healthz`, { method: "GET" }).then(
+          () => false,
+          () => true,
+        ),
+      { message: "the server to stop accepting" },
+    );
+    openGate();
     const [cb, pay] = await Promise.all([cbInFlight, payInFlight]);
     await closed;
     expect(cb.status).toBe(200);

@@ -15,7 +15,7 @@ import type { Simulator } from "../../src/simulator/server.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
 import { CallbackJobs, simulatorClient, targetOf } from "../support/callbacks.js";
-import { createTestNamespace, testKubeConfig } from "../support/kube.js";
+import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
 import { startTestSimulator, testEnv } from "../support/stack.js";
 
 const kc = testKubeConfig();
@@ -179,7 +179,10 @@ describe("logs", () => {
       sock.on("close", () => resolve());
       sock.on("error", () => resolve());
     });
-    await new Promise((r) => setTimeout(r, 100));
+    // Its log line is the last one expected: once it is there, every line of the test is.
+    await eventually(() => lines.some((l) => l.includes("client error")), {
+      message: "the unparseable request to be logged",
+    });
 
     const text = lines.join("\n");
     expect(lines.length).toBeGreaterThan(20);
