@@ -26,7 +26,7 @@ export PATH := $(CURDIR)/$(NODE_DIR)/bin:$(PATH)
 endif
 
 .PHONY: help node print-node deps build lint typecheck crds crds-check test test-unit controlplane cluster-up cluster-down \
-        install run dev-up dev-down demo bench helm promtool clean
+        install run dev-up dev-down demo bench helm promtool clean fuzz chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
