@@ -217,7 +217,7 @@ export async function recordEvent(
   } catch {
     /* no user entry (some containers): keep the tool's name */
   }
-  await new EventRecorder(api.core, "kubectl-media", quiet).record(
+  await new EventRecorder(api, "kubectl-media", quiet).record(
     job,
     type,
     reason,

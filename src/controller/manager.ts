@@ -94,7 +94,7 @@ export class Manager {
       log: log.child({ informer: "billingaccounts" }),
     });
     const events = new BackgroundEventRecorder(
-      new EventRecorder(api.core, "media-orchestrator-controller", log),
+      new EventRecorder(api, "controller", log),
       log,
     );
     this.events = events;

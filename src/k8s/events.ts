@@ -1,8 +1,12 @@
-// Kubernetes Events (core/v1), so `kubectl describe` and `kubectl get events` tell what happened.
-// Recording an Event must never fail a reconcile: errors are logged and dropped.
+// Kubernetes Events, written as client-go's events recorder writes them (k8s.io/client-go/tools/
+// events): events.k8s.io/v1 objects, and the same Event on the same object again within a few
+// minutes is not a new object but one more count of its `series` (a PATCH), so a condition that
+// keeps recurring costs one Event, not one per occurrence. `kubectl describe` and `kubectl get
+// events` show them as usual. Recording an Event must never fail a reconcile: errors are logged
+// and dropped.
 import { randomBytes } from "node:crypto";
-import type { CoreV1Api } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import type { KubeApi } from "./api.js";
 
 export interface EventTarget {
   apiVersion?: string;
@@ -12,44 +16,86 @@ export interface EventTarget {
 
 export type EventType = "Normal" | "Warning";
 
+/** client-go's window: an isomorphic Event within it joins the series of the first. */
+export const SERIES_WINDOW_MS = 6 * 60_000;
+/** Series remembered at most (the oldest are forgotten: a later repeat then starts a new Event). */
+const SERIES_MEMORY = 10_000;
+
+interface Series {
+  namespace: string;
+  name: string;
+  count: number;
+  lastSeen: number;
+}
+
+/** metav1.MicroTime wants six fractional digits. */
+const microTime = (d: Date): string => d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+
 export class EventRecorder {
+  private readonly series = new Map<string, Series>();
+  private readonly instance: string;
+
   constructor(
-    private readonly core: CoreV1Api,
+    private readonly api: KubeApi,
     private readonly component: string,
     private readonly log: Logger,
-  ) {}
+    private readonly now: () => Date = () => new Date(),
+  ) {
+    this.instance = `${component}-${process.env.POD_NAME ?? process.env.HOSTNAME ?? "local"}`.slice(0, 128);
+  }
 
   async record(target: EventTarget, type: EventType, reason: string, message: string): Promise<void> {
     const namespace = target.metadata.namespace ?? "default";
-    const now = new Date();
+    const now = this.now();
+    const note = message.slice(0, 1024);
+    const key = [namespace, target.metadata.uid ?? target.metadata.name, type, reason, note].join("\u0000");
+    const known = this.series.get(key);
     try {
-      await this.core.createNamespacedEvent({
-        namespace,
-        body: {
-          metadata: {
-            name: eventName(target.metadata.name, now),
-            namespace,
-          },
-          involvedObject: {
-            apiVersion: target.apiVersion,
-            kind: target.kind,
-            name: target.metadata.name,
-            namespace,
-            uid: target.metadata.uid,
-          },
-          reason,
-          message: message.slice(0, 1024),
-          type,
-          source: { component: this.component },
-          firstTimestamp: now,
-          lastTimestamp: now,
-          count: 1,
-          reportingComponent: this.component,
+      if (known && now.getTime() - known.lastSeen < SERIES_WINDOW_MS) {
+        known.count++;
+        known.lastSeen = now.getTime();
+        await this.api.rawJson(
+          "PATCH",
+          `/apis/events.k8s.io/v1/namespaces/${known.namespace}/events/${known.name}`,
+          { series: { count: known.count, lastObservedTime: microTime(now) } },
+          "application/merge-patch+json",
+        );
+        return;
+      }
+      const name = eventName(target.metadata.name, now);
+      await this.api.rawJson("POST", `/apis/events.k8s.io/v1/namespaces/${namespace}/events`, {
+        apiVersion: "events.k8s.io/v1",
+        kind: "Event",
+        metadata: { name, namespace },
+        eventTime: microTime(now),
+        reportingController: `media-orchestrator.io/${this.component}`,
+        reportingInstance: this.instance,
+        action: reason,
+        reason,
+        regarding: {
+          apiVersion: target.apiVersion,
+          kind: target.kind,
+          name: target.metadata.name,
+          namespace,
+          uid: target.metadata.uid,
         },
+        note,
+        type,
       });
+      this.remember(key, { namespace, name, count: 1, lastSeen: now.getTime() });
     } catch (err) {
+      // A series whose Event is gone (expired, deleted) starts again next time.
+      if (known) this.series.delete(key);
       this.log.warn({ err: (err as Error).message, reason }, "could not record event");
     }
+  }
+
+  private remember(key: string, s: Series): void {
+    if (this.series.size >= SERIES_MEMORY) {
+      const oldest = this.series.keys().next().value;
+      if (oldest !== undefined) this.series.delete(oldest);
+    }
+    this.series.set(key, s);
   }
 }
 

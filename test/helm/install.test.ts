@@ -519,6 +519,7 @@ describe("the operator as the chart's ServiceAccount", () => {
       })),
       // Everything else.
       ...["get", "list", "patch", "delete"].map((verb) => ({ group: "", resource: "events", verb })),
+      ...["get", "list", "delete"].map((verb) => ({ group: "events.k8s.io", resource: "events", verb })),
       ...["get", "list", "watch", "create"].map((verb) => ({ group: "", resource: "secrets", verb })),
       { group: "", resource: "configmaps", verb: "get" },
       { group: "", resource: "pods", verb: "list" },

@@ -202,7 +202,7 @@ export const EXPECTED_RULES: PolicyRule[] = [
   { apiGroups: [G], resources: ["billingaccounts/status"], verbs: ["update"] },
   { apiGroups: [G], resources: ["paymentevents"], verbs: ["get", "list", "watch", "create", "delete"] },
   { apiGroups: [G], resources: ["paymentevents/status"], verbs: ["update"] },
-  { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+  { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
 ];
 
 /** The Lease of a watched namespace (or of the whole cluster): shared by every release watching it. */

@@ -313,10 +313,11 @@ need, see docs/helm.md. c = controller (src/controller), w = webhooks sidecar (s
 - apiGroups: ["media-orchestrator.io"]
   resources: ["paymentevents/status"]
   verbs: ["update"]
-# c, w: Kubernetes Events on the objects (src/k8s/events.ts creates, never patches)
-- apiGroups: [""]
+# c: Kubernetes Events on the objects (src/k8s/events.ts: events.k8s.io/v1, created, then patched
+#    to count a series of the same Event, as client-go's events recorder does)
+- apiGroups: ["events.k8s.io"]
   resources: ["events"]
-  verbs: ["create"]
+  verbs: ["create", "patch"]
 {{- end }}
 
 {{/* One container of the pod, after its name and args: both run the same image and configuration. */}}
