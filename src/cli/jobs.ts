@@ -217,10 +217,5 @@ export async function recordEvent(
   } catch {
     /* no user entry (some containers): keep the tool's name */
   }
-  await new EventRecorder(api, "kubectl-media", quiet).record(
-    job,
-    type,
-    reason,
-    `${message} (by ${who})`,
-  );
+  await new EventRecorder(api, "kubectl-media", quiet).record(job, type, reason, `${message} (by ${who})`);
 }
