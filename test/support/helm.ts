@@ -4,8 +4,8 @@
 // (`helm template`, `helm lint`) assume the Kubernetes minor of our control plane; against a live
 // apiserver helm asks the server instead.
 import { spawn, spawnSync, type SpawnSyncReturns } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { goInstalledBinary } from "./go-install.js";
+import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { KUBE_VERSION, REPO_ROOT } from "./controlplane.js";
 
@@ -19,82 +19,28 @@ export function helmBinaryPath(): string {
   return join(REPO_ROOT, ".local/bin", `helm-${HELM_VERSION}`);
 }
 
-const sleep = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * Builds helm once (minutes on a cold Go cache) and returns its path; later calls reuse it. Test
  * files running side by side take a lock, so only one of them compiles while the others wait.
  */
-export function helmBinary(log: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): string {
-  const bin = helmBinaryPath();
-  if (existsSync(bin)) return bin;
-  mkdirSync(dirname(bin), { recursive: true });
-  const lock = `${bin}.lock`;
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      writeFileSync(join(lock, "pid"), String(process.pid));
-      break;
-    } catch {
-      if (existsSync(bin)) return bin;
-      let holder = 0;
-      try {
-        holder = Number(readFileSync(join(lock, "pid"), "utf8"));
-      } catch {
-        /* the holder is between mkdir and writing its pid */
-      }
-      if (holder && !alive(holder)) rmSync(lock, { recursive: true, force: true });
-      else sleep(1_000);
-    }
-  }
-  try {
-    if (existsSync(bin)) return bin;
-    return build(bin, log);
-  } finally {
-    rmSync(lock, { recursive: true, force: true });
-  }
-}
-
-function build(bin: string, log: (line: string) => void): string {
-  const gobin = `${bin}.build-${process.pid}`;
-  mkdirSync(gobin, { recursive: true });
-  log(`building helm ${HELM_VERSION} from its Go module into ${bin} (first time only; takes minutes)`);
-  const started = Date.now();
-  const ldflags = [
-    "-s -w",
-    `-X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}`,
-    `-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=${K8S_MAJOR}`,
-    `-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=${K8S_MINOR}`,
-    `-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=${K8S_MAJOR}`,
-    `-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=${K8S_MINOR}`,
-  ].join(" ");
-  try {
-    // -v prints each package as it compiles: progress, not silence.
-    const res = spawnSync(
-      "go",
-      ["install", "-v", "-trimpath", "-ldflags", ldflags, `helm.sh/helm/v3/cmd/helm@${HELM_VERSION}`],
-      {
-        cwd: REPO_ROOT,
-        env: { ...process.env, GOTOOLCHAIN: "local", GOBIN: gobin, GOFLAGS: "" },
-        stdio: ["ignore", "inherit", "inherit"],
-      },
-    );
-    if (res.status !== 0) throw new Error(`building helm failed (go install exit ${res.status})`);
-    renameSync(join(gobin, "helm"), bin);
-  } finally {
-    rmSync(gobin, { recursive: true, force: true });
-  }
-  log(`helm built in ${Math.round((Date.now() - started) / 1000)} s`);
-  return bin;
+export function helmBinary(log?: (line: string) => void): string {
+  return goInstalledBinary(
+    {
+      name: "helm",
+      version: HELM_VERSION,
+      bin: helmBinaryPath(),
+      pkg: `helm.sh/helm/v3/cmd/helm@${HELM_VERSION}`,
+      ldflags: [
+        "-s -w",
+        `-X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}`,
+        `-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=${K8S_MAJOR}`,
+        `-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=${K8S_MINOR}`,
+        `-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=${K8S_MAJOR}`,
+        `-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=${K8S_MINOR}`,
+      ],
+    },
+    log,
+  );
 }
 
 export interface HelmResult {
