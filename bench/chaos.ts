@@ -173,6 +173,8 @@ const common: Record<string, string> = {
   LEADER_ELECTION_RENEW_DEADLINE_SECONDS: "10",
   LEADER_ELECTION_RETRY_PERIOD_SECONDS: "2",
   RESYNC_INTERVAL_SECONDS: "5",
+  // The provider lowers workersMax every few seconds here: look for drift at every tick.
+  PROVIDER_DRIFT_CHECK_SECONDS: "5",
   JOB_TIMEOUT_SECONDS: "15",
   // Longer than the simulated provider's callback window (3 attempts, 10 s apart at time scale
   // 0.05, plus the injected delay and reordering): a lost answer is resubmitted only when its

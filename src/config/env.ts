@@ -56,6 +56,11 @@ export const EnvSchema = z.object({
   KUBE_API_TIMEOUT_SECONDS: seconds(30),
   /** The reconciliation tick: every object is reconciled at least this often. */
   RESYNC_INTERVAL_SECONDS: seconds(30),
+  /**
+   * How often the provider's endpoint settings are listed to find drift (workers changed at the
+   * provider behind our back). A spec change, or a change we made, lists them at once.
+   */
+  PROVIDER_DRIFT_CHECK_SECONDS: seconds(120),
   /** How long a job may stay Processing before the provider is asked (per job: spec.timeoutSeconds). */
   JOB_TIMEOUT_SECONDS: seconds(600),
   /**

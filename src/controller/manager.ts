@@ -146,7 +146,11 @@ export class Manager {
       leadership: () => this.leadership?.signal,
     });
     // Shared for a tick, with room for the tick timer and the reconciles to drift by up to 500 ms.
-    this.providerView = new ProviderView(o.provider, tickMs - Math.min(500, tickMs / 2));
+    this.providerView = new ProviderView(
+      o.provider,
+      tickMs - Math.min(500, tickMs / 2),
+      env.PROVIDER_DRIFT_CHECK_SECONDS * 1000 - 500,
+    );
     this.endpointReconciler = new GpuEndpointReconciler({
       api: recordingWrites(api, "gpuendpoints", this.ownEndpointWrites),
       endpoints: this.endpoints,

@@ -58,6 +58,8 @@ beforeAll(async () => {
       GPU_PROVIDER_API_URL: sim.url,
       GPU_PROVIDER_ENDPOINT_TTS: "ep-env",
       JOB_TIMEOUT_SECONDS: "1",
+      // Drift is looked for every 2 s here (the default is minutes apart).
+      PROVIDER_DRIFT_CHECK_SECONDS: "2",
     }),
   );
   await manager.start();
@@ -157,7 +159,7 @@ describe("workers", () => {
     );
   });
 
-  it("checks the key once for all endpoints, not once per object or per tick (the endpoint list uses it every tick)", async () => {
+  it("checks the key once for all endpoints, not once per object or per tick (the endpoint list uses it at each drift check)", async () => {
     const before = manager.providerView.credentialChecks;
     const tick = manager.ticks;
     await eventually(() => manager.ticks >= tick + 3, { timeoutMs: 20_000 });
@@ -231,7 +233,7 @@ describe("diagnosis", () => {
     }
   });
 
-  it("a key revoked while running: the endpoint list's refusal makes CredentialsValid=False within a tick; restored, Ready again", async () => {
+  it("a key revoked while running: the health check's refusal makes CredentialsValid=False within a tick; restored, Ready again", async () => {
     const revokedNs = await createTestNamespace(kc, "revoked");
     const valid = new GpuProviderClient({ apiUrl: sim.url, apiKey: SIM_KEY, timeoutMs: 5_000 });
     const revoked = new GpuProviderClient({ apiUrl: sim.url, apiKey: "revoked-key", timeoutMs: 5_000 });

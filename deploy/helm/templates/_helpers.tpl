@@ -201,6 +201,8 @@ CALLBACK_BASE_URL: the value given, else the Ingress host, else the Service's cl
   value: {{ include "media-orchestrator.callbackBaseUrl" . | quote }}
 - name: RESYNC_INTERVAL_SECONDS
   value: {{ .Values.resyncIntervalSeconds | quote }}
+- name: PROVIDER_DRIFT_CHECK_SECONDS
+  value: {{ .Values.providerDriftCheckSeconds | quote }}
 - name: JOB_TIMEOUT_SECONDS
   value: {{ .Values.jobTimeoutSeconds | quote }}
 - name: MAX_CONCURRENT_RECONCILES

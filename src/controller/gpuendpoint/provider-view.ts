@@ -1,8 +1,9 @@
-// What every GpuEndpoint reconcile needs from the provider, fetched at most once per tick: the
-// endpoint list, shared by all endpoints, and each endpoint's /health. The list is made with the
-// key, so it checks the key every tick too; the explicit key check (GraphQL myself { id }, which
-// names the account) is repeated only every few minutes, or at once after a call was refused. However often an endpoint is reconciled (a spec edit, a tick), the
-// provider is asked about it once per tick: its rate limit is shared with job submissions.
+// What every GpuEndpoint reconcile needs from the provider: each endpoint's /health, fetched at
+// most once per tick, and the endpoint list (settings, for drift), shared by all endpoints and
+// fetched once per drift-check interval (PROVIDER_DRIFT_CHECK_SECONDS), or at once after we changed
+// an endpoint or its spec changed. So at rest the provider is asked about each endpoint about once
+// per tick: its rate limit is shared with job submissions. The explicit key check (which names the
+// account) is repeated only every few minutes, or at once after a call was refused.
 // Concurrent reconciles share one in-flight request; a failed fetch is not cached.
 import type {
   EndpointHealthReport,
@@ -40,6 +41,11 @@ class Cached<T> {
   invalidate(): void {
     this.entry = undefined;
   }
+
+  /** Applies a change we know of to the cached value (if any), keeping its age. */
+  amend(change: (value: T) => T): void {
+    if (this.entry) this.entry = { at: this.entry.at, value: this.entry.value.then(change) };
+  }
 }
 
 export class ProviderView {
@@ -47,13 +53,18 @@ export class ProviderView {
   private readonly endpoints: Cached<ProviderEndpoint[]>;
   private readonly health = new Map<string, Cached<EndpointHealthReport>>();
 
+  /**
+   * `ttlMs`: how long a health report is shared (a tick). `listTtlMs`: how long the endpoint list
+   * is (the drift-check interval; never shorter than `ttlMs`).
+   */
   constructor(
     private readonly provider: Pick<GpuProviderClient, "checkKey" | "listEndpoints" | "health">,
     private readonly ttlMs: number,
+    listTtlMs: number = ttlMs,
     private readonly clock: () => number = Date.now,
   ) {
     this.credentials = new Cached(() => provider.checkKey(), Math.max(ttlMs, KEY_RECHECK_MS), clock);
-    this.endpoints = new Cached(() => provider.listEndpoints(), ttlMs, clock);
+    this.endpoints = new Cached(() => provider.listEndpoints(), Math.max(ttlMs, listTtlMs), clock);
   }
 
   /** How many key checks went to the provider (whatever the number of endpoints). */
@@ -61,7 +72,7 @@ export class ProviderView {
     return this.credentials.fetches;
   }
 
-  /** How many endpoint listings went to the provider: one per tick for all endpoints. */
+  /** How many endpoint listings went to the provider: one per drift check for all endpoints. */
   get endpointListings(): number {
     return this.endpoints.fetches;
   }
@@ -88,8 +99,13 @@ export class ProviderView {
     this.credentials.invalidate();
   }
 
-  /** After we changed an endpoint, the next reader must see the provider's new state. */
+  /** The next reader must see the provider's state (a spec changed; an endpoint may be gone). */
   invalidateEndpoints(): void {
     this.endpoints.invalidate();
+  }
+
+  /** We changed an endpoint and the provider answered with it: the listing holds the answer. */
+  endpointSaved(saved: ProviderEndpoint): void {
+    this.endpoints.amend((all) => all.map((e) => (e.id === saved.id ? saved : e)));
   }
 }

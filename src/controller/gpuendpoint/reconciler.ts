@@ -102,7 +102,9 @@ export class GpuEndpointReconciler {
       return finish(notReady(c.reason, c.message));
     }
 
-    // 2. Which provider endpoint this is.
+    // 2. Which provider endpoint this is. A new or edited spec is compared with the provider's
+    // settings as they are now, not as the last drift check saw them.
+    if (gen !== ep.status?.observedGeneration) this.d.view.invalidateEndpoints();
     let resolved: Resolution;
     try {
       resolved = await this.resolve(ep);
@@ -148,7 +150,7 @@ export class GpuEndpointReconciler {
     if (drift.length) {
       try {
         live = await this.d.provider.updateEndpointWorkers(live.id, want);
-        this.d.view.invalidateEndpoints();
+        this.d.view.endpointSaved(live);
         const what = drift.map((k) => `${k} ${String(resolved.endpoint[k])} -> ${want[k]}`).join(", ");
         events.push(["Normal", "WorkersSynced", `set at the provider: ${what}`]);
       } catch (err) {
@@ -176,12 +178,21 @@ export class GpuEndpointReconciler {
       set(healthCondition(health, ep.status?.health, ep.spec), "Warning");
       status = { ...status, health };
     } catch (err) {
+      // The health check is the one call made with the key every tick: a refusal is the key's.
+      if (isProviderError(err) && (err.code === "INVALID_API_KEY" || err.code === "ACCOUNT_PROBLEM")) {
+        this.d.view.invalidateCredentials();
+        const c = credentialsCondition(err);
+        set(c, "Warning");
+        return finish(notReady(c.reason, c.message));
+      }
       set({
         type: "WorkersHealthy",
         status: "Unknown",
         reason: "HealthUnavailable",
         message: `health check failed: ${describeError(err)}`,
       });
+      // Perhaps gone at the provider since the last listing: the next tick lists again.
+      if (isProviderError(err) && err.status === 404) this.d.view.invalidateEndpoints();
     }
     return finish({
       type: "Ready",
