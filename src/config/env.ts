@@ -2,6 +2,7 @@
 // with a message naming the variable; values themselves are never echoed (some are secrets).
 import { isIP } from "node:net";
 import { z } from "zod";
+import { UNCONFIRMED_SUBMISSION_POLICIES } from "../mediajob/lifecycle.js";
 import { parseRateLimits } from "../webhooks/ratelimit.js";
 
 const bool = z
@@ -69,6 +70,16 @@ export const EnvSchema = z.object({
    * (RunPod: 3 attempts, 10 s apart).
    */
   CALLBACK_CONFIRMATION_SECONDS: seconds(60),
+  /**
+   * What becomes of a submission still unconfirmed at that deadline (docs/controller.md, "At most
+   * once"): `fail` ends the job Failed (SubmissionUnconfirmed), never running it twice; `resubmit`
+   * submits it again, counted, and a job whose first submission did run then runs twice.
+   */
+  UNCONFIRMED_SUBMISSION_POLICY: z
+    .enum(UNCONFIRMED_SUBMISSION_POLICIES, {
+      error: "must be fail (at most once, the default) or resubmit (at least once; a job may run twice)",
+    })
+    .default("fail"),
   /**
    * How long a deleted MediaJob keeps trying to cancel its job at a provider that fails, before it
    * is let go without the cancel (a dead provider must not keep objects forever).

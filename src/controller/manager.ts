@@ -136,6 +136,7 @@ export class Manager {
         callbackSecret: env.CALLBACK_SECRET,
         defaultTimeoutSeconds: env.JOB_TIMEOUT_SECONDS,
         confirmationWindowMs: env.CALLBACK_CONFIRMATION_SECONDS * 1000,
+        unconfirmedPolicy: env.UNCONFIRMED_SUBMISSION_POLICY,
         cancelGiveUpMs: env.DELETE_CANCEL_TIMEOUT_SECONDS * 1000,
         tickMs,
       },

@@ -58,7 +58,8 @@ export class ControllerMetrics {
     help:
       "Submissions to the GPU provider by outcome: accepted, refused (provably not taken), unconfirmed " +
       "(answer lost: may be running), unconfirmed-resubmission (sent again past the confirmation " +
-      "deadline: may have run twice), fenced (not the leader), intent-conflict",
+      "deadline: may have run twice), unconfirmed-failed (Failed past the confirmation deadline, never " +
+      "sent again: may have run once), fenced (not the leader), intent-conflict",
     labelNames: ["outcome"] as const,
     registers: [this.registry],
   });

@@ -33,6 +33,16 @@ describe("configuration", () => {
     }
   });
 
+  it("reads the policy for unconfirmed submissions: fail by default, resubmit on request, nothing else", () => {
+    expect(parseEnv({}).UNCONFIRMED_SUBMISSION_POLICY).toBe("fail");
+    expect(parseEnv({ UNCONFIRMED_SUBMISSION_POLICY: "resubmit" }).UNCONFIRMED_SUBMISSION_POLICY).toBe(
+      "resubmit",
+    );
+    expect(() => parseEnv({ UNCONFIRMED_SUBMISSION_POLICY: "retry" })).toThrow(
+      /UNCONFIRMED_SUBMISSION_POLICY: must be fail \(at most once, the default\) or resubmit/,
+    );
+  });
+
   it("reads several webhook secrets for a rotation", () => {
     expect(webhookSecrets(parseEnv({ PAYMENT_PROVIDER_WEBHOOK_SECRET: "whsec_a, whsec_b" }))).toEqual([
       "whsec_a",

@@ -10,6 +10,8 @@ import {
   OUTPUT_MAX_BYTES,
   afterProviderLostJob,
   afterUnconfirmedDeadline,
+  decideUnconfirmed,
+  failedUnconfirmed,
   intentStatus,
   isUnconfirmed,
   markUnconfirmed,
@@ -188,7 +190,7 @@ describe("the write-ahead submission protocol", () => {
     expect(withdrawIntent(recordAccepted(intent, 1, "rp-1"), pending, 1, NOW)).toBeUndefined();
   });
 
-  it("marks a lost answer Unconfirmed once, and resubmits it only past the deadline, counted and capped", () => {
+  it("marks a lost answer Unconfirmed once, and waits for its callback until the deadline", () => {
     const unconfirmed = markUnconfirmed(intent, 1)!;
     expect(unconfirmed.submission?.state).toBe("Unconfirmed");
     expect(markUnconfirmed(unconfirmed, 1)).toBeUndefined();
@@ -198,9 +200,148 @@ describe("the write-ahead submission protocol", () => {
     const again = afterUnconfirmedDeadline(unconfirmed, NOW);
     expect(again).toMatchObject({ phase: "Pending", replay: true, unconfirmedResubmissions: 1 });
     expect(again.submission).toBeUndefined();
-    const last = afterUnconfirmedDeadline({ ...unconfirmed, unconfirmedResubmissions: MAX_REPLAYS }, NOW);
-    expect(last.phase).toBe("Failed");
-    expect(last.error).toMatch(/SubmissionUnconfirmed/);
+  });
+
+  describe("past the confirmation deadline, the policy decides", () => {
+    const unconfirmed = markUnconfirmed(intent, 1)!;
+    const sending = intent; // a crash between /run and its record: never marked
+    const start = Date.parse(NOW);
+    const at = (seconds: number) => start + seconds * 1000;
+    // spec.timeoutSeconds 60, window 30 s: the deadline is 90 s after the submission started.
+    const cases: Array<{
+      name: string;
+      status: MediaJobStatus;
+      policy: "fail" | "resubmit";
+      nowMs: number;
+      action: "wait" | "fail" | "resubmit";
+      phase?: string;
+      resubmissions?: number;
+    }> = [
+      {
+        name: "fail, before the deadline",
+        status: unconfirmed,
+        policy: "fail",
+        nowMs: at(89),
+        action: "wait",
+      },
+      {
+        name: "resubmit, before the deadline",
+        status: unconfirmed,
+        policy: "resubmit",
+        nowMs: at(89),
+        action: "wait",
+      },
+      {
+        name: "fail, at the deadline",
+        status: unconfirmed,
+        policy: "fail",
+        nowMs: at(90),
+        action: "fail",
+        phase: "Failed",
+        resubmissions: 0,
+      },
+      {
+        name: "fail, a never-marked Sending intent",
+        status: sending,
+        policy: "fail",
+        nowMs: at(600),
+        action: "fail",
+        phase: "Failed",
+        resubmissions: 0,
+      },
+      {
+        name: "fail, after earlier resubmissions",
+        status: { ...unconfirmed, unconfirmedResubmissions: 1 },
+        policy: "fail",
+        nowMs: at(90),
+        action: "fail",
+        phase: "Failed",
+        resubmissions: 1,
+      },
+      {
+        name: "resubmit, at the deadline",
+        status: unconfirmed,
+        policy: "resubmit",
+        nowMs: at(90),
+        action: "resubmit",
+        phase: "Pending",
+        resubmissions: 1,
+      },
+      {
+        name: "resubmit, once more below the cap",
+        status: { ...unconfirmed, unconfirmedResubmissions: MAX_REPLAYS - 1 },
+        policy: "resubmit",
+        nowMs: at(90),
+        action: "resubmit",
+        phase: "Pending",
+        resubmissions: MAX_REPLAYS,
+      },
+      {
+        name: "resubmit, at the cap",
+        status: { ...unconfirmed, unconfirmedResubmissions: MAX_REPLAYS },
+        policy: "resubmit",
+        nowMs: at(90),
+        action: "fail",
+        phase: "Failed",
+        resubmissions: MAX_REPLAYS,
+      },
+    ];
+    it.each(cases)("$name: $action", (c) => {
+      const d = decideUnconfirmed(job(c.status, { timeoutSeconds: 60 }), {
+        nowMs: c.nowMs,
+        defaultTimeoutSeconds: 600,
+        windowMs: 30_000,
+        policy: c.policy,
+      });
+      expect(d.action).toBe(c.action);
+      if (d.action === "wait") {
+        expect(d.remainingMs).toBe(at(90) - c.nowMs);
+        return;
+      }
+      expect(d.status.phase).toBe(c.phase);
+      expect(d.status.unconfirmedResubmissions ?? 0).toBe(c.resubmissions);
+      if (d.action === "resubmit") {
+        expect(d).toMatchObject({ reason: "UnconfirmedResubmission", outcome: "unconfirmed-resubmission" });
+        expect(d.status.submission).toBeUndefined();
+        expect(d.status.replay).toBe(true);
+        return;
+      }
+      // Failed, never submitted again: the submission kept as the record of what may have run.
+      expect(d).toMatchObject({ reason: "SubmissionUnconfirmed", outcome: "unconfirmed-failed" });
+      expect(d.status.submission).toMatchObject({ attempt: 1, state: "Unconfirmed" });
+      expect(d.status.providerJobId).toBeUndefined();
+      expect(d.status.completedAt).toBe(new Date(c.nowMs).toISOString());
+      expect(d.status.error).toMatch(/^SubmissionUnconfirmed: /);
+      expect(d.status.error).toContain("kubectl media reset j -n ns");
+      if (c.policy === "fail")
+        expect(d.status.error).toMatch(/may have run the job once and its result never arrived/);
+      expect(failedUnconfirmed(d.status)).toBe(true);
+      const conditions = withPhaseConditions(d.status, 1, NOW).conditions ?? [];
+      expect(conditions.find((x) => x.type === "Succeeded")).toMatchObject({
+        status: "False",
+        reason: "SubmissionUnconfirmed",
+      });
+      expect(conditions.find((x) => x.type === "Submitted")).toMatchObject({
+        status: "False",
+        reason: "SubmissionUnconfirmed",
+      });
+    });
+
+    it("tells a job failed this way from one the provider failed", () => {
+      const failed = applyProviderResult(
+        job({
+          ...processing(),
+          submission: { attempt: 1, id: "sub-aaaaaaaa", startedAt: NOW, state: "Accepted" },
+        }),
+        { id: "j1", status: "FAILED" },
+        NOW,
+      )!;
+      expect(failed.phase).toBe("Failed");
+      expect(failedUnconfirmed(failed)).toBe(false);
+      expect(
+        withPhaseConditions(failed, 1, NOW).conditions?.find((x) => x.type === "Succeeded")?.reason,
+      ).toBe("Failed");
+    });
   });
 });
 

@@ -19,8 +19,8 @@ import {
   FINALIZER,
   SKIP_CANCEL_ANNOTATION,
   afterProviderLostJob,
-  afterUnconfirmedDeadline,
   applyProviderResult,
+  decideUnconfirmed,
   effectiveJobId,
   initialStatus,
   intentStatus,
@@ -29,6 +29,7 @@ import {
   markUnconfirmed,
   msUntilConfirmationDeadline,
   msUntilStuck,
+  type UnconfirmedSubmissionPolicy,
   nextStepObject,
   recordAccepted,
   resetToPending,
@@ -44,6 +45,8 @@ export interface MediaJobSettings {
   defaultTimeoutSeconds: number;
   /** How long past its timeout an unconfirmed submission waits for its callback. */
   confirmationWindowMs?: number;
+  /** What becomes of a submission still unconfirmed at its deadline. Default "fail" (at most once). */
+  unconfirmedPolicy?: UnconfirmedSubmissionPolicy;
   /** How long a deletion keeps trying to cancel at a failing provider. Default CANCEL_GIVE_UP_MS. */
   cancelGiveUpMs?: number;
   /** The reconciliation tick: how often waiting jobs are looked at again. */
@@ -87,7 +90,13 @@ type PendingEvent = [EventType, string, string];
 
 /** What became of one submission: for metrics and logs. */
 export type SubmissionOutcome =
-  "accepted" | "refused" | "unconfirmed" | "unconfirmed-resubmission" | "fenced" | "intent-conflict";
+  | "accepted"
+  | "refused"
+  | "unconfirmed"
+  | "unconfirmed-resubmission"
+  | "unconfirmed-failed"
+  | "fenced"
+  | "intent-conflict";
 
 /** How long a deletion waits for an unconfirmed submission's provider id, to cancel it. */
 export const CANCEL_WAIT_FOR_ID_MS = 60_000;
@@ -650,7 +659,8 @@ export class MediaJobReconciler {
   /**
    * A submission whose provider id is unknown: its /run answer was lost, the process died between
    * /run and the record, or the record write failed. It may be running, so it is never submitted
-   * again while its callback can still arrive (the sidecar adopts it by its attempt-bound token).
+   * again while its callback can still arrive (the sidecar adopts it by its attempt-bound token);
+   * past that, UNCONFIRMED_SUBMISSION_POLICY decides (decideUnconfirmed).
    */
   private async unconfirmedPass(
     job: MediaJob,
@@ -667,12 +677,17 @@ export class MediaJobReconciler {
       this.unrecorded.delete(key);
       return { status, written, requeueAfterMs: 1_000 };
     }
-    const remaining = msUntilConfirmationDeadline(
-      job,
-      nowDate.getTime(),
-      this.d.settings.defaultTimeoutSeconds,
+    const decision = decideUnconfirmed(
+      { ...job, status },
+      {
+        nowMs: nowDate.getTime(),
+        defaultTimeoutSeconds: this.d.settings.defaultTimeoutSeconds,
+        windowMs: this.d.settings.confirmationWindowMs,
+        policy: this.d.settings.unconfirmedPolicy ?? "fail",
+      },
     );
-    if (remaining > 0) {
+    if (decision.action === "wait") {
+      const remaining = decision.remainingMs;
       // Seen in Sending by a pass that did not send it: the sending pass ended without an answer.
       const marked = this.unconfirmed(
         job,
@@ -682,18 +697,10 @@ export class MediaJobReconciler {
       );
       return { status: marked ?? status, requeueAfterMs: remaining };
     }
-    const next = afterUnconfirmedDeadline(status, now);
-    this.d.onSubmission?.("unconfirmed-resubmission");
-    events.push([
-      "Warning",
-      next.phase === "Failed" ? "SubmissionUnconfirmed" : "UnconfirmedResubmission",
-      next.phase === "Failed"
-        ? next.error!
-        : `attempt ${attempt} was never confirmed (no answer, no callback before its deadline); submitting again ` +
-          `(unconfirmed resubmission ${next.unconfirmedResubmissions}): it may run twice at the provider`,
-    ]);
-    if (next.phase !== "Failed") this.d.onRecovery?.("unconfirmed_resubmission");
-    return { status: next };
+    this.d.onSubmission?.(decision.outcome);
+    events.push(["Warning", decision.reason, decision.message]);
+    if (decision.action === "resubmit") this.d.onRecovery?.("unconfirmed_resubmission");
+    return { status: decision.status };
   }
 
   // ---- Completed: the next pipeline step, exactly once ----------------------------------------
