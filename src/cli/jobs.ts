@@ -5,7 +5,14 @@
 import { userInfo } from "node:os";
 import type { Logger } from "pino";
 import type { MediaJob } from "../crds/mediajob.js";
-import { effectiveJobId, msUntilStuck, resetPatch, submissionId } from "../mediajob/lifecycle.js";
+import {
+  effectiveJobId,
+  failedUnconfirmed,
+  msUntilStuck,
+  resetPatch,
+  resetUnconfirmedPatch,
+  submissionId,
+} from "../mediajob/lifecycle.js";
 import { writeProviderResult } from "../mediajob/result.js";
 import type { KubeApi } from "../k8s/api.js";
 import { describeError, isNotFound } from "../k8s/errors.js";
@@ -129,7 +136,13 @@ export function providerState(view: ProviderView): string {
 }
 
 export type WriteOutcome =
-  { written: true; job: MediaJob } | { written: false; job?: MediaJob; message: string };
+  | {
+      written: true;
+      job: MediaJob;
+      /** What a reset reset: a Processing job, or one Failed with SubmissionUnconfirmed. */
+      from?: "Processing" | "Failed";
+    }
+  | { written: false; job?: MediaJob; message: string };
 
 /**
  * Applies the provider's result to a Processing job, as a callback would: the one
@@ -158,44 +171,44 @@ export async function applyResult(
 /**
  * The runbook's reset as one JSON patch whose `test` ops make it apply only to a Processing job
  * with the job id read first (the README's kubectl patch), so an object re-created under the same
- * name in between is left alone. On refusal, the job is read again to say why.
+ * name in between is left alone. With `failedUnconfirmed`, a job Failed because its submission was
+ * never confirmed (SubmissionUnconfirmed) is reset too: the operator's deliberate resubmission.
+ * On refusal, the job is read again to say why.
  */
 export async function resetJob(
   api: KubeApi,
   namespace: string,
   name: string,
   now: string,
+  opts: { failedUnconfirmed?: boolean } = {},
 ): Promise<WriteOutcome> {
   const seen = await api.get<MediaJob>("mediajobs", namespace, name);
   if (!seen) return { written: false, message: "the MediaJob does not exist" };
-  if (seen.status?.phase !== "Processing" || !seen.status.jobId) {
-    return {
-      written: false,
-      job: seen,
-      message: `it is ${seen.status?.phase ?? "without a phase"}, not Processing`,
-    };
-  }
+  const resettable = (job: MediaJob): boolean =>
+    job.status?.phase === "Processing" || (opts.failedUnconfirmed === true && failedUnconfirmed(job.status));
+  const refusal = (job: MediaJob): string =>
+    `it is ${job.status?.phase ?? "without a phase"}, not Processing` +
+    (opts.failedUnconfirmed && job.status?.phase === "Failed" ? " or Failed with SubmissionUnconfirmed" : "");
+  if (!resettable(seen) || !seen.status?.jobId) return { written: false, job: seen, message: refusal(seen) };
+  const patch =
+    seen.status.phase === "Processing"
+      ? resetPatch(now, seen.status.jobId)
+      : resetUnconfirmedPatch(seen.status, now)!;
   try {
-    const job = await api.jsonPatchStatus<MediaJob>(
-      "mediajobs",
-      namespace,
-      name,
-      resetPatch(now, seen.status.jobId),
-    );
-    return { written: true, job };
+    const job = await api.jsonPatchStatus<MediaJob>("mediajobs", namespace, name, patch);
+    return { written: true, job, from: seen.status.phase === "Processing" ? "Processing" : "Failed" };
   } catch (err) {
     if (isNotFound(err)) return { written: false, message: "the MediaJob does not exist" };
     const current = await api.get<MediaJob>("mediajobs", namespace, name);
     if (!current) return { written: false, message: "the MediaJob does not exist" };
-    if (current.status?.phase !== "Processing") {
-      return {
-        written: false,
-        job: current,
-        message: `it is ${current.status?.phase ?? "without a phase"}, not Processing`,
-      };
-    }
-    if (current.status.jobId !== seen.status.jobId) {
+    if (current.status?.jobId !== seen.status.jobId) {
       return { written: false, job: current, message: "it was re-created under the same name meanwhile" };
+    }
+    if (current.status.phase !== seen.status.phase || !resettable(current)) {
+      return { written: false, job: current, message: refusal(current) };
+    }
+    if (current.status.submission?.id !== seen.status.submission?.id) {
+      return { written: false, job: current, message: "it was submitted again meanwhile" };
     }
     throw err;
   }

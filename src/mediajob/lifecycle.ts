@@ -441,6 +441,30 @@ export function resetPatch(
   ];
 }
 
+/**
+ * An operator's deliberate resubmission of a job Failed for an unconfirmed submission (`kubectl
+ * media reset`): Pending, replay true, the failure cleared. Its `test` ops make it apply only to
+ * that job (its job id) still Failed for that very submission. Undefined for any other job.
+ */
+export function resetUnconfirmedPatch(
+  status: MediaJobStatus | undefined,
+  now: string,
+): Array<{ op: "test" | "replace" | "add" | "remove"; path: string; value?: unknown }> | undefined {
+  if (!failedUnconfirmed(status) || !status?.jobId || !status.submission) return undefined;
+  return [
+    { op: "test", path: "/status/jobId", value: status.jobId },
+    { op: "test", path: "/status/phase", value: "Failed" },
+    { op: "test", path: "/status/submission/id", value: status.submission.id },
+    { op: "test", path: "/status/submission/state", value: "Unconfirmed" },
+    { op: "replace", path: "/status/phase", value: "Pending" },
+    { op: "add", path: "/status/updatedAt", value: now },
+    { op: "add", path: "/status/replay", value: true },
+    { op: "remove", path: "/status/submission" },
+    ...(status.completedAt !== undefined ? [{ op: "remove" as const, path: "/status/completedAt" }] : []),
+    ...(status.error !== undefined ? [{ op: "remove" as const, path: "/status/error" }] : []),
+  ];
+}
+
 /** Milliseconds until a Processing job counts as stuck (negative once it is). */
 export function msUntilStuck(job: MediaJob, nowMs: number, defaultTimeoutSeconds: number): number {
   const since = Date.parse(job.status?.submittedAt ?? job.status?.updatedAt ?? "") || nowMs;

@@ -26,7 +26,13 @@ import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import type { Simulator } from "../../src/simulator/server.js";
 import { verifyStripeSignature } from "../../src/webhooks/signature.js";
-import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import {
+  createTestNamespace,
+  eventsOf,
+  eventually,
+  testKubeConfig,
+  testKubeconfigPath,
+} from "../support/kube.js";
 import {
   gpuEndpoint,
   mediaJob,
@@ -301,6 +307,13 @@ beforeAll(async () => {
     job(nsA, "a-finished", { phase: "Completed", completedAt: HOUR_AGO(), output: { transcript: "x" } }),
     job(nsA, "a-pending", { phase: "Pending" }),
     job(nsA, "a-leaky", { phase: "Failed", error: `provider said: bad key ${GPU_KEY}` }),
+    job(nsA, "a-unconfirmed", {
+      phase: "Failed",
+      providerJobId: undefined,
+      completedAt: HOUR_AGO(),
+      error: "SubmissionUnconfirmed: attempt 1 was never confirmed",
+      submission: { attempt: 1, id: "sub-unconfirmed-1", startedAt: HOUR_AGO(), state: "Unconfirmed" },
+    }),
     processing(nsB, "b-done", "COMPLETED"),
     processing(nsB, "b-running", "IN_PROGRESS"),
     processing(nsB, "b-lost"),
@@ -469,6 +482,28 @@ describe.concurrent("kubectl media", { timeout: 180_000 }, () => {
     // The refused resets changed nothing.
     expect((await get(nsA, "a-finished")).metadata.resourceVersion).toBe(before.metadata.resourceVersion);
     expect((await get(nsA, "a-reset")).metadata.resourceVersion).toBe(after.metadata.resourceVersion);
+  });
+
+  it("reset: resubmits a job Failed with SubmissionUnconfirmed on purpose, and no other Failed job", async () => {
+    const leaky = await get(nsA, "a-leaky");
+    const ok = await media(["reset", "a-unconfirmed", "-n", nsA]);
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toContain(
+      "mediajob.media-orchestrator.io/a-unconfirmed reset: Failed (SubmissionUnconfirmed) -> Pending, replay=true",
+    );
+    expect(ok.stdout).toContain("if it did, the job runs twice");
+    const after = await get(nsA, "a-unconfirmed");
+    expect(after.status).toMatchObject({ phase: "Pending", replay: true, jobId: "a-unconfirmed" });
+    expect(after.status?.submission).toBeUndefined();
+    expect(after.status?.error).toBeUndefined();
+    expect(after.status?.completedAt).toBeUndefined();
+    const reasons = (await eventsOf(kc, nsA, "a-unconfirmed")).map((e) => e.reason);
+    expect(reasons).toContain("ResubmittedByOperator");
+
+    const refused = await media(["reset", "a-leaky", "-n", nsA]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("it is Failed, not Processing or Failed with SubmissionUnconfirmed");
+    expect((await get(nsA, "a-leaky")).metadata.resourceVersion).toBe(leaky.metadata.resourceVersion);
   });
 
   it("complete: takes the provider's output only when it shows COMPLETED", async () => {
