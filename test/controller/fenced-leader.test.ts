@@ -88,6 +88,10 @@ beforeAll(async () => {
     LEADER_ELECTION: "true",
     // Submissions the stalled leader began and could not record wait this long for their callback.
     CALLBACK_CONFIRMATION_SECONDS: "3",
+    // An intent the deposed leader wrote and never sent looks like a lost answer to the new leader;
+    // this test is about the fence, so such jobs are sent again past their deadline (at least once)
+    // rather than failed as the default policy does (test/controller/unconfirmed.test.ts).
+    UNCONFIRMED_SUBMISSION_POLICY: "resubmit",
     WEBHOOKS_HOST: "127.0.0.1",
     WEBHOOKS_PORT: "0",
   });
