@@ -2,6 +2,7 @@
 // then a check of the guarantees (docs/reliability.md, docs/controller.md "At most once").
 //
 //   tsx bench/chaos.ts [--jobs 2000] [--seed S] [--out bench/results/chaos.json] [--drain-seconds 300]
+//                      [--unconfirmed-policy fail|resubmit]
 //
 // Faults: the provider simulator in RunPod mode (client ids ignored) drops, duplicates, reorders
 // and delays callbacks, answers 5xx, loses /run answers after accepting the job, fails jobs, and
@@ -37,12 +38,21 @@ const { values } = parseArgs({
     out: { type: "string", default: "bench/results/chaos.json" },
     "drain-seconds": { type: "string", default: "300" },
     "keep-logs": { type: "boolean", default: false },
+    "unconfirmed-policy": { type: "string", default: "fail" },
   },
 });
 const JOBS = Number(values.jobs);
 const SEED = values.seed === undefined ? 1 + Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
-if (!Number.isInteger(JOBS) || JOBS < 1 || !Number.isInteger(SEED)) {
-  console.error("usage: tsx bench/chaos.ts [--jobs N] [--seed S] [--out FILE] [--drain-seconds N]");
+const POLICY = values["unconfirmed-policy"];
+if (
+  !Number.isInteger(JOBS) ||
+  JOBS < 1 ||
+  !Number.isInteger(SEED) ||
+  (POLICY !== "fail" && POLICY !== "resubmit")
+) {
+  console.error(
+    "usage: tsx bench/chaos.ts [--jobs N] [--seed S] [--out FILE] [--drain-seconds N] [--unconfirmed-policy fail|resubmit]",
+  );
   process.exit(2);
 }
 const NAMESPACE = "default";
@@ -62,7 +72,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const started = Date.now();
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)}s`;
 
-say(`chaos: seed ${SEED}, ${JOBS} jobs (replay: make chaos CHAOS_ARGS="--jobs ${JOBS} --seed ${SEED}")`);
+say(
+  `chaos: seed ${SEED}, ${JOBS} jobs, unconfirmed submissions: ${POLICY} ` +
+    `(replay: make chaos CHAOS_ARGS="--jobs ${JOBS} --seed ${SEED}${POLICY === "fail" ? "" : ` --unconfirmed-policy ${POLICY}`}")`,
+);
 const rng = new Rng(SEED);
 const workDir = join(REPO_ROOT, ".local", "chaos", `seed-${SEED}-${process.pid}`);
 const logDir = join(workDir, "logs");
@@ -177,9 +190,10 @@ const common: Record<string, string> = {
   PROVIDER_DRIFT_CHECK_SECONDS: "5",
   JOB_TIMEOUT_SECONDS: "15",
   // Longer than the simulated provider's callback window (3 attempts, 10 s apart at time scale
-  // 0.05, plus the injected delay and reordering): a lost answer is resubmitted only when its
+  // 0.05, plus the injected delay and reordering): a lost answer is given up on only when its
   // callback really never came.
   CALLBACK_CONFIRMATION_SECONDS: "15",
+  UNCONFIRMED_SUBMISSION_POLICY: POLICY,
   MAX_CONCURRENT_RECONCILES: "16",
   WEBHOOKS_HOST: "127.0.0.1",
   LOG_LEVEL: "info",
@@ -393,6 +407,9 @@ const result: ChaosResult = {
   executedAgainCallbackLate: jobCheck.executedAgainCallbackLate.length,
   answeredBeforeResubmission: jobCheck.answeredBeforeResubmission.length,
   unconfirmedResubmissions: jobCheck.unconfirmedResubmissions,
+  unconfirmedSubmissionPolicy: POLICY,
+  endedUnconfirmed: jobCheck.endedUnconfirmed.length,
+  endedUnconfirmedExecuted: jobCheck.endedUnconfirmed.filter((j) => j.executed).length,
   duplicateSteps: jobCheck.duplicateSteps.length,
   paymentEvents: paymentCheck.events,
   paymentEventsDuplicated: paymentCheck.duplicated,
@@ -420,6 +437,7 @@ const result: ChaosResult = {
     executedMoreThanOnce: jobCheck.executedMoreThanOnce.slice(0, 20),
     executedAgainCallbackLate: jobCheck.executedAgainCallbackLate.slice(0, 20),
     answeredBeforeResubmission: jobCheck.answeredBeforeResubmission.slice(0, 20),
+    endedUnconfirmed: jobCheck.endedUnconfirmed.slice(0, 20),
     duplicateSteps: jobCheck.duplicateSteps.slice(0, 20),
     staleAccounts: paymentCheck.stale.slice(0, 20),
   },

@@ -3,7 +3,7 @@
 import { API_VERSION } from "../../src/crds/common.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { KubeApi } from "../../src/k8s/api.js";
-import { PIPELINE_LABEL, STEP_LABEL } from "../../src/mediajob/lifecycle.js";
+import { PIPELINE_LABEL, STEP_LABEL, failedUnconfirmed } from "../../src/mediajob/lifecycle.js";
 import type { Rng } from "./rng.js";
 
 const WORKLOADS = ["asr", "tts", "render"] as const;
@@ -59,9 +59,13 @@ export interface JobCheck {
   mediaJobs: number;
   byPhase: Record<string, number>;
   lost: Array<{ name: string; phase?: string; reason: string }>;
-  /** Ran more often than its attempts allow and not accounted for by an unconfirmed resubmission. */
+  /**
+   * Ran more often than its attempts allow (one run each: the first, a retry after a FAILED result,
+   * a replay after the provider lost the job), whatever the cause of the extra runs: an unconfirmed
+   * resubmission (policy `resubmit`) counts here too.
+   */
   executedMoreThanOnce: Array<{ name: string; jobId: string; executions: number; allowed: number }>;
-  /** Ran more often than its attempts allow, each extra run counted by status.unconfirmedResubmissions. */
+  /** Of those, jobs whose extra runs status.unconfirmedResubmissions accounts for (policy `resubmit`). */
   executedAgainAfterUnconfirmed: number;
   /** Of those: jobs whose provider dropped a callback (the residual window as documented)... */
   executedAgainCallbackDropped: number;
@@ -82,6 +86,13 @@ export interface JobCheck {
     resubmittedAt: string;
   }>;
   unconfirmedResubmissions: number;
+  /**
+   * Jobs that ended Failed with SubmissionUnconfirmed (policy `fail`): not an invariant, the cost of
+   * at most once. `executed`: its unconfirmed submission did run at the provider (and its result
+   * never arrived); otherwise it was never accepted (a 5xx before acceptance, an intent whose
+   * sender died before /run).
+   */
+  endedUnconfirmed: Array<{ name: string; jobId: string; executed: boolean }>;
   jobsFailedOnce: number;
   providerLosses: number;
   /** More than one MediaJob for one pipeline step. */
@@ -120,6 +131,7 @@ export function checkJobs(
   let executedAgainCallbackDropped = 0;
   const executedAgainCallbackLate: JobCheck["executedAgainCallbackLate"] = [];
   const answeredBeforeResubmission: JobCheck["answeredBeforeResubmission"] = [];
+  const endedUnconfirmed: JobCheck["endedUnconfirmed"] = [];
   const known = new Set<string>();
   for (const j of jobs) {
     const s = j.status ?? {};
@@ -132,8 +144,12 @@ export function checkJobs(
     // time the provider lost the job and it was replayed.
     const retries = Math.min(s.failures ?? 0, (j.spec.maxAttempts ?? 1) - 1);
     const allowed = 1 + retries + (s.providerLosses ?? 0);
+    // Its last attempt, unconfirmed, is one of the attempts allowed: it ran iff every one did.
+    if (failedUnconfirmed(s))
+      endedUnconfirmed.push({ name: j.metadata.name, jobId, executed: runs >= allowed });
     const extra = runs - allowed;
     if (extra <= 0) continue;
+    executedMoreThanOnce.push({ name: j.metadata.name, jobId, executions: runs, allowed });
     if (extra <= (s.unconfirmedResubmissions ?? 0)) {
       executedAgainAfterUnconfirmed++;
       if (dropped.has(jobId)) executedAgainCallbackDropped++;
@@ -149,7 +165,7 @@ export function checkJobs(
             resubmittedAt: s.submittedAt!,
           });
       }
-    } else executedMoreThanOnce.push({ name: j.metadata.name, jobId, executions: runs, allowed });
+    }
   }
 
   const steps = new Map<string, string[]>();
@@ -176,6 +192,7 @@ export function checkJobs(
     executedAgainCallbackLate,
     answeredBeforeResubmission,
     unconfirmedResubmissions: sum((j) => j.status?.unconfirmedResubmissions),
+    endedUnconfirmed,
     jobsFailedOnce: jobs.filter((j) => (j.status?.failures ?? 0) > 0).length,
     providerLosses: sum((j) => j.status?.providerLosses),
     duplicateSteps,

@@ -14,6 +14,12 @@ export interface ChaosResult {
   executedAgainCallbackLate: number;
   answeredBeforeResubmission: number;
   unconfirmedResubmissions: number;
+  /** UNCONFIRMED_SUBMISSION_POLICY of the run's controllers. */
+  unconfirmedSubmissionPolicy: "fail" | "resubmit";
+  /** Jobs that ended Failed with SubmissionUnconfirmed: the cost of at most once, not an invariant. */
+  endedUnconfirmed: number;
+  /** Of those, jobs whose unconfirmed submission did run at the provider (its result never arrived). */
+  endedUnconfirmedExecuted: number;
   duplicateSteps: number;
   paymentEvents: number;
   paymentEventsDuplicated: number;
@@ -68,7 +74,7 @@ export function table(r: ChaosResult): string {
     [
       "  run again after an unconfirmed resubmission",
       r.executedAgainAfterUnconfirmed,
-      "the documented residual window:",
+      "policy resubmit only:",
     ],
     ["    its callback dropped by the provider", r.executedAgainCallbackDropped, ""],
     [
@@ -82,6 +88,16 @@ export function table(r: ChaosResult): string {
       "expected 0: a callback in time that did not help",
     ],
     ["unconfirmed resubmissions", r.unconfirmedResubmissions, "sum of status.unconfirmedResubmissions"],
+    [
+      "jobs ended Failed: SubmissionUnconfirmed",
+      r.endedUnconfirmed,
+      `not an invariant: the cost of at most once (policy ${r.unconfirmedSubmissionPolicy})`,
+    ],
+    [
+      "  their submission ran, result never arrived",
+      r.endedUnconfirmedExecuted,
+      "the rest were never accepted by the provider",
+    ],
     ["duplicated pipeline steps", r.duplicateSteps, "invariant: 0"],
     [
       "PaymentEvent records > 1 per event id",

@@ -42,7 +42,7 @@ describe("chaos accounting", () => {
     expect(check.lost).toEqual([]);
   });
 
-  it("accounts a second run to an unconfirmed resubmission, and tells a dropped callback from a late or ignored one", () => {
+  it("counts a second run after an unconfirmed resubmission as run more than once, and tells a dropped callback from a late or ignored one", () => {
     const at = (iso: string) => Date.parse(iso);
     const jobs = [
       job("dropped", { phase: "Completed", unconfirmedResubmissions: 1 }),
@@ -60,12 +60,41 @@ describe("chaos accounting", () => {
       { key: "id-ignored", ok: true, at: at("2026-01-01T00:00:20Z") },
     ];
     const check = checkJobs(jobs, runs, ["id-dropped"], deliveries);
-    expect(check.executedMoreThanOnce).toEqual([]);
+    // Run twice is run twice, whatever the cause: an unconfirmed resubmission breaks the invariant too.
+    expect(check.executedMoreThanOnce.map((j) => j.name)).toEqual(["dropped", "late", "ignored"]);
     expect(check.executedAgainAfterUnconfirmed).toBe(3);
     expect(check.executedAgainCallbackDropped).toBe(1);
     expect(check.executedAgainCallbackLate.map((j) => j.name)).toEqual(["late", "ignored"]);
     expect(check.answeredBeforeResubmission.map((j) => j.name)).toEqual(["ignored"]);
     expect(check.unconfirmedResubmissions).toBe(3);
+  });
+
+  it("reports jobs Failed with SubmissionUnconfirmed apart, and whether their submission ran", () => {
+    const unconfirmed = (attempt: number): MediaJob["status"] => ({
+      phase: "Failed",
+      error: "SubmissionUnconfirmed: attempt was never confirmed",
+      submission: {
+        attempt,
+        id: `sub-${attempt}-aaaaaaaa`,
+        startedAt: "2026-01-01T00:00:00Z",
+        state: "Unconfirmed",
+      },
+    });
+    const jobs = [
+      job("ran", unconfirmed(1)),
+      job("never-ran", unconfirmed(1)),
+      job("ran-after-retry", { ...unconfirmed(2), failures: 1 }),
+      job("failed-by-provider", { phase: "Failed", failures: 2, providerJobId: "rp-1" }),
+    ];
+    const runs = { "id-ran": 1, "id-ran-after-retry": 2, "id-failed-by-provider": 2 };
+    const check = checkJobs(jobs, runs, ["id-ran", "id-never-ran"], []);
+    expect(check.endedUnconfirmed).toEqual([
+      { name: "ran", jobId: "id-ran", executed: true },
+      { name: "never-ran", jobId: "id-never-ran", executed: false },
+      { name: "ran-after-retry", jobId: "id-ran-after-retry", executed: true },
+    ]);
+    expect(check.executedMoreThanOnce).toEqual([]);
+    expect(check.lost).toEqual([]);
   });
 
   it("counts unfinished jobs and next steps never created as lost, and two jobs for one step as duplicated", () => {

@@ -54,6 +54,9 @@ describe("make chaos, reduced", () => {
       expect(result.faults.sidecarKills).toBeGreaterThanOrEqual(1);
       expect(result.faults.controlPlaneRestarts).toBe(1);
       expect(result.faults.ignoreClientId).toBe(true);
+      // Reported, not an invariant: jobs failed (SubmissionUnconfirmed) rather than run twice.
+      expect(result.unconfirmedSubmissionPolicy).toBe("fail");
+      expect(typeof result.endedUnconfirmed).toBe("number");
     },
   );
 });
