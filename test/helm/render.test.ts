@@ -268,6 +268,7 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
         LEADER_ELECTION_LEASE_DURATION_SECONDS: 15,
         LEADER_ELECTION_RENEW_DEADLINE_SECONDS: 10,
         LEADER_ELECTION_RETRY_PERIOD_SECONDS: 2,
+        UNCONFIRMED_SUBMISSION_POLICY: "fail",
       });
     }
   });
@@ -616,6 +617,14 @@ describe("helm template, production options", () => {
       periodSeconds: 5,
       timeoutSeconds: 3,
     });
+  });
+
+  it("passes the unconfirmed-submission policy through the environment, and the product reads it", () => {
+    const pod = podOf(["--set", "unconfirmedSubmissionPolicy=resubmit"]);
+    for (const c of pod.containers)
+      expect(parseEnv({ ...literalEnv(c), GPU_PROVIDER_API_KEY: "k", CALLBACK_SECRET: "s" })).toMatchObject({
+        UNCONFIRMED_SUBMISSION_POLICY: "resubmit",
+      });
   });
 
   it("passes the leader-election durations through the environment, and the product reads them", () => {
@@ -1005,6 +1014,7 @@ describe("bad values are refused with a message naming the value", () => {
     [["--set", "leaderElection.enabled=false", "--set", "replicaCount=2"], "leaderElection.enabled=false"],
     [["--set", "callback.secret=a", "--set", "callback.existingSecret=b"], "callback.existingSecret"],
     [["--set", "podSecurityContext.runAsUsr=1000"], "/podSecurityContext"],
+    [["--set", "unconfirmedSubmissionPolicy=retry"], "/unconfirmedSubmissionPolicy"],
     [["--set", "probes.webhooks.liveness.periodSecond=1"], "/probes/webhooks/liveness"],
     [["--set", "networkPolicy.egress.providers.ports[0]=https"], "/networkPolicy/egress/providers/ports/0"],
     [

@@ -205,6 +205,8 @@ CALLBACK_BASE_URL: the value given, else the Ingress host, else the Service's cl
   value: {{ .Values.providerDriftCheckSeconds | quote }}
 - name: JOB_TIMEOUT_SECONDS
   value: {{ .Values.jobTimeoutSeconds | quote }}
+- name: UNCONFIRMED_SUBMISSION_POLICY
+  value: {{ .Values.unconfirmedSubmissionPolicy | quote }}
 - name: MAX_CONCURRENT_RECONCILES
   value: {{ .Values.maxConcurrentReconciles | quote }}
 - name: WATCH_NAMESPACE
