@@ -2,6 +2,8 @@
 // ceiling measured in the same run against the same control plane.
 //   tsx bench/run.ts [--jobs 1000,10000] [--scale 1000,10000,50000] [--only throughput,intake,scale,recovery,rest]
 //   --only rest [--rest-jobs 1000] [--tick 5]: the stack at rest, which must be quiet
+//   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
+//   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`)
 // Results: bench/results/latest.json and docs/benchmarks.md (+ docs/benchmarks/*.svg).
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -46,6 +48,7 @@ const { values: args } = parseArgs({
     concurrency: { type: "string", default: "32" },
     "rest-jobs": { type: "string", default: "1000" },
     tick: { type: "string", default: "5" },
+    profile: { type: "boolean", default: false },
   },
 });
 const only = new Set(args.only!.split(","));
@@ -105,7 +108,11 @@ function baseEnv(ns: string, simUrl: string, extra: Record<string, string> = {})
 
 let ceilingRuns = 0;
 
-/** The Kubernetes writes the product makes per job, by a client with no controller logic. */
+/**
+ * The Kubernetes writes the product makes per job, by a client with no controller logic: the
+ * create, the finalizer, the submission's intent (written before /run), the provider's id with
+ * Processing, the Submitted Event, the sidecar's Completed, the finalizer's removal.
+ */
 async function ceiling(n: number): Promise<{ jobsPerSecond: number; writesPerJob: number; seconds: number }> {
   const ns = await namespace(`bench-ceiling-${n}-${++ceilingRuns}`);
   const started = Date.now();
@@ -121,14 +128,30 @@ async function ceiling(n: number): Promise<{ jobsPerSecond: number; writesPerJob
         },
       }); // 2 finalizer
       const now = new Date().toISOString();
-      const processing = await api.replaceStatus<MediaJob>("mediajobs", {
+      const submission = { attempt: 1, id: name, startedAt: now };
+      const intent = await api.replaceStatus<MediaJob>("mediajobs", {
         ...withFinalizer,
         status: withPhaseConditions(
-          { phase: "Processing", jobId: name, providerJobId: name, attempts: 1, submittedAt: now },
+          { phase: "Processing", jobId: name, attempts: 1, submission: { ...submission, state: "Sending" } },
           1,
           now,
         ),
-      }); // 3 status
+      }); // 3 status: the intent
+      const processing = await api.replaceStatus<MediaJob>("mediajobs", {
+        ...intent,
+        status: withPhaseConditions(
+          {
+            phase: "Processing",
+            jobId: name,
+            providerJobId: name,
+            attempts: 1,
+            submittedAt: now,
+            submission: { ...submission, state: "Accepted" },
+          },
+          1,
+          now,
+        ),
+      }); // 4 status: the provider's id
       await core.createNamespacedEvent({
         namespace: ns,
         body: {
@@ -138,7 +161,7 @@ async function ceiling(n: number): Promise<{ jobsPerSecond: number; writesPerJob
           message: "x",
           type: "Normal",
         },
-      }); // 4 event
+      }); // 5 event
       const completed = await api.replaceStatus<MediaJob>("mediajobs", {
         ...processing,
         status: withPhaseConditions(
@@ -146,14 +169,48 @@ async function ceiling(n: number): Promise<{ jobsPerSecond: number; writesPerJob
           1,
           now,
         ),
-      }); // 5 status (the sidecar's)
+      }); // 6 status (the sidecar's)
       await api.mergePatch("mediajobs", ns, name, {
         metadata: { finalizers: [], resourceVersion: completed.metadata.resourceVersion },
-      }); // 6
+      }); // 7
     },
   );
   const seconds = (Date.now() - started) / 1000;
-  return { jobsPerSecond: round(n / seconds), writesPerJob: 6, seconds: round(seconds) };
+  return { jobsPerSecond: round(n / seconds), writesPerJob: 7, seconds: round(seconds) };
+}
+
+/** The fewest writes any job needs: its create, Processing, Completed. */
+async function minimalCeiling(
+  n: number,
+): Promise<{ jobsPerSecond: number; writesPerJob: number; seconds: number }> {
+  const ns = await namespace(`bench-minimal-${n}-${++ceilingRuns}`);
+  const started = Date.now();
+  await pool(
+    Array.from({ length: n }, (_, i) => `j-${i}`),
+    CONCURRENCY,
+    async (name) => {
+      const created = await api.create<MediaJob>("mediajobs", ns, job(name));
+      const now = new Date().toISOString();
+      const processing = await api.replaceStatus<MediaJob>("mediajobs", {
+        ...created,
+        status: withPhaseConditions(
+          { phase: "Processing", jobId: name, providerJobId: name, attempts: 1, submittedAt: now },
+          1,
+          now,
+        ),
+      });
+      await api.replaceStatus<MediaJob>("mediajobs", {
+        ...processing,
+        status: withPhaseConditions(
+          { ...processing.status, phase: "Completed", output: { text: "ok" }, completedAt: now },
+          1,
+          now,
+        ),
+      });
+    },
+  );
+  const seconds = (Date.now() - started) / 1000;
+  return { jobsPerSecond: round(n / seconds), writesPerJob: 3, seconds: round(seconds) };
 }
 
 async function productThroughput(n: number) {
@@ -171,8 +228,16 @@ async function productThroughput(n: number) {
     WEBHOOKS_PORT: String(hooksPort),
     CONTROLLER_METRICS_PORT: String(ctrlPort),
   });
-  const webhooks = startProcess(`webhooks-${n}`, "webhooks", env);
-  const controller = startProcess(`controller-${n}`, "controller", env);
+  const profileArgs = (name: string) =>
+    args.profile
+      ? [
+          "--cpu-prof",
+          `--cpu-prof-dir=${join(REPO_ROOT, ".local/logs/bench/profiles")}`,
+          `--cpu-prof-name=${name}.cpuprofile`,
+        ]
+      : [];
+  const webhooks = startProcess(`webhooks-${n}`, "webhooks", env, profileArgs(`webhooks-${n}`));
+  const controller = startProcess(`controller-${n}`, "controller", env, profileArgs(`controller-${n}`));
   try {
     await waitHttp(`http://127.0.0.1:${hooksPort}/readyz`);
     await waitHttp(`http://127.0.0.1:${ctrlPort}/readyz`);
@@ -838,15 +903,25 @@ try {
       log(`  product ${p.jobsPerSecond} jobs/s; the ceiling again...`);
       const after = await ceiling(n);
       const c = after.jobsPerSecond > before.jobsPerSecond ? after : before;
+      log(`  ceiling ${after.jobsPerSecond} jobs/s; the minimal write set...`);
+      const minimal = await minimalCeiling(n);
       runs.push({
         ...p,
+        controllerCpuMsPerJob: round((1000 * p.controllerCpuSeconds) / n, 2),
         ceilingJobsPerSecond: c.jobsPerSecond,
         ceilingRunsJobsPerSecond: [before.jobsPerSecond, after.jobsPerSecond],
         ceilingSeconds: c.seconds,
         writesPerJob: c.writesPerJob,
         ratio: round(p.jobsPerSecond / c.jobsPerSecond, 2),
+        minimalCeilingJobsPerSecond: minimal.jobsPerSecond,
+        minimalWritesPerJob: minimal.writesPerJob,
+        ratioToMinimal: round(p.jobsPerSecond / minimal.jobsPerSecond, 2),
       });
-      log(`  product ${p.jobsPerSecond} jobs/s (${runs.at(-1)!.ratio} of the ceiling)`);
+      log(
+        `  product ${p.jobsPerSecond} jobs/s (${runs.at(-1)!.ratio} of the same-writes ceiling, ` +
+          `${runs.at(-1)!.ratioToMinimal} of the minimal write set's ${minimal.jobsPerSecond}); ` +
+          `controller CPU ${runs.at(-1)!.controllerCpuMsPerJob} ms per job`,
+      );
     }
     results.throughput = runs;
   }
@@ -864,6 +939,11 @@ try {
   }
 } finally {
   await cp.stop();
+}
+if (args.profile) {
+  // A profiled run is slowed by the profiler: its numbers are not results.
+  log(`profiles: .local/logs/bench/profiles (results not written)`);
+  process.exit(0);
 }
 mkdirSync(join(REPO_ROOT, "bench/results"), { recursive: true });
 // A partial run (--only) replaces its own sections and keeps the others of the last run.

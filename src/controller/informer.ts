@@ -1,5 +1,5 @@
-// A list+watch cache of one resource, on @kubernetes/client-node's Watch, hardened against what
-// that library is known to do (see docs/controller.md):
+// A list+watch cache of one resource (the watch streams over src/k8s/http.ts), hardened against
+// what watches are known to do (see docs/controller.md):
 //  - a watch that ends or errors is restarted from the last resourceVersion, with backoff;
 //  - a watch that goes silent (a dead TCP stream sends nothing and never ends) is aborted by a
 //    watchdog; bookmarks keep a healthy idle watch talking;
@@ -13,7 +13,6 @@ import type { ZodType } from "zod";
 import { GROUP, VERSION } from "../crds/common.js";
 import type { KubeApi, KubeObject, Plural } from "../k8s/api.js";
 import { describeError, isGone, isTimeout } from "../k8s/errors.js";
-import { watchWithInactivityLimit } from "../k8s/watch.js";
 
 export type InformerEvent = "add" | "update" | "delete";
 export type InformerHandler<T> = (event: InformerEvent, obj: T, old?: T) => void;
@@ -237,11 +236,13 @@ export class Informer<T extends KubeObject> {
         Math.min(5_000, silenceMs / 2),
       );
       watchdog.unref();
-      watchWithInactivityLimit(this.api.kubeConfig, silenceMs)
+      const controller = new AbortController();
+      this.abort = controller;
+      this.api
         .watch(
           this.path(),
           { resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds },
-          (type: string, obj: KubeObject & { code?: number }) => {
+          (type, obj) => {
             this.lastActivityAt = Date.now();
             if (type === "ERROR") {
               // 410 Gone (or any other error object): our resourceVersion is unusable; relist.
@@ -252,18 +253,16 @@ export class Informer<T extends KubeObject> {
             const rv = obj.metadata?.resourceVersion;
             if (rv) this.resourceVersion = rv;
             if (type === "ADDED" || type === "MODIFIED") this.upsert(obj);
-            else if (type === "DELETED") this.remove(obj);
+            else if (type === "DELETED") this.remove(obj as KubeObject);
           },
           (err: unknown) => {
             if (err && isGone(err)) outcome = "expired";
             else if (isTimeout(err)) outcome = "stalled"; // the library's own silence limit
             finish(err);
           },
+          controller.signal,
+          silenceMs,
         )
-        .then((controller) => {
-          this.abort = controller;
-          if (settled) controller.abort();
-        })
         .catch(finish);
     });
   }

@@ -18,6 +18,8 @@ import {
 import { GROUP, VERSION } from "../crds/common.js";
 import { withConnectionReuse } from "./config.js";
 import { isConflict, isNotFound } from "./errors.js";
+import { KubeHttp, type WatchObject } from "./http.js";
+import { watchWithInactivityLimit } from "./watch.js";
 import {
   callOptions,
   DEFAULT_KUBE_TIMEOUT_MS,
@@ -65,6 +67,8 @@ export class KubeApi {
   readonly core: CoreV1Api;
   readonly timeoutMs: number;
   private readonly http: DeadlineHttpLibrary;
+  /** The fast path (src/k8s/http.ts); absent for a cluster behind a proxy. */
+  private readonly fast?: KubeHttp;
 
   constructor(
     readonly kubeConfig: KubeConfig,
@@ -85,6 +89,42 @@ export class KubeApi {
     });
     this.custom = new CustomObjectsApi(config);
     this.core = new CoreV1Api(config);
+    if (KubeHttp.serves(kubeConfig)) this.fast = new KubeHttp(kubeConfig, this.timeoutMs);
+  }
+
+  /**
+   * A watch of `path` with the fast path's streaming, else client-node's Watch. `done` is called
+   * once when the watch ends or fails (not after `signal` aborted it).
+   */
+  async watch(
+    path: string,
+    query: Record<string, string | number | boolean>,
+    onEvent: (type: string, object: WatchObject) => void,
+    done: (err?: unknown) => void,
+    signal: AbortSignal,
+    inactivityMs: number,
+  ): Promise<void> {
+    if (this.fast) return this.fast.watch(path, query, onEvent, done, signal);
+    const controller = await watchWithInactivityLimit(this.kubeConfig, inactivityMs).watch(
+      path,
+      query,
+      onEvent,
+      (err: unknown) => done(signal.aborted ? undefined : err),
+    );
+    if (signal.aborted) controller.abort();
+    else signal.addEventListener("abort", () => controller.abort(), { once: true });
+  }
+
+  /** Closes the fast path's pool (its connections), letting requests in flight finish. */
+  async close(): Promise<void> {
+    await this.fast?.close();
+  }
+
+  private objectPath(plural: Plural, namespace: string | undefined, name?: string, sub?: string): string {
+    const base = namespace
+      ? `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/${plural}`
+      : `/apis/${GROUP}/${VERSION}/${plural}`;
+    return name === undefined ? base : `${base}/${encodeURIComponent(name)}${sub ? `/${sub}` : ""}`;
   }
 
   /** Options for one typed call: its deadline and, for patches, the body's content type. */
@@ -105,6 +145,7 @@ export class KubeApi {
     contentType = "application/json",
     opts: CallOptions = {},
   ): Promise<T> {
+    if (this.fast) return this.fast.json<T>(method, path, body, contentType, opts);
     const signal = deadlineSignal(opts.timeoutMs ?? this.timeoutMs, opts.signal);
     const cluster = this.kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error("no current cluster in kubeconfig");
@@ -131,10 +172,13 @@ export class KubeApi {
     opts?: CallOptions,
   ): Promise<T | undefined> {
     try {
-      return (await this.custom.getNamespacedCustomObject(
-        { group: GROUP, version: VERSION, plural, namespace, name },
-        this.call(opts),
-      )) as T;
+      return await this.rawJson<T>(
+        "GET",
+        this.objectPath(plural, namespace, name),
+        undefined,
+        undefined,
+        opts,
+      );
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -148,27 +192,21 @@ export class KubeApi {
     opts: { labelSelector?: string; pageSize?: number } & CallOptions = {},
   ): Promise<ListResult<T>> {
     const items: T[] = [];
-    let _continue: string | undefined;
+    let token: string | undefined;
     let resourceVersion = "";
     do {
-      const page = {
-        group: GROUP,
-        version: VERSION,
-        plural,
-        limit: opts.pageSize ?? 500,
-        _continue,
-        labelSelector: opts.labelSelector,
-      };
+      const query = new URLSearchParams({ limit: String(opts.pageSize ?? 500) });
+      if (token) query.set("continue", token);
+      if (opts.labelSelector) query.set("labelSelector", opts.labelSelector);
       // Each page has its own deadline: a long list is many calls, not one.
-      const res = (
-        namespace === undefined
-          ? await this.custom.listClusterCustomObject(page, this.call(opts))
-          : await this.custom.listNamespacedCustomObject({ ...page, namespace }, this.call(opts))
-      ) as { items: T[]; metadata?: { resourceVersion?: string; continue?: string } };
+      const res = await this.rawJson<{
+        items: T[];
+        metadata?: { resourceVersion?: string; continue?: string };
+      }>("GET", `${this.objectPath(plural, namespace)}?${query.toString()}`, undefined, undefined, opts);
       items.push(...res.items);
       resourceVersion = res.metadata?.resourceVersion ?? resourceVersion;
-      _continue = res.metadata?.continue || undefined;
-    } while (_continue);
+      token = res.metadata?.continue || undefined;
+    } while (token);
     return { items, resourceVersion };
   }
 
@@ -178,20 +216,14 @@ export class KubeApi {
     body: KubeObject,
     opts?: CallOptions,
   ): Promise<T> {
-    return (await this.custom.createNamespacedCustomObject(
-      { group: GROUP, version: VERSION, plural, namespace, body },
-      this.call(opts),
-    )) as T;
+    return this.rawJson<T>("POST", this.objectPath(plural, namespace), body, undefined, opts);
   }
 
   /** Replaces status (PUT /status). Fails with 409 when `obj.metadata.resourceVersion` is stale. */
   async replaceStatus<T extends KubeObject>(plural: Plural, obj: T, opts?: CallOptions): Promise<T> {
     const { name, namespace } = obj.metadata;
     if (!namespace) throw new Error(`replaceStatus: ${plural}/${name} has no namespace`);
-    return (await this.custom.replaceNamespacedCustomObjectStatus(
-      { group: GROUP, version: VERSION, plural, namespace, name, body: obj },
-      this.call(opts),
-    )) as T;
+    return this.rawJson<T>("PUT", this.objectPath(plural, namespace, name, "status"), obj, undefined, opts);
   }
 
   /** JSON patch of the status subresource (the operator's reset uses a `test` op). */
@@ -202,10 +234,13 @@ export class KubeApi {
     ops: JsonPatchOp[],
     opts?: CallOptions,
   ): Promise<T> {
-    return (await this.custom.patchNamespacedCustomObjectStatus(
-      { group: GROUP, version: VERSION, plural, namespace, name, body: ops },
-      this.call(opts, PatchStrategy.JsonPatch),
-    )) as T;
+    return this.rawJson<T>(
+      "PATCH",
+      this.objectPath(plural, namespace, name, "status"),
+      ops,
+      PatchStrategy.JsonPatch,
+      opts,
+    );
   }
 
   /** Merge patch of the main resource (metadata such as finalizers; spec). */
@@ -216,18 +251,18 @@ export class KubeApi {
     patch: object,
     opts?: CallOptions,
   ): Promise<T> {
-    return (await this.custom.patchNamespacedCustomObject(
-      { group: GROUP, version: VERSION, plural, namespace, name, body: patch },
-      this.call(opts, PatchStrategy.MergePatch),
-    )) as T;
+    return this.rawJson<T>(
+      "PATCH",
+      this.objectPath(plural, namespace, name),
+      patch,
+      PatchStrategy.MergePatch,
+      opts,
+    );
   }
 
   async delete(plural: Plural, namespace: string, name: string, opts?: CallOptions): Promise<boolean> {
     try {
-      await this.custom.deleteNamespacedCustomObject(
-        { group: GROUP, version: VERSION, plural, namespace, name },
-        this.call(opts),
-      );
+      await this.rawJson("DELETE", this.objectPath(plural, namespace, name), undefined, undefined, opts);
       return true;
     } catch (err) {
       if (isNotFound(err)) return false;

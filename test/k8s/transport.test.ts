@@ -55,10 +55,16 @@ describe("connections to the apiserver", () => {
 
   it("the product's client keeps a few connections for 200 calls of every kind", async () => {
     const api = new KubeApi(viaProxy());
+    // The typed clients (client-node's path, pooled by withConnectionReuse).
     await times(200, 1, () => api.core.readNamespace({ name: "default" }));
+    // Sequential calls share one connection; a second may replace one the server closed.
+    expect(proxy.connections).toBeLessThanOrEqual(2);
+    // Every call of KubeApi's own (src/k8s/http.ts): a call that starts the moment the previous
+    // answer was read may find that connection not yet back in the pool and open a second one.
+    proxy.connections = 0;
     await times(200, 1, () => api.get("mediajobs", "default", "absent"));
     await times(200, 1, () => api.rawJson("GET", "/api/v1/namespaces/default"));
-    // Sequential calls share one connection; a second may replace one the server closed.
+    await times(200, 1, () => api.mergePatch("mediajobs", "default", "absent", {}).catch(() => {}));
     expect(proxy.connections).toBeLessThanOrEqual(2);
 
     // Eight callers at a time: the pool grows to what the load needs (a connection is free a

@@ -1,0 +1,248 @@
+// JSON over undici to the apiserver: the path every reconcile, status write and watch takes.
+// @kubernetes/client-node 2.x sends each request through its own copy of undici's fetch (WHATWG
+// streams, a Response object, its model serializer): measured with `make bench
+// BENCH_ARGS="--throughput --profile"`, that path was most of the controller's CPU per job. Here a
+// request is one undici `request()` on a pooled HTTP/1.1 connection, and its body one JSON.parse.
+//
+// The kubeconfig is still client-node's: its TLS material and credentials (certificates, tokens,
+// token files, exec and auth-provider plugins, impersonation) are taken from it, re-read every
+// few seconds so rotated certificates and tokens are picked up, and the pool is rebuilt (the old
+// one closed once idle) when the TLS material changes. Clusters reached through a proxy keep
+// client-node's own path (src/k8s/api.ts).
+import { createHash } from "node:crypto";
+import type { RequestOptions } from "node:https";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { Agent, type Dispatcher } from "undici";
+import { deadlineSignal, KubeTimeoutError, type CallOptions } from "./transport.js";
+
+/** How long credentials and TLS material read from the kubeconfig are reused. */
+const CREDENTIALS_TTL_MS = 10_000;
+
+/** What a watch event carries: an object, or for an ERROR event a Status with its code. */
+export type WatchObject = {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string; [k: string]: unknown };
+  code?: number;
+  [k: string]: unknown;
+};
+
+/** An apiserver answer other than 2xx, in the shape errors.ts reads (client-node's ApiException). */
+export class KubeHttpError extends Error {
+  constructor(
+    readonly code: number,
+    readonly body: string,
+    method: string,
+    path: string,
+  ) {
+    super(`HTTP ${code} ${method} ${path}`);
+    this.name = "KubeHttpError";
+  }
+}
+
+interface Credentials {
+  at: number;
+  headers: Record<string, string>;
+  dispatcher: Agent;
+  material: string;
+}
+
+type OptionsApplier = { applyOptions?: (opts: RequestOptions) => Promise<void> };
+
+/** Rejects with the signal's reason when it aborts. */
+function aborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    if (signal.aborted) reject(signal.reason as Error);
+    else signal.addEventListener("abort", () => reject(signal.reason as Error), { once: true });
+  });
+}
+
+const isTimeoutReason = (reason: unknown): boolean =>
+  (reason instanceof Error || reason instanceof DOMException) &&
+  (reason as { name: string }).name === "TimeoutError";
+
+export class KubeHttp {
+  private readonly origin: string;
+  private readonly basePath: string;
+  private credentials?: Promise<Credentials>;
+  private current?: Credentials;
+
+  constructor(
+    private readonly kc: KubeConfig,
+    private readonly defaultTimeoutMs: number,
+  ) {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error("no current cluster in kubeconfig");
+    const server = new URL(cluster.server);
+    this.origin = server.origin;
+    this.basePath = server.pathname.replace(/\/+$/, "");
+    if (typeof (kc as unknown as OptionsApplier).applyOptions !== "function")
+      throw new Error("@kubernetes/client-node's KubeConfig has no applyOptions: revisit src/k8s/http.ts");
+  }
+
+  /** Whether this path can serve the kubeconfig's cluster (not through a proxy). */
+  static serves(kc: KubeConfig): boolean {
+    const cluster = kc.getCurrentCluster();
+    return !!cluster && !cluster.proxyUrl && /^https?:/.test(cluster.server);
+  }
+
+  /** Headers and a pool for the kubeconfig's credentials as they are now (cached briefly). */
+  private async auth(): Promise<Credentials> {
+    const cur = this.current;
+    if (cur && Date.now() - cur.at < CREDENTIALS_TTL_MS) return cur;
+    this.credentials ??= this.readCredentials().finally(() => (this.credentials = undefined));
+    return this.credentials;
+  }
+
+  private async readCredentials(): Promise<Credentials> {
+    const opts: RequestOptions = {};
+    await (this.kc as unknown as Required<OptionsApplier>).applyOptions(opts);
+    const user = this.kc.getCurrentUser();
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(opts.headers ?? {}))
+      if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : String(v);
+    if (user?.username)
+      headers.Authorization = `Basic ${Buffer.from(`${user.username}:${user.password ?? ""}`).toString("base64")}`;
+    const material = digest(opts);
+    const prev = this.current;
+    let dispatcher: Agent;
+    if (prev && prev.material === material) dispatcher = prev.dispatcher;
+    else {
+      dispatcher = new Agent({
+        allowH2: false,
+        keepAliveTimeout: 30_000,
+        connect: {
+          ...(opts.ca !== undefined && { ca: opts.ca }),
+          ...(opts.cert !== undefined && { cert: opts.cert }),
+          ...(opts.key !== undefined && { key: opts.key }),
+          ...(opts.pfx !== undefined && { pfx: opts.pfx }),
+          ...(opts.passphrase !== undefined && { passphrase: opts.passphrase }),
+          ...(opts.servername !== undefined && { servername: opts.servername }),
+          ...(opts.rejectUnauthorized !== undefined && { rejectUnauthorized: opts.rejectUnauthorized }),
+        },
+      });
+      // close() lets requests in flight finish first.
+      prev?.dispatcher.close().catch(() => {});
+    }
+    this.current = { at: Date.now(), headers, dispatcher, material };
+    return this.current;
+  }
+
+  private async send(
+    method: Dispatcher.HttpMethod,
+    path: string,
+    body: string | undefined,
+    contentType: string | undefined,
+    signal: AbortSignal,
+  ): Promise<Dispatcher.ResponseData> {
+    const { headers, dispatcher } = await this.auth();
+    return dispatcher.request({
+      origin: this.origin,
+      path: this.basePath + path,
+      method,
+      headers: {
+        ...headers,
+        accept: "application/json",
+        "user-agent": "media-orchestrator",
+        ...(contentType !== undefined && { "content-type": contentType }),
+      },
+      ...(body !== undefined && { body }),
+      signal,
+    });
+  }
+
+  /** One JSON request with a deadline over the whole exchange; a non-2xx answer throws KubeHttpError. */
+  async json<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType = "application/json",
+    opts: CallOptions = {},
+  ): Promise<T> {
+    const timeoutMs = opts.timeoutMs ?? this.defaultTimeoutMs;
+    const signal = deadlineSignal(timeoutMs, opts.signal);
+    const verb = method.toUpperCase() as Dispatcher.HttpMethod;
+    const exchange = async (): Promise<T> => {
+      const res = await this.send(
+        verb,
+        path,
+        body === undefined ? undefined : JSON.stringify(body),
+        body === undefined ? undefined : contentType,
+        signal,
+      );
+      const text = await res.body.text();
+      if (res.statusCode >= 200 && res.statusCode < 300) return (text ? JSON.parse(text) : undefined) as T;
+      throw new KubeHttpError(res.statusCode, text, verb, path.split("?")[0]!);
+    };
+    try {
+      // undici leaves a request that waits for a connection to its own connect timeout: the
+      // deadline and the caller's signal end the call themselves.
+      return await Promise.race([exchange(), aborted(signal)]);
+    } catch (err) {
+      if (signal.aborted && isTimeoutReason(signal.reason) && !(opts.signal?.aborted ?? false))
+        throw new KubeTimeoutError(verb, path.split("?")[0]!, timeoutMs);
+      throw err;
+    }
+  }
+
+  /**
+   * A watch (GET with watch=true): `onEvent` for each event line, `done` once when the stream
+   * ends or fails (with no error once `signal` aborted it). Resolves once the apiserver answered
+   * 200; rejects when it answered otherwise or could not be reached.
+   */
+  async watch(
+    path: string,
+    query: Record<string, string | number | boolean>,
+    onEvent: (type: string, object: WatchObject) => void,
+    done: (err?: unknown) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const params = new URLSearchParams({ watch: "true" });
+    for (const [k, v] of Object.entries(query)) if (v !== "") params.set(k, String(v));
+    const res = await this.send("GET", `${path}?${params.toString()}`, undefined, undefined, signal);
+    if (res.statusCode !== 200) {
+      const text = await res.body.text().catch(() => "");
+      throw new KubeHttpError(res.statusCode, text, "GET", path);
+    }
+    let ended = false;
+    const end = (err?: unknown) => {
+      if (ended) return;
+      ended = true;
+      done(signal.aborted ? undefined : err);
+    };
+    let pending = "";
+    res.body.setEncoding("utf8");
+    res.body.on("data", (chunk: string) => {
+      pending += chunk;
+      for (let nl = pending.indexOf("\n"); nl >= 0 && !ended; nl = pending.indexOf("\n")) {
+        const line = pending.slice(0, nl);
+        pending = pending.slice(nl + 1);
+        if (line.trim() === "") continue;
+        let event: { type?: string; object?: unknown };
+        try {
+          event = JSON.parse(line) as { type?: string; object?: unknown };
+        } catch (err) {
+          end(err);
+          res.body.destroy();
+          return;
+        }
+        onEvent(event.type ?? "", event.object as WatchObject);
+      }
+    });
+    res.body.on("end", () => end());
+    res.body.on("error", (err) => end(err));
+    res.body.on("close", () => end());
+  }
+
+  async close(): Promise<void> {
+    await this.current?.dispatcher.close();
+  }
+}
+
+/** A digest of what the pool's connections are built from (never the secrets themselves). */
+function digest(o: RequestOptions): string {
+  const hash = createHash("sha256");
+  for (const v of [o.ca, o.cert, o.key, o.pfx, o.passphrase, o.servername, o.rejectUnauthorized]) {
+    hash.update(v === undefined ? "-" : typeof v === "string" || Buffer.isBuffer(v) ? v : JSON.stringify(v));
+    hash.update("\0");
+  }
+  return hash.digest("hex");
+}
