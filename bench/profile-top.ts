@@ -1,6 +1,7 @@
 // The top frames of a V8 CPU profile (node --cpu-prof), by self time, and the same time summed by
 // where the code lives (our modules, each dependency, Node's internals, the garbage collector).
-//   tsx bench/profile-top.ts <file.cpuprofile> [--top 25]
+//   tsx bench/profile-top.ts <file.cpuprofile> [--top 25] [--skip-seconds S]
+// --skip-seconds leaves out the first S seconds of the profile (the process starting up).
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 
@@ -19,7 +20,7 @@ interface Profile {
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { top: { type: "string", default: "25" } },
+  options: { top: { type: "string", default: "25" }, "skip-seconds": { type: "string", default: "0" } },
 });
 const file = positionals[0];
 if (!file) throw new Error("usage: tsx bench/profile-top.ts <file.cpuprofile> [--top N]");
@@ -27,7 +28,12 @@ const profile = JSON.parse(readFileSync(file, "utf8")) as Profile;
 
 // Self time per node: each sample's time delta goes to the node it sampled.
 const selfUs = new Map<number, number>();
-profile.samples.forEach((id, i) => selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+const skipUs = Number(values["skip-seconds"]) * 1e6;
+let elapsedUs = 0;
+profile.samples.forEach((id, i) => {
+  elapsedUs += profile.timeDeltas[i] ?? 0;
+  if (elapsedUs >= skipUs) selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+});
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 
 /** Where a frame's code lives: a dependency's name, one of our source files, or Node itself. */

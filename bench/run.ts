@@ -128,7 +128,7 @@ async function ceiling(n: number): Promise<{ jobsPerSecond: number; writesPerJob
         },
       }); // 2 finalizer
       const now = new Date().toISOString();
-      const submission = { attempt: 1, id: name, startedAt: now };
+      const submission = { attempt: 1, id: `submission-${name}`, startedAt: now };
       const intent = await api.replaceStatus<MediaJob>("mediajobs", {
         ...withFinalizer,
         status: withPhaseConditions(

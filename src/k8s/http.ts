@@ -11,6 +11,7 @@
 // client-node's own path (src/k8s/api.ts).
 import { createHash } from "node:crypto";
 import type { RequestOptions } from "node:https";
+import { StringDecoder } from "node:string_decoder";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Agent, type Dispatcher } from "undici";
 import { deadlineSignal, KubeTimeoutError, type CallOptions } from "./transport.js";
@@ -209,12 +210,17 @@ export class KubeHttp {
       done(signal.aborted ? undefined : err);
     };
     let pending = "";
-    res.body.setEncoding("utf8");
-    res.body.on("data", (chunk: string) => {
-      pending += chunk;
-      for (let nl = pending.indexOf("\n"); nl >= 0 && !ended; nl = pending.indexOf("\n")) {
-        const line = pending.slice(0, nl);
-        pending = pending.slice(nl + 1);
+    // undici's body ignores setEncoding: decode here, so a character split across chunks survives.
+    const decoder = new StringDecoder("utf8");
+    res.body.on("data", (bytes: Buffer) => {
+      // One event per line; a chunk may end inside one. Lines are cut by position, so a chunk
+      // with many events costs one pass over it, not one copy of the rest per event.
+      const chunk = decoder.write(bytes);
+      const text = pending === "" ? chunk : pending + chunk;
+      let from = 0;
+      for (let nl = text.indexOf("\n"); nl >= 0 && !ended; nl = text.indexOf("\n", from)) {
+        const line = text.slice(from, nl);
+        from = nl + 1;
         if (line.trim() === "") continue;
         let event: { type?: string; object?: unknown };
         try {
@@ -226,6 +232,7 @@ export class KubeHttp {
         }
         onEvent(event.type ?? "", event.object as WatchObject);
       }
+      pending = text.slice(from);
     });
     res.body.on("end", () => end());
     res.body.on("error", (err) => end(err));
