@@ -80,7 +80,7 @@ export function writeReport(r: Json): void {
     out.push(
       "## Sidecar intake",
       "",
-      "autocannon, 20 connections, 10 s per case, against the sidecar process; new events in three 5 s rounds, each after the apiserver's ceilings of the moment (a bare client, 20 writers, 5 s each). " +
+      `autocannon, 20 connections, 10 s per case, against the sidecar process; new events in ${i.newEvents.rounds?.length ?? 3} rounds of ${i.newEvents.roundSeconds ?? 5} s${i.newEvents.warmupSeconds ? ` after a ${i.newEvents.warmupSeconds} s warm-up of each side` : ""}, each beside the apiserver's ceilings of the moment (a bare client, 20 writers, ${i.newEvents.roundSeconds ?? 5} s each; every other round in the reverse order). ` +
         "The capacity rows run with the rate limits raised out of the way (`WEBHOOKS_RATE_LIMITS`), so they measure the sidecar; " +
         "the last row runs with a route limit below the sidecar's capacity and shows the shedding. `ok/s` counts 2xx answers only; `shed/s` counts 429s.",
       "",
@@ -106,7 +106,7 @@ export function writeReport(r: Json): void {
       row(
         "new payment events",
         i.newEvents,
-        `${i.newEvents.kubernetesWritesPerRequest} per event; ${i.newEvents.ratioToApiserverWrites ?? "?"} of the apiserver's ${i.apiserverWritesPerSecond} writes/s (ConfigMap creates), ${i.newEvents.ratioToPaymentEventCreates ?? "?"} of its ${i.newEvents.paymentEventCreatesPerSecond ?? "?"} PaymentEvent creates/s; sidecar CPU ${i.newEvents.sidecarCpuMsPerEvent ?? "?"} ms per event`,
+        `${i.newEvents.kubernetesWritesPerRequest} per event; ${i.newEvents.ratioToApiserverWrites ?? "?"} of the apiserver's ${i.apiserverWritesPerSecond} writes/s (ConfigMap creates), ${i.newEvents.ratioToPaymentEventCreates ?? "?"} of its ${i.newEvents.paymentEventCreatesPerSecond ?? "?"} PaymentEvent creates/s${i.newEvents.medianRoundRatioToApiserverWrites !== undefined ? ` (median round: ${i.newEvents.medianRoundRatioToApiserverWrites} of the writes/s)` : ""}; sidecar CPU ${i.newEvents.sidecarCpuMsPerEvent ?? "?"} ms per event`,
       ),
     );
     out.push(row("replays of one event", i.replays, `${i.replays.kubernetesWrites} (answered from memory)`));

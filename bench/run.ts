@@ -314,8 +314,15 @@ const ROOMY_LIMITS = ["payment", "callbackGlobal", "callbackPerJob", "failuresPe
   .map((n) => `${n}=1000000/1000000`)
   .join(",");
 
-/** Alternating rounds of ceiling and sidecar for the new events (see intake()). */
-const INTAKE_ROUNDS = 3;
+/**
+ * Alternating rounds of ceiling and sidecar for the new events (see intake()). The machine's load
+ * moves within seconds, so the rounds are many and short: 5 s rounds gave per-round ratios from
+ * 0.19 to 1.71 within one run.
+ */
+const INTAKE_ROUNDS = 8;
+const INTAKE_ROUND_SECONDS = 2;
+/** Each side runs once unmeasured first: the sidecar's first requests open its connections and warm its JIT. */
+const INTAKE_WARMUP_SECONDS = 1;
 
 /** Several runs as one row: answers over the total time, the worst p99. */
 function mergedRow(runs: Cannon[]) {
@@ -417,17 +424,32 @@ async function intake() {
   try {
     const pay = `${roomy.base}/webhooks/payment_provider`;
     // The machine is shared and its load moves: the sidecar and its ceilings are measured in
-    // alternation, 5 s each, over several rounds, and each round's ratio is reported.
+    // alternation, INTAKE_ROUND_SECONDS each, over many rounds, and each round's ratio is reported.
+    // Every other round runs in the reverse order, so a load that rises or falls through the run
+    // weighs on both sides alike.
+    await apiserverWriteRate(ceilingNs, INTAKE_WARMUP_SECONDS);
+    await paymentEventCreateRate(ceilingNs, INTAKE_WARMUP_SECONDS);
+    await freshEvents(pay, INTAKE_WARMUP_SECONDS);
     const rounds: Array<{ cm: number; pe: number; sidecar: Cannon }> = [];
     const eventsBeforeFresh = await countEvents();
     let cpuFresh = 0;
     for (let i = 0; i < INTAKE_ROUNDS; i++) {
-      const cm = await apiserverWriteRate(ceilingNs, 5);
-      const pe = await paymentEventCreateRate(ceilingNs, 5);
-      const cpuBefore = cpuSeconds(roomy.child.pid!);
-      const sidecarRun = await freshEvents(pay, 5);
-      cpuFresh += cpuSeconds(roomy.child.pid!) - cpuBefore;
-      rounds.push({ cm, pe, sidecar: sidecarRun });
+      const slot: Partial<{ cm: number; pe: number; sidecar: Cannon }> = {};
+      const steps = [
+        async () => {
+          slot.cm = await apiserverWriteRate(ceilingNs, INTAKE_ROUND_SECONDS);
+        },
+        async () => {
+          slot.pe = await paymentEventCreateRate(ceilingNs, INTAKE_ROUND_SECONDS);
+        },
+        async () => {
+          const cpuBefore = cpuSeconds(roomy.child.pid!);
+          slot.sidecar = await freshEvents(pay, INTAKE_ROUND_SECONDS);
+          cpuFresh += cpuSeconds(roomy.child.pid!) - cpuBefore;
+        },
+      ];
+      for (const step of i % 2 === 0 ? steps : steps.reverse()) await step();
+      rounds.push(slot as { cm: number; pe: number; sidecar: Cannon });
     }
     const recorded = (await countEvents()) - eventsBeforeFresh;
     const replayBody = JSON.stringify({
@@ -506,9 +528,17 @@ async function intake() {
         ratioToPaymentEventCreates: round(ok / r.pe, 2),
       };
     });
+    const median = (xs: number[]) => {
+      const sorted = [...xs].sort((a, b) => a - b);
+      const mid = Math.floor(sorted.length / 2);
+      return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+    };
     return {
       newEvents: {
         ...freshRow,
+        roundSeconds: INTAKE_ROUND_SECONDS,
+        warmupSeconds: INTAKE_WARMUP_SECONDS,
+        medianRoundRatioToApiserverWrites: round(median(roundRows.map((r) => r.ratioToApiserverWrites)), 2),
         kubernetesWritesPerRequest: 1,
         paymentEventsRecorded: recorded,
         sidecarCpuMsPerEvent: round((cpuFresh * 1000) / Math.max(1, recorded), 2),
