@@ -2,6 +2,10 @@
 // outcome in a label (a create cannot set status: the status subresource drops it), so a finished
 // event costs one Kubernetes write. Status is written only when the record changes afterwards (a
 // failed event that a redelivery processes). The status outcome, when present, is the newer one.
+//
+// The record holds only what it cannot derive: an Ignored event's explanation follows from its type,
+// so it is not written (an annotation makes the apiserver's create about a fifth dearer, measured in
+// docs/benchmarks-notes.md, and most event types are Ignored).
 import {
   API_VERSION,
   GROUP,
@@ -24,8 +28,13 @@ export function recordedOutcome(rec: PaymentEvent): PaymentOutcome | undefined {
   return label === "Processed" || label === "Ignored" || label === "Failed" ? label : undefined;
 }
 
+/** Why an event of this type was Ignored: it needs nothing done. */
+export const ignoredMessage = (type: string): string => `event type ${type} needs no action`;
+
 export function recordedMessage(rec: PaymentEvent): string | undefined {
-  return rec.status?.message ?? rec.metadata.annotations?.[MESSAGE_ANNOTATION];
+  const written = rec.status?.message ?? rec.metadata.annotations?.[MESSAGE_ANNOTATION];
+  if (written !== undefined) return written;
+  return recordedOutcome(rec) === "Ignored" ? ignoredMessage(rec.spec.type) : undefined;
 }
 
 /** Finished: nothing left to do for a redelivery. Failed (and a legacy Processing) are not. */
@@ -53,6 +62,7 @@ export function newPaymentRecord(
     ...(event.customerId !== undefined ? { customerId: event.customerId } : {}),
     ...(event.livemode !== undefined ? { livemode: event.livemode } : {}),
   };
+  const derivable = outcome === "Ignored" && message === ignoredMessage(event.type);
   return {
     apiVersion: API_VERSION,
     kind: "PaymentEvent",
@@ -60,7 +70,7 @@ export function newPaymentRecord(
       name: paymentEventName(event.id),
       namespace,
       labels: { [OUTCOME_LABEL]: outcome },
-      annotations: { [MESSAGE_ANNOTATION]: message.slice(0, 1024) },
+      ...(!derivable && { annotations: { [MESSAGE_ANNOTATION]: message.slice(0, 1024) } }),
     },
     spec,
   };

@@ -24,7 +24,7 @@ import type { FinishedEvents } from "./finished.js";
 import type { KubeJson } from "./kubejson.js";
 import { paymentTypeLabel, type WebhookMetrics } from "./metrics.js";
 import type { SubscriptionLookup } from "./paymentapi.js";
-import { isFinished, newPaymentRecord, recordedOutcome } from "./paymentrecord.js";
+import { ignoredMessage, isFinished, newPaymentRecord, recordedOutcome } from "./paymentrecord.js";
 import type { VerifyThenLimit } from "./ratelimit.js";
 import { refuse, send, type Answer } from "./replies.js";
 import { verifyStripeSignature } from "./signature.js";
@@ -157,7 +157,7 @@ export class PaymentEvents {
       if (!SUBSCRIPTION_EVENT_TYPES.has(event.type)) {
         return {
           outcome: "Ignored",
-          message: `event type ${event.type} needs no action`,
+          message: ignoredMessage(event.type),
           answer: { statusCode: 200, body: { received: true }, outcome: "ignored" },
         };
       }

@@ -23,7 +23,7 @@ import { startSimulator } from "../../src/simulator/server.js";
 import { FinishedEvents } from "../../src/webhooks/finished.js";
 import { startPaymentEventGc, whileControllerLeads } from "../../src/webhooks/gc.js";
 import { KubeJson } from "../../src/webhooks/kubejson.js";
-import { recordedMessage, recordedOutcome } from "../../src/webhooks/paymentrecord.js";
+import { OUTCOME_LABEL, recordedMessage, recordedOutcome } from "../../src/webhooks/paymentrecord.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
 import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
@@ -268,7 +268,12 @@ describe("dedupe on event.id", () => {
     expect(kube.calls.slice(before)).toEqual([
       `POST /apis/media-orchestrator.io/v1alpha1/namespaces/${ns}/paymentevents`,
     ]);
-    expect(await outcome(ev.id)).toBe("Ignored");
+    // The outcome label alone: the explanation follows from the type, so no annotation is written.
+    const rec = await record(ev.id);
+    expect(rec?.metadata.labels).toEqual({ [OUTCOME_LABEL]: "Ignored" });
+    expect(rec?.metadata.annotations).toBeUndefined();
+    expect(recordedOutcome(rec!)).toBe("Ignored");
+    expect(recordedMessage(rec!)).toBe("event type invoice.paid needs no action");
   });
 
   it("without memory of it (another replica, a restart), a replay reads the record and changes nothing", async () => {
