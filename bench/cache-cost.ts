@@ -13,7 +13,7 @@ import { API_VERSION } from "../src/crds/index.js";
 import { MediaJob } from "../src/crds/mediajob.js";
 import { KubeApi } from "../src/k8s/api.js";
 import { EventRecorder } from "../src/k8s/events.js";
-import { withPhaseConditions } from "../src/mediajob/lifecycle.js";
+import { FINALIZER, withPhaseConditions } from "../src/mediajob/lifecycle.js";
 import { stripMetadata, trimMediaJob } from "../src/controller/cache-transform.js";
 import { OwnWrites } from "../src/controller/own-writes.js";
 import { StaleCacheGuard } from "../src/controller/stale-cache.js";
@@ -28,7 +28,7 @@ const { values: args } = parseArgs({
 });
 const N = Number(args.jobs);
 const gc = (globalThis as { gc?: () => void }).gc;
-const PAGE = 500;
+const PAGE = Number(process.env.EXP_PAGE ?? 500);
 
 /** The cases: the cache with each transform, and each other holder of per-job state. */
 const CASES = [
@@ -36,16 +36,18 @@ const CASES = [
   "cache: stripMetadata",
   "cache: trimMediaJob, finished job not settled (input and steps dropped)",
   "cache: trimMediaJob, settled job (the record)",
+  "active job: cache (trimMediaJob)",
+  "active job: work queue (each waiting on its requeue-after timer)",
   "stale-cache guard (3 writes per job)",
   "own writes (recorded, then claimed by their events)",
   "event series (one Submitted Event per job)",
   "work queue (each job added and processed once)",
 ] as const;
 
-function heapAfterGc(): number {
+function afterGc(): NodeJS.MemoryUsage {
   gc!();
   gc!();
-  return process.memoryUsage().heapUsed;
+  return process.memoryUsage();
 }
 
 /** One list page as the apiserver writes it: N copies of the template with their own identity. */
@@ -65,8 +67,8 @@ function page(template: string, from: number, count: number): string {
 
 async function runCase(name: string, template: string): Promise<void> {
   const keep: unknown[] = [];
-  const before = heapAfterGc();
-  if (name.startsWith("cache:")) {
+  const before = afterGc();
+  if (name.startsWith("cache:") || name === "active job: cache (trimMediaJob)") {
     const transform: (j: MediaJob) => MediaJob =
       name === "cache: untrimmed"
         ? (j) => j
@@ -116,6 +118,11 @@ async function runCase(name: string, template: string): Promise<void> {
         `submitted to endpoint ep-asr as sim-${i}-1d2c-4b5a-9e8f-7a6b5c4d3e2f, attempt 1`,
       );
     keep.push(recorder);
+  } else if (name.startsWith("active job: work queue")) {
+    const queue = new WorkQueue();
+    // Each key waits out its own delay (a Processing job until its timeout), as after a first pass.
+    for (let i = 0; i < N; i++) queue.addAfter(`bench-scale/s-${i}`, 3_600_000 - i);
+    keep.push(queue);
   } else if (name.startsWith("work queue")) {
     const queue = new WorkQueue();
     for (let i = 0; i < N; i++) queue.add(`bench-scale/s-${i}`);
@@ -128,12 +135,23 @@ async function runCase(name: string, template: string): Promise<void> {
     queue.shutdown();
     keep.push(queue);
   }
-  const after = heapAfterGc();
-  process.stdout.write(JSON.stringify({ case: name, bytesPerJob: Math.round((after - before) / N) }) + "\n");
+  if (process.env.EXP_IDLE) await new Promise((r) => setTimeout(r, Number(process.env.EXP_IDLE)));
+  if (process.env.EXP_LASTRESORT) (gc as unknown as (o: object) => void)({ type: "major", execution: "sync", flavor: "last-resort" });
+  const after = process.env.EXP_NOGC ? process.memoryUsage() : afterGc();
+  const perJob = (k: "heapUsed" | "heapTotal" | "rss") => Math.round((after[k] - before[k]) / N);
+  process.stdout.write(
+    JSON.stringify({
+      case: name,
+      bytesPerJob: perJob("heapUsed"),
+      heapTotalBytesPerJob: perJob("heapTotal"),
+      rssBytesPerJob: perJob("rss"),
+    }) + "\n",
+  );
   void keep;
+  process.exit(0); // timers of the work queue case would keep the process alive
 }
 
-async function template(): Promise<string> {
+async function templates(): Promise<{ finished: string; active: string }> {
   const { startControlPlane } = await import("../test/support/controlplane.js");
   const { installCrds } = await import("../test/support/crds.js");
   const { waitForServed } = await import("../test/support/kube.js");
@@ -171,15 +189,49 @@ async function template(): Promise<string> {
         now,
       ),
     });
-    const list = await api.rawJson<{ items: Array<{ metadata: { uid: string; resourceVersion: string } }> }>(
-      "GET",
-      `/apis/${API_VERSION}/namespaces/${ns}/mediajobs`,
-    );
-    const item = list.items[0]!;
-    return JSON.stringify(item)
-      .replaceAll("s-template", "__NAME__")
-      .replaceAll(item.metadata.uid, "__UID__")
-      .replaceAll(`"resourceVersion":"${item.metadata.resourceVersion}"`, '"resourceVersion":"__RV__"');
+    // An active job as the controller leaves it after submitting it.
+    const active = await api.create<MediaJob>("mediajobs", ns, {
+      apiVersion: API_VERSION,
+      kind: "MediaJob",
+      metadata: { name: "a-template" },
+      spec: { workload: "asr", input: { audio: "s3://bench/a-template.wav" }, timeoutSeconds: 3600 },
+    } as never);
+    const withFinalizer = await api.mergePatch<MediaJob>("mediajobs", ns, "a-template", {
+      metadata: { finalizers: [FINALIZER], resourceVersion: active.metadata.resourceVersion },
+    });
+    const conditions = [
+      { type: "Admitted", reason: "NoAccount", message: "the job names no billing account" },
+      { type: "EndpointReady", reason: "EndpointReady", message: "GpuEndpoint asr (bench-asr) is Ready" },
+    ].map((c) => ({ ...c, status: "True" as const, lastTransitionTime: now, observedGeneration: 1 }));
+    await api.replaceStatus("mediajobs", {
+      ...withFinalizer,
+      status: withPhaseConditions(
+        {
+          phase: "Processing",
+          jobId: active.metadata.uid,
+          providerJobId: `sim-${active.metadata.uid}`,
+          endpointId: "bench-asr",
+          attempts: 1,
+          submission: { attempt: 1, id: "Zm9vYmFyYmF6cXV4cXV1", startedAt: now, state: "Accepted" },
+          submittedAt: now,
+          updatedAt: now,
+          conditions,
+        },
+        1,
+        now,
+      ),
+    });
+    const list = await api.rawJson<{
+      items: Array<{ metadata: { name: string; uid: string; resourceVersion: string } }>;
+    }>("GET", `/apis/${API_VERSION}/namespaces/${ns}/mediajobs`);
+    const asTemplate = (name: string) => {
+      const item = list.items.find((i) => i.metadata.name === name)!;
+      return JSON.stringify(item)
+        .replaceAll(name, "__NAME__")
+        .replaceAll(item.metadata.uid, "__UID__")
+        .replaceAll(`"resourceVersion":"${item.metadata.resourceVersion}"`, '"resourceVersion":"__RV__"');
+    };
+    return { finished: asTemplate("s-template"), active: asTemplate("a-template") };
   } finally {
     await cp.stop();
   }
@@ -189,9 +241,10 @@ if (!gc) throw new Error("run with node --expose-gc");
 if (args.case) {
   await runCase(args.case, args.template!);
 } else {
-  const tpl = await template();
-  process.stderr.write(`template (${tpl.length} bytes): ${tpl}\n`);
+  const tpls = await templates();
+  process.stderr.write(`templates: ${JSON.stringify(tpls)}\n`);
   for (const name of CASES) {
+    const tpl = name.startsWith("active") ? tpls.active : tpls.finished;
     const out = execFileSync(
       process.execPath,
       [...process.execArgv, process.argv[1]!, "--jobs", String(N), "--case", name, "--template", tpl],

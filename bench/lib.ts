@@ -57,7 +57,14 @@ export function gcProbeArgs(): { nodeArgs: string[]; env: Record<string, string>
 export async function retainedMemory(
   child: ChildProcess,
   file: string,
-): Promise<{ heapUsedMiB: number; rssMiB: number }> {
+): Promise<{
+  heapUsedMiB: number;
+  rssMiB: number;
+  /** V8's committed heap: used plus the free space it keeps (what RSS holds beyond the used heap). */
+  heapTotalMiB: number;
+  /** Memory outside the V8 heap that V8 knows of (Buffers, ArrayBuffers). */
+  externalMiB: number;
+}> {
   rmSync(file, { force: true });
   child.kill("SIGUSR2");
   const deadline = Date.now() + 30_000;
@@ -66,8 +73,13 @@ export async function retainedMemory(
     await new Promise((r) => setTimeout(r, 100));
   }
   await new Promise((r) => setTimeout(r, 100)); // the write is small, but let it finish
-  const m = JSON.parse(readFileSync(file, "utf8")) as { heapUsed: number; rss: number };
-  return { heapUsedMiB: m.heapUsed / 2 ** 20, rssMiB: m.rss / 2 ** 20 };
+  const m = JSON.parse(readFileSync(file, "utf8")) as NodeJS.MemoryUsage;
+  return {
+    heapUsedMiB: m.heapUsed / 2 ** 20,
+    rssMiB: m.rss / 2 ** 20,
+    heapTotalMiB: m.heapTotal / 2 ** 20,
+    externalMiB: m.external / 2 ** 20,
+  };
 }
 
 export async function waitHttp(url: string, timeoutMs = 60_000): Promise<void> {

@@ -623,6 +623,8 @@ interface ScalePoint {
   reconcileMeanMs: number;
   heapUsedMiB: number;
   rssAfterGcMiB: number;
+  heapTotalMiB: number;
+  externalMiB: number;
 }
 
 /** A controller started fresh on `ns` with `size` MediaJobs, measured after its first full pass. */
@@ -675,6 +677,8 @@ async function measureController(ns: string, size: number, label: string): Promi
       reconcileMeanMs: round((sum / Math.max(1, count)) * 1000, 3),
       heapUsedMiB: round(retained.heapUsedMiB),
       rssAfterGcMiB: round(retained.rssMiB),
+      heapTotalMiB: round(retained.heapTotalMiB),
+      externalMiB: round(retained.externalMiB),
     };
     log(`  scale (${label}): ${size} jobs -> ${JSON.stringify(point)}`);
     return point;

@@ -33,9 +33,11 @@ export function stripMetadata<T extends KubeObject>(obj: T): T {
 }
 
 /**
- * Values many records repeat (namespace, apiVersion, workload, phase), one copy each: the JSON
- * parser makes a new string per occurrence. Bounded, so a cluster with endless namespaces costs
- * at most this many strings; past it, values are simply not shared.
+ * Values many cached jobs repeat (namespace, apiVersion, workload, phase, condition types,
+ * reasons and messages, finalizer names), one copy each: the JSON parser makes a new string per
+ * occurrence. Bounded: when full the table starts over, so values seen once (a message naming a
+ * provider id) cannot crowd out the common ones for long, and a string is never kept alive by
+ * the table alone beyond one generation of it.
  */
 const SHARED_LIMIT = 4096;
 const shared = new Map<string, string>();
@@ -43,8 +45,53 @@ function share<T extends string | undefined>(value: T): T {
   if (value === undefined) return value;
   const known = shared.get(value);
   if (known !== undefined) return known as T;
-  if (shared.size < SHARED_LIMIT) shared.set(value, value);
+  if (shared.size >= SHARED_LIMIT) shared.clear();
+  shared.set(value, value);
   return value;
+}
+
+/**
+ * Shares what a whole (not settled) job repeats with other jobs, and within itself: one pass
+ * writes the same instant into several timestamps (submittedAt, updatedAt, the conditions'
+ * lastTransitionTime), and the job id is usually the uid, each a separate string once parsed.
+ */
+function shareStrings(job: MediaJob): MediaJob {
+  const own = new Map<string, string>();
+  const instant = <T extends string | undefined>(v: T): T => {
+    if (v === undefined) return v;
+    const known = own.get(v);
+    if (known !== undefined) return known as T;
+    own.set(v, v);
+    return v;
+  };
+  const m = job.metadata;
+  job.apiVersion = share(job.apiVersion);
+  m.namespace = share(m.namespace);
+  if (typeof m.creationTimestamp === "string") m.creationTimestamp = instant(m.creationTimestamp);
+  m.uid = instant(m.uid);
+  if (m.finalizers) m.finalizers = m.finalizers.map(share);
+  job.spec.workload = share(job.spec.workload);
+  if (job.spec.endpointRef) job.spec.endpointRef = share(job.spec.endpointRef);
+  const st = job.status;
+  if (!st) return job;
+  st.phase = share(st.phase);
+  st.jobId = instant(st.jobId);
+  if (st.endpointId) st.endpointId = share(st.endpointId);
+  st.submittedAt = instant(st.submittedAt);
+  st.updatedAt = instant(st.updatedAt);
+  st.completedAt = instant(st.completedAt);
+  if (st.submission) {
+    st.submission.state = share(st.submission.state);
+    st.submission.startedAt = instant(st.submission.startedAt);
+  }
+  for (const c of st.conditions ?? []) {
+    c.type = share(c.type);
+    c.status = share(c.status);
+    c.reason = share(c.reason);
+    c.message = share(c.message);
+    c.lastTransitionTime = instant(c.lastTransitionTime);
+  }
+  return job;
 }
 
 /**
@@ -85,5 +132,5 @@ export function trimMediaJob(job: MediaJob): MediaJob {
     const { input: _input, then: _then, ...spec } = job.spec;
     job.spec = spec as MediaJob["spec"];
   }
-  return job;
+  return shareStrings(job);
 }
