@@ -28,7 +28,7 @@ const { values: args } = parseArgs({
 });
 const N = Number(args.jobs);
 const gc = (globalThis as { gc?: () => void }).gc;
-const PAGE = Number(process.env.EXP_PAGE ?? 500);
+const PAGE = 500;
 
 /** The cases: the cache with each transform, and each other holder of per-job state. */
 const CASES = [
@@ -135,9 +135,7 @@ async function runCase(name: string, template: string): Promise<void> {
     queue.shutdown();
     keep.push(queue);
   }
-  if (process.env.EXP_IDLE) await new Promise((r) => setTimeout(r, Number(process.env.EXP_IDLE)));
-  if (process.env.EXP_LASTRESORT) (gc as unknown as (o: object) => void)({ type: "major", execution: "sync", flavor: "last-resort" });
-  const after = process.env.EXP_NOGC ? process.memoryUsage() : afterGc();
+  const after = afterGc();
   const perJob = (k: "heapUsed" | "heapTotal" | "rss") => Math.round((after[k] - before[k]) / N);
   process.stdout.write(
     JSON.stringify({

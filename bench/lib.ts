@@ -27,6 +27,9 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100 Hz)
 }
 
+/** The Node flags the image runs the product with (Dockerfile, ENTRYPOINT). */
+export const RUNTIME_FLAGS = ["--max-semi-space-size=16"];
+
 export function startProcess(
   name: string,
   mode: "controller" | "webhooks",
@@ -36,7 +39,7 @@ export function startProcess(
   const logs = join(REPO_ROOT, ".local/logs/bench");
   mkdirSync(logs, { recursive: true });
   const out = openSync(join(logs, `${name}.log`), "w");
-  return spawn(process.execPath, ["--import", "tsx", ...nodeArgs, "src/main.ts", mode], {
+  return spawn(process.execPath, ["--import", "tsx", ...RUNTIME_FLAGS, ...nodeArgs, "src/main.ts", mode], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", out, out],
