@@ -27,6 +27,9 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100 Hz)
 }
 
+/** The Node flags the image runs the product with (Dockerfile, ENTRYPOINT). */
+export const RUNTIME_FLAGS = ["--max-semi-space-size=16"];
+
 export function startProcess(
   name: string,
   mode: "controller" | "webhooks",
@@ -36,7 +39,7 @@ export function startProcess(
   const logs = join(REPO_ROOT, ".local/logs/bench");
   mkdirSync(logs, { recursive: true });
   const out = openSync(join(logs, `${name}.log`), "w");
-  return spawn(process.execPath, ["--import", "tsx", ...nodeArgs, "src/main.ts", mode], {
+  return spawn(process.execPath, ["--import", "tsx", ...RUNTIME_FLAGS, ...nodeArgs, "src/main.ts", mode], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", out, out],
@@ -57,7 +60,14 @@ export function gcProbeArgs(): { nodeArgs: string[]; env: Record<string, string>
 export async function retainedMemory(
   child: ChildProcess,
   file: string,
-): Promise<{ heapUsedMiB: number; rssMiB: number }> {
+): Promise<{
+  heapUsedMiB: number;
+  rssMiB: number;
+  /** V8's committed heap: used plus the free space it keeps (what RSS holds beyond the used heap). */
+  heapTotalMiB: number;
+  /** Memory outside the V8 heap that V8 knows of (Buffers, ArrayBuffers). */
+  externalMiB: number;
+}> {
   rmSync(file, { force: true });
   child.kill("SIGUSR2");
   const deadline = Date.now() + 30_000;
@@ -66,8 +76,13 @@ export async function retainedMemory(
     await new Promise((r) => setTimeout(r, 100));
   }
   await new Promise((r) => setTimeout(r, 100)); // the write is small, but let it finish
-  const m = JSON.parse(readFileSync(file, "utf8")) as { heapUsed: number; rss: number };
-  return { heapUsedMiB: m.heapUsed / 2 ** 20, rssMiB: m.rss / 2 ** 20 };
+  const m = JSON.parse(readFileSync(file, "utf8")) as NodeJS.MemoryUsage;
+  return {
+    heapUsedMiB: m.heapUsed / 2 ** 20,
+    rssMiB: m.rss / 2 ** 20,
+    heapTotalMiB: m.heapTotal / 2 ** 20,
+    externalMiB: m.external / 2 ** 20,
+  };
 }
 
 export async function waitHttp(url: string, timeoutMs = 60_000): Promise<void> {

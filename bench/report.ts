@@ -9,31 +9,54 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
 
-function lineChart(points: Array<{ x: number; y: number }>, xLabel: string, yLabel: string): string {
+interface Series {
+  name: string;
+  color: string;
+  points: Array<{ x: number; y: number }>;
+}
+
+function lineChart(series: Series[], xLabel: string, yLabel: string): string {
   const W = 560;
   const H = 300;
   const pad = { l: 60, r: 20, t: 20, b: 45 };
-  const maxX = Math.max(...points.map((p) => p.x)) * 1.05;
-  const maxY = Math.max(...points.map((p) => p.y)) * 1.15;
+  const all = series.flatMap((s) => s.points);
+  const maxX = Math.max(...all.map((p) => p.x)) * 1.05;
+  const maxY = Math.max(...all.map((p) => p.y)) * 1.15;
   const sx = (x: number) => pad.l + (x / maxX) * (W - pad.l - pad.r);
   const sy = (y: number) => H - pad.b - (y / maxY) * (H - pad.t - pad.b);
-  const path = points.map((p, i) => `${i ? "L" : "M"}${sx(p.x).toFixed(1)},${sy(p.y).toFixed(1)}`).join(" ");
-  const dots = points
-    .map(
-      (p) =>
-        `<circle cx="${sx(p.x).toFixed(1)}" cy="${sy(p.y).toFixed(1)}" r="4"/><text x="${(sx(p.x) + 6).toFixed(1)}" y="${(sy(p.y) - 8).toFixed(1)}">${p.y}</text>`,
-    )
-    .join("");
+  const lines = series
+    .map((s) => {
+      const path = s.points
+        .map((p, i) => `${i ? "L" : "M"}${sx(p.x).toFixed(1)},${sy(p.y).toFixed(1)}`)
+        .join(" ");
+      const dots = s.points
+        .map(
+          (p) =>
+            `<circle cx="${sx(p.x).toFixed(1)}" cy="${sy(p.y).toFixed(1)}" r="4"/><text x="${(sx(p.x) + 6).toFixed(1)}" y="${(sy(p.y) - 8).toFixed(1)}">${p.y}</text>`,
+        )
+        .join("");
+      return `<path d="${path}" fill="none" stroke="${s.color}" stroke-width="2"/><g fill="${s.color}">${dots}</g>`;
+    })
+    .join("\n");
+  const legend =
+    series.length > 1
+      ? series
+          .map(
+            (s, i) =>
+              `<rect x="${pad.l + 12}" y="${pad.t + 4 + i * 18}" width="12" height="12" fill="${s.color}"/><text x="${pad.l + 30}" y="${pad.t + 14 + i * 18}">${s.name}</text>`,
+          )
+          .join("")
+      : "";
   const ticks = [0, 0.25, 0.5, 0.75, 1]
     .map(
       (f) =>
         `<text x="${pad.l - 8}" y="${sy(maxY * f) + 4}" text-anchor="end">${Math.round(maxY * f)}</text>`,
     )
     .join("");
-  const xticks = points
+  const xs = [...new Set(all.map((p) => p.x))].sort((a, b) => a - b);
+  const xticks = xs
     .map(
-      (p) =>
-        `<text x="${sx(p.x)}" y="${H - pad.b + 18}" text-anchor="middle">${p.x.toLocaleString("en")}</text>`,
+      (x) => `<text x="${sx(x)}" y="${H - pad.b + 18}" text-anchor="middle">${x.toLocaleString("en")}</text>`,
     )
     .join("");
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">
@@ -41,7 +64,8 @@ function lineChart(points: Array<{ x: number; y: number }>, xLabel: string, yLab
 <line x1="${pad.l}" y1="${H - pad.b}" x2="${W - pad.r}" y2="${H - pad.b}" stroke="#333"/>
 <line x1="${pad.l}" y1="${pad.t}" x2="${pad.l}" y2="${H - pad.b}" stroke="#333"/>
 ${ticks}${xticks}
-<path d="${path}" fill="none" stroke="#2563eb" stroke-width="2"/><g fill="#2563eb">${dots}</g>
+${lines}
+${legend}
 <text x="${(W + pad.l) / 2}" y="${H - 8}" text-anchor="middle">${xLabel}</text>
 <text transform="translate(16 ${(H - pad.b) / 2}) rotate(-90)" text-anchor="middle">${yLabel}</text>
 </svg>
@@ -149,38 +173,78 @@ export function writeReport(r: Json): void {
     );
   }
   if (r.scale) {
+    const sc = r.scale;
+    const table = (points: Json[]) => [
+      "| jobs | RSS MiB | heap after GC MiB | V8 heap committed MiB | list+sync s | first pass ms | mean reconcile ms | CPU s |",
+      "|---:|---:|---:|---:|---:|---:|---:|---:|",
+      ...points.map(
+        (p) =>
+          `| ${p.jobs} | ${p.rssMiB} | ${p.heapUsedMiB ?? "not measured"} | ${p.heapTotalMiB ?? "not measured"} | ${p.syncSeconds} | ${p.resyncPassMs} | ${p.reconcileMeanMs} | ${p.cpuSeconds} |`,
+      ),
+    ];
+    const target = (value: number, max: number | undefined) =>
+      max === undefined
+        ? ""
+        : value <= max
+          ? ` (target ≤ ${max} KiB: met)`
+          : ` (target ≤ ${max} KiB: missed)`;
     out.push(
       "## Memory and scaling",
       "",
       "Finished MediaJobs in the cache; the controller started fresh at each size, measured after the first full reconcile pass.",
       "",
-    );
-    out.push(
-      "| jobs | RSS MiB | heap after GC MiB | list+sync s | first pass ms | mean reconcile ms | CPU s |",
-      "|---:|---:|---:|---:|---:|---:|---:|",
-    );
-    for (const p of r.scale.points)
-      out.push(
-        `| ${p.jobs} | ${p.rssMiB} | ${p.heapUsedMiB ?? "not measured"} | ${p.syncSeconds} | ${p.resyncPassMs} | ${p.reconcileMeanMs} | ${p.cpuSeconds} |`,
-      );
-    out.push(
+      ...table(sc.points),
       "",
-      `Per-job memory cost: **${r.scale.perJobKiB} KiB** of RSS (slope between the smallest and largest size)` +
-        (r.scale.perJobHeapKiB !== undefined
-          ? `; **${r.scale.perJobHeapKiB} KiB** of heap after a full collection (bench/gc-probe.ts), what each cached job retains.`
+      `Per-job memory cost: **${sc.perJobKiB} KiB** of RSS (slope between the smallest and largest size)` +
+        target(sc.perJobKiB, sc.targets?.perFinishedJobKiB) +
+        (sc.perJobHeapKiB !== undefined
+          ? `; **${sc.perJobHeapKiB} KiB** of heap after a full collection (bench/gc-probe.ts), what each cached job retains.`
           : "."),
-      "",
-      "![RSS against cached MediaJobs](benchmarks/memory.svg)",
-      "",
     );
+    if (sc.segments?.length > 1)
+      out.push(
+        "",
+        "By segment: " +
+          sc.segments
+            .map(
+              (g: Json) =>
+                `${g.from.toLocaleString("en")} → ${g.to.toLocaleString("en")}: ${g.rssKiB} KiB of RSS, ${g.heapKiB} KiB of heap per job`,
+            )
+            .join("; ") +
+          ".",
+      );
+    if (sc.active) {
+      out.push(
+        "",
+        "### Active jobs",
+        "",
+        "Processing MediaJobs in the cache (finalizer on, submission accepted, an hour before they count as stuck), each reconciled once by the first pass and then waiting in the work queue; the controller started fresh at each size.",
+        "",
+        ...table(sc.active.points),
+        "",
+        `Per active job: **${sc.active.perJobKiB} KiB** of RSS` +
+          target(sc.active.perJobKiB, sc.targets?.perActiveJobKiB) +
+          `; **${sc.active.perJobHeapKiB} KiB** of heap after a full collection.`,
+      );
+    }
+    out.push("", "![RSS against cached MediaJobs](benchmarks/memory.svg)", "");
     mkdirSync(join(REPO_ROOT, "docs/benchmarks"), { recursive: true });
+    const series: Series[] = [
+      {
+        name: "finished jobs",
+        color: "#2563eb",
+        points: sc.points.map((p: Json) => ({ x: p.jobs, y: p.rssMiB })),
+      },
+    ];
+    if (sc.active)
+      series.push({
+        name: "active jobs",
+        color: "#dc2626",
+        points: sc.active.points.map((p: Json) => ({ x: p.jobs, y: p.rssMiB })),
+      });
     writeFileSync(
       join(REPO_ROOT, "docs/benchmarks/memory.svg"),
-      lineChart(
-        r.scale.points.map((p: Json) => ({ x: p.jobs, y: p.rssMiB })),
-        "MediaJobs in the cache",
-        "controller RSS (MiB)",
-      ),
+      lineChart(series, "MediaJobs in the cache", "controller RSS (MiB)"),
     );
   }
   const notes = join(REPO_ROOT, "docs/benchmarks-notes.md");

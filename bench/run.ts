@@ -1,6 +1,7 @@
 // make bench: what the product exists to do, measured on this machine, each number beside a
 // ceiling measured in the same run against the same control plane.
-//   tsx bench/run.ts [--jobs 1000,10000] [--scale 1000,10000,50000] [--only throughput,intake,scale,recovery,rest]
+//   tsx bench/run.ts [--jobs 1000,10000] [--scale 1000,10000,50000] [--active 1000,10000]
+//                    [--only throughput,intake,scale,recovery,rest]
 //   --only rest [--rest-jobs 1000] [--tick 5]: the stack at rest, which must be quiet
 //   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
 //   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`)
@@ -44,6 +45,8 @@ const { values: args } = parseArgs({
   options: {
     jobs: { type: "string", default: "1000,10000" },
     scale: { type: "string", default: "1000,10000,50000" },
+    // Active (Processing) jobs for the second memory curve; "" skips it.
+    active: { type: "string", default: "1000,10000" },
     only: { type: "string", default: "throughput,intake,scale,recovery" },
     concurrency: { type: "string", default: "32" },
     "rest-jobs": { type: "string", default: "1000" },
@@ -611,115 +614,200 @@ async function paymentEventCreateRate(ns: string, seconds = 10): Promise<number>
 
 // ---- Memory and scaling ------------------------------------------------------------------------------
 
-async function scale(sizes: number[]) {
-  const ns = await namespace("bench-scale");
-  const points: Array<{
-    jobs: number;
-    rssMiB: number;
-    syncSeconds: number;
-    cpuSeconds: number;
-    resyncPassMs: number;
-    reconcileMeanMs: number;
-    heapUsedMiB: number;
-    rssAfterGcMiB: number;
-  }> = [];
+interface ScalePoint {
+  jobs: number;
+  rssMiB: number;
+  syncSeconds: number;
+  cpuSeconds: number;
+  resyncPassMs: number;
+  reconcileMeanMs: number;
+  heapUsedMiB: number;
+  rssAfterGcMiB: number;
+  heapTotalMiB: number;
+  externalMiB: number;
+}
+
+/** A controller started fresh on `ns` with `size` MediaJobs, measured after its first full pass. */
+async function measureController(ns: string, size: number, label: string): Promise<ScalePoint> {
+  const port = await freePort();
+  const started = Date.now();
+  const probe = gcProbeArgs();
+  const controller = startProcess(
+    `controller-${label}-${size}`,
+    "controller",
+    baseEnv(ns, "http://127.0.0.1:9", {
+      CALLBACK_BASE_URL: "http://127.0.0.1:9",
+      CONTROLLER_METRICS_PORT: String(port),
+      RESYNC_INTERVAL_SECONDS: "3600",
+      ...probe.env,
+    }),
+    probe.nodeArgs,
+  );
+  try {
+    await waitHttp(`http://127.0.0.1:${port}/readyz`, 10 * 60_000);
+    const syncSeconds = (Date.now() - started) / 1000;
+    // Every job in the cache and the first pass done: nothing in the queue and no reconcile for a
+    // second (finished jobs are cached, not reconciled, so the pass may be empty).
+    let page = "";
+    let reconciled = -1;
+    for (;;) {
+      page = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const cached = metricValue(page, 'media_orchestrator_cached_objects{resource="mediajobs"}');
+      const now = metricValue(page, "media_orchestrator_reconcile_total");
+      const idle = metricValue(page, 'workqueue_depth{name="mediajob"}') === 0 && now === reconciled;
+      if (cached >= size && idle) break;
+      reconciled = now;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    const passMs = Date.now() - started - syncSeconds * 1000;
+    const count = metricValue(
+      page,
+      'media_orchestrator_reconcile_duration_seconds_count{controller="mediajob"}',
+    );
+    const sum = metricValue(page, 'media_orchestrator_reconcile_duration_seconds_sum{controller="mediajob"}');
+    await new Promise((r) => setTimeout(r, 3000)); // let the heap settle
+    const rss = rssMiB(controller.pid!);
+    const retained = await retainedMemory(controller, probe.file);
+    const point = {
+      jobs: size,
+      rssMiB: round(rss),
+      syncSeconds: round(syncSeconds),
+      cpuSeconds: round(cpuSeconds(controller.pid!)),
+      resyncPassMs: round(passMs),
+      reconcileMeanMs: round((sum / Math.max(1, count)) * 1000, 3),
+      heapUsedMiB: round(retained.heapUsedMiB),
+      rssAfterGcMiB: round(retained.rssMiB),
+      heapTotalMiB: round(retained.heapTotalMiB),
+      externalMiB: round(retained.externalMiB),
+    };
+    log(`  scale (${label}): ${size} jobs -> ${JSON.stringify(point)}`);
+    return point;
+  } finally {
+    await stopChild(controller);
+  }
+}
+
+/** KiB per job between two points, of RSS and of the heap after a full collection. */
+function slope(a: ScalePoint, b: ScalePoint): { rssKiB: number; heapKiB: number } {
+  const jobs = Math.max(1, b.jobs - a.jobs);
+  return {
+    rssKiB: round(((b.rssMiB - a.rssMiB) * 1024) / jobs, 2),
+    heapKiB: round(((b.heapUsedMiB - a.heapUsedMiB) * 1024) / jobs, 2),
+  };
+}
+
+/** Fills `ns` up to each size with `make(name)` and measures a fresh controller at each. */
+async function curve(
+  ns: string,
+  sizes: number[],
+  label: string,
+  make: (name: string) => Promise<void>,
+): Promise<ScalePoint[]> {
+  const points: ScalePoint[] = [];
   let have = 0;
-  const now = new Date().toISOString();
   for (const size of sizes) {
-    log(`  scale: filling to ${size} MediaJobs...`);
+    log(`  scale (${label}): filling to ${size} MediaJobs...`);
     await pool(
       Array.from({ length: size - have }, (_, i) => `s-${have + i}`),
       CONCURRENCY,
-      async (name) => {
-        const created = await api.create<MediaJob>("mediajobs", ns, job(name));
-        // Finished jobs with the conditions the controller would write: nothing left to do.
+      make,
+    );
+    have = size;
+    points.push(await measureController(ns, size, label));
+  }
+  return points;
+}
+
+async function scale(sizes: number[], activeSizes: number[]) {
+  const now = new Date().toISOString();
+  // Finished jobs with the conditions the controller would write: nothing left to do.
+  const finishedNs = await namespace("bench-scale");
+  const points = await curve(finishedNs, sizes, "finished", async (name) => {
+    const created = await api.create<MediaJob>("mediajobs", finishedNs, job(name));
+    await api.replaceStatus("mediajobs", {
+      ...created,
+      status: withPhaseConditions(
+        {
+          phase: "Completed",
+          jobId: created.metadata.uid,
+          providerJobId: created.metadata.uid,
+          attempts: 1,
+          submittedAt: now,
+          completedAt: now,
+          updatedAt: now,
+          output: { text: "ok" },
+        },
+        1,
+        now,
+      ),
+    });
+  });
+  // Active jobs: Processing at the provider, as the controller leaves a job it submitted (the
+  // finalizer, the accepted submission, its conditions), with an hour before it counts as stuck.
+  // Each is reconciled on the first pass and then waits on a timer in the work queue; the
+  // provider is not asked about a job before its timeout, so none is asked here.
+  const activeNs = await namespace("bench-active");
+  const active = activeSizes.length
+    ? await curve(activeNs, activeSizes, "active", async (name) => {
+        const created = await api.create<MediaJob>("mediajobs", activeNs, {
+          ...job(name),
+          spec: { workload: "asr", input: { audio: `s3://bench/${name}.wav` }, timeoutSeconds: 3600 },
+        } as KubeObject);
+        const withFinalizer = await api.mergePatch<MediaJob>("mediajobs", activeNs, name, {
+          metadata: {
+            finalizers: ["media-orchestrator.io/cancel-at-provider"],
+            resourceVersion: created.metadata.resourceVersion,
+          },
+        });
+        const conditions = [
+          { type: "Admitted", reason: "NoAccount", message: "the job names no billing account" },
+          { type: "EndpointReady", reason: "EndpointReady", message: "GpuEndpoint asr (bench-asr) is Ready" },
+        ].map((c) => ({ ...c, status: "True" as const, lastTransitionTime: now, observedGeneration: 1 }));
         await api.replaceStatus("mediajobs", {
-          ...created,
+          ...withFinalizer,
           status: withPhaseConditions(
             {
-              phase: "Completed",
+              phase: "Processing",
               jobId: created.metadata.uid,
-              providerJobId: created.metadata.uid,
+              providerJobId: `sim-${created.metadata.uid}`,
+              endpointId: "bench-asr",
               attempts: 1,
+              submission: {
+                attempt: 1,
+                id: randomBytes(12).toString("base64url"),
+                startedAt: now,
+                state: "Accepted",
+              },
               submittedAt: now,
-              completedAt: now,
               updatedAt: now,
-              output: { text: "ok" },
+              conditions,
             },
             1,
             now,
           ),
         });
-      },
-    );
-    have = size;
-    const port = await freePort();
-    const started = Date.now();
-    const probe = gcProbeArgs();
-    const controller = startProcess(
-      `controller-scale-${size}`,
-      "controller",
-      baseEnv(ns, "http://127.0.0.1:9", {
-        CALLBACK_BASE_URL: "http://127.0.0.1:9",
-        CONTROLLER_METRICS_PORT: String(port),
-        RESYNC_INTERVAL_SECONDS: "3600",
-        ...probe.env,
-      }),
-      probe.nodeArgs,
-    );
-    try {
-      await waitHttp(`http://127.0.0.1:${port}/readyz`, 10 * 60_000);
-      const syncSeconds = (Date.now() - started) / 1000;
-      // Every job in the cache and the first pass done: nothing in the queue and no reconcile for a
-      // second (finished jobs are cached, not reconciled, so the pass may be empty).
-      let page = "";
-      let reconciled = -1;
-      for (;;) {
-        page = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-        const cached = metricValue(page, 'media_orchestrator_cached_objects{resource="mediajobs"}');
-        const now = metricValue(page, "media_orchestrator_reconcile_total");
-        const idle = metricValue(page, 'workqueue_depth{name="mediajob"}') === 0 && now === reconciled;
-        if (cached >= size && idle) break;
-        reconciled = now;
-        await new Promise((r) => setTimeout(r, 1000));
-      }
-      const passMs = Date.now() - started - syncSeconds * 1000;
-      const count = metricValue(
-        page,
-        'media_orchestrator_reconcile_duration_seconds_count{controller="mediajob"}',
-      );
-      const sum = metricValue(
-        page,
-        'media_orchestrator_reconcile_duration_seconds_sum{controller="mediajob"}',
-      );
-      await new Promise((r) => setTimeout(r, 3000)); // let the heap settle
-      const rss = rssMiB(controller.pid!);
-      const retained = await retainedMemory(controller, probe.file);
-      points.push({
-        jobs: size,
-        rssMiB: round(rss),
-        syncSeconds: round(syncSeconds),
-        cpuSeconds: round(cpuSeconds(controller.pid!)),
-        resyncPassMs: round(passMs),
-        reconcileMeanMs: round((sum / Math.max(1, count)) * 1000, 3),
-        heapUsedMiB: round(retained.heapUsedMiB),
-        rssAfterGcMiB: round(retained.rssMiB),
-      });
-      log(`  scale: ${size} jobs -> ${JSON.stringify(points.at(-1))}`);
-    } finally {
-      await stopChild(controller);
-    }
-  }
+      })
+    : [];
   const first = points[0]!;
   const last = points.at(-1)!;
+  const segments = points
+    .slice(1)
+    .map((p, i) => ({ from: points[i]!.jobs, to: p.jobs, ...slope(points[i]!, p) }));
   return {
     points,
-    perJobKiB: round(((last.rssMiB - first.rssMiB) * 1024) / Math.max(1, last.jobs - first.jobs), 2),
+    perJobKiB: slope(first, last).rssKiB,
     // The same slope of the heap after a full collection: what each cached job really retains.
-    perJobHeapKiB: round(
-      ((last.heapUsedMiB - first.heapUsedMiB) * 1024) / Math.max(1, last.jobs - first.jobs),
-      2,
-    ),
+    perJobHeapKiB: slope(first, last).heapKiB,
+    // Each segment's slope (1k -> 10k, 10k -> 50k): a cost that grows with the cache shows here.
+    segments,
+    ...(active.length > 1 && {
+      active: {
+        points: active,
+        perJobKiB: slope(active[0]!, active.at(-1)!).rssKiB,
+        perJobHeapKiB: slope(active[0]!, active.at(-1)!).heapKiB,
+      },
+    }),
+    targets: { perFinishedJobKiB: 1, perActiveJobKiB: 2 },
   };
 }
 
@@ -965,7 +1053,10 @@ try {
   }
   if (only.has("scale")) {
     log("memory and scaling...");
-    results.scale = await scale(args.scale!.split(",").map(Number));
+    results.scale = await scale(
+      args.scale!.split(",").map(Number),
+      args.active ? args.active.split(",").map(Number) : [],
+    );
   }
 } finally {
   await cp.stop();

@@ -1,15 +1,19 @@
 // What the controller's caches keep of each object. The apiserver sends every object whole, with
 // metadata.managedFields (the server-side-apply bookkeeping, often the largest part of a small
-// object), and a cluster holds far more finished jobs than active ones. The controller reads
-// neither managedFields nor the last-applied annotation, nor a finished job's input and steps, so the cache
-// drops them, as client-go's TransformStripManagedFields does for managedFields.
-//
-// Only fields outside status are dropped: a status write (PUT /status) sends the cached object
-// with its new status, and the apiserver takes only the status from it, so nothing dropped here
-// can be written back as missing.
+// object), and a cluster holds far more finished jobs than active ones, so the cache's memory
+// follows active work, not history:
+//  - every object loses managedFields and the last-applied annotation (client-go's
+//    TransformStripManagedFields), which the controller never reads;
+//  - a settled job (job-at-rest.ts: finished for good, let go of, its spec observed) is kept as a
+//    small record of what the controller reads of such a job (its key and identity, phase, next
+//    step, workload): the manager never reconciles it, it only tells a change (a spec edit, a
+//    reset, a deletion), and the watch event of that change brings the whole object back;
+//  - a finished job not yet settled (a spec edit to observe, a finalizer to remove) keeps its
+//    status whole, since the reconcile that settles it writes status from it (a status write,
+//    PUT /status, takes only the status from the object sent), and loses its input and steps.
 import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeObject } from "../k8s/api.js";
-import { atRest } from "./job-at-rest.js";
+import { atRest, settled } from "./job-at-rest.js";
 
 const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -29,14 +33,104 @@ export function stripMetadata<T extends KubeObject>(obj: T): T {
 }
 
 /**
- * stripMetadata, and what a finished job no longer needs: its input (submitted, never sent again)
- * and its pipeline steps (the next one exists).
+ * Values many cached jobs repeat (namespace, apiVersion, workload, phase, condition types,
+ * reasons and messages, finalizer names), one copy each: the JSON parser makes a new string per
+ * occurrence. Bounded: when full the table starts over, so values seen once (a message naming a
+ * provider id) cannot crowd out the common ones for long, and a string is never kept alive by
+ * the table alone beyond one generation of it.
  */
+const SHARED_LIMIT = 4096;
+const shared = new Map<string, string>();
+function share<T extends string | undefined>(value: T): T {
+  if (value === undefined) return value;
+  const known = shared.get(value);
+  if (known !== undefined) return known as T;
+  if (shared.size >= SHARED_LIMIT) shared.clear();
+  shared.set(value, value);
+  return value;
+}
+
+/**
+ * Shares what a whole (not settled) job repeats with other jobs, and within itself: one pass
+ * writes the same instant into several timestamps (submittedAt, updatedAt, the conditions'
+ * lastTransitionTime), and the job id is usually the uid, each a separate string once parsed.
+ */
+function shareStrings(job: MediaJob): MediaJob {
+  const own = new Map<string, string>();
+  const instant = <T extends string | undefined>(v: T): T => {
+    if (v === undefined) return v;
+    const known = own.get(v);
+    if (known !== undefined) return known as T;
+    own.set(v, v);
+    return v;
+  };
+  const m = job.metadata;
+  job.apiVersion = share(job.apiVersion);
+  m.namespace = share(m.namespace);
+  if (typeof m.creationTimestamp === "string") m.creationTimestamp = instant(m.creationTimestamp);
+  m.uid = instant(m.uid);
+  if (m.finalizers) m.finalizers = m.finalizers.map(share);
+  job.spec.workload = share(job.spec.workload);
+  if (job.spec.endpointRef) job.spec.endpointRef = share(job.spec.endpointRef);
+  const st = job.status;
+  if (!st) return job;
+  st.phase = share(st.phase);
+  st.jobId = instant(st.jobId);
+  if (st.endpointId) st.endpointId = share(st.endpointId);
+  st.submittedAt = instant(st.submittedAt);
+  st.updatedAt = instant(st.updatedAt);
+  st.completedAt = instant(st.completedAt);
+  if (st.submission) {
+    st.submission.state = share(st.submission.state);
+    st.submission.startedAt = instant(st.submission.startedAt);
+  }
+  for (const c of st.conditions ?? []) {
+    c.type = share(c.type);
+    c.status = share(c.status);
+    c.reason = share(c.reason);
+    c.message = share(c.message);
+    c.lastTransitionTime = instant(c.lastTransitionTime);
+  }
+  return job;
+}
+
+/**
+ * The record a settled job is cached as: what the manager's handlers, the resync and the metrics
+ * read of it (docs/controller.md, "The cache"). Not an object to act on: it has no input, no
+ * steps and almost no status, and the manager does not reconcile a settled job.
+ */
+export function settledJobRecord(job: MediaJob): MediaJob {
+  const m = job.metadata;
+  const metadata: MediaJob["metadata"] = {
+    name: m.name,
+    namespace: share(m.namespace),
+    uid: m.uid,
+    resourceVersion: m.resourceVersion,
+    generation: m.generation,
+  };
+  // Another controller's finalizers are kept: they say the object is not free to go yet.
+  if (m.finalizers?.length) metadata.finalizers = m.finalizers;
+  const status: NonNullable<MediaJob["status"]> = {
+    phase: share(job.status?.phase),
+    observedGeneration: job.status?.observedGeneration,
+  };
+  if (job.status?.nextJob) status.nextJob = job.status.nextJob;
+  return {
+    apiVersion: share(job.apiVersion),
+    kind: job.kind,
+    metadata,
+    spec: { workload: share(job.spec.workload) },
+    status,
+  };
+}
+
+/** What the MediaJob cache keeps of a job (the informer's transform). */
 export function trimMediaJob(job: MediaJob): MediaJob {
+  if (settled(job)) return settledJobRecord(job);
   stripMetadata(job);
   if (atRest(job)) {
     const { input: _input, then: _then, ...spec } = job.spec;
     job.spec = spec as MediaJob["spec"];
   }
-  return job;
+  return shareStrings(job);
 }

@@ -19,6 +19,20 @@ export function atRest(job: MediaJob): boolean {
 }
 
 /**
+ * At rest, and its current spec observed (status.observedGeneration is the object's generation):
+ * a reconcile would change nothing, so the manager never runs one, and the cache keeps such a job
+ * as a small record (cache-transform.ts). A spec edit makes the job unobserved until the reconcile
+ * it triggers writes the new observedGeneration.
+ */
+export function settled(job: MediaJob): boolean {
+  return (
+    atRest(job) &&
+    job.metadata.generation !== undefined &&
+    job.status?.observedGeneration === job.metadata.generation
+  );
+}
+
+/**
  * Whether a watch event of a MediaJob is a reason to reconcile it. `ours`: this version is one the
  * controller wrote itself. Our own write of a finished job is no news (the pass that wrote it also
  * lets go of it, or failed and waits on its backoff); a job at rest is looked at again only when

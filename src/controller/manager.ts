@@ -16,12 +16,12 @@ import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { Informer, objectKey } from "./informer.js";
-import { atRest, jobEventWorthALook } from "./job-at-rest.js";
+import { atRest, jobEventWorthALook, settled } from "./job-at-rest.js";
 import { LeaderElector } from "./leader.js";
 import { MediaJobReconciler, RetryLater } from "./mediajob/reconciler.js";
 import { ControllerMetrics } from "./metrics.js";
 import { OwnWrites, recordingWrites } from "./own-writes.js";
-import { WorkQueue } from "./workqueue.js";
+import { WorkQueue, type ReconcileResult } from "./workqueue.js";
 
 export interface ManagerOptions {
   api: KubeApi;
@@ -165,6 +165,9 @@ export class Manager {
 
     this.jobs.on((event, job, old) => {
       if (event === "delete") this.ownJobWrites.forget(job);
+      // A settled job is never reconciled again in this state: what the stale-cache guard keeps
+      // of our writes to it is history (memory follows active jobs).
+      if (event !== "delete" && settled(job)) this.jobReconciler.stale.forget(objectKey(job));
       const ours = event !== "delete" && this.ownJobWrites.claim(job);
       if (jobEventWorthALook(event, job, old, ours)) this.jobQueue.add(objectKey(job));
     });
@@ -252,7 +255,7 @@ export class Manager {
     this.metrics.leaderChanges.inc({ change: "acquired" });
     const concurrency = this.o.env.MAX_CONCURRENT_RECONCILES;
     this.running = Promise.all([
-      this.jobQueue.run(concurrency, this.jobReconciler.reconcile),
+      this.jobQueue.run(concurrency, this.reconcileJob),
       this.endpointQueue.run(Math.max(1, Math.min(4, concurrency)), this.endpointReconciler.reconcile),
     ]);
     this.resync();
@@ -272,6 +275,17 @@ export class Manager {
     this.metrics.cachedObjects.set({ resource: "mediajobs" }, this.jobs.size);
     this.metrics.cachedObjects.set({ resource: "gpuendpoints" }, this.endpoints.size);
   }
+
+  /**
+   * A settled job is cached as a record (cache-transform.ts) that no pass may start from: it lacks
+   * most of the status a pass writes back. A pass would change nothing anyway (job-at-rest.ts), so
+   * none runs. A key queued before its job settled ends here.
+   */
+  private readonly reconcileJob = async (key: string): Promise<ReconcileResult | void> => {
+    const job = this.jobs.getByKey(key);
+    if (job && settled(job)) return;
+    return this.jobReconciler.reconcile(key);
+  };
 
   /** Losing the lease stops reconciling at once: no new key is handed out. */
   private stopLeading(): void {

@@ -3,7 +3,9 @@
 //  - a key is never processed by two workers at once (the `processing` set): added while being
 //    processed, it is processed again afterwards;
 //  - failures requeue with per-key exponential backoff; success forgets the backoff;
-//  - requeue-after keeps only the earliest timer per key;
+//  - requeue-after keeps only the earliest time per key; the waiting keys share one timer, set
+//    for the earliest of them (client-go's delaying queue keeps a heap and one wait loop), so a
+//    key waiting out a Processing job's timeout costs a map entry and a heap slot, not a timer;
 //  - a periodic resync adds with addUnlessBackingOff: a key waiting out its failure backoff keeps
 //    waiting (a tick must not turn exponential backoff into a retry every tick).
 
@@ -39,7 +41,11 @@ export class WorkQueue {
   private readonly dirty = new Set<string>();
   private readonly processing = new Set<string>();
   private readonly failures = new Map<string, number>();
-  private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  /** When each waiting key is due (Date.now() ms), and the same as a min-heap by time. */
+  private readonly due = new Map<string, number>();
+  private readonly heap = new DueHeap();
+  private timer?: NodeJS.Timeout;
+  private timerAt = Infinity;
   /** When each waiting key was added, and when each key in processing was handed out (metrics). */
   private readonly addedAt = new Map<string, number>();
   private readonly startedAt = new Map<string, number>();
@@ -76,7 +82,7 @@ export class WorkQueue {
 
   /** Whether the key failed and waits for its backoff retry. */
   isBackingOff(key: string): boolean {
-    return (this.failures.get(key) ?? 0) > 0 && this.timers.has(key);
+    return (this.failures.get(key) ?? 0) > 0 && this.due.has(key);
   }
 
   /** add(), except for a key waiting out its backoff: the periodic resync's add. */
@@ -88,15 +94,36 @@ export class WorkQueue {
     if (this.shuttingDown) return;
     if (delayMs <= 0) return this.add(key);
     const at = Date.now() + delayMs;
-    const existing = this.timers.get(key);
-    if (existing && existing.at <= at) return;
-    if (existing) clearTimeout(existing.timer);
-    const timer = setTimeout(() => {
-      this.timers.delete(key);
+    const existing = this.due.get(key);
+    if (existing !== undefined && existing <= at) return;
+    // An earlier time for a waiting key: its older heap entry is skipped when it comes up.
+    this.due.set(key, at);
+    this.heap.push(at, key);
+    this.schedule();
+  }
+
+  /** One timer, for the earliest waiting key. */
+  private schedule(): void {
+    const next = this.heap.peekAt();
+    if (next === undefined || next >= this.timerAt) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timerAt = next;
+    // setTimeout takes at most 2^31-1 ms; a later key is looked at again then.
+    this.timer = setTimeout(() => this.fire(), Math.min(2 ** 31 - 1, Math.max(0, next - Date.now())));
+    this.timer.unref();
+  }
+
+  private fire(): void {
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    const now = Date.now();
+    for (let next = this.heap.peekAt(); next !== undefined && next <= now; next = this.heap.peekAt()) {
+      const [at, key] = this.heap.pop()!;
+      if (this.due.get(key) !== at) continue; // superseded by an earlier time, or already added
+      this.due.delete(key);
       this.add(key);
-    }, delayMs);
-    timer.unref();
-    this.timers.set(key, { at, timer });
+    }
+    if (!this.shuttingDown) this.schedule();
   }
 
   /** Requeues with the key's next backoff delay and returns that delay. */
@@ -213,8 +240,63 @@ export class WorkQueue {
   /** Stops handing out keys; workers finish their current key and return. */
   shutdown(): void {
     this.shuttingDown = true;
-    for (const { timer } of this.timers.values()) clearTimeout(timer);
-    this.timers.clear();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.due.clear();
+    this.heap.clear();
     this.wake();
+  }
+}
+
+/** A binary min-heap of (time, key), in two parallel arrays (no object per entry). */
+class DueHeap {
+  private readonly at: number[] = [];
+  private readonly keys: string[] = [];
+
+  peekAt(): number | undefined {
+    return this.at[0];
+  }
+
+  push(at: number, key: string): void {
+    let i = this.at.length;
+    this.at.push(at);
+    this.keys.push(key);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (this.at[parent]! <= at) break;
+      this.at[i] = this.at[parent]!;
+      this.keys[i] = this.keys[parent]!;
+      i = parent;
+    }
+    this.at[i] = at;
+    this.keys[i] = key;
+  }
+
+  pop(): [number, string] | undefined {
+    if (!this.at.length) return undefined;
+    const top: [number, string] = [this.at[0]!, this.keys[0]!];
+    const lastAt = this.at.pop()!;
+    const lastKey = this.keys.pop()!;
+    const n = this.at.length;
+    if (n) {
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        if (l >= n) break;
+        const c = l + 1 < n && this.at[l + 1]! < this.at[l]! ? l + 1 : l;
+        if (this.at[c]! >= lastAt) break;
+        this.at[i] = this.at[c]!;
+        this.keys[i] = this.keys[c]!;
+        i = c;
+      }
+      this.at[i] = lastAt;
+      this.keys[i] = lastKey;
+    }
+    return top;
+  }
+
+  clear(): void {
+    this.at.length = 0;
+    this.keys.length = 0;
   }
 }

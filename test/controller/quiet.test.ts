@@ -11,6 +11,7 @@ import { nextStepName, withPhaseConditions } from "../../src/mediajob/lifecycle.
 import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
+import { outputFor } from "../../src/simulator/outputs.js";
 import type { Simulator } from "../../src/simulator/server.js";
 import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
 import {
@@ -214,19 +215,29 @@ describe("the resync tick", () => {
 });
 
 describe("the cache", () => {
-  it("keeps what the controller reads: no managedFields, and a finished job without its input and steps", async () => {
+  it("keeps a settled job as a small record: key, identity, phase, next step, workload", async () => {
     const stored = await api.get<MediaJob>("mediajobs", ns, "pipeline");
     expect(stored?.metadata.managedFields).toBeDefined();
     expect(stored?.spec.then).toHaveLength(1);
     const cached = manager.jobs.get(ns, "pipeline")!;
-    expect(cached.metadata.managedFields).toBeUndefined();
-    expect(cached.spec.then).toBeUndefined();
-    expect(cached.spec.input).toBeUndefined();
-    expect(cached.status).toEqual(stored?.status);
+    const m = stored!.metadata;
+    expect(cached.metadata).toEqual({
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+      generation: m.generation,
+    });
+    expect(cached.spec).toEqual({ workload: "asr" });
+    expect(cached.status).toEqual({
+      phase: "Completed",
+      observedGeneration: m.generation,
+      nextJob: stored!.status!.nextJob,
+    });
     expect(manager.endpoints.get(ns, "asr")?.metadata.managedFields).toBeUndefined();
   });
 
-  it("a spec edit of a finished job is still reconciled, and its status write keeps the stored spec whole", async () => {
+  it("a spec edit of a settled job is still reconciled, and its status write keeps the stored spec and status whole", async () => {
     const input = { audio: "s3://quiet/kept.wav" };
     await api.create(
       "mediajobs",
@@ -234,10 +245,13 @@ describe("the cache", () => {
       mediaJob("edited", { workload: "asr", timeoutSeconds: 1, input }) as never,
     );
     await waitForPhase(api, ns, "edited", "Completed");
+    // Settled: the cache holds the record.
     await eventually(() => {
       const j = manager.jobs.get(ns, "edited");
-      return j?.spec.input === undefined && !j?.metadata.finalizers?.length;
+      return j?.spec.input === undefined && j?.status?.conditions === undefined && !j?.metadata.finalizers;
     });
+    const before = (await api.get<MediaJob>("mediajobs", ns, "edited"))!;
+    expect(before.status?.output).toBeDefined();
     await api.mergePatch("mediajobs", ns, "edited", { spec: { timeoutSeconds: 2 } });
     const edited = await eventually(async () => {
       const j = await api.get<MediaJob>("mediajobs", ns, "edited");
@@ -246,7 +260,53 @@ describe("the cache", () => {
         ? j
         : undefined;
     });
+    expect(edited.metadata.generation).toBe(2);
     expect(edited.spec.input).toEqual(input);
-    expect(edited.status?.phase).toBe("Completed");
+    const { conditions: _a, observedGeneration: _b, ...rest } = edited.status!;
+    const { conditions: _c, observedGeneration: _d, ...restBefore } = before.status!;
+    expect(rest).toEqual(restBefore); // output, ids, attempts, timestamps: nothing lost
+    expect(edited.status?.conditions?.map((c) => c.type)).toEqual(
+      before.status?.conditions?.map((c) => c.type),
+    );
+    expect(edited.status?.observedGeneration).toBe(2);
+    // Observed again: back to a record.
+    await eventually(
+      () =>
+        manager.jobs.get(ns, "edited")?.status?.observedGeneration === 2 &&
+        manager.jobs.get(ns, "edited")?.spec.input === undefined,
+    );
+  });
+
+  it("a settled job an operator sets back to Pending is submitted again, with its input", async () => {
+    const input = { audio: "s3://quiet/again.wav" };
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("again", { workload: "tts", timeoutSeconds: 1, input }) as never,
+    );
+    await waitForPhase(api, ns, "again", "Completed");
+    await eventually(() => manager.jobs.get(ns, "again")?.status?.conditions === undefined);
+    await api.jsonPatchStatus("mediajobs", ns, "again", [
+      { op: "test", path: "/status/phase", value: "Completed" },
+      { op: "replace", path: "/status/phase", value: "Pending" },
+      { op: "add", path: "/status/replay", value: true },
+      { op: "remove", path: "/status/output" },
+    ]);
+    const done = await eventually(
+      async () => {
+        const j = await api.get<MediaJob>("mediajobs", ns, "again");
+        return j?.status?.phase === "Completed" && j.status.attempts === 2 ? j : undefined;
+      },
+      { timeoutMs: 30_000, message: "the job submitted again and completed" },
+    );
+    // The provider's output is derived from the input it was sent: the whole input, not the record's.
+    expect(done.status?.output).toEqual(outputFor("tts", input));
+    expect(outputFor("tts", input)).not.toEqual(outputFor("tts", {}));
+  });
+
+  it("a settled job that is deleted leaves the cache", async () => {
+    await eventually(() => manager.jobs.get(ns, "done-asr-0")?.status?.conditions === undefined);
+    await api.delete("mediajobs", ns, "done-asr-0");
+    await eventually(() => manager.jobs.get(ns, "done-asr-0") === undefined);
   });
 });

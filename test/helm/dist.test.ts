@@ -42,9 +42,10 @@ function run(cmd: string, args: string[], cwd: string): void {
     throw new Error(`${cmd} ${args.join(" ")} exited ${res.status}: ${res.stderr || res.stdout}`);
 }
 
-/** The image's command (ENTRYPOINT node --enable-source-maps dist/src/main.js, CMD mode). */
+/** The image's command (ENTRYPOINT node --enable-source-maps ... dist/src/main.js, CMD mode). */
 function startContainer(mode: "controller" | "webhooks", env: Record<string, string>): void {
-  const child = spawn(process.execPath, ["--enable-source-maps", "dist/src/main.js", mode], {
+  const args = ["--enable-source-maps", "--max-semi-space-size=16", "dist/src/main.js", mode];
+  const child = spawn(process.execPath, args, {
     cwd: appDir,
     stdio: ["ignore", "ignore", "pipe"],
     // Only what the chart gives the container: no loader or NODE_OPTIONS of the test run.

@@ -126,3 +126,31 @@ describe("WorkQueue", () => {
     expect(finished).toBe(1);
   });
 });
+
+describe("the delaying queue (one timer for every waiting key)", () => {
+  it("hands out waiting keys in order of their time, each once, an earlier time replacing a later one", async () => {
+    const q = new WorkQueue();
+    q.addAfter("c", 30);
+    q.addAfter("a", 40);
+    q.addAfter("b", 20);
+    q.addAfter("a", 10); // earlier: replaces 40
+    q.addAfter("b", 50); // later: ignored, 20 stays
+    expect(q.length).toBe(0);
+    await advance(10);
+    expect(q.length).toBe(1);
+    await advance(10);
+    expect(q.length).toBe(2);
+    await advance(10);
+    const got: string[] = [];
+    while (q.length) {
+      const key = (await q.get())!;
+      got.push(key);
+      q.done(key);
+    }
+    expect(got).toEqual(["a", "b", "c"]);
+    // The superseded times of "a" (40) and "b" (50) add nothing when they come up.
+    await advance(30);
+    expect(q.length).toBe(0);
+    q.shutdown();
+  });
+});

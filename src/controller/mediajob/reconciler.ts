@@ -116,7 +116,8 @@ interface Outcome {
 }
 
 export class MediaJobReconciler {
-  private readonly stale = new StaleCacheGuard();
+  /** The manager forgets a key here once its job has settled (nothing will read it again). */
+  readonly stale = new StaleCacheGuard();
   /**
    * Provider ids of accepted submissions whose record write failed, by key: retried on the next
    * pass so the id is not left to the callback alone. Lost with the process, which is safe: the
