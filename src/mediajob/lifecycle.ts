@@ -410,7 +410,7 @@ export function afterProviderLostJob(status: MediaJobStatus, now: string): Media
       error:
         `ProviderLostJob: the provider lost this job ${losses} times. Its status is kept only for a ` +
         "limited time after it finishes, so callbacks are probably not reaching the sidecar: check " +
-        "CALLBACK_BASE_URL and the sidecar, then reset the job to run it again",
+        "CALLBACK_BASE_URL and the sidecar, then create the job again to run it (a Failed job is not reset)",
     };
   }
   return { ...resetToPending(status, now)!, providerLosses: losses };

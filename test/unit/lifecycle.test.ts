@@ -391,6 +391,9 @@ describe("reset and timeouts", () => {
     const stop = afterProviderLostJob(processing({ providerLosses: MAX_REPLAYS - 1 }), NOW);
     expect(stop.phase).toBe("Failed");
     expect(stop.error).toMatch(/lost this job 3 times.*CALLBACK_BASE_URL/);
+    // What it advises is what an operator can do: a Failed job is not reset, it is created again.
+    expect(stop.error).toMatch(/create the job again/);
+    expect(resetToPending(stop, NOW)).toBeUndefined();
   });
 
   it("the reset patch tests the job id, so a re-created job is not reset by mistake", () => {
