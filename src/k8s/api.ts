@@ -133,10 +133,9 @@ export class KubeApi {
   }
 
   /**
-   * A JSON request with the kubeconfig's TLS and credentials, bypassing the generated models. The
-   * typed APIs serialize through models that drop fields they name differently (a CRD schema's
-   * `enum`, `default`, `x-kubernetes-*`), so raw objects such as CRDs go through here. It takes
-   * the typed calls' path: the same connection pool, credentials and deadline.
+   * A JSON request with the kubeconfig's TLS and credentials: every call of this class, over
+   * src/k8s/http.ts (client-node's typed path only for a cluster behind a proxy). Raw JSON also
+   * keeps what the generated models drop (a CRD schema's `enum`, `default`, `x-kubernetes-*`).
    */
   async rawJson<T = unknown>(
     method: string,

@@ -3,62 +3,42 @@
 // Completed and have run exactly once, as the provider counts executions (per our job id, which
 // the webhook URL carries). A 5xx before acceptance leaves a job that never ran unconfirmed too, so
 // these run with UNCONFIRMED_SUBMISSION_POLICY=resubmit; test/controller/unconfirmed.test.ts covers
-// the default. Before the write-ahead submission protocol, 20 % of 5xx ran about one
+// the default. Without the write-ahead submission protocol, 20 % of 5xx runs about one
 // job in ten twice.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Manager } from "../../src/controller/manager.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Simulator } from "../../src/simulator/server.js";
-import type { RunningWebhookServer } from "../../src/webhooks/server.js";
-import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
-import {
-  gpuEndpoint,
-  mediaJob,
-  startManager,
-  startTestSidecar,
-  startTestSimulator,
-  testEnv,
-  waitForReady,
-} from "../support/stack.js";
+import { eventually, testKubeConfig } from "../support/kube.js";
+import { mediaJob, startControllerStack, type ControllerStack } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
 let ns = "";
 let sim: Simulator;
-let sidecar: RunningWebhookServer;
-let manager: Manager;
+let stack: ControllerStack;
 
 beforeAll(async () => {
-  ns = await createTestNamespace(kc, "at-most-once");
-  sim = await startTestSimulator();
-  const env = testEnv(ns, {
-    GPU_PROVIDER_API_URL: sim.url,
-    WEBHOOKS_HOST: "127.0.0.1",
-    WEBHOOKS_PORT: "0",
-    // A submission refused with a 5xx looks exactly like one accepted whose answer was lost: both
-    // wait out their confirmation deadline. Short here, so the test does not wait a minute.
-    CALLBACK_CONFIRMATION_SECONDS: "3",
-    // Callbacks are never dropped here, so a submission still unconfirmed at its deadline was never
-    // accepted (a 5xx before acceptance): this test is about every job completing exactly once, so
-    // such jobs are submitted again (at least once) instead of failing as the default policy does.
-    UNCONFIRMED_SUBMISSION_POLICY: "resubmit",
-    MAX_CONCURRENT_RECONCILES: "8",
+  stack = await startControllerStack(kc, {
+    name: "at-most-once",
+    sidecar: true,
+    endpoints: ["asr", "tts", "render"],
+    env: {
+      // A submission refused with a 5xx looks exactly like one accepted whose answer was lost: both
+      // wait out their confirmation deadline. Short here, so the test does not wait a minute.
+      CALLBACK_CONFIRMATION_SECONDS: "3",
+      // Callbacks are never dropped here, so a submission still unconfirmed at its deadline was
+      // never accepted (a 5xx before acceptance): this test is about every job completing exactly
+      // once, so such jobs are submitted again (at least once) instead of failing as the default
+      // policy does.
+      UNCONFIRMED_SUBMISSION_POLICY: "resubmit",
+      MAX_CONCURRENT_RECONCILES: "8",
+    },
   });
-  sidecar = await startTestSidecar(api, env, ns, sim);
-  manager = startManager(kc, sim, { ...env, CALLBACK_BASE_URL: sidecar.url });
-  await manager.start();
-  for (const w of ["asr", "tts", "render"]) {
-    await api.create("gpuendpoints", ns, gpuEndpoint(w, { workload: w }) as never);
-    await waitForReady(api, ns, w);
-  }
+  ({ ns, sim } = stack);
 });
 
-afterAll(async () => {
-  await manager?.stop();
-  await sidecar?.close();
-  await sim?.close();
-});
+afterAll(() => stack?.stop());
 
 async function runAll(prefix: string, count: number): Promise<MediaJob[]> {
   const names = Array.from({ length: count }, (_, i) => `${prefix}-${i}`);

@@ -1,42 +1,29 @@
 // Deleting a MediaJob cancels its job at the provider, but never hangs on a provider that fails:
 // the cancel is tried for a bounded time, and an annotation skips it altogether.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Manager } from "../../src/controller/manager.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { SKIP_CANCEL_ANNOTATION } from "../../src/mediajob/lifecycle.js";
 import type { Simulator } from "../../src/simulator/server.js";
-import { createTestNamespace, eventsOf, eventually, testKubeConfig } from "../support/kube.js";
-import {
-  gpuEndpoint,
-  mediaJob,
-  startManager,
-  startTestSimulator,
-  testEnv,
-  waitForPhase,
-  waitForReady,
-} from "../support/stack.js";
+import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
+import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
 let ns = "";
 let sim: Simulator;
-let manager: Manager;
+let stack: ControllerStack;
 
 beforeAll(async () => {
-  ns = await createTestNamespace(kc, "deletion");
-  sim = await startTestSimulator();
-  const env = testEnv(ns, { GPU_PROVIDER_API_URL: sim.url, DELETE_CANCEL_TIMEOUT_SECONDS: "3" });
-  manager = startManager(kc, sim, env);
-  await manager.start();
-  await api.create("gpuendpoints", ns, gpuEndpoint("asr", { workload: "asr" }) as never);
-  await waitForReady(api, ns, "asr");
+  stack = await startControllerStack(kc, {
+    name: "deletion",
+    env: { DELETE_CANCEL_TIMEOUT_SECONDS: "3" },
+    endpoints: ["asr"],
+  });
+  ({ ns, sim } = stack);
 });
 
-afterAll(async () => {
-  await manager?.stop();
-  await sim?.close();
-});
+afterAll(() => stack?.stop());
 
 const gone = (name: string) =>
   eventually(async () => (await api.get<MediaJob>("mediajobs", ns, name)) === undefined, {

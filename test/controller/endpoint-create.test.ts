@@ -2,34 +2,28 @@
 // Several GpuEndpoints can want the same name (here three of one workload, reconciled concurrently;
 // in a cluster-wide controller, one per namespace): at most one endpoint is ever created per name.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Manager } from "../../src/controller/manager.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Simulator } from "../../src/simulator/server.js";
-import { createTestNamespace, testKubeConfig } from "../support/kube.js";
-import { gpuEndpoint, startManager, startTestSimulator, testEnv, waitForReady } from "../support/stack.js";
+import { testKubeConfig } from "../support/kube.js";
+import { gpuEndpoint, startControllerStack, waitForReady, type ControllerStack } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
 let ns = "";
 let sim: Simulator;
-let manager: Manager;
+let stack: ControllerStack;
 
 beforeAll(async () => {
-  ns = await createTestNamespace(kc, "ep-create");
-  sim = await startTestSimulator({ endpoints: [] });
-  manager = startManager(
-    kc,
-    sim,
-    testEnv(ns, { GPU_PROVIDER_API_URL: sim.url, MAX_CONCURRENT_RECONCILES: "4" }),
-  );
-  await manager.start();
+  stack = await startControllerStack(kc, {
+    name: "ep-create",
+    sim: { endpoints: [] },
+    env: { MAX_CONCURRENT_RECONCILES: "4" },
+  });
+  ({ ns, sim } = stack);
 });
 
-afterAll(async () => {
-  await manager?.stop();
-  await sim?.close();
-});
+afterAll(() => stack?.stop());
 
 describe("creating provider endpoints", () => {
   it("creates one endpoint per name, however many GpuEndpoints ask for it at once", async () => {

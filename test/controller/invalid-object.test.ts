@@ -13,18 +13,8 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient, type ProviderJob } from "../../src/provider/index.js";
 import type { Simulator } from "../../src/simulator/server.js";
-import type { RunningWebhookServer } from "../../src/webhooks/server.js";
-import { createTestNamespace, eventsOf, eventually, testKubeConfig } from "../support/kube.js";
-import {
-  gpuEndpoint,
-  mediaJob,
-  startManager,
-  startTestSidecar,
-  startTestSimulator,
-  testEnv,
-  waitForPhase,
-  waitForReady,
-} from "../support/stack.js";
+import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
+import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
 
 /** The provider client the controller uses, counting status calls per provider job id. */
 class CountingClient extends GpuProviderClient {
@@ -39,27 +29,28 @@ const kc = testKubeConfig();
 const api = new KubeApi(kc);
 let ns = "";
 let sim: Simulator;
-let sidecar: RunningWebhookServer;
 let manager: Manager;
 let provider: CountingClient;
+let stack: ControllerStack;
 
 beforeAll(async () => {
-  ns = await createTestNamespace(kc, "invalid-object");
-  sim = await startTestSimulator();
-  const env = testEnv(ns, { GPU_PROVIDER_API_URL: sim.url, WEBHOOKS_HOST: "127.0.0.1", WEBHOOKS_PORT: "0" });
-  sidecar = await startTestSidecar(api, env, ns, sim);
-  provider = new CountingClient({ apiUrl: sim.url, apiKey: env.GPU_PROVIDER_API_KEY!, timeoutMs: 5_000 });
-  manager = startManager(kc, sim, { ...env, CALLBACK_BASE_URL: sidecar.url }, { provider });
-  await manager.start();
-  await api.create("gpuendpoints", ns, gpuEndpoint("asr", { workload: "asr" }) as never);
-  await waitForReady(api, ns, "asr");
+  stack = await startControllerStack(kc, {
+    name: "invalid-object",
+    sidecar: true,
+    endpoints: ["asr"],
+    manager: (env, simulator) => {
+      provider = new CountingClient({
+        apiUrl: simulator.url,
+        apiKey: env.GPU_PROVIDER_API_KEY!,
+        timeoutMs: 5_000,
+      });
+      return { provider };
+    },
+  });
+  ({ ns, sim, manager } = stack);
 });
 
-afterAll(async () => {
-  await manager?.stop();
-  await sidecar?.close();
-  await sim?.close();
-});
+afterAll(() => stack?.stop());
 
 async function invalidCount(): Promise<number> {
   const metric = await manager.metrics.invalidObjects.get();

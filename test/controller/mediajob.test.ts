@@ -6,50 +6,38 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Simulator } from "../../src/simulator/server.js";
-import {
-  createTestNamespace,
-  eventsOf,
-  eventually,
-  testKubeConfig,
-  testKubeconfigPath,
-} from "../support/kube.js";
+import { eventsOf, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
   condition,
   gpuEndpoint,
   mediaJob,
   simEndpointId,
-  startManager,
-  startTestSimulator,
-  testEnv,
+  startControllerStack,
   waitForPhase,
-  waitForReady,
+  type ControllerStack,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
 let ns = "";
 let sim: Simulator;
-let manager: Manager;
 
 const eventsFor = (name: string) => eventsOf(kc, ns, name);
 
+let stack: ControllerStack;
+
 beforeAll(async () => {
-  ns = await createTestNamespace(kc, "mediajob");
-  sim = await startTestSimulator();
-  manager = startManager(kc, sim, testEnv(ns, { GPU_PROVIDER_API_URL: sim.url, JOB_TIMEOUT_SECONDS: "2" }));
-  await manager.start();
-  for (const w of ["asr", "tts", "render"])
-    await api.create("gpuendpoints", ns, gpuEndpoint(w, { workload: w }) as never);
-  for (const w of ["asr", "tts", "render"]) await waitForReady(api, ns, w);
+  stack = await startControllerStack(kc, {
+    name: "mediajob",
+    env: { JOB_TIMEOUT_SECONDS: "2" },
+    endpoints: ["asr", "tts", "render"],
+  });
+  ({ ns, sim } = stack);
 });
 
-afterAll(async () => {
-  await manager?.stop();
-  await sim?.close();
-});
+afterAll(() => stack?.stop());
 
 describe("MediaJob lifecycle", () => {
   it("fixes the job id, submits with it, and completes a job whose callback was lost", async () => {

@@ -13,16 +13,13 @@ import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import { outputFor } from "../../src/simulator/outputs.js";
 import type { Simulator } from "../../src/simulator/server.js";
-import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
+import { eventually, testKubeConfig } from "../support/kube.js";
 import {
   SIM_KEY,
-  gpuEndpoint,
   mediaJob,
-  startManager,
-  startTestSimulator,
-  testEnv,
+  startControllerStack,
   waitForPhase,
-  waitForReady,
+  type ControllerStack,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
@@ -70,17 +67,15 @@ async function countWrites(namespace: string) {
 
 const jobsOf = async (namespace: string) => (await api.list<MediaJob>("mediajobs", namespace)).items;
 
+let stack: ControllerStack;
+
 beforeAll(async () => {
-  ns = await createTestNamespace(kc, "quiet");
-  sim = await startTestSimulator();
-  manager = startManager(
-    kc,
-    sim,
-    testEnv(ns, { GPU_PROVIDER_API_URL: sim.url, RESYNC_INTERVAL_SECONDS: "1", JOB_TIMEOUT_SECONDS: "1" }),
-  );
-  await manager.start();
-  for (const w of WORKLOADS) await api.create("gpuendpoints", ns, gpuEndpoint(w, { workload: w }) as never);
-  for (const w of WORKLOADS) await waitForReady(api, ns, w);
+  stack = await startControllerStack(kc, {
+    name: "quiet",
+    env: { RESYNC_INTERVAL_SECONDS: "1", JOB_TIMEOUT_SECONDS: "1" },
+    endpoints: [...WORKLOADS],
+  });
+  ({ ns, sim, manager } = stack);
 
   // Finished jobs of every kind (no sidecar here: the controller completes them from the status API).
   for (const w of WORKLOADS)
@@ -142,10 +137,7 @@ beforeAll(async () => {
   await eventually(() => manager.ticks >= t + 2, { timeoutMs: 10_000 });
 }, 150_000);
 
-afterAll(async () => {
-  await manager?.stop();
-  await sim?.close();
-});
+afterAll(() => stack?.stop());
 
 describe("at rest", () => {
   it("over a few ticks: no Kubernetes write, no reconcile of a finished job, one health check per endpoint per tick", async () => {

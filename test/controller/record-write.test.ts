@@ -2,20 +2,11 @@
 // the apiserver, as API priority and fairness answers) must never lead to a second submission:
 // the job is Processing since its intent was written, and the provider's id is recorded later.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Manager } from "../../src/controller/manager.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi, type KubeObject, type Plural } from "../../src/k8s/api.js";
 import type { Simulator } from "../../src/simulator/server.js";
-import { createTestNamespace, testKubeConfig } from "../support/kube.js";
-import {
-  gpuEndpoint,
-  mediaJob,
-  startManager,
-  startTestSimulator,
-  testEnv,
-  waitForPhase,
-  waitForReady,
-} from "../support/stack.js";
+import { testKubeConfig } from "../support/kube.js";
+import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
 
 /** What the flaky client is told to fail, and how often it did (kept apart: the client is wrapped). */
 const plan = { failures: [] as Array<{ code: number }>, refused: 0 };
@@ -39,21 +30,19 @@ const api = new KubeApi(kc);
 const flaky = new FlakyStatusWrites(kc);
 let ns = "";
 let sim: Simulator;
-let manager: Manager;
+let stack: ControllerStack;
 
 beforeAll(async () => {
-  ns = await createTestNamespace(kc, "record-write");
-  sim = await startTestSimulator({ faults: { dropCallback: 1 } });
-  manager = startManager(kc, sim, testEnv(ns, { GPU_PROVIDER_API_URL: sim.url }), { api: flaky });
-  await manager.start();
-  await api.create("gpuendpoints", ns, gpuEndpoint("asr", { workload: "asr" }) as never);
-  await waitForReady(api, ns, "asr");
+  stack = await startControllerStack(kc, {
+    name: "record-write",
+    sim: { faults: { dropCallback: 1 } },
+    endpoints: ["asr"],
+    manager: () => ({ api: flaky }),
+  });
+  ({ ns, sim } = stack);
 });
 
-afterAll(async () => {
-  await manager?.stop();
-  await sim?.close();
-});
+afterAll(() => stack?.stop());
 
 describe("a failed status write after an accepted submission", () => {
   it.each([500, 429])(

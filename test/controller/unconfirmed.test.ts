@@ -8,56 +8,23 @@ import { resetJob } from "../../src/cli/jobs.js";
 import type { Manager } from "../../src/controller/manager.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../src/simulator/server.js";
-import type { RunningWebhookServer } from "../../src/webhooks/server.js";
-import { createTestNamespace, eventsOf, eventually, testKubeConfig } from "../support/kube.js";
-import {
-  gpuEndpoint,
-  mediaJob,
-  startManager,
-  startTestSidecar,
-  startTestSimulator,
-  testEnv,
-  waitForPhase,
-  waitForReady,
-} from "../support/stack.js";
+import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
+import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
 
-interface Stack {
-  ns: string;
-  sim: Simulator;
-  sidecar: RunningWebhookServer;
-  manager: Manager;
-}
-
-async function startStack(prefix: string, policy?: "fail" | "resubmit"): Promise<Stack> {
-  const ns = await createTestNamespace(kc, prefix);
-  const sim = await startTestSimulator();
-  const env = testEnv(ns, {
-    GPU_PROVIDER_API_URL: sim.url,
-    WEBHOOKS_HOST: "127.0.0.1",
-    WEBHOOKS_PORT: "0",
-    // The deadline is the job's timeout (1 s) plus this: short, so the test does not wait a minute.
-    CALLBACK_CONFIRMATION_SECONDS: "2",
-    ...(policy && { UNCONFIRMED_SUBMISSION_POLICY: policy }),
+/** A stack whose jobs' deadline is their timeout (1 s) plus 2 s: short, so no test waits a minute. */
+const startStack = (name: string, policy?: "fail" | "resubmit"): Promise<ControllerStack> =>
+  startControllerStack(kc, {
+    name,
+    sidecar: true,
+    endpoints: ["asr", "tts"],
+    env: {
+      CALLBACK_CONFIRMATION_SECONDS: "2",
+      ...(policy && { UNCONFIRMED_SUBMISSION_POLICY: policy }),
+    },
   });
-  const sidecar = await startTestSidecar(api, env, ns, sim);
-  const manager = startManager(kc, sim, { ...env, CALLBACK_BASE_URL: sidecar.url });
-  await manager.start();
-  for (const w of ["asr", "tts"]) {
-    await api.create("gpuendpoints", ns, gpuEndpoint(w, { workload: w }) as never);
-    await waitForReady(api, ns, w);
-  }
-  return { ns, sim, sidecar, manager };
-}
-
-async function stopStack(s: Stack | undefined): Promise<void> {
-  await s?.manager.stop();
-  await s?.sidecar.close();
-  await s?.sim.close();
-}
 
 async function submissions(manager: Manager, outcome: string): Promise<number> {
   const metric = await manager.metrics.submissions.get();
@@ -68,11 +35,11 @@ async function submissions(manager: Manager, outcome: string): Promise<number> {
 const UNCONFIRMABLE = { lostRunAnswers: 1, dropCallback: 1 };
 
 describe("UNCONFIRMED_SUBMISSION_POLICY=fail (the default): at most once", () => {
-  let s: Stack;
+  let s: ControllerStack;
   beforeAll(async () => {
     s = await startStack("unconfirmed-fail");
   });
-  afterAll(() => stopStack(s));
+  afterAll(() => s?.stop());
 
   it("fails the job (SubmissionUnconfirmed) after one execution, and runs it again only on an operator's reset", async () => {
     const { ns, sim, manager } = s;
@@ -134,11 +101,11 @@ describe("UNCONFIRMED_SUBMISSION_POLICY=fail (the default): at most once", () =>
 });
 
 describe("UNCONFIRMED_SUBMISSION_POLICY=resubmit: at least once", () => {
-  let s: Stack;
+  let s: ControllerStack;
   beforeAll(async () => {
     s = await startStack("unconfirmed-resubmit", "resubmit");
   });
-  afterAll(() => stopStack(s));
+  afterAll(() => s?.stop());
 
   it("submits the job again past each deadline, counted, so it runs again each time, until the cap", async () => {
     const { ns, sim, manager } = s;

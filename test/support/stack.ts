@@ -12,7 +12,7 @@ import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import { startSimulator, type Simulator, type SimulatorOptions } from "../../src/simulator/server.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
-import { eventually } from "./kube.js";
+import { createTestNamespace, eventually } from "./kube.js";
 
 export const TEST_ENV = "test";
 export const PREFIX = "media";
@@ -180,4 +180,65 @@ export function startTestSidecar(
       retryBaseDelayMs: 20,
     }),
   });
+}
+
+export interface ControllerStackOptions {
+  /** The test namespace's prefix. */
+  name: string;
+  /** Settings over testEnv's (GPU_PROVIDER_API_URL is the simulator's). */
+  env?: Record<string, string>;
+  sim?: SimulatorOptions;
+  /** Also run the webhooks sidecar, and send the provider's callbacks to it. */
+  sidecar?: boolean;
+  /** A GpuEndpoint per workload (named after it), each waited for until Ready. */
+  endpoints?: string[];
+  /** What the Manager gets besides the defaults (a counting provider, a flaky API), from the env. */
+  manager?: (env: Env, sim: Simulator) => Partial<ConstructorParameters<typeof Manager>[0]>;
+}
+
+export interface ControllerStack {
+  ns: string;
+  sim: Simulator;
+  env: Env;
+  manager: Manager;
+  sidecar?: RunningWebhookServer;
+  stop(): Promise<void>;
+}
+
+/**
+ * The controller under test, whole: a namespace of its own, the simulator, the Manager (and the
+ * sidecar when asked), and the GpuEndpoints its jobs need, Ready. `stop()` ends them in order.
+ */
+export async function startControllerStack(
+  kc: KubeConfig,
+  opts: ControllerStackOptions,
+): Promise<ControllerStack> {
+  const api = new KubeApi(kc);
+  const ns = await createTestNamespace(kc, opts.name);
+  const sim = await startTestSimulator(opts.sim);
+  let env = testEnv(ns, {
+    GPU_PROVIDER_API_URL: sim.url,
+    ...(opts.sidecar && { WEBHOOKS_HOST: "127.0.0.1", WEBHOOKS_PORT: "0" }),
+    ...opts.env,
+  });
+  const sidecar = opts.sidecar ? await startTestSidecar(api, env, ns, sim) : undefined;
+  if (sidecar) env = { ...env, CALLBACK_BASE_URL: sidecar.url };
+  const manager = startManager(kc, sim, env, opts.manager?.(env, sim));
+  await manager.start();
+  for (const w of opts.endpoints ?? []) {
+    await api.create("gpuendpoints", ns, gpuEndpoint(w, { workload: w }) as never);
+    await waitForReady(api, ns, w);
+  }
+  return {
+    ns,
+    sim,
+    env,
+    manager,
+    ...(sidecar && { sidecar }),
+    stop: async () => {
+      await manager.stop();
+      await sidecar?.close();
+      await sim.close();
+    },
+  };
 }
