@@ -13,7 +13,8 @@ import { API_VERSION } from "../src/crds/index.js";
 import { MediaJob } from "../src/crds/mediajob.js";
 import { KubeApi } from "../src/k8s/api.js";
 import { EventRecorder } from "../src/k8s/events.js";
-import { FINALIZER, withPhaseConditions } from "../src/mediajob/lifecycle.js";
+import { FINALIZER } from "../src/mediajob/lifecycle.js";
+import { activeJobStatus, finishedJobStatus } from "./jobs.js";
 import { stripMetadata, trimMediaJob } from "../src/controller/cache-transform.js";
 import { OwnWrites } from "../src/controller/own-writes.js";
 import { StaleCacheGuard } from "../src/controller/stale-cache.js";
@@ -172,20 +173,7 @@ async function templates(): Promise<{ finished: string; active: string }> {
     } as never);
     await api.replaceStatus("mediajobs", {
       ...created,
-      status: withPhaseConditions(
-        {
-          phase: "Completed",
-          jobId: created.metadata.uid,
-          providerJobId: created.metadata.uid,
-          attempts: 1,
-          submittedAt: now,
-          completedAt: now,
-          updatedAt: now,
-          output: { text: "ok" },
-        },
-        1,
-        now,
-      ),
+      status: finishedJobStatus(created.metadata.uid!, now),
     });
     // An active job as the controller leaves it after submitting it.
     const active = await api.create<MediaJob>("mediajobs", ns, {
@@ -197,27 +185,9 @@ async function templates(): Promise<{ finished: string; active: string }> {
     const withFinalizer = await api.mergePatch<MediaJob>("mediajobs", ns, "a-template", {
       metadata: { finalizers: [FINALIZER], resourceVersion: active.metadata.resourceVersion },
     });
-    const conditions = [
-      { type: "Admitted", reason: "NoAccount", message: "the job names no billing account" },
-      { type: "EndpointReady", reason: "EndpointReady", message: "GpuEndpoint asr (bench-asr) is Ready" },
-    ].map((c) => ({ ...c, status: "True" as const, lastTransitionTime: now, observedGeneration: 1 }));
     await api.replaceStatus("mediajobs", {
       ...withFinalizer,
-      status: withPhaseConditions(
-        {
-          phase: "Processing",
-          jobId: active.metadata.uid,
-          providerJobId: `sim-${active.metadata.uid}`,
-          endpointId: "bench-asr",
-          attempts: 1,
-          submission: { attempt: 1, id: "Zm9vYmFyYmF6cXV4cXV1", startedAt: now, state: "Accepted" },
-          submittedAt: now,
-          updatedAt: now,
-          conditions,
-        },
-        1,
-        now,
-      ),
+      status: activeJobStatus(active.metadata.uid!, now, "Zm9vYmFyYmF6cXV4cXV1"),
     });
     const list = await api.rawJson<{
       items: Array<{ metadata: { name: string; uid: string; resourceVersion: string } }>;

@@ -17,7 +17,8 @@ import { API_VERSION, paymentEventName } from "../src/crds/index.js";
 import type { GpuEndpoint } from "../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import { callbackUrl } from "../src/callback/token.js";
-import { withPhaseConditions } from "../src/mediajob/lifecycle.js";
+import { FINALIZER, withPhaseConditions } from "../src/mediajob/lifecycle.js";
+import { activeJobStatus, finishedJobStatus } from "./jobs.js";
 import { KubeApi, type KubeObject } from "../src/k8s/api.js";
 import { startSimulator } from "../src/simulator/server.js";
 import { signStripePayload } from "../src/webhooks/signature.js";
@@ -126,7 +127,7 @@ async function ceiling(n: number): Promise<{ jobsPerSecond: number; writesPerJob
       const created = await api.create<MediaJob>("mediajobs", ns, job(name)); // 1 create
       const withFinalizer = await api.mergePatch<MediaJob>("mediajobs", ns, name, {
         metadata: {
-          finalizers: ["media-orchestrator.io/cancel-at-provider"],
+          finalizers: [FINALIZER],
           resourceVersion: created.metadata.resourceVersion,
         },
       }); // 2 finalizer
@@ -726,20 +727,7 @@ async function scale(sizes: number[], activeSizes: number[]) {
     const created = await api.create<MediaJob>("mediajobs", finishedNs, job(name));
     await api.replaceStatus("mediajobs", {
       ...created,
-      status: withPhaseConditions(
-        {
-          phase: "Completed",
-          jobId: created.metadata.uid,
-          providerJobId: created.metadata.uid,
-          attempts: 1,
-          submittedAt: now,
-          completedAt: now,
-          updatedAt: now,
-          output: { text: "ok" },
-        },
-        1,
-        now,
-      ),
+      status: finishedJobStatus(created.metadata.uid!, now),
     });
   });
   // Active jobs: Processing at the provider, as the controller leaves a job it submitted (the
@@ -755,36 +743,13 @@ async function scale(sizes: number[], activeSizes: number[]) {
         } as KubeObject);
         const withFinalizer = await api.mergePatch<MediaJob>("mediajobs", activeNs, name, {
           metadata: {
-            finalizers: ["media-orchestrator.io/cancel-at-provider"],
+            finalizers: [FINALIZER],
             resourceVersion: created.metadata.resourceVersion,
           },
         });
-        const conditions = [
-          { type: "Admitted", reason: "NoAccount", message: "the job names no billing account" },
-          { type: "EndpointReady", reason: "EndpointReady", message: "GpuEndpoint asr (bench-asr) is Ready" },
-        ].map((c) => ({ ...c, status: "True" as const, lastTransitionTime: now, observedGeneration: 1 }));
         await api.replaceStatus("mediajobs", {
           ...withFinalizer,
-          status: withPhaseConditions(
-            {
-              phase: "Processing",
-              jobId: created.metadata.uid,
-              providerJobId: `sim-${created.metadata.uid}`,
-              endpointId: "bench-asr",
-              attempts: 1,
-              submission: {
-                attempt: 1,
-                id: randomBytes(12).toString("base64url"),
-                startedAt: now,
-                state: "Accepted",
-              },
-              submittedAt: now,
-              updatedAt: now,
-              conditions,
-            },
-            1,
-            now,
-          ),
+          status: activeJobStatus(created.metadata.uid!, now, randomBytes(12).toString("base64url")),
         });
       })
     : [];
