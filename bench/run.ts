@@ -112,110 +112,108 @@ function baseEnv(ns: string, simUrl: string, extra: Record<string, string> = {})
 
 let ceilingRuns = 0;
 
+interface Ceiling {
+  jobsPerSecond: number;
+  writesPerJob: number;
+  seconds: number;
+}
+
+/** n jobs' writes made by a bare client at the benchmark's concurrency, in a namespace of their own. */
+async function bareClient(
+  label: string,
+  n: number,
+  writesPerJob: number,
+  writeJob: (ns: string, name: string) => Promise<void>,
+): Promise<Ceiling> {
+  const ns = await namespace(`bench-${label}-${n}-${++ceilingRuns}`);
+  const started = Date.now();
+  await pool(
+    Array.from({ length: n }, (_, i) => `j-${i}`),
+    CONCURRENCY,
+    (name) => writeJob(ns, name),
+  );
+  const seconds = (Date.now() - started) / 1000;
+  return { jobsPerSecond: round(n / seconds), writesPerJob, seconds: round(seconds) };
+}
+
+/** The job's Completed status, as the sidecar writes it. */
+const completedOf = (job: MediaJob, now: string) =>
+  withPhaseConditions(
+    { ...job.status, phase: "Completed", output: { text: "ok" }, completedAt: now },
+    1,
+    now,
+  );
+
 /**
  * The Kubernetes writes the product makes per job, by a client with no controller logic: the
  * create, the finalizer, the submission's intent (written before /run), the provider's id with
  * Processing, the Submitted Event, the sidecar's Completed, the finalizer's removal.
  */
-async function ceiling(n: number): Promise<{ jobsPerSecond: number; writesPerJob: number; seconds: number }> {
-  const ns = await namespace(`bench-ceiling-${n}-${++ceilingRuns}`);
-  const started = Date.now();
-  await pool(
-    Array.from({ length: n }, (_, i) => `j-${i}`),
-    CONCURRENCY,
-    async (name) => {
-      const created = await api.create<MediaJob>("mediajobs", ns, job(name)); // 1 create
-      const withFinalizer = await api.mergePatch<MediaJob>("mediajobs", ns, name, {
-        metadata: {
-          finalizers: [FINALIZER],
-          resourceVersion: created.metadata.resourceVersion,
+const ceiling = (n: number): Promise<Ceiling> =>
+  bareClient("ceiling", n, 7, async (ns, name) => {
+    const created = await api.create<MediaJob>("mediajobs", ns, job(name)); // 1 create
+    const withFinalizer = await api.mergePatch<MediaJob>("mediajobs", ns, name, {
+      metadata: { finalizers: [FINALIZER], resourceVersion: created.metadata.resourceVersion },
+    }); // 2 finalizer
+    const now = new Date().toISOString();
+    const submission = { attempt: 1, id: `submission-${name}`, startedAt: now };
+    const intent = await api.replaceStatus<MediaJob>("mediajobs", {
+      ...withFinalizer,
+      status: withPhaseConditions(
+        { phase: "Processing", jobId: name, attempts: 1, submission: { ...submission, state: "Sending" } },
+        1,
+        now,
+      ),
+    }); // 3 status: the intent
+    const processing = await api.replaceStatus<MediaJob>("mediajobs", {
+      ...intent,
+      status: withPhaseConditions(
+        {
+          phase: "Processing",
+          jobId: name,
+          providerJobId: name,
+          attempts: 1,
+          submittedAt: now,
+          submission: { ...submission, state: "Accepted" },
         },
-      }); // 2 finalizer
-      const now = new Date().toISOString();
-      const submission = { attempt: 1, id: `submission-${name}`, startedAt: now };
-      const intent = await api.replaceStatus<MediaJob>("mediajobs", {
-        ...withFinalizer,
-        status: withPhaseConditions(
-          { phase: "Processing", jobId: name, attempts: 1, submission: { ...submission, state: "Sending" } },
-          1,
-          now,
-        ),
-      }); // 3 status: the intent
-      const processing = await api.replaceStatus<MediaJob>("mediajobs", {
-        ...intent,
-        status: withPhaseConditions(
-          {
-            phase: "Processing",
-            jobId: name,
-            providerJobId: name,
-            attempts: 1,
-            submittedAt: now,
-            submission: { ...submission, state: "Accepted" },
-          },
-          1,
-          now,
-        ),
-      }); // 4 status: the provider's id
-      await core.createNamespacedEvent({
-        namespace: ns,
-        body: {
-          metadata: { name: `${name}.${Date.now().toString(16)}` },
-          involvedObject: { name, namespace: ns },
-          reason: "Submitted",
-          message: "x",
-          type: "Normal",
-        },
-      }); // 5 event
-      const completed = await api.replaceStatus<MediaJob>("mediajobs", {
-        ...processing,
-        status: withPhaseConditions(
-          { ...processing.status, phase: "Completed", output: { text: "ok" }, completedAt: now },
-          1,
-          now,
-        ),
-      }); // 6 status (the sidecar's)
-      await api.mergePatch("mediajobs", ns, name, {
-        metadata: { finalizers: [], resourceVersion: completed.metadata.resourceVersion },
-      }); // 7
-    },
-  );
-  const seconds = (Date.now() - started) / 1000;
-  return { jobsPerSecond: round(n / seconds), writesPerJob: 7, seconds: round(seconds) };
-}
+        1,
+        now,
+      ),
+    }); // 4 status: the provider's id
+    await core.createNamespacedEvent({
+      namespace: ns,
+      body: {
+        metadata: { name: `${name}.${Date.now().toString(16)}` },
+        involvedObject: { name, namespace: ns },
+        reason: "Submitted",
+        message: "x",
+        type: "Normal",
+      },
+    }); // 5 event
+    const completed = await api.replaceStatus<MediaJob>("mediajobs", {
+      ...processing,
+      status: completedOf(processing, now),
+    }); // 6 status (the sidecar's)
+    await api.mergePatch("mediajobs", ns, name, {
+      metadata: { finalizers: [], resourceVersion: completed.metadata.resourceVersion },
+    }); // 7
+  });
 
 /** The fewest writes any job needs: its create, Processing, Completed. */
-async function minimalCeiling(
-  n: number,
-): Promise<{ jobsPerSecond: number; writesPerJob: number; seconds: number }> {
-  const ns = await namespace(`bench-minimal-${n}-${++ceilingRuns}`);
-  const started = Date.now();
-  await pool(
-    Array.from({ length: n }, (_, i) => `j-${i}`),
-    CONCURRENCY,
-    async (name) => {
-      const created = await api.create<MediaJob>("mediajobs", ns, job(name));
-      const now = new Date().toISOString();
-      const processing = await api.replaceStatus<MediaJob>("mediajobs", {
-        ...created,
-        status: withPhaseConditions(
-          { phase: "Processing", jobId: name, providerJobId: name, attempts: 1, submittedAt: now },
-          1,
-          now,
-        ),
-      });
-      await api.replaceStatus<MediaJob>("mediajobs", {
-        ...processing,
-        status: withPhaseConditions(
-          { ...processing.status, phase: "Completed", output: { text: "ok" }, completedAt: now },
-          1,
-          now,
-        ),
-      });
-    },
-  );
-  const seconds = (Date.now() - started) / 1000;
-  return { jobsPerSecond: round(n / seconds), writesPerJob: 3, seconds: round(seconds) };
-}
+const minimalCeiling = (n: number): Promise<Ceiling> =>
+  bareClient("minimal", n, 3, async (ns, name) => {
+    const created = await api.create<MediaJob>("mediajobs", ns, job(name));
+    const now = new Date().toISOString();
+    const processing = await api.replaceStatus<MediaJob>("mediajobs", {
+      ...created,
+      status: withPhaseConditions(
+        { phase: "Processing", jobId: name, providerJobId: name, attempts: 1, submittedAt: now },
+        1,
+        now,
+      ),
+    });
+    await api.replaceStatus<MediaJob>("mediajobs", { ...processing, status: completedOf(processing, now) });
+  });
 
 async function productThroughput(n: number) {
   const ns = await namespace(`bench-product-${n}`);
