@@ -115,11 +115,6 @@ export class KubeApi {
     else signal.addEventListener("abort", () => controller.abort(), { once: true });
   }
 
-  /** Closes the fast path's pool (its connections), letting requests in flight finish. */
-  async close(): Promise<void> {
-    await this.fast?.close();
-  }
-
   private objectPath(plural: Plural, namespace: string | undefined, name?: string, sub?: string): string {
     const base = namespace
       ? `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/${plural}`

@@ -66,8 +66,14 @@ export function withConnectionReuse(kc: KubeConfig): KubeConfig {
   return kc;
 }
 
+/** The TLS settings a pool's connections are built from. */
+export type TlsOptions = Pick<
+  AgentOptions,
+  "ca" | "cert" | "key" | "pfx" | "passphrase" | "servername" | "rejectUnauthorized"
+>;
+
 /** A digest of what a dispatcher's connections are built from (never the secrets themselves). */
-function tlsMaterial(cluster: Cluster | null, o: AgentOptions): string {
+export function tlsMaterial(cluster: Cluster | null, o: TlsOptions): string {
   const hash = createHash("sha256");
   for (const v of [
     cluster?.proxyUrl,

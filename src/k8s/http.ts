@@ -9,11 +9,11 @@
 // few seconds so rotated certificates and tokens are picked up, and the pool is rebuilt (the old
 // one closed once idle) when the TLS material changes. Clusters reached through a proxy keep
 // client-node's own path (src/k8s/api.ts).
-import { createHash } from "node:crypto";
 import type { RequestOptions } from "node:https";
 import { StringDecoder } from "node:string_decoder";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Agent, type Dispatcher } from "undici";
+import { tlsMaterial } from "./config.js";
 import { KubeTimeoutError, type CallOptions } from "./transport.js";
 
 /** How long credentials and TLS material read from the kubeconfig are reused. */
@@ -90,7 +90,7 @@ export class KubeHttp {
       if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : String(v);
     if (user?.username)
       headers.Authorization = `Basic ${Buffer.from(`${user.username}:${user.password ?? ""}`).toString("base64")}`;
-    const material = digest(opts);
+    const material = tlsMaterial(this.kc.getCurrentCluster(), opts);
     const prev = this.current;
     let dispatcher: Agent;
     if (prev && prev.material === material) dispatcher = prev.dispatcher;
@@ -249,14 +249,4 @@ export class KubeHttp {
   async close(): Promise<void> {
     await this.current?.dispatcher.close();
   }
-}
-
-/** A digest of what the pool's connections are built from (never the secrets themselves). */
-function digest(o: RequestOptions): string {
-  const hash = createHash("sha256");
-  for (const v of [o.ca, o.cert, o.key, o.pfx, o.passphrase, o.servername, o.rejectUnauthorized]) {
-    hash.update(v === undefined ? "-" : typeof v === "string" || Buffer.isBuffer(v) ? v : JSON.stringify(v));
-    hash.update("\0");
-  }
-  return hash.digest("hex");
 }
