@@ -10,7 +10,12 @@ import { conventionalEndpointName, endpointFromEnv } from "../../config/env.js";
 import type { KubeApi } from "../../k8s/api.js";
 import { describeError } from "../../k8s/errors.js";
 import type { EventSink, EventType } from "../../k8s/events.js";
-import { isProviderError, type GpuProviderClient, type ProviderEndpoint } from "../../provider/index.js";
+import {
+  isProviderError,
+  type GpuProviderClient,
+  type ProviderEndpoint,
+  type ProviderError,
+} from "../../provider/index.js";
 import { getCondition, setCondition, type ConditionInput } from "../../crds/conditions.js";
 import type { Informer } from "../informer.js";
 import { StaleCacheGuard } from "../stale-cache.js";
@@ -89,9 +94,20 @@ export class GpuEndpointReconciler {
       message,
     });
 
+    // A call made with the key (the endpoint list, a health check) refused for the key's sake: not
+    // Ready, and the key is checked again at the next look, not minutes later.
+    const refusedKey = (err: unknown): err is ProviderError =>
+      isProviderError(err) && (err.code === "INVALID_API_KEY" || err.code === "ACCOUNT_PROBLEM");
+    const keyRefused = (err: ProviderError) => {
+      this.d.view.invalidateCredentials();
+      const c = credentialsCondition(err);
+      set(c, "Warning");
+      return finish(notReady(c.reason, c.message));
+    };
+
     set(warmWorkersCondition(this.d.env.MEDIA_ENV, ep.spec), "Warning");
 
-    // 1. The key (checked once for every endpoint; the endpoint list below uses it every tick).
+    // 1. The key (checked once for every endpoint; the health check below uses it every tick).
     try {
       const { accountId } = await this.d.view.checkKey();
       set(credentialsCondition(undefined, accountId));
@@ -109,12 +125,7 @@ export class GpuEndpointReconciler {
     try {
       resolved = await this.resolve(ep);
     } catch (err) {
-      if (isProviderError(err) && (err.code === "INVALID_API_KEY" || err.code === "ACCOUNT_PROBLEM")) {
-        this.d.view.invalidateCredentials();
-        const c = credentialsCondition(err);
-        set(c, "Warning");
-        return finish(notReady(c.reason, c.message));
-      }
+      if (refusedKey(err)) return keyRefused(err);
       const message = `could not list the provider's endpoints: ${describeError(err)}`;
       set({ type: "EndpointFound", status: "Unknown", reason: "ProviderUnavailable", message }, "Warning");
       return finish(notReady("ProviderUnavailable", message));
@@ -179,12 +190,7 @@ export class GpuEndpointReconciler {
       status = { ...status, health };
     } catch (err) {
       // The health check is the one call made with the key every tick: a refusal is the key's.
-      if (isProviderError(err) && (err.code === "INVALID_API_KEY" || err.code === "ACCOUNT_PROBLEM")) {
-        this.d.view.invalidateCredentials();
-        const c = credentialsCondition(err);
-        set(c, "Warning");
-        return finish(notReady(c.reason, c.message));
-      }
+      if (refusedKey(err)) return keyRefused(err);
       set({
         type: "WorkersHealthy",
         status: "Unknown",
