@@ -6,32 +6,24 @@
 // provider ignores client ids (RunPod), so the sidecar adopts the provider's id from the callback.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient, type SubmitRequest } from "../../src/provider/index.js";
 import type { Simulator } from "../../src/simulator/server.js";
-import type { RunningWebhookServer } from "../../src/webhooks/server.js";
-import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
+import { eventually, testKubeConfig } from "../support/kube.js";
 import {
-  startTestSidecar,
   condition,
-  gpuEndpoint,
   mediaJob,
   simEndpointId,
-  startManager,
-  startTestSimulator,
-  testEnv,
+  startControllerStack,
   waitForCompletedAndRecorded,
   waitForPhase,
-  waitForReady,
+  type ControllerStack,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
 let ns = "";
 let sim: Simulator;
-let sidecar: RunningWebhookServer;
-let manager: Manager;
 
 /** The job's status as the sidecar leaves it after the callback for submission `id`. */
 const callbackApplied = (job: MediaJob | undefined, id: string): boolean => {
@@ -55,35 +47,28 @@ class CallbackFirstClient extends GpuProviderClient {
   }
 }
 
+let stack: ControllerStack;
+
 beforeAll(async () => {
-  ns = await createTestNamespace(kc, "callback-race");
-  sim = await startTestSimulator({
-    endpoints: [{ name: "media-asr-test", workload: "asr", workersMax: 3 }],
+  stack = await startControllerStack(kc, {
+    name: "callback-race",
+    sim: { endpoints: [{ name: "media-asr-test", workload: "asr", workersMax: 3 }] },
+    env: { JOB_TIMEOUT_SECONDS: "600" },
+    sidecar: true,
+    endpoints: ["asr"],
+    manager: (env, simulator) => ({
+      provider: new CallbackFirstClient({
+        apiUrl: simulator.url,
+        apiKey: env.GPU_PROVIDER_API_KEY!,
+        timeoutMs: 5_000,
+        retryBudgetMs: 5_000,
+      }),
+    }),
   });
-  const env = testEnv(ns, {
-    GPU_PROVIDER_API_URL: sim.url,
-    JOB_TIMEOUT_SECONDS: "600",
-    WEBHOOKS_HOST: "127.0.0.1",
-    WEBHOOKS_PORT: "0",
-  });
-  sidecar = await startTestSidecar(api, env, ns, sim);
-  const provider = new CallbackFirstClient({
-    apiUrl: sim.url,
-    apiKey: env.GPU_PROVIDER_API_KEY!,
-    timeoutMs: 5_000,
-    retryBudgetMs: 5_000,
-  });
-  manager = startManager(kc, sim, { ...env, CALLBACK_BASE_URL: sidecar.url }, { provider });
-  await manager.start();
-  await api.create("gpuendpoints", ns, gpuEndpoint("asr", { workload: "asr" }) as never);
-  await waitForReady(api, ns, "asr");
+  ({ ns, sim } = stack);
 });
 
-afterAll(async () => {
-  await manager?.stop();
-  await sidecar?.close();
-  await sim?.close();
-});
+afterAll(() => stack?.stop());
 
 const finalizerGone = (name: string) =>
   eventually(async () => {

@@ -4,64 +4,52 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Simulator } from "../../src/simulator/server.js";
-import type { RunningWebhookServer } from "../../src/webhooks/server.js";
 import { applyManifests } from "../../scripts/devstack-lib.js";
 import { PIPELINE, runDemoScenario } from "../../scripts/demo-scenario.js";
 import { REPO_ROOT } from "../support/controlplane.js";
-import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
+import { eventually, testKubeConfig } from "../support/kube.js";
 import {
-  waitForPhase,
-  startTestSidecar,
   mediaJob,
-  startManager,
-  startTestSimulator,
-  testEnv,
+  startControllerStack,
   waitForCompletedAndRecorded,
+  waitForPhase,
   waitForReady,
+  type ControllerStack,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
 let ns = "";
 let sim: Simulator;
-let sidecar: RunningWebhookServer;
-let manager: Manager;
+
+let stack: ControllerStack;
 
 beforeAll(async () => {
-  ns = await createTestNamespace(kc, "e2e");
-  // The demo's endpoints are named <prefix>-<workload>-dev.
-  sim = await startTestSimulator({
-    endpoints: ["asr", "tts", "render"].map((w) => ({
-      name: `media-${w}-dev`,
-      workload: w as "asr",
-      workersMax: 3,
-    })),
+  stack = await startControllerStack(kc, {
+    name: "e2e",
+    // The demo's endpoints are named <prefix>-<workload>-dev.
+    sim: {
+      endpoints: ["asr", "tts", "render"].map((w) => ({
+        name: `media-${w}-dev`,
+        workload: w as "asr",
+        workersMax: 3,
+      })),
+    },
+    env: { MEDIA_ENV: "dev" },
+    sidecar: true,
   });
-  const base = testEnv(ns, {
-    GPU_PROVIDER_API_URL: sim.url,
-    MEDIA_ENV: "dev",
-    WEBHOOKS_HOST: "127.0.0.1",
-    WEBHOOKS_PORT: "0",
-  });
-  sidecar = await startTestSidecar(api, base, ns, sim);
+  ({ ns, sim } = stack);
   sim.setPaymentWebhook({
-    url: `${sidecar.url}/webhooks/payment_provider`,
-    secret: base.PAYMENT_PROVIDER_WEBHOOK_SECRET!,
+    url: `${stack.sidecar!.url}/webhooks/payment_provider`,
+    secret: stack.env.PAYMENT_PROVIDER_WEBHOOK_SECRET!,
   });
-  manager = startManager(kc, sim, { ...base, CALLBACK_BASE_URL: sidecar.url });
-  await manager.start();
   await applyManifests(api, ns, join(REPO_ROOT, "config/samples/gpuendpoints.yaml"));
   for (const w of ["asr", "tts", "render"]) await waitForReady(api, ns, w);
 });
 
-afterAll(async () => {
-  await manager?.stop();
-  await sidecar?.close();
-  await sim?.close();
-});
+afterAll(() => stack?.stop());
 
 describe("callbacks complete jobs", () => {
   it.each(["asr", "tts", "render"])(
