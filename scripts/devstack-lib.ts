@@ -10,7 +10,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
 import { KubeApi, type KubeObject, type Plural } from "../src/k8s/api.js";
 import { isAlreadyExists } from "../src/k8s/errors.js";
-import { REPO_ROOT, startControlPlane, stopProcess } from "../test/support/controlplane.js";
+import { processAlive, REPO_ROOT, startControlPlane, stopProcess } from "../test/support/controlplane.js";
 import { installCrds } from "../test/support/crds.js";
 import { waitForServed } from "../test/support/kube.js";
 
@@ -47,19 +47,10 @@ export function freePort(): Promise<number> {
   });
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 export function readState(): StackState | undefined {
   if (!existsSync(STATE_FILE)) return undefined;
   const state = JSON.parse(readFileSync(STATE_FILE, "utf8")) as StackState;
-  return Object.values(state.pids).every(alive) ? state : undefined;
+  return Object.values(state.pids).every(processAlive) ? state : undefined;
 }
 
 async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {

@@ -102,16 +102,19 @@ export async function startControlPlane(opts: {
   };
 }
 
+/** Whether a process with this id exists (signal 0 checks without sending anything). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** SIGTERM, then SIGKILL after a grace period; then the data is removed. */
 export async function stopProcess(pid: number, dataDir?: string, graceMs = 10_000): Promise<void> {
-  const alive = () => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
+  const alive = () => processAlive(pid);
   if (alive()) {
     process.kill(pid, "SIGTERM");
     const deadline = Date.now() + graceMs;

@@ -4,7 +4,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { REPO_ROOT } from "./controlplane.js";
+import { processAlive, REPO_ROOT } from "./controlplane.js";
 
 export interface GoTool {
   /** The binary `go install` writes (the package's last path element), e.g. "helm". */
@@ -20,15 +20,6 @@ export interface GoTool {
 }
 
 const sleep = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** The tool's path, built first if it is not cached yet. */
 export function goInstalledBinary(
@@ -52,7 +43,7 @@ export function goInstalledBinary(
       } catch {
         /* the holder is between mkdir and writing its pid */
       }
-      if (holder && !alive(holder)) rmSync(lock, { recursive: true, force: true });
+      if (holder && !processAlive(holder)) rmSync(lock, { recursive: true, force: true });
       else sleep(1_000);
     }
   }
