@@ -267,6 +267,8 @@ export class KubeApi {
   /**
    * Read, change, write the status, retrying on conflict with a fresh read: the read-modify-write
    * loop of client-go's RetryOnConflict. `change` returns undefined when there is nothing to write.
+   * `read` is a copy the caller has just read: the first try starts from it instead of reading
+   * again (its resourceVersion makes the write fail with a conflict if it is no longer current).
    */
   async updateStatusWithRetry<T extends KubeObject>(
     plural: Plural,
@@ -274,10 +276,11 @@ export class KubeApi {
     name: string,
     change: (current: T) => T | undefined,
     attempts = 5,
+    read?: T,
   ): Promise<{ object: T | undefined; written: boolean; conflicts: number }> {
     let conflicts = 0;
     for (let i = 0; ; i++) {
-      const current = await this.get<T>(plural, namespace, name);
+      const current = i === 0 && read ? read : await this.get<T>(plural, namespace, name);
       if (!current) return { object: undefined, written: false, conflicts };
       const next = change(current);
       if (!next) return { object: current, written: false, conflicts };

@@ -36,6 +36,8 @@ export interface ResultWrite {
   /** Refuse unless the job is Processing (the CLI's manual completion). */
   requireProcessing?: boolean;
   conflictAttempts?: number;
+  /** The job as the writer has just read it: the first try writes over it without a second read. */
+  read?: MediaJob;
 }
 
 export type ResultOutcome =
@@ -119,6 +121,7 @@ export async function writeProviderResult(
       return { ...current, status: withPhaseConditions(decision.status, current.metadata.generation, w.now) };
     },
     w.conflictAttempts ?? 8,
+    w.read,
   );
   if (!res.object) return { outcome: "gone", conflicts: res.conflicts };
   return { outcome, job: res.object, conflicts: res.conflicts };

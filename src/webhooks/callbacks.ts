@@ -13,7 +13,8 @@
 //      names, and only that answer is written (a forged body cannot complete a job or feed the next
 //      pipeline step). An unconfirmed submission (its /run answer was lost) is adopted here;
 //   5. the result is written with the lifecycle shared with the controller and the CLI
-//      (writeProviderResult), read-modify-write with the resourceVersion, retried on conflict.
+//      (writeProviderResult) over the read of step 3, with its resourceVersion; on a conflict it is
+//      read again and retried. One read and one write per callback.
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import {
   CALLBACK_PATH,
@@ -173,6 +174,9 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
           submission: { uid: target.uid, attempt: target.attempt, id: target.submission },
           adopt: true,
           conflictAttempts: deps.conflictAttempts ?? 8,
+          // The read the checks above made: a conflict (the job changed while the provider was
+          // asked) re-reads, so one read and one write is the usual cost of a callback.
+          read: job,
         });
       } catch (err) {
         if (isConflict(err))

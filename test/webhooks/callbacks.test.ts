@@ -297,6 +297,40 @@ describe("applying confirmed provider results", () => {
     expect(after?.status?.phase).toBe("Completed");
   });
 
+  it("costs one read and one write of the MediaJob", async () => {
+    // Every Kubernetes call of the sidecar for this job, in order: the checks' read is the one the
+    // write starts from (a second read would be another apiserver round trip per job).
+    const calls: string[] = [];
+    const counting = Object.create(api) as KubeApi;
+    counting.get = (async (plural, namespace, name, opts) => {
+      calls.push(`GET ${plural}/${name}`);
+      return api.get(plural, namespace, name, opts);
+    }) as KubeApi["get"];
+    counting.replaceStatus = (async (plural, obj, opts) => {
+      calls.push(`PUT ${plural}/${obj.metadata.name}/status`);
+      return api.replaceStatus(plural, obj, opts);
+    }) as KubeApi["replaceStatus"];
+    const counted = await startTestSidecar(counting, env, ns, sim);
+    try {
+      const name = `one-read-${uid()}`;
+      const { job: submitted, providerJobId } = await jobs.submitted(name, { webhook: false });
+      await jobs.finished(submitted.status!.jobId!);
+      const url = new URL(jobs.url(submitted));
+      const res = await callback(`${counted.url}${url.pathname}${url.search}`, {
+        id: providerJobId,
+        status: "COMPLETED",
+      });
+      expect(res).toEqual({ status: 200, json: { received: true, applied: true } });
+      expect((await job(name))?.status?.phase).toBe("Completed");
+      expect(calls.filter((c) => c.includes(`/${name}`))).toEqual([
+        `GET mediajobs/${name}`,
+        `PUT mediajobs/${name}/status`,
+      ]);
+    } finally {
+      await counted.close();
+    }
+  });
+
   it("never writes a forged body: the outcome written is the one the provider confirms", async () => {
     // The provider says IN_PROGRESS: a body claiming COMPLETED completes nothing.
     // A marker no provider output contains (a job's input, its name among it, can reappear there).
