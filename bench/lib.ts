@@ -2,6 +2,7 @@
 // of the product started the way `make run` starts them.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
+import { request, type RequestOptions } from "node:https";
 import { join } from "node:path";
 import { Watch, type KubeConfig } from "@kubernetes/client-node";
 import { KubeApi } from "../src/k8s/api.js";
@@ -160,4 +161,61 @@ export async function watchWrites(
     }),
   );
   return { writes: () => new Map(counts), stop: () => controllers.forEach((c) => c.abort()) };
+}
+
+/** The apiserver's own /metrics page (Prometheus text), read with the kubeconfig's credentials. */
+export async function apiserverMetrics(kc: KubeConfig): Promise<string> {
+  const opts: RequestOptions = {};
+  await kc.applyToHTTPSOptions(opts);
+  const url = new URL(`${kc.getCurrentCluster()!.server.replace(/\/+$/, "")}/metrics`);
+  return new Promise((resolve, reject) => {
+    const req = request(url, { ...opts, method: "GET" }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (text += c));
+      res.on("end", () => resolve(text));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/**
+ * Requests the apiserver served, by verb and resource (`PUT mediajobs/status`), from its
+ * apiserver_request_total counter, and the ones of them it refused with 409 (`409 Conflict`);
+ * watches are counted as the events they sent (apiserver_watch_events_total, `WATCH-EVENT <kind>`).
+ */
+export function apiserverRequestCounts(page: string): Map<string, number> {
+  const counts = new Map<string, number>();
+  const add = (key: string, v: number) => counts.set(key, (counts.get(key) ?? 0) + v);
+  for (const line of page.split("\n")) {
+    if (line.startsWith("apiserver_request_total{")) {
+      const label = (name: string) => new RegExp(`[{,]${name}="([^"]*)"`).exec(line)?.[1] ?? "";
+      const verb = label("verb");
+      if (verb === "WATCH") continue;
+      const sub = label("subresource");
+      const n = Number(line.slice(line.lastIndexOf(" ") + 1));
+      add(`${verb} ${label("resource")}${sub ? `/${sub}` : ""}`, n);
+      if (label("code") === "409") add("409 Conflict", n);
+    } else if (line.startsWith("apiserver_watch_events_total{")) {
+      const kind = /kind="([^"]*)"/.exec(line)?.[1] ?? "";
+      add(`WATCH-EVENT ${kind}`, Number(line.slice(line.lastIndexOf(" ") + 1)));
+    }
+  }
+  return counts;
+}
+
+/** Per job, the requests served between two readings of apiserverRequestCounts (rare ones left out). */
+export function requestsPerJob(
+  before: Map<string, number>,
+  after: Map<string, number>,
+  jobs: number,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [key, v] of [...after].sort(([a], [b]) => a.localeCompare(b))) {
+    const perJob = round((v - (before.get(key) ?? 0)) / jobs, 2);
+    if (perJob >= 0.01) out[key] = perJob;
+  }
+  return out;
 }
