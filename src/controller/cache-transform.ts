@@ -95,33 +95,141 @@ function shareStrings(job: MediaJob): MediaJob {
 }
 
 /**
+ * A resourceVersion as the record keeps it: a short decimal one (what etcd hands out) as a small
+ * integer, which lives inside the record, instead of a string of its own; any other value (the
+ * apiserver promises only an opaque string) as it came. Read back as the same string.
+ */
+type CompactVersion = string | number | undefined;
+const SMALL_DECIMAL = /^[1-9][0-9]{0,8}$/;
+const compactVersion = (rv: string | undefined): CompactVersion =>
+  rv !== undefined && SMALL_DECIMAL.test(rv) ? Number(rv) : rv;
+const versionString = (rv: CompactVersion): string | undefined => (typeof rv === "number" ? String(rv) : rv);
+
+/** What a settled record keeps besides its name, uid and resourceVersion. */
+interface SettledShape {
+  readonly apiVersion: string;
+  readonly namespace: string | undefined;
+  readonly workload: MediaJob["spec"]["workload"];
+  readonly phase: NonNullable<MediaJob["status"]>["phase"];
+  readonly generation: number | undefined;
+  readonly observedGeneration: number | undefined;
+  readonly nextJob?: string;
+  readonly finalizers?: string[];
+}
+
+/**
+ * Most settled jobs differ only in name, uid and resourceVersion: one shape object per
+ * (apiVersion, namespace, workload, phase, generations) is shared by all of them. A job with a
+ * next step or another controller's finalizers has a shape of its own. Bounded like `shared`.
+ */
+const SHAPES_LIMIT = 1024;
+const shapes = new Map<string, SettledShape>();
+function shapeOf(job: MediaJob): SettledShape {
+  const shape: SettledShape = {
+    apiVersion: share(job.apiVersion),
+    namespace: share(job.metadata.namespace),
+    workload: share(job.spec.workload),
+    phase: share(job.status?.phase),
+    generation: job.metadata.generation,
+    observedGeneration: job.status?.observedGeneration,
+  };
+  const nextJob = job.status?.nextJob;
+  // Another controller's finalizers are kept: they say the object is not free to go yet.
+  const finalizers = job.metadata.finalizers?.length ? job.metadata.finalizers.map(share) : undefined;
+  if (nextJob !== undefined || finalizers) return { ...shape, nextJob, finalizers };
+  const key = [
+    shape.apiVersion,
+    shape.namespace,
+    shape.workload,
+    shape.phase,
+    shape.generation,
+    shape.observedGeneration,
+  ].join("\u0000");
+  const known = shapes.get(key);
+  if (known) return known;
+  if (shapes.size >= SHAPES_LIMIT) shapes.clear();
+  shapes.set(key, shape);
+  return shape;
+}
+
+/**
  * The record a settled job is cached as: what the manager's handlers, the resync and the metrics
  * read of it (docs/controller.md, "The cache"). Not an object to act on: it has no input, no
  * steps and almost no status, and the manager does not reconcile a settled job.
+ *
+ * A cluster holds far more settled jobs than anything else, so the record holds four values (its
+ * name, uid, resourceVersion and a shape most records share) and builds `metadata`, `spec` and
+ * `status` when they are read. They are own, enumerable, read-only properties, so to every reader
+ * (a spread, JSON.stringify, a deep comparison) the record is a plain MediaJob; a reader that
+ * assigns to one gets a TypeError instead of a change that would be lost.
  */
+class SettledJobRecord {
+  readonly #name: string;
+  readonly #uid: string | undefined;
+  readonly #resourceVersion: CompactVersion;
+  readonly #shape: SettledShape;
+  declare readonly apiVersion: string;
+  declare readonly kind: "MediaJob";
+  declare readonly metadata: MediaJob["metadata"];
+  declare readonly spec: MediaJob["spec"];
+  declare readonly status: NonNullable<MediaJob["status"]>;
+
+  constructor(job: MediaJob) {
+    this.#name = job.metadata.name;
+    this.#uid = job.metadata.uid;
+    this.#resourceVersion = compactVersion(job.metadata.resourceVersion);
+    this.#shape = shapeOf(job);
+    // Accessors defined alike on every record share one hidden class: they cost no memory per record.
+    Object.defineProperties(this, SettledJobRecord.#view);
+  }
+
+  static readonly #view: PropertyDescriptorMap = {
+    apiVersion: {
+      enumerable: true,
+      get(this: SettledJobRecord) {
+        return this.#shape.apiVersion;
+      },
+    },
+    kind: { enumerable: true, get: () => "MediaJob" },
+    metadata: {
+      enumerable: true,
+      get(this: SettledJobRecord): MediaJob["metadata"] {
+        const shape = this.#shape;
+        const metadata: MediaJob["metadata"] = {
+          name: this.#name,
+          namespace: shape.namespace,
+          uid: this.#uid,
+          resourceVersion: versionString(this.#resourceVersion),
+          generation: shape.generation,
+        };
+        if (shape.finalizers) metadata.finalizers = [...shape.finalizers];
+        return metadata;
+      },
+    },
+    spec: {
+      enumerable: true,
+      get(this: SettledJobRecord): MediaJob["spec"] {
+        return { workload: this.#shape.workload };
+      },
+    },
+    status: {
+      enumerable: true,
+      get(this: SettledJobRecord): NonNullable<MediaJob["status"]> {
+        const shape = this.#shape;
+        const status: NonNullable<MediaJob["status"]> = {
+          phase: shape.phase,
+          observedGeneration: shape.observedGeneration,
+        };
+        if (shape.nextJob !== undefined) status.nextJob = shape.nextJob;
+        return status;
+      },
+    },
+  };
+}
+
+/** The record a settled job is cached as (see SettledJobRecord). */
 export function settledJobRecord(job: MediaJob): MediaJob {
-  const m = job.metadata;
-  const metadata: MediaJob["metadata"] = {
-    name: m.name,
-    namespace: share(m.namespace),
-    uid: m.uid,
-    resourceVersion: m.resourceVersion,
-    generation: m.generation,
-  };
-  // Another controller's finalizers are kept: they say the object is not free to go yet.
-  if (m.finalizers?.length) metadata.finalizers = m.finalizers;
-  const status: NonNullable<MediaJob["status"]> = {
-    phase: share(job.status?.phase),
-    observedGeneration: job.status?.observedGeneration,
-  };
-  if (job.status?.nextJob) status.nextJob = job.status.nextJob;
-  return {
-    apiVersion: share(job.apiVersion),
-    kind: job.kind,
-    metadata,
-    spec: { workload: share(job.spec.workload) },
-    status,
-  };
+  return new SettledJobRecord(job);
 }
 
 /** What the MediaJob cache keeps of a job (the informer's transform). */
