@@ -14,6 +14,7 @@
 import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeObject } from "../k8s/api.js";
 import { atRest, settled } from "./job-at-rest.js";
+import { keptVersion, versionString, type KeptVersion } from "./resource-version.js";
 
 const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -94,17 +95,6 @@ function shareStrings(job: MediaJob): MediaJob {
   return job;
 }
 
-/**
- * A resourceVersion as the record keeps it: a short decimal one (what etcd hands out) as a small
- * integer, which lives inside the record, instead of a string of its own; any other value (the
- * apiserver promises only an opaque string) as it came. Read back as the same string.
- */
-type CompactVersion = string | number | undefined;
-const SMALL_DECIMAL = /^[1-9][0-9]{0,8}$/;
-const compactVersion = (rv: string | undefined): CompactVersion =>
-  rv !== undefined && SMALL_DECIMAL.test(rv) ? Number(rv) : rv;
-const versionString = (rv: CompactVersion): string | undefined => (typeof rv === "number" ? String(rv) : rv);
-
 /** What a settled record keeps besides its name, uid and resourceVersion. */
 interface SettledShape {
   readonly apiVersion: string;
@@ -166,7 +156,7 @@ function shapeOf(job: MediaJob): SettledShape {
 class SettledJobRecord {
   readonly #name: string;
   readonly #uid: string | undefined;
-  readonly #resourceVersion: CompactVersion;
+  readonly #resourceVersion: KeptVersion | undefined;
   readonly #shape: SettledShape;
   declare readonly apiVersion: string;
   declare readonly kind: "MediaJob";
@@ -177,7 +167,7 @@ class SettledJobRecord {
   constructor(job: MediaJob) {
     this.#name = job.metadata.name;
     this.#uid = job.metadata.uid;
-    this.#resourceVersion = compactVersion(job.metadata.resourceVersion);
+    this.#resourceVersion = keptVersion(job.metadata.resourceVersion);
     this.#shape = shapeOf(job);
     // Accessors defined alike on every record share one hidden class: they cost no memory per record.
     Object.defineProperties(this, SettledJobRecord.#view);
