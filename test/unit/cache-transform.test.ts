@@ -230,4 +230,89 @@ describe("cache transform", () => {
     record.metadata.finalizers!.push("example.com/other");
     expect(record.metadata.finalizers).toEqual(["example.com/archive"]);
   });
+
+  it("drops the annotations when the last-applied one was all there was", () => {
+    const j = job("Processing");
+    j.metadata.annotations = { "kubectl.kubernetes.io/last-applied-configuration": "{}" };
+    expect(stripMetadata(j).metadata).not.toHaveProperty("annotations");
+  });
+
+  /** A job as the controller leaves it after submitting it, and what the cache must keep of it. */
+  const submitted = () => {
+    const j = job("Processing", { finalizers: [FINALIZER] });
+    j.status = {
+      phase: "Processing",
+      jobId: "0d7c2a52-1d2c-4b5a-9e8f-7a6b5c4d3e2f",
+      providerJobId: "sim-0d7c2a52-1d2c-4b5a-9e8f-7a6b5c4d3e2f",
+      endpointId: "ep-asr",
+      attempts: 1,
+      submission: {
+        attempt: 1,
+        id: "Zm9vYmFyYmF6cXV4cXV1",
+        startedAt: "2026-01-01T00:00:01.5Z",
+        state: "Accepted",
+      },
+      submittedAt: "2026-01-01T00:00:01.5Z",
+      updatedAt: "2026-01-01T00:00:01.5Z",
+      conditions: [
+        {
+          type: "Admitted",
+          status: "True",
+          observedGeneration: 2,
+          lastTransitionTime: "2026-01-01T00:00:01.5Z",
+          reason: "NoAccount",
+          message: "the job names no billing account",
+        },
+        {
+          type: "Submitted",
+          status: "True",
+          lastTransitionTime: "2026-01-01T00:00:01.5Z",
+          reason: "Submitted",
+          message: "submitted as sim-0d7c2a52-1d2c-4b5a-9e8f-7a6b5c4d3e2f",
+        },
+      ],
+      observedGeneration: 2,
+    };
+    return j;
+  };
+
+  it("keeps every field of an active job the reconciler reads, and adds none", () => {
+    const whole = submitted();
+    const {
+      managedFields: _m,
+      annotations: _a,
+      ...metadata
+    } = whole.metadata as typeof whole.metadata & {
+      managedFields?: unknown;
+    };
+    const expected = { ...whole, metadata: { ...metadata, annotations: { team: "media" } } };
+    // Strict: a field absent from the object stays absent (no key set to undefined).
+    expect(trimMediaJob(structuredClone(whole))).toStrictEqual(expected);
+  });
+
+  it("shares one frozen list of finalizers between the jobs that hold the same ones", () => {
+    const a = trimMediaJob(submitted());
+    const b = trimMediaJob(submitted());
+    expect(a.metadata.finalizers).toEqual([FINALIZER]);
+    expect(b.metadata.finalizers).toBe(a.metadata.finalizers);
+    expect(Object.isFrozen(a.metadata.finalizers)).toBe(true);
+    const other = submitted();
+    other.metadata.finalizers = [FINALIZER, "example.com/archive"];
+    expect(trimMediaJob(other).metadata.finalizers).toEqual([FINALIZER, "example.com/archive"]);
+  });
+
+  it("keeps a condition with a field it does not know as it came", () => {
+    const j = submitted();
+    const extra = { ...j.status!.conditions![0]!, severity: "Info" };
+    j.status!.conditions = [extra];
+    expect(trimMediaJob(j).status?.conditions).toEqual([{ ...extra }]);
+  });
+
+  it("shares the strings an active job repeats: its creation second, its instant and its uid", () => {
+    const a = trimMediaJob(submitted());
+    const b = trimMediaJob(JSON.parse(JSON.stringify(submitted())) as MediaJob);
+    expect(b.metadata.creationTimestamp).toBe(a.metadata.creationTimestamp);
+    expect(b.status?.updatedAt).toBe(b.status?.conditions?.[0]?.lastTransitionTime);
+    expect(b.status?.jobId).toBe(b.metadata.uid);
+  });
 });
