@@ -169,7 +169,9 @@ export class Manager {
       // of our writes to it is history (memory follows active jobs).
       if (event !== "delete" && settled(job)) this.jobReconciler.stale.forget(objectKey(job));
       const ours = event !== "delete" && this.ownJobWrites.claim(job);
-      if (jobEventWorthALook(event, job, old, ours)) this.jobQueue.add(objectKey(job));
+      const key = objectKey(job);
+      const superseded = ours && this.jobReconciler.stale.isStale(key, job.metadata.resourceVersion);
+      if (jobEventWorthALook(event, job, old, ours, superseded)) this.jobQueue.add(key);
     });
     // Counted by the leader only, so a sum across replicas counts each job once.
     this.jobs.on((event, job, old) => {

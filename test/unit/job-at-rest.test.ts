@@ -51,6 +51,12 @@ describe("jobs at rest", () => {
     expect(jobEventWorthALook("update", job({ phase: "Completed" }, { then: true }), undefined, true)).toBe(
       true,
     );
+    // Our write that a later write of ours replaced: the later one's event is the one to act on.
+    expect(jobEventWorthALook("update", job({ phase: "Processing" }), undefined, true, true)).toBe(false);
+    expect(jobEventWorthALook("update", job({ phase: "Pending" }), undefined, true, true)).toBe(false);
+    // ...unless it is a deletion, and only our own writes are passed over.
+    expect(jobEventWorthALook("delete", job({ phase: "Processing" }), undefined, true, true)).toBe(true);
+    expect(jobEventWorthALook("update", job({ phase: "Processing" }), undefined, false, true)).toBe(true);
     // Someone else finished it (the sidecar's callback): the finalizer must come off.
     expect(
       jobEventWorthALook("update", job({ phase: "Completed" }, { finalizer: true }), undefined, false),
