@@ -198,7 +198,12 @@ export function writeReport(r: Json): void {
       `Per-job memory cost: **${sc.perJobKiB} KiB** of RSS (slope between the smallest and largest size)` +
         target(sc.perJobKiB, sc.targets?.perFinishedJobKiB) +
         (sc.perJobHeapKiB !== undefined
-          ? `; **${sc.perJobHeapKiB} KiB** of heap after a full collection (bench/gc-probe.ts), what each cached job retains.`
+          ? `; **${sc.perJobHeapKiB} KiB** of heap after a full collection (bench/gc-probe.ts), what each cached job retains`
+          : "") +
+        (sc.perJobAfterGcKiB !== undefined
+          ? `; **${sc.perJobAfterGcKiB} KiB** of RSS read after that collection` +
+            target(sc.perJobAfterGcKiB, sc.targets?.perFinishedJobKiB) +
+            "."
           : "."),
     );
     if (sc.segments?.length > 1)
@@ -224,7 +229,12 @@ export function writeReport(r: Json): void {
         "",
         `Per active job: **${sc.active.perJobKiB} KiB** of RSS` +
           target(sc.active.perJobKiB, sc.targets?.perActiveJobKiB) +
-          `; **${sc.active.perJobHeapKiB} KiB** of heap after a full collection.`,
+          `; **${sc.active.perJobHeapKiB} KiB** of heap after a full collection` +
+          (sc.active.perJobAfterGcKiB !== undefined
+            ? `; **${sc.active.perJobAfterGcKiB} KiB** of RSS read after it` +
+              target(sc.active.perJobAfterGcKiB, sc.targets?.perActiveJobKiB) +
+              "."
+            : "."),
       );
     }
     out.push("", "![RSS against cached MediaJobs](benchmarks/memory.svg)", "");
