@@ -85,7 +85,7 @@ export function writeReport(r: Json): void {
   if (r.throughput) {
     out.push("## End-to-end job throughput", "");
     out.push(
-      "N MediaJobs created at once; the controller submits them to the simulator (instant workers, callbacks on), the sidecar applies the callbacks. The ceiling is a bare client making the same Kubernetes writes per job as the product (create, finalizer, the submission's intent, Processing with the provider's id, the Submitted Event, Completed, finalizer removal: 7) at the same concurrency (`--concurrency`, 32 by default: 32 writers for the ceiling and the job creation, `MAX_CONCURRENT_RECONCILES=32` for the controller), against the same control plane, measured before and after the product; the better of the two is the ceiling. The second ratio is against the fewest writes any job needs (create, Processing, Completed: 3), measured once after.",
+      "N MediaJobs created at once; the controller submits them to the simulator (each job runs 250 ms at the provider, callbacks on), the sidecar applies the callbacks; the product's time runs until the last job's last write (its finalizer's removal and its Submitted Event included). The ceiling is a bare client making the same Kubernetes writes per job as the product, with the product's own statuses and Event (create, finalizer, the submission's intent, Processing with the provider's id, the Submitted Event, Completed, finalizer removal: 7) at the same concurrency (`--concurrency`, 32 by default: 32 writers for the ceiling and the job creation, `MAX_CONCURRENT_RECONCILES=32` for the controller), against the same control plane, measured before and after the product; the better of the two is the ceiling. The second ratio is against the fewest writes any job needs (create, Processing, Completed: 3), measured once after.",
       "",
     );
     out.push(
@@ -98,6 +98,26 @@ export function writeReport(r: Json): void {
       );
     }
     out.push("");
+    if (r.throughput.some((t: Json) => t.controlPlaneCpuMsPerJob !== undefined)) {
+      out.push(
+        "Where the CPU went, per job (from /proc), and what the apiserver served per job (its own `apiserver_request_total` and `apiserver_watch_events_total`). The control-plane cost ratio is the ceiling's control-plane CPU per job over the product's: the throughput ratio the product would reach if the control plane had its own cores, which here it shares with the controller, the sidecar and the simulator.",
+        "",
+        "| jobs | controller ms | sidecar ms | control plane ms (product / ceiling) | control-plane cost ratio | apiserver per job, product | apiserver per job, ceiling |",
+        "|---:|---:|---:|---:|---:|---|---|",
+      );
+      const served = (x: Record<string, number> | undefined) =>
+        x
+          ? Object.entries(x)
+              .map(([k, v]) => `${k} ${v}`)
+              .join(", ")
+          : "not measured";
+      for (const t of r.throughput)
+        if (t.controlPlaneCpuMsPerJob !== undefined)
+          out.push(
+            `| ${t.jobs} | ${t.controllerCpuMsPerJob} | ${t.sidecarCpuMsPerJob} | ${t.controlPlaneCpuMsPerJob} / ${t.ceilingControlPlaneCpuMsPerJob} | ${t.controlPlaneCostRatio} | ${served(t.apiserverRequestsPerJob)} | ${served(t.ceilingApiserverRequestsPerJob)} |`,
+          );
+      out.push("");
+    }
   }
   if (r.intake) {
     const i = r.intake;
