@@ -93,7 +93,9 @@ export class Manager {
       transform: stripMetadata,
       log: log.child({ informer: "billingaccounts" }),
     });
-    const events = new BackgroundEventRecorder(new EventRecorder(api, "controller", log), log);
+    const events = new BackgroundEventRecorder(new EventRecorder(api, "controller", log), log, {
+      onDrop: () => this.metrics.eventsDropped.inc(),
+    });
     this.events = events;
     const tickMs = env.RESYNC_INTERVAL_SECONDS * 1000;
     const queueOpts = (name: string) => ({

@@ -53,6 +53,11 @@ export class ControllerMetrics {
     labelNames: ["resource"] as const,
     registers: [this.registry],
   });
+  readonly eventsDropped = new Counter({
+    name: "media_orchestrator_events_dropped_total",
+    help: "Kubernetes Events not written because the buffer of Events waiting to be written was full (Events are best effort)",
+    registers: [this.registry],
+  });
   readonly submissions = new Counter({
     name: "media_orchestrator_submissions_total",
     help:

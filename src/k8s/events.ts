@@ -109,6 +109,8 @@ export interface BackgroundEventsOptions {
   concurrency?: number;
   /** Events waiting at most; beyond it new ones are dropped. */
   buffer?: number;
+  /** Called for each Event dropped (a metric). */
+  onDrop?: () => void;
 }
 
 /**
@@ -130,7 +132,7 @@ export class BackgroundEventRecorder implements EventSink {
   constructor(
     private readonly sink: EventSink,
     private readonly log: Logger,
-    opts: BackgroundEventsOptions = {},
+    private readonly opts: BackgroundEventsOptions = {},
   ) {
     this.concurrency = opts.concurrency ?? 4;
     this.buffer = opts.buffer ?? 1000;
@@ -138,6 +140,7 @@ export class BackgroundEventRecorder implements EventSink {
 
   record(target: EventTarget, type: EventType, reason: string, message: string): Promise<void> {
     if (this.pending.length >= this.buffer) {
+      this.opts.onDrop?.();
       // Log the first drop of each burst, not every one.
       if (this.dropped++ === 0 || this.dropped % 1000 === 0)
         this.log.warn({ dropped: this.dropped, reason }, "event buffer full; dropping events");

@@ -54,10 +54,16 @@ describe("BackgroundEventRecorder", () => {
 
   it("drops and counts Events beyond the buffer instead of growing", async () => {
     const g = gatedSink();
-    const rec = new BackgroundEventRecorder(g.sink, pino({ level: "silent" }), { concurrency: 1, buffer: 2 });
+    let onDrop = 0;
+    const rec = new BackgroundEventRecorder(g.sink, pino({ level: "silent" }), {
+      concurrency: 1,
+      buffer: 2,
+      onDrop: () => onDrop++,
+    });
     for (let i = 0; i < 6; i++) await rec.record(target, "Warning", `e${i}`, "m");
-    // One in flight, two buffered, three dropped.
+    // One in flight, two buffered, three dropped, each one told (the controller's metric).
     expect(rec.dropped).toBe(3);
+    expect(onDrop).toBe(3);
     const flushed = rec.flush(10_000);
     await g.releaseAll();
     await flushed;
