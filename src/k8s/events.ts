@@ -105,7 +105,11 @@ export interface EventSink {
 }
 
 export interface BackgroundEventsOptions {
-  /** Events written at once. */
+  /**
+   * Events written at once (default 16). Every submission writes one: with 4 writers and the
+   * apiserver answering in ~100 ms under load, Events kept up with 40 jobs a second, and a burst
+   * of 10,000 jobs at 80 a second dropped thousands once 1,000 waited.
+   */
   concurrency?: number;
   /** Events waiting at most; beyond it new ones are dropped. */
   buffer?: number;
@@ -134,7 +138,7 @@ export class BackgroundEventRecorder implements EventSink {
     private readonly log: Logger,
     private readonly opts: BackgroundEventsOptions = {},
   ) {
-    this.concurrency = opts.concurrency ?? 4;
+    this.concurrency = opts.concurrency ?? 16;
     this.buffer = opts.buffer ?? 1000;
   }
 
