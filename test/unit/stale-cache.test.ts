@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { StaleCacheGuard } from "../../src/controller/stale-cache.js";
 
@@ -66,32 +67,38 @@ describe("stale-cache guard", () => {
   });
 
   it("answers as a set of versions per key would, over any sequence of writes and forgets", () => {
-    // A small linear congruential generator: the same sequence on every run.
-    let seed = 12345;
-    const next = (n: number) => {
-      seed = (seed * 1103515245 + 12345) % 2 ** 31;
-      return seed % n;
-    };
     const versions = ["1", "2", "3", "7", "10", "010", "x", "99999999999"];
     const keys = ["ns/a", "ns/b", "ns/c"];
-    const guard = new StaleCacheGuard();
-    const model = new Map<string, Set<string>>();
-    for (let step = 0; step < 5000; step++) {
-      const key = keys[next(keys.length)]!;
-      if (next(10) === 0) {
-        guard.forget(key);
-        model.delete(key);
-      } else {
-        const from = versions[next(versions.length)]!;
-        const to = versions[next(versions.length)]!;
-        guard.remember(key, from, to);
-        const set = model.get(key) ?? new Set<string>();
-        set.add(from);
-        set.delete(to);
-        model.set(key, set);
-      }
-      for (const k of keys)
-        for (const rv of versions) expect(guard.isStale(k, rv)).toBe(model.get(k)?.has(rv) ?? false);
-    }
+    const step = fc.oneof(
+      { arbitrary: fc.record({ forget: fc.constantFrom(...keys) }), weight: 1 },
+      {
+        arbitrary: fc.record({
+          key: fc.constantFrom(...keys),
+          from: fc.constantFrom(...versions),
+          to: fc.constantFrom(...versions),
+        }),
+        weight: 9,
+      },
+    );
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 200 }), (steps) => {
+        const guard = new StaleCacheGuard();
+        const model = new Map<string, Set<string>>();
+        for (const s of steps) {
+          if ("forget" in s) {
+            guard.forget(s.forget);
+            model.delete(s.forget);
+          } else {
+            guard.remember(s.key, s.from, s.to);
+            const set = model.get(s.key) ?? new Set<string>();
+            set.add(s.from);
+            set.delete(s.to);
+            model.set(s.key, set);
+          }
+          for (const k of keys)
+            for (const rv of versions) expect(guard.isStale(k, rv)).toBe(model.get(k)?.has(rv) ?? false);
+        }
+      }),
+    );
   });
 });
