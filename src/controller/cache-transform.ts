@@ -54,10 +54,16 @@ const SHARED_LIMIT = 4096;
 const shared = new Map<string, string>();
 function share<T extends string | undefined>(value: T): T {
   if (value === undefined) return value;
-  const known = shared.get(value);
-  if (known !== undefined) return known as T;
-  if (shared.size >= SHARED_LIMIT) shared.clear();
-  shared.set(value, value);
+  return interned(shared, SHARED_LIMIT, value, () => value) as T;
+}
+
+/** The table's value for `key`, made and kept on first use; a full table starts over. */
+function interned<V>(table: Map<string, V>, limit: number, key: string, make: () => V): V {
+  const known = table.get(key);
+  if (known !== undefined) return known;
+  if (table.size >= limit) table.clear();
+  const value = make();
+  table.set(key, value);
   return value;
 }
 
@@ -67,13 +73,9 @@ function share<T extends string | undefined>(value: T): T {
  */
 const sharedLists = new Map<string, readonly string[]>();
 function shareList(list: string[]): string[] {
-  const key = list.join("\u0000");
-  const known = sharedLists.get(key);
-  if (known !== undefined) return known as string[];
-  if (sharedLists.size >= SHARED_LIMIT) sharedLists.clear();
-  const frozen = Object.freeze(list.map(share));
-  sharedLists.set(key, frozen);
-  return frozen as string[];
+  return interned(sharedLists, SHARED_LIMIT, list.join("\u0000"), () =>
+    Object.freeze(list.map(share)),
+  ) as string[];
 }
 
 type Condition = NonNullable<NonNullable<MediaJob["status"]>["conditions"]>[number];
@@ -91,7 +93,7 @@ function compactCondition(c: Condition, instant: (v: string) => string): Conditi
   const lastTransitionTime = instant(c.lastTransitionTime);
   const reason = share(c.reason);
   const message = share(c.message);
-  if (c.observedGeneration === undefined && fields === CONDITION_FIELDS - 1 && !("observedGeneration" in c))
+  if (!("observedGeneration" in c) && fields === CONDITION_FIELDS - 1)
     return { type, status, lastTransitionTime, reason, message };
   if (c.observedGeneration !== undefined && fields === CONDITION_FIELDS)
     return { type, status, observedGeneration: c.observedGeneration, lastTransitionTime, reason, message };
@@ -178,11 +180,7 @@ function shapeOf(job: MediaJob): SettledShape {
     shape.generation,
     shape.observedGeneration,
   ].join("\u0000");
-  const known = shapes.get(key);
-  if (known) return known;
-  if (shapes.size >= SHAPES_LIMIT) shapes.clear();
-  shapes.set(key, shape);
-  return shape;
+  return interned(shapes, SHAPES_LIMIT, key, () => shape);
 }
 
 /**

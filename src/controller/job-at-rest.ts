@@ -34,10 +34,11 @@ export function settled(job: MediaJob): boolean {
 
 /**
  * Whether a watch event of a MediaJob is a reason to reconcile it. `ours`: this version is one the
- * controller wrote itself; `supersededByUs`: a later write of ours replaced it. Our own write of a finished job is no news (the pass that wrote it also
- * lets go of it, or failed and waits on its backoff); a job at rest is looked at again only when
- * its spec changes or it is deleted. A Pending or Processing job is looked at on every event, its
- * own writes included: a pass may end on its write and count on the event to go on.
+ * controller wrote itself; `supersededByUs`: a later write of ours replaced it. Our own write of
+ * a finished job is no news (the pass that wrote it also lets go of it, or failed and waits on its
+ * backoff); a job at rest is looked at again only when its spec changes or it is deleted. A
+ * Pending or Processing job is looked at on every event, its own writes included: a pass may end
+ * on its write and count on the event to go on.
  */
 export function jobEventWorthALook(
   event: "add" | "update" | "delete",

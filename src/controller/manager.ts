@@ -166,12 +166,12 @@ export class Manager {
     });
 
     this.jobs.on((event, job, old) => {
+      const key = objectKey(job);
       if (event === "delete") this.ownJobWrites.forget(job);
       // A settled job is never reconciled again in this state: what the stale-cache guard keeps
       // of our writes to it is history (memory follows active jobs).
-      if (event !== "delete" && settled(job)) this.jobReconciler.stale.forget(objectKey(job));
+      if (event !== "delete" && settled(job)) this.jobReconciler.stale.forget(key);
       const ours = event !== "delete" && this.ownJobWrites.claim(job);
-      const key = objectKey(job);
       const superseded = ours && this.jobReconciler.stale.isStale(key, job.metadata.resourceVersion);
       if (jobEventWorthALook(event, job, old, ours, superseded)) this.jobQueue.add(key);
     });
