@@ -124,6 +124,8 @@ interface Ceiling {
   seconds: number;
   /** CPU of the control plane (kube-apiserver and etcd, one process) per job. */
   controlPlaneCpuMsPerJob: number;
+  /** CPU of the bare client itself (this process) per job. */
+  driverCpuMsPerJob: number;
   /** What the apiserver served per job, by verb and resource. */
   apiserverRequestsPerJob: Record<string, number>;
 }
@@ -144,6 +146,7 @@ async function bareClient(
   const requestsBefore = await apiserverCounts();
   const started = Date.now();
   const cpuBefore = controlPlaneCpu();
+  const driverBefore = process.cpuUsage();
   await pool(
     Array.from({ length: n }, (_, i) => `j-${i}`),
     CONCURRENCY,
@@ -151,11 +154,15 @@ async function bareClient(
   );
   const seconds = (Date.now() - started) / 1000;
   const cpMs = (1000 * (controlPlaneCpu() - cpuBefore)) / n;
+  const driver = process.cpuUsage(driverBefore);
   return {
     jobsPerSecond: round(n / seconds),
     writesPerJob,
     seconds: round(seconds),
     controlPlaneCpuMsPerJob: round(cpMs, 2),
+    // The bare client's own CPU (this process), the product's counterpart of the controller's,
+    // the sidecar's and the simulator's.
+    driverCpuMsPerJob: round((driver.user + driver.system) / 1000 / n, 2),
     apiserverRequestsPerJob: requestsPerJob(requestsBefore, await apiserverCounts(), n),
   };
 }
@@ -285,6 +292,7 @@ async function productThroughput(n: number) {
     const hooksCpuBefore = cpuSeconds(webhooks.pid!);
     const requestsBefore = await apiserverCounts();
     const cpCpuBefore = controlPlaneCpu();
+    const driverBefore = process.cpuUsage();
     const started = Date.now();
     await pool(
       Array.from({ length: n }, (_, i) => `j-${i}`),
@@ -357,6 +365,9 @@ async function productThroughput(n: number) {
       sidecarCpuMsPerJob: round((1000 * (cpuSeconds(webhooks.pid!) - hooksCpuBefore)) / n, 2),
       // Includes this process's creates and its one list of the namespace.
       controlPlaneCpuMsPerJob: round((1000 * (controlPlaneCpu() - cpCpuBefore)) / n, 2),
+      // This process during the product's run: the job creation, the in-process provider
+      // simulator (its /run, status and callback traffic) and the apiserver counter reads.
+      driverCpuMsPerJob: round(((d) => (d.user + d.system) / 1000 / n)(process.cpuUsage(driverBefore)), 2),
       apiserverRequestsPerJob: requestsPerJob(requestsBefore, await apiserverCounts(), n),
       callbacksDelivered: sim.deliveries().filter((d) => d.ok).length,
       providerExecutionMs: PROVIDER_EXECUTION_MS,
@@ -1068,13 +1079,26 @@ try {
         // product: the throughput ratio the product would reach if the control plane had cores of
         // its own (here the controller, the sidecar and the simulator share its two).
         controlPlaneCostRatio: round(c.controlPlaneCpuMsPerJob / p.controlPlaneCpuMsPerJob, 2),
+        ceilingDriverCpuMsPerJob: c.driverCpuMsPerJob,
+        // All the CPU one job took on this machine, each side: the control plane plus the client
+        // (the ceiling), or the control plane, controller, sidecar, simulator and job creation.
+        totalCpuMsPerJob: round(
+          p.controlPlaneCpuMsPerJob +
+            (1000 * p.controllerCpuSeconds) / n +
+            p.sidecarCpuMsPerJob +
+            p.driverCpuMsPerJob,
+          2,
+        ),
+        ceilingTotalCpuMsPerJob: round(c.controlPlaneCpuMsPerJob + c.driverCpuMsPerJob, 2),
       });
       log(
         `  product ${p.jobsPerSecond} jobs/s (${runs.at(-1)!.ratio} of the same-writes ceiling, ` +
           `${runs.at(-1)!.ratioToMinimal} of the minimal write set's ${minimal.jobsPerSecond}); ` +
           `controller CPU ${runs.at(-1)!.controllerCpuMsPerJob} ms per job, sidecar ${p.sidecarCpuMsPerJob}; ` +
           `control plane ${p.controlPlaneCpuMsPerJob} ms per job (ceiling ${c.controlPlaneCpuMsPerJob}: ` +
-          `cost ratio ${runs.at(-1)!.controlPlaneCostRatio})`,
+          `cost ratio ${runs.at(-1)!.controlPlaneCostRatio}); all CPU per job ${runs.at(-1)!.totalCpuMsPerJob} ms ` +
+          `(ceiling ${runs.at(-1)!.ceilingTotalCpuMsPerJob}; simulator and job creation ${p.driverCpuMsPerJob}, ` +
+          `ceiling client ${c.driverCpuMsPerJob})`,
       );
       log(`  apiserver per job, product: ${JSON.stringify(p.apiserverRequestsPerJob)}`);
       log(`  apiserver per job, ceiling: ${JSON.stringify(c.apiserverRequestsPerJob)}`);
