@@ -118,6 +118,36 @@ export function writeReport(r: Json): void {
           );
       out.push("");
     }
+    if (r.throughput.some((t: Json) => t.totalCpuMsPerJob !== undefined)) {
+      out.push(
+        "All the CPU one job took on this machine (ms): the product's control plane, controller, sidecar and this benchmark's process (the job creation and the in-process provider simulator), against the ceiling's control plane and bare client. On two shared cores the throughput ratio follows the ratio of these totals.",
+        "",
+        "| jobs | product: control plane + controller + sidecar + simulator and creation = total | ceiling: control plane + client = total |",
+        "|---:|---|---|",
+      );
+      for (const t of r.throughput)
+        if (t.totalCpuMsPerJob !== undefined)
+          out.push(
+            `| ${t.jobs} | ${t.controlPlaneCpuMsPerJob} + ${t.controllerCpuMsPerJob} + ${t.sidecarCpuMsPerJob} + ${t.driverCpuMsPerJob} = ${t.totalCpuMsPerJob} | ${t.ceilingControlPlaneCpuMsPerJob} + ${t.ceilingDriverCpuMsPerJob} = ${t.ceilingTotalCpuMsPerJob} |`,
+          );
+      out.push("");
+    }
+    if (r.throughput.some((t: Json) => t.splitCores)) {
+      out.push(
+        "With the control plane on a core of its own (`--split-cores`: the apiserver and etcd pinned to core 0, the controller, the sidecar, the simulator and the bare client to core 1, as in a cluster where the operator runs on a worker node and never takes the apiserver's CPU); the same ceiling method, before and after the product.",
+        "",
+        "| jobs | product jobs/s | same-writes ceiling jobs/s | ratio | control plane ms per job (product / ceiling) | controller ms per job | sidecar ms per job | executions per job |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+      );
+      for (const t of r.throughput)
+        if (t.splitCores) {
+          const x = t.splitCores;
+          out.push(
+            `| ${t.jobs} | ${x.jobsPerSecond} | ${x.ceilingJobsPerSecond} | ${x.ratio} | ${x.controlPlaneCpuMsPerJob} / ${x.ceilingControlPlaneCpuMsPerJob} | ${x.controllerCpuMsPerJob} | ${x.sidecarCpuMsPerJob} | ${x.executionsPerJob} |`,
+          );
+        }
+      out.push("");
+    }
   }
   if (r.intake) {
     const i = r.intake;

@@ -3,9 +3,11 @@
 //   tsx bench/run.ts [--jobs 1000,10000] [--scale 1000,10000,50000] [--active 1000,10000]
 //                    [--only throughput,intake,scale,recovery,rest]
 //   --only rest [--rest-jobs 1000] [--tick 5]: the stack at rest, which must be quiet
+//   --split-cores: each throughput size again with the control plane on a core of its own
 //   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
 //   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`)
 // Results: bench/results/latest.json and docs/benchmarks.md (+ docs/benchmarks/*.svg).
+import { execFileSync } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir, totalmem } from "node:os";
@@ -59,6 +61,9 @@ const { values: args } = parseArgs({
     "rest-jobs": { type: "string", default: "1000" },
     tick: { type: "string", default: "5" },
     profile: { type: "boolean", default: false },
+    // Each throughput size once more with the control plane on core 0 and everything else (the
+    // controller, the sidecar, the simulator, the bare client) on core 1.
+    "split-cores": { type: "boolean", default: false },
   },
 });
 const only = new Set(args.only!.split(","));
@@ -246,8 +251,8 @@ const minimalCeiling = (n: number): Promise<Ceiling> =>
  */
 const PROVIDER_EXECUTION_MS = 250;
 
-async function productThroughput(n: number) {
-  const ns = await namespace(`bench-product-${n}`);
+async function productThroughput(n: number, label = "product") {
+  const ns = await namespace(`bench-${label}-${n}`);
   const sim = await startSimulator({
     timeScale: 0.001,
     statusRetentionMs: 1e9, // ~17 min real at this time scale: longer than any timeout here
@@ -269,8 +274,9 @@ async function productThroughput(n: number) {
           `--cpu-prof-name=${name}.cpuprofile`,
         ]
       : [];
-  const webhooks = startProcess(`webhooks-${n}`, "webhooks", env, profileArgs(`webhooks-${n}`));
-  const controller = startProcess(`controller-${n}`, "controller", env, profileArgs(`controller-${n}`));
+  const tag = label === "product" ? `${n}` : `${label}-${n}`;
+  const webhooks = startProcess(`webhooks-${tag}`, "webhooks", env, profileArgs(`webhooks-${tag}`));
+  const controller = startProcess(`controller-${tag}`, "controller", env, profileArgs(`controller-${tag}`));
   try {
     await waitHttp(`http://127.0.0.1:${hooksPort}/readyz`);
     await waitHttp(`http://127.0.0.1:${ctrlPort}/readyz`);
@@ -376,6 +382,48 @@ async function productThroughput(n: number) {
     await stopChild(controller);
     await stopChild(webhooks);
     await sim.close();
+  }
+}
+
+/** Every thread of `pid` on `cpus` (taskset); processes it starts afterwards inherit them. */
+const pinTo = (pid: number, cpus: string) =>
+  execFileSync("taskset", ["--all-tasks", "--pid", "--cpu-list", cpus, String(pid)], { stdio: "ignore" });
+
+/**
+ * The product and its ceiling with the control plane on a core of its own (core 0) and everything
+ * else on the other: the shape of a real cluster, where the apiserver and etcd run on control-plane
+ * nodes and the operator on a worker, so the operator's own CPU never slows the apiserver. The
+ * ratio then says how close the product drives the apiserver to what a bare client gets from it.
+ */
+async function splitCoresThroughput(n: number) {
+  const all = `0-${availableParallelism() - 1}`;
+  pinTo(cp.process.pid!, "0");
+  pinTo(process.pid, "1");
+  try {
+    const before = await ceiling(n);
+    log(`  split cores: ceiling ${before.jobsPerSecond} jobs/s; now the product...`);
+    const p = await productThroughput(n, "split");
+    const after = await ceiling(n);
+    const c = after.jobsPerSecond > before.jobsPerSecond ? after : before;
+    const row = {
+      jobsPerSecond: p.jobsPerSecond,
+      ceilingJobsPerSecond: c.jobsPerSecond,
+      ceilingRunsJobsPerSecond: [before.jobsPerSecond, after.jobsPerSecond],
+      ratio: round(p.jobsPerSecond / c.jobsPerSecond, 2),
+      controlPlaneCpuMsPerJob: p.controlPlaneCpuMsPerJob,
+      ceilingControlPlaneCpuMsPerJob: c.controlPlaneCpuMsPerJob,
+      controllerCpuMsPerJob: round((1000 * p.controllerCpuSeconds) / n, 2),
+      sidecarCpuMsPerJob: p.sidecarCpuMsPerJob,
+      executionsPerJob: p.executionsPerJob,
+    };
+    log(
+      `  split cores: product ${p.jobsPerSecond} jobs/s, ceiling ${after.jobsPerSecond} jobs/s after; ` +
+        `${row.ratio} of the ceiling; control plane ${p.controlPlaneCpuMsPerJob} ms per job (ceiling ${c.controlPlaneCpuMsPerJob})`,
+    );
+    return row;
+  } finally {
+    pinTo(cp.process.pid!, all);
+    pinTo(process.pid, all);
   }
 }
 
@@ -1102,6 +1150,10 @@ try {
       );
       log(`  apiserver per job, product: ${JSON.stringify(p.apiserverRequestsPerJob)}`);
       log(`  apiserver per job, ceiling: ${JSON.stringify(c.apiserverRequestsPerJob)}`);
+      if (args["split-cores"] && availableParallelism() >= 2) {
+        log(`throughput: ${n} jobs with the control plane on a core of its own...`);
+        Object.assign(runs.at(-1)!, { splitCores: await splitCoresThroughput(n) });
+      }
     }
     results.throughput = runs;
   }
