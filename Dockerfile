@@ -38,7 +38,13 @@ COPY --chown=root:root package.json ./
 USER 1000:1000
 # 8080: the webhooks sidecar; 8081: the controller's health and metrics.
 EXPOSE 8080 8081
+# One malloc arena: V8's compiler and collector threads each got an arena of their own, which kept
+# 4 to 30 MiB of freed memory resident at random from one start to the next (docs/benchmarks.md,
+# "Memory and scaling"). bench/lib.ts starts the benchmarked processes with the same settings.
+ENV MALLOC_ARENA_MAX=1
 # A young generation of at most 2 x 16 MiB: Node 24's default lets it grow to 2 x 64 MiB while the
-# controller lists its cache, and it stays resident (docs/benchmarks.md, "Memory and scaling").
-ENTRYPOINT ["node", "--enable-source-maps", "--max-semi-space-size=16", "dist/src/main.js"]
+# controller lists its cache, and it stays resident. --expose-gc: once a burst of work is over,
+# the controller asks for the memory-reducing collection V8 would otherwise run only ~100 s later
+# (src/controller/idle-compaction.ts).
+ENTRYPOINT ["node", "--enable-source-maps", "--max-semi-space-size=16", "--expose-gc", "dist/src/main.js"]
 CMD ["controller"]

@@ -15,6 +15,7 @@ import type { GpuProviderClient } from "../provider/index.js";
 import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { stripMetadata, trimMediaJob } from "./cache-transform.js";
+import { IdleCompaction, runtimeCollector } from "./idle-compaction.js";
 import { Informer, objectKey } from "./informer.js";
 import { atRest, jobEventWorthALook, settled } from "./job-at-rest.js";
 import { LeaderElector } from "./leader.js";
@@ -36,6 +37,11 @@ export interface ManagerOptions {
   retryPeriodMs?: number;
   /** Called when leadership is lost: controller-runtime exits so the pod restarts as a candidate. */
   onLeadershipLost?: () => void;
+  /**
+   * The memory-reducing collection run once a burst of work is over (idle-compaction.ts); by
+   * default the runtime's, when Node exposes it (the image runs it with --expose-gc).
+   */
+  collectGarbage?: () => void;
 }
 
 export class Manager {
@@ -63,6 +69,9 @@ export class Manager {
   readonly ownEndpointWrites = new OwnWrites();
   /** Events are written in the background; stop() waits for them. */
   private readonly events: BackgroundEventRecorder;
+  /** Gives the garbage of a burst of work (a list, a pass) back to the system once it is over. */
+  readonly compaction: IdleCompaction;
+  private compactionTimer?: NodeJS.Timeout;
 
   constructor(private readonly o: ManagerOptions) {
     const { api, env, log } = o;
@@ -97,6 +106,7 @@ export class Manager {
       onDrop: () => this.metrics.eventsDropped.inc(),
     });
     this.events = events;
+    this.compaction = new IdleCompaction("collectGarbage" in o ? o.collectGarbage : runtimeCollector());
     const tickMs = env.RESYNC_INTERVAL_SECONDS * 1000;
     const queueOpts = (name: string) => ({
       onError: (key: string, err: unknown, retryInMs: number) => {
@@ -107,6 +117,7 @@ export class Manager {
         );
       },
       onDone: (_key: string, ms: number, outcome: string) => {
+        this.compaction.noteWork();
         this.metrics.reconciles.inc({ controller: name, outcome });
         this.metrics.reconcileSeconds.observe({ controller: name }, ms / 1000);
       },
@@ -166,6 +177,7 @@ export class Manager {
     });
 
     this.jobs.on((event, job, old) => {
+      this.compaction.noteWork();
       const key = objectKey(job);
       if (event === "delete") this.ownJobWrites.forget(job);
       // A settled job is never reconciled again in this state: what the stale-cache guard keeps
@@ -180,6 +192,7 @@ export class Manager {
       if (this.leading) this.metrics.resources.observe(event, job, old);
     });
     this.endpoints.on((event, ep, old) => {
+      this.compaction.noteWork();
       if (event === "delete") this.ownEndpointWrites.forget(ep);
       // The event of our own status write changes nothing the reconcile has not seen.
       if (event === "delete" || !this.ownEndpointWrites.claim(ep)) this.endpointQueue.add(objectKey(ep));
@@ -246,6 +259,10 @@ export class Manager {
   /** Starts the caches, then campaigns (or leads at once without leader election). */
   async start(): Promise<void> {
     this.stopped = false;
+    if (this.compaction.enabled && !this.compactionTimer) {
+      this.compactionTimer = setInterval(() => this.compaction.check(), 1000);
+      this.compactionTimer.unref();
+    }
     await Promise.all([this.jobs.start(), this.endpoints.start(), this.accounts.start()]);
     if (this.elector) this.elector.start();
     else this.startLeading();
@@ -306,6 +323,8 @@ export class Manager {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    if (this.compactionTimer) clearInterval(this.compactionTimer);
+    this.compactionTimer = undefined;
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     this.jobQueue.shutdown();
     this.endpointQueue.shutdown();

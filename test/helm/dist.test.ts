@@ -44,12 +44,18 @@ function run(cmd: string, args: string[], cwd: string): void {
 
 /** The image's command (ENTRYPOINT node --enable-source-maps ... dist/src/main.js, CMD mode). */
 function startContainer(mode: "controller" | "webhooks", env: Record<string, string>): void {
-  const args = ["--enable-source-maps", "--max-semi-space-size=16", "dist/src/main.js", mode];
+  const args = ["--enable-source-maps", "--max-semi-space-size=16", "--expose-gc", "dist/src/main.js", mode];
   const child = spawn(process.execPath, args, {
     cwd: appDir,
     stdio: ["ignore", "ignore", "pipe"],
     // Only what the chart gives the container: no loader or NODE_OPTIONS of the test run.
-    env: { PATH: process.env.PATH ?? "", NODE_ENV: "production", KUBECONFIG: testKubeconfigPath(), ...env },
+    env: {
+      PATH: process.env.PATH ?? "",
+      NODE_ENV: "production",
+      MALLOC_ARENA_MAX: "1",
+      KUBECONFIG: testKubeconfigPath(),
+      ...env,
+    },
   });
   let stderr = "";
   child.stderr?.on("data", (c: Buffer) => (stderr += c.toString()));

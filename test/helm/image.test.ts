@@ -56,8 +56,9 @@ describe("the image", () => {
 
   it("starts the entry point the build produces (dist.test.ts runs it), in the modes the chart runs", () => {
     expect(dockerfile).toContain(
-      'ENTRYPOINT ["node", "--enable-source-maps", "--max-semi-space-size=16", "dist/src/main.js"]',
+      'ENTRYPOINT ["node", "--enable-source-maps", "--max-semi-space-size=16", "--expose-gc", "dist/src/main.js"]',
     );
+    expect(dockerfile).toMatch(/^ENV MALLOC_ARENA_MAX=1$/m);
     const deployment = read("deploy/helm/templates/deployment.yaml");
     expect(deployment).toContain('args: ["controller"]');
     expect(deployment).toContain('args: ["webhooks"]');
