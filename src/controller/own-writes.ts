@@ -8,12 +8,22 @@ import { objectKey } from "./informer.js";
 /** resourceVersions per key are few: a reconcile writes at most a status and a metadata patch. */
 const PER_KEY = 4;
 
+/** Versions remembered as arrived before their answers; only the last moments' matter. */
+const ARRIVED_LIMIT = 1024;
+
 export class OwnWrites {
   private readonly versions = new Map<string, string[]>();
+  /**
+   * Versions whose events came before their writes' answers (the apiserver sends both at once;
+   * the watch stream is sometimes read first), oldest dropped first: recorded after its event,
+   * such a version would wait for a claim that never comes, for as long as its job is cached.
+   */
+  private readonly arrived = new Set<string>();
 
   record(obj: KubeObject | undefined): void {
     const rv = obj?.metadata.resourceVersion;
     if (!obj || !rv) return;
+    if (this.arrived.delete(rv)) return;
     const key = objectKey(obj);
     const list = this.versions.get(key) ?? [];
     list.push(rv);
@@ -21,12 +31,20 @@ export class OwnWrites {
     this.versions.set(key, list);
   }
 
-  /** Whether this version of the object is one we wrote (each version is claimed once). */
+  /**
+   * Whether this version of the object is one we wrote (each version is claimed once). Called
+   * for every event of the resource: a version not (yet) recorded is remembered as arrived.
+   */
   claim(obj: KubeObject): boolean {
     const key = objectKey(obj);
+    const rv = obj.metadata.resourceVersion ?? "";
     const list = this.versions.get(key);
-    const i = list?.indexOf(obj.metadata.resourceVersion ?? "") ?? -1;
-    if (!list || i < 0) return false;
+    const i = list?.indexOf(rv) ?? -1;
+    if (!list || i < 0) {
+      this.arrived.add(rv);
+      if (this.arrived.size > ARRIVED_LIMIT) this.arrived.delete(this.arrived.values().next().value!);
+      return false;
+    }
     list.splice(i, 1);
     if (!list.length) this.versions.delete(key);
     return true;

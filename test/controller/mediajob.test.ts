@@ -85,6 +85,41 @@ describe("MediaJob lifecycle", () => {
     expect(sim.executions(created.metadata.uid!)).toBe(1);
   });
 
+  it("caches what the apiserver stored, and keeps no record of its writes once their events came", async () => {
+    const own = stack.manager.ownJobWrites;
+    sim.holdJob("own-1");
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("own", { workload: "asr", id: "own-1", timeoutSeconds: 1 }) as never,
+    );
+    // Processing with the provider's id: the intent, then the id, both written.
+    let processing: MediaJob | undefined;
+    await eventually(async () => {
+      processing = await api.get<MediaJob>("mediajobs", ns, "own");
+      return processing?.status?.providerJobId !== undefined;
+    });
+    // The cache holds the version the apiserver stores, whole where the controller reads it.
+    await eventually(
+      () =>
+        stack.manager.jobs.get(ns, "own")?.metadata.resourceVersion === processing!.metadata.resourceVersion,
+    );
+    const cached = stack.manager.jobs.get(ns, "own")!;
+    expect(cached.status).toEqual(processing!.status);
+    expect(cached.spec).toEqual(processing!.spec);
+    expect(cached.metadata.finalizers).toEqual(processing!.metadata.finalizers);
+    sim.releaseJob("own-1");
+    await waitForPhase(api, ns, "own", "Completed");
+    await eventually(async () => {
+      const j = await api.get<MediaJob>("mediajobs", ns, "own");
+      return !(j?.metadata.finalizers ?? []).length;
+    });
+    // Whether each event came before or after its write's answer (the apiserver sends both at
+    // once), no version of a write is left waiting for an event that already came.
+    await eventually(() => own.size === 0);
+    expect(sim.executions("own-1")).toBe(1);
+  });
+
   it("replays a job the provider forgot (status 404): Pending, replay true, resubmitted", async () => {
     sim.holdJob("lost-1");
     await api.create(

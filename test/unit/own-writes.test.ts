@@ -25,3 +25,18 @@ describe("OwnWrites", () => {
     expect(own.size).toBe(0);
   });
 });
+
+describe("OwnWrites, when an event comes before its write's answer", () => {
+  it("keeps nothing of that write waiting", () => {
+    const own = new OwnWrites();
+    const obj = { metadata: { name: "a", namespace: "ns", resourceVersion: "7", uid: "u" } };
+    expect(own.claim(obj)).toBe(false); // the event, parsed: not known as ours yet
+    own.record(obj); // the answer, just after
+    expect(own.size).toBe(0);
+    // A later write of ours is recorded as usual.
+    own.record({ metadata: { ...obj.metadata, resourceVersion: "8" } });
+    expect(own.size).toBe(1);
+    expect(own.claim({ metadata: { ...obj.metadata, resourceVersion: "8" } })).toBe(true);
+    expect(own.size).toBe(0);
+  });
+});
