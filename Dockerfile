@@ -39,9 +39,14 @@ USER 1000:1000
 # 8080: the webhooks sidecar; 8081: the controller's health and metrics.
 EXPOSE 8080 8081
 # One malloc arena: V8's compiler and collector threads each got an arena of their own, which kept
-# 4 to 30 MiB of freed memory resident at random from one start to the next (docs/benchmarks.md,
-# "Memory and scaling"). bench/lib.ts starts the benchmarked processes with the same settings.
+# 4 to 30 MiB of freed memory resident at random from one start to the next. Fixed mmap and trim
+# thresholds (128 KiB): glibc otherwise raises both after the first large free (a list page's
+# body is over 1 MiB), and the freed memory then stays resident in the main arena, by 5 to 15 MiB
+# differently at each start (docs/benchmarks.md, "Memory and scaling"). bench/lib.ts starts the
+# benchmarked processes with the same settings.
 ENV MALLOC_ARENA_MAX=1
+ENV MALLOC_MMAP_THRESHOLD_=131072
+ENV MALLOC_TRIM_THRESHOLD_=131072
 # A young generation of at most 2 x 16 MiB: Node 24's default lets it grow to 2 x 64 MiB while the
 # controller lists its cache, and it stays resident. --expose-gc: once a burst of work is over,
 # the controller asks for the memory-reducing collection V8 would otherwise run only ~100 s later

@@ -15,6 +15,7 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Simulator } from "../../src/simulator/server.js";
 import { freePort } from "../../scripts/devstack-lib.js";
+import { RUNTIME_ENV } from "../../bench/lib.js";
 import { REPO_ROOT } from "../support/controlplane.js";
 import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
@@ -52,7 +53,7 @@ function startContainer(mode: "controller" | "webhooks", env: Record<string, str
     env: {
       PATH: process.env.PATH ?? "",
       NODE_ENV: "production",
-      MALLOC_ARENA_MAX: "1",
+      ...RUNTIME_ENV,
       KUBECONFIG: testKubeconfigPath(),
       ...env,
     },
