@@ -15,7 +15,7 @@ import type { GpuProviderClient } from "../provider/index.js";
 import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { stripMetadata, trimMediaJob } from "./cache-transform.js";
-import { IdleCompaction, runtimeCollector } from "./idle-compaction.js";
+import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "./idle-compaction.js";
 import { Informer, objectKey } from "./informer.js";
 import { atRest, jobEventWorthALook, settled } from "./job-at-rest.js";
 import { LeaderElector } from "./leader.js";
@@ -42,6 +42,8 @@ export interface ManagerOptions {
    * default the runtime's, when Node exposes it (the image runs it with --expose-gc).
    */
   collectGarbage?: () => void;
+  /** When that collection runs (idle-compaction.ts's defaults unless given). */
+  idleCompaction?: IdleCompactionPolicy;
 }
 
 export class Manager {
@@ -106,7 +108,10 @@ export class Manager {
       onDrop: () => this.metrics.eventsDropped.inc(),
     });
     this.events = events;
-    this.compaction = new IdleCompaction("collectGarbage" in o ? o.collectGarbage : runtimeCollector());
+    this.compaction = new IdleCompaction(
+      "collectGarbage" in o ? o.collectGarbage : runtimeCollector(),
+      o.idleCompaction,
+    );
     const tickMs = env.RESYNC_INTERVAL_SECONDS * 1000;
     const queueOpts = (name: string) => ({
       onError: (key: string, err: unknown, retryInMs: number) => {

@@ -68,12 +68,19 @@ async function countWrites(namespace: string) {
 const jobsOf = async (namespace: string) => (await api.list<MediaJob>("mediajobs", namespace)).items;
 
 let stack: ControllerStack;
+/** The memory-reducing collections the manager asked for (idle-compaction.ts), counted here. */
+let collections = 0;
 
 beforeAll(async () => {
   stack = await startControllerStack(kc, {
     name: "quiet",
     env: { RESYNC_INTERVAL_SECONDS: "1", JOB_TIMEOUT_SECONDS: "1" },
     endpoints: [...WORKLOADS],
+    // The burst below is a few dozen objects of work, and the 1 s tick leaves under a second of quiet.
+    manager: () => ({
+      collectGarbage: () => collections++,
+      idleCompaction: { minWork: 20, idleMs: 300, minIntervalMs: 600_000 },
+    }),
   });
   ({ ns, sim, manager } = stack);
 
@@ -171,6 +178,15 @@ describe("at rest", () => {
     // Nothing else: the endpoint list (drift) and the key check are minutes apart, so at rest the
     // provider is asked about each endpoint once per tick.
     expect(total, JSON.stringify(after)).toBeLessThanOrEqual(endpoints.length * (TICKS + 1));
+  });
+});
+
+describe("the idle collection", () => {
+  it("runs once after the burst of work, and not again while the controller only ticks", async () => {
+    await eventually(() => collections === 1, { timeoutMs: 15_000, message: "one collection" });
+    const firstTick = manager.ticks;
+    await eventually(() => manager.ticks >= firstTick + 3, { timeoutMs: 20_000 });
+    expect(collections).toBe(1);
   });
 });
 
