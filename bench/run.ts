@@ -141,6 +141,16 @@ const apiserverCounts = async () => apiserverRequestCounts(await apiserverMetric
 const controlPlaneCpu = () => cpuSeconds(cp.process.pid!);
 
 /** n jobs' writes made by a bare client at the benchmark's concurrency, in a namespace of their own. */
+/** This process's CPU since `before`, in ms per job. */
+function ownCpuMsPerJob(before: NodeJS.CpuUsage, n: number): number {
+  const used = process.cpuUsage(before);
+  return round((used.user + used.system) / 1000 / n, 2);
+}
+
+/** Of a ceiling measured before and after the product, the better one: a low one would flatter it. */
+const better = (before: Ceiling, after: Ceiling): Ceiling =>
+  after.jobsPerSecond > before.jobsPerSecond ? after : before;
+
 async function bareClient(
   label: string,
   n: number,
@@ -159,7 +169,6 @@ async function bareClient(
   );
   const seconds = (Date.now() - started) / 1000;
   const cpMs = (1000 * (controlPlaneCpu() - cpuBefore)) / n;
-  const driver = process.cpuUsage(driverBefore);
   return {
     jobsPerSecond: round(n / seconds),
     writesPerJob,
@@ -167,7 +176,7 @@ async function bareClient(
     controlPlaneCpuMsPerJob: round(cpMs, 2),
     // The bare client's own CPU (this process), the product's counterpart of the controller's,
     // the sidecar's and the simulator's.
-    driverCpuMsPerJob: round((driver.user + driver.system) / 1000 / n, 2),
+    driverCpuMsPerJob: ownCpuMsPerJob(driverBefore, n),
     apiserverRequestsPerJob: requestsPerJob(requestsBefore, await apiserverCounts(), n),
   };
 }
@@ -357,6 +366,7 @@ async function productThroughput(n: number, label = "product") {
       (j) => Date.parse(j.status!.completedAt!) - Date.parse(j.status!.submittedAt!),
     );
     const seconds = (Math.max(lastCompleted, writesDoneAt) - started) / 1000;
+    const controllerCpu = cpuSeconds(controller.pid!) - cpuBefore;
     return {
       jobs: n,
       seconds: round(seconds),
@@ -367,13 +377,14 @@ async function productThroughput(n: number, label = "product") {
       completedBeforeSubmissionRecorded: items.length - recorded.length,
       executionsPerJob: Math.max(...[...sim.allExecutions().values()]),
       controllerRssMiB: round(rssMiB(controller.pid!)),
-      controllerCpuSeconds: round(cpuSeconds(controller.pid!) - cpuBefore),
+      controllerCpuSeconds: round(controllerCpu),
+      controllerCpuMsPerJob: round((1000 * controllerCpu) / n, 2),
       sidecarCpuMsPerJob: round((1000 * (cpuSeconds(webhooks.pid!) - hooksCpuBefore)) / n, 2),
       // Includes this process's creates and its one list of the namespace.
       controlPlaneCpuMsPerJob: round((1000 * (controlPlaneCpu() - cpCpuBefore)) / n, 2),
       // This process during the product's run: the job creation, the in-process provider
       // simulator (its /run, status and callback traffic) and the apiserver counter reads.
-      driverCpuMsPerJob: round(((d) => (d.user + d.system) / 1000 / n)(process.cpuUsage(driverBefore)), 2),
+      driverCpuMsPerJob: ownCpuMsPerJob(driverBefore, n),
       apiserverRequestsPerJob: requestsPerJob(requestsBefore, await apiserverCounts(), n),
       callbacksDelivered: sim.deliveries().filter((d) => d.ok).length,
       providerExecutionMs: PROVIDER_EXECUTION_MS,
@@ -404,7 +415,7 @@ async function splitCoresThroughput(n: number) {
     log(`  split cores: ceiling ${before.jobsPerSecond} jobs/s; now the product...`);
     const p = await productThroughput(n, "split");
     const after = await ceiling(n);
-    const c = after.jobsPerSecond > before.jobsPerSecond ? after : before;
+    const c = better(before, after);
     const row = {
       jobsPerSecond: p.jobsPerSecond,
       ceilingJobsPerSecond: c.jobsPerSecond,
@@ -412,7 +423,7 @@ async function splitCoresThroughput(n: number) {
       ratio: round(p.jobsPerSecond / c.jobsPerSecond, 2),
       controlPlaneCpuMsPerJob: p.controlPlaneCpuMsPerJob,
       ceilingControlPlaneCpuMsPerJob: c.controlPlaneCpuMsPerJob,
-      controllerCpuMsPerJob: round((1000 * p.controllerCpuSeconds) / n, 2),
+      controllerCpuMsPerJob: p.controllerCpuMsPerJob,
       sidecarCpuMsPerJob: p.sidecarCpuMsPerJob,
       executionsPerJob: p.executionsPerJob,
     };
@@ -898,31 +909,31 @@ async function scale(sizes: number[], activeSizes: number[]) {
         });
       })
     : [];
-  const first = points[0]!;
-  const last = points.at(-1)!;
+  const whole = slope(points[0]!, points.at(-1)!);
+  const activeSlope = active.length > 1 ? slope(active[0]!, active.at(-1)!) : undefined;
   const segments = points
     .slice(1)
     .map((p, i) => ({ from: points[i]!.jobs, to: p.jobs, ...slope(points[i]!, p) }));
   return {
     points,
-    perJobKiB: slope(first, last).rssKiB,
+    perJobKiB: whole.rssKiB,
     // The same slope of RSS read once 3 s after the pass, before the controller settled.
-    perJobFirstReadKiB: slope(first, last).rssFirstReadKiB,
+    perJobFirstReadKiB: whole.rssFirstReadKiB,
     // The same slope of the heap after a full collection: what each cached job really retains.
-    perJobHeapKiB: slope(first, last).heapKiB,
+    perJobHeapKiB: whole.heapKiB,
     // The RSS slope read after a full collection: the memory the cache holds, without the garbage
     // of the last list that the collector had not reclaimed yet when RSS was read (which swings
     // from run to run with when the last collection ran).
-    perJobAfterGcKiB: slope(first, last).rssAfterGcKiB,
+    perJobAfterGcKiB: whole.rssAfterGcKiB,
     // Each segment's slope (1k -> 10k, 10k -> 50k): a cost that grows with the cache shows here.
     segments,
-    ...(active.length > 1 && {
+    ...(activeSlope && {
       active: {
         points: active,
-        perJobKiB: slope(active[0]!, active.at(-1)!).rssKiB,
-        perJobFirstReadKiB: slope(active[0]!, active.at(-1)!).rssFirstReadKiB,
-        perJobHeapKiB: slope(active[0]!, active.at(-1)!).heapKiB,
-        perJobAfterGcKiB: slope(active[0]!, active.at(-1)!).rssAfterGcKiB,
+        perJobKiB: activeSlope.rssKiB,
+        perJobFirstReadKiB: activeSlope.rssFirstReadKiB,
+        perJobHeapKiB: activeSlope.heapKiB,
+        perJobAfterGcKiB: activeSlope.rssAfterGcKiB,
       },
     }),
     targets: { perFinishedJobKiB: 1, perActiveJobKiB: 2 },
@@ -1138,12 +1149,11 @@ try {
       const p = await productThroughput(n);
       log(`  product ${p.jobsPerSecond} jobs/s; the ceiling again...`);
       const after = await ceiling(n);
-      const c = after.jobsPerSecond > before.jobsPerSecond ? after : before;
+      const c = better(before, after);
       log(`  ceiling ${after.jobsPerSecond} jobs/s; the minimal write set...`);
       const minimal = await minimalCeiling(n);
       runs.push({
         ...p,
-        controllerCpuMsPerJob: round((1000 * p.controllerCpuSeconds) / n, 2),
         ceilingJobsPerSecond: c.jobsPerSecond,
         ceilingRunsJobsPerSecond: [before.jobsPerSecond, after.jobsPerSecond],
         ceilingSeconds: c.seconds,
@@ -1162,10 +1172,7 @@ try {
         // All the CPU one job took on this machine, each side: the control plane plus the client
         // (the ceiling), or the control plane, controller, sidecar, simulator and job creation.
         totalCpuMsPerJob: round(
-          p.controlPlaneCpuMsPerJob +
-            (1000 * p.controllerCpuSeconds) / n +
-            p.sidecarCpuMsPerJob +
-            p.driverCpuMsPerJob,
+          p.controlPlaneCpuMsPerJob + p.controllerCpuMsPerJob + p.sidecarCpuMsPerJob + p.driverCpuMsPerJob,
           2,
         ),
         ceilingTotalCpuMsPerJob: round(c.controlPlaneCpuMsPerJob + c.driverCpuMsPerJob, 2),

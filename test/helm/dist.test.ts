@@ -15,7 +15,7 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Simulator } from "../../src/simulator/server.js";
 import { freePort } from "../../scripts/devstack-lib.js";
-import { RUNTIME_ENV } from "../../bench/lib.js";
+import { RUNTIME_ENV, RUNTIME_FLAGS } from "../../bench/lib.js";
 import { REPO_ROOT } from "../support/controlplane.js";
 import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
@@ -45,7 +45,7 @@ function run(cmd: string, args: string[], cwd: string): void {
 
 /** The image's command (ENTRYPOINT node --enable-source-maps ... dist/src/main.js, CMD mode). */
 function startContainer(mode: "controller" | "webhooks", env: Record<string, string>): void {
-  const args = ["--enable-source-maps", "--max-semi-space-size=16", "--expose-gc", "dist/src/main.js", mode];
+  const args = ["--enable-source-maps", ...RUNTIME_FLAGS, "dist/src/main.js", mode];
   const child = spawn(process.execPath, args, {
     cwd: appDir,
     stdio: ["ignore", "ignore", "pipe"],
