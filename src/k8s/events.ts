@@ -18,7 +18,10 @@ export type EventType = "Normal" | "Warning";
 
 /** client-go's window: an isomorphic Event within it joins the series of the first. */
 export const SERIES_WINDOW_MS = 6 * 60_000;
-/** Series remembered at most (the oldest are forgotten: a later repeat then starts a new Event). */
+/**
+ * Series remembered at most, however many Events came within one window (the oldest are forgotten:
+ * a later repeat then starts a new Event). Older ones are forgotten once their window is over.
+ */
 const SERIES_MEMORY = 10_000;
 
 interface Series {
@@ -32,8 +35,14 @@ interface Series {
 const microTime = (d: Date): string => d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
 
 export class EventRecorder {
+  /**
+   * Series by key, in the order of their last Event (a repeat moves its series to the end), so
+   * the ones whose window is over are always at the front. Every submission records an Event of
+   * its own: without forgetting them, a burst of 10,000 jobs would stay in memory for good.
+   */
   private readonly series = new Map<string, Series>();
   private readonly instance: string;
+  private sweep?: NodeJS.Timeout;
 
   constructor(
     private readonly api: KubeApi,
@@ -49,11 +58,14 @@ export class EventRecorder {
     const now = this.now();
     const note = message.slice(0, 1024);
     const key = [namespace, target.metadata.uid ?? target.metadata.name, type, reason, note].join("\u0000");
+    this.forgetExpired(now.getTime());
     const known = this.series.get(key);
     try {
       if (known && now.getTime() - known.lastSeen < SERIES_WINDOW_MS) {
         known.count++;
         known.lastSeen = now.getTime();
+        this.series.delete(key);
+        this.series.set(key, known);
         await this.api.rawJson(
           "PATCH",
           `/apis/events.k8s.io/v1/namespaces/${known.namespace}/events/${known.name}`,
@@ -90,12 +102,40 @@ export class EventRecorder {
     }
   }
 
+  /** Series remembered now (each one Event whose window is not over). */
+  get remembered(): number {
+    return this.series.size;
+  }
+
   private remember(key: string, s: Series): void {
     if (this.series.size >= SERIES_MEMORY) {
       const oldest = this.series.keys().next().value;
       if (oldest !== undefined) this.series.delete(oldest);
     }
     this.series.set(key, s);
+    this.armSweep();
+  }
+
+  private forgetExpired(at: number): void {
+    for (const [key, s] of this.series) {
+      if (at - s.lastSeen < SERIES_WINDOW_MS) break;
+      this.series.delete(key);
+    }
+  }
+
+  /**
+   * A process that stops recording still forgets its series, at most one window after theirs is
+   * over: one timer per window while any is remembered, none once all are forgotten, never
+   * keeping the process alive.
+   */
+  private armSweep(): void {
+    if (this.sweep) return;
+    this.sweep = setTimeout(() => {
+      this.sweep = undefined;
+      this.forgetExpired(this.now().getTime());
+      if (this.series.size > 0) this.armSweep();
+    }, SERIES_WINDOW_MS);
+    this.sweep.unref();
   }
 }
 

@@ -2,8 +2,15 @@
 // at most `concurrency` are in flight, a full buffer drops (and counts) instead of growing, and
 // flush waits for what is buffered (graceful shutdown).
 import pino from "pino";
-import { describe, expect, it } from "vitest";
-import { BackgroundEventRecorder, eventName, type EventSink } from "../../src/k8s/events.js";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { KubeApi } from "../../src/k8s/api.js";
+import {
+  BackgroundEventRecorder,
+  EventRecorder,
+  eventName,
+  SERIES_WINDOW_MS,
+  type EventSink,
+} from "../../src/k8s/events.js";
 
 const target = { metadata: { name: "j", namespace: "ns" } };
 
@@ -97,6 +104,69 @@ describe("BackgroundEventRecorder", () => {
     const t = Date.now();
     await rec.flush(50);
     expect(Date.now() - t).toBeGreaterThanOrEqual(45);
+  });
+});
+
+/** An API that only records the Event writes it is asked for: "POST" or "PATCH <series count>". */
+function eventsApi() {
+  const writes: string[] = [];
+  const api = {
+    rawJson: (method: string, _path: string, body: { series?: { count: number } }) => {
+      writes.push(method === "PATCH" ? `PATCH ${body.series?.count}` : method);
+      return Promise.resolve({});
+    },
+  } as unknown as KubeApi;
+  return { api, writes };
+}
+
+const MINUTE = 60_000;
+
+describe("EventRecorder series", () => {
+  afterEach(() => vi.useRealTimers());
+
+  it("counts a repeat within the window, and forgets each series once its window is over", async () => {
+    const { api, writes } = eventsApi();
+    let t = Date.parse("2026-11-25T10:00:00Z");
+    const rec = new EventRecorder(api, "controller", pino({ level: "silent" }), () => new Date(t));
+    const jobX = { metadata: { name: "x", namespace: "ns", uid: "uid-x" } };
+    const jobY = { metadata: { name: "y", namespace: "ns", uid: "uid-y" } };
+    const jobZ = { metadata: { name: "z", namespace: "ns", uid: "uid-z" } };
+
+    await rec.record(jobX, "Warning", "StatusCheckFailed", "the provider is down");
+    t += MINUTE;
+    await rec.record(jobY, "Normal", "Submitted", "submitted as p-1");
+    t += 4 * MINUTE;
+    await rec.record(jobX, "Warning", "StatusCheckFailed", "the provider is down");
+    // Y's window is over, X's repeat keeps X's open though X's series is older than Y's.
+    t += 2 * MINUTE;
+    await rec.record(jobZ, "Normal", "Submitted", "submitted as p-2");
+    expect(rec.remembered).toBe(2);
+    await rec.record(jobX, "Warning", "StatusCheckFailed", "the provider is down");
+    // Long after: nothing of the burst is kept, and X again is a new Event.
+    t += SERIES_WINDOW_MS;
+    await rec.record(jobX, "Warning", "StatusCheckFailed", "the provider is down");
+    expect(rec.remembered).toBe(1);
+    expect(writes).toEqual(["POST", "POST", "PATCH 2", "POST", "PATCH 3", "POST"]);
+  });
+
+  it("forgets its series without another Event once their window is over", async () => {
+    vi.useFakeTimers();
+    const { api, writes } = eventsApi();
+    const rec = new EventRecorder(api, "controller", pino({ level: "silent" }));
+    for (let i = 0; i < 100; i++)
+      await rec.record(
+        { metadata: { name: `j-${i}`, namespace: "ns", uid: `u-${i}` } },
+        "Normal",
+        "Submitted",
+        "ok",
+      );
+    expect(rec.remembered).toBe(100);
+    await vi.advanceTimersByTimeAsync(SERIES_WINDOW_MS - 1_000);
+    expect(rec.remembered).toBe(100);
+    await vi.advanceTimersByTimeAsync(SERIES_WINDOW_MS + 1_000);
+    expect(rec.remembered).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+    expect(writes).toHaveLength(100);
   });
 });
 
