@@ -9,10 +9,10 @@ import { billingAccountName } from "../src/crds/billingaccount.js";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import type { KubeApi } from "../src/k8s/api.js";
 import { REPO_ROOT } from "../test/support/controlplane.js";
-import { applyManifests, PAYMENT_KEY } from "./devstack-lib.js";
+import { activateCustomer, applyManifests, PAYMENT_KEY, SAMPLE_CUSTOMER } from "./devstack-lib.js";
 
 export const PIPELINE = ["episode-42", "episode-42-1-tts", "episode-42-2-render"];
-export const CUSTOMER = "cus_demo";
+export const CUSTOMER = SAMPLE_CUSTOMER;
 
 export interface DemoContext {
   api: KubeApi;
@@ -65,11 +65,6 @@ interface Attempt {
   httpStatus?: number;
   redelivery: boolean;
 }
-/** The simulator's answer to /_sim/payment/send. */
-interface Delivery {
-  id: string;
-  attempts: Attempt[];
-}
 /** The payment provider's answer to a redeliver call. */
 interface Redelivery {
   id: string;
@@ -96,14 +91,7 @@ export async function runDemoScenario(ctx: DemoContext): Promise<DemoSummary> {
   // The pipeline waits: no subscription is known for its customer yet.
   const eventId = `evt_demo_${randomBytes(6).toString("hex")}`;
   say(`sending a signed customer.subscription.created event (${eventId}) for cus_demo`);
-  const event = {
-    id: eventId,
-    object: "event",
-    type: "customer.subscription.created",
-    created: Math.floor(Date.now() / 1000),
-    data: { object: { id: "sub_demo", object: "subscription", customer: CUSTOMER, status: "active" } },
-  };
-  const first = await simulator<Delivery>(simulatorUrl, "POST", "/_sim/payment/send", event);
+  const { delivery: first } = await activateCustomer(api, ns, simulatorUrl, CUSTOMER, eventId);
   const account = () => api.get<BillingAccount>("billingaccounts", ns, billingAccountName(CUSTOMER));
   const before = await account();
 

@@ -75,6 +75,17 @@ function summary(s: DemoSummary): void {
   );
 }
 
+/** The kubectl commands to look at what the demo did (run while the stack is up). */
+function lookAround(kubeconfig: string): void {
+  console.log(`\n${bold("Look around")}`);
+  console.log(keep ? `  source ${ENV_FILE}` : `  export KUBECONFIG=${kubeconfig}`);
+  console.log("  kubectl get media                    # every MediaJob and GpuEndpoint");
+  console.log("  kubectl get mediajobs -o wide        # job ids, provider ids, replay");
+  console.log("  kubectl describe mediajob episode-42 # conditions and Events, the recovery among them");
+  console.log("  kubectl get paymentevents,billingaccounts");
+  console.log(`  logs: ${LOGS}/`);
+}
+
 async function main(): Promise<number> {
   if (readState()) {
     console.error("a dev stack is already running (make dev-up); stop it with `make dev-down` first");
@@ -114,19 +125,29 @@ async function main(): Promise<number> {
     },
   });
   summary(result);
-  console.log(`\n${bold("Look around")}`);
-  console.log(`  export KUBECONFIG=${state.kubeconfig}`);
-  console.log("  kubectl get media                    # every MediaJob and GpuEndpoint");
-  console.log("  kubectl get mediajobs -o wide        # job ids, provider ids, replay");
-  console.log("  kubectl describe mediajob episode-42 # conditions and Events, the recovery among them");
-  console.log("  kubectl get paymentevents,billingaccounts");
-  console.log(`  logs: ${LOGS}/`);
-  if (keep) console.log(`\nthe stack keeps running: source ${ENV_FILE}; stop it with make dev-down`);
+  lookAround(state.kubeconfig);
   const ok =
     result.steps.length === 3 &&
     result.steps.every((x) => x.phase === "Completed") &&
     result.payment.replayChangedNothing;
   console.log(ok ? green("\ndemo finished: all green") : "\ndemo finished with problems (see above)");
+  if (keep) {
+    console.log(`\nthe stack keeps running: source ${ENV_FILE}; stop it with make dev-down`);
+  } else if (process.stdin.isTTY) {
+    // The commands above need the stack: it stays up until the user is done.
+    console.log(
+      `\nthe stack is still up for the commands above: press Enter to stop it (make demo DEMO_ARGS=--keep leaves it running)`,
+    );
+    await new Promise<void>((resolve) => {
+      process.stdin.once("data", () => resolve());
+      process.stdin.resume();
+    });
+    process.stdin.pause();
+  } else {
+    console.log(
+      "\nthe stack stops now; to run the commands above on it, run make demo DEMO_ARGS=--keep (stop it later with make dev-down)",
+    );
+  }
   await stop(ok ? 0 : 1);
   return ok ? 0 : 1;
 }

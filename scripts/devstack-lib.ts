@@ -5,9 +5,10 @@ import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { parseAllDocuments } from "yaml";
+import { billingAccountName, type BillingAccount } from "../src/crds/billingaccount.js";
 import { KubeApi, type KubeObject, type Plural } from "../src/k8s/api.js";
 import { isAlreadyExists } from "../src/k8s/errors.js";
 import { processAlive, REPO_ROOT, startControlPlane, stopProcess } from "../test/support/controlplane.js";
@@ -209,22 +210,83 @@ export async function stackUp(opts: {
     dataDir,
   };
   writeFileSync(STATE_FILE, JSON.stringify(state, null, 2));
-  writeFileSync(
-    ENV_FILE,
-    [
-      `export KUBECONFIG=${kubeconfig}`,
-      `export GPU_PROVIDER_API_URL=${simulatorUrl}`,
-      `export GPU_PROVIDER_API_KEY=${GPU_KEY}`,
-      `export PAYMENT_PROVIDER_API_URL=${simulatorUrl}`,
-      `export PAYMENT_PROVIDER_API_KEY=${PAYMENT_KEY}`,
-      `export PAYMENT_PROVIDER_WEBHOOK_SECRET=${webhookSecret}`,
-      `export WEBHOOKS_URL=${webhooksUrl}`,
-      `export SIMULATOR_URL=${simulatorUrl}`,
-      "",
-    ].join("\n"),
-    { mode: 0o600 },
-  );
+  writeFileSync(ENV_FILE, envFile(state), { mode: 0o600 });
   return state;
+}
+
+/**
+ * .local/env: what a shell needs to use the stack. The Node this stack runs on goes first on PATH
+ * when it is the project's own (.local/node, downloaded by make on a machine with another Node), so
+ * `kubectl media` and npx run on it. RunPod's Python SDK is pointed at the simulator: it reads
+ * RUNPOD_API_BASE_URL (its GraphQL management calls) and RUNPOD_ENDPOINT_BASE_URL (its job API) from
+ * the environment, as test/sdk/python-sdk.test.ts runs it; RUNPOD_API_KEY is the variable RunPod's
+ * examples set `runpod.api_key` from.
+ */
+export function envFile(
+  state: Pick<StackState, "kubeconfig" | "simulatorUrl" | "webhooksUrl" | "webhookSecret">,
+  node = process.execPath,
+): string {
+  const { kubeconfig, simulatorUrl, webhooksUrl, webhookSecret } = state;
+  const nodeBin = dirname(node);
+  return [
+    ...(nodeBin.startsWith(join(LOCAL, "node")) ? [`export PATH=${nodeBin}:$PATH`] : []),
+    `export KUBECONFIG=${kubeconfig}`,
+    `export GPU_PROVIDER_API_URL=${simulatorUrl}`,
+    `export GPU_PROVIDER_API_KEY=${GPU_KEY}`,
+    `export PAYMENT_PROVIDER_API_URL=${simulatorUrl}`,
+    `export PAYMENT_PROVIDER_API_KEY=${PAYMENT_KEY}`,
+    `export PAYMENT_PROVIDER_WEBHOOK_SECRET=${webhookSecret}`,
+    `export WEBHOOKS_URL=${webhooksUrl}`,
+    `export SIMULATOR_URL=${simulatorUrl}`,
+    `export RUNPOD_API_KEY=${GPU_KEY}`,
+    `export RUNPOD_API_BASE_URL=${simulatorUrl}`,
+    `export RUNPOD_ENDPOINT_BASE_URL=${simulatorUrl}/v2`,
+    "",
+  ].join("\n");
+}
+
+/** The customer of config/samples/pipeline.yaml. */
+export const SAMPLE_CUSTOMER = "cus_demo";
+
+/** The simulator's answer to /_sim/payment/send: the delivery and each attempt to deliver it. */
+export interface PaymentDelivery {
+  id: string;
+  attempts: Array<{ httpStatus?: number; redelivery: boolean }>;
+}
+
+/**
+ * Makes `customer` active the way production does: the payment provider (the simulator) signs a
+ * customer.subscription.created event with the webhook secret and delivers it to the sidecar, which
+ * verifies it and writes the BillingAccount. Resolves once the account is active.
+ */
+export async function activateCustomer(
+  api: KubeApi,
+  namespace: string,
+  simulatorUrl: string,
+  customer: string,
+  eventId = `evt_dev_${randomBytes(6).toString("hex")}`,
+): Promise<{ eventId: string; delivery: PaymentDelivery }> {
+  const event = {
+    id: eventId,
+    object: "event",
+    type: "customer.subscription.created",
+    created: Math.floor(Date.now() / 1000),
+    data: { object: { id: `sub_${customer}`, object: "subscription", customer, status: "active" } },
+  };
+  const res = await fetch(`${simulatorUrl}/_sim/payment/send`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(event),
+  });
+  if (!res.ok) throw new Error(`the simulator did not send the subscription event: HTTP ${res.status}`);
+  const delivery = (await res.json()) as PaymentDelivery;
+  const status = delivery.attempts.at(-1)?.httpStatus;
+  if (status !== 200) throw new Error(`the sidecar answered the subscription event with HTTP ${status}`);
+  await waitFor(`BillingAccount ${billingAccountName(customer)} active`, async () => {
+    const acct = await api.get<BillingAccount>("billingaccounts", namespace, billingAccountName(customer));
+    return acct?.status?.subscriptionStatus === "active";
+  });
+  return { eventId, delivery };
 }
 
 /** Stops every process the stack started and removes its data. */

@@ -1,5 +1,16 @@
 // make dev-up / make dev-down: the whole local stack in the background.
-import { ENV_FILE, LOGS, readState, stackDown, stackUp } from "./devstack-lib.js";
+import { KubeConfig } from "@kubernetes/client-node";
+import { billingAccountName } from "../src/crds/billingaccount.js";
+import { KubeApi } from "../src/k8s/api.js";
+import {
+  activateCustomer,
+  ENV_FILE,
+  LOGS,
+  readState,
+  SAMPLE_CUSTOMER,
+  stackDown,
+  stackUp,
+} from "./devstack-lib.js";
 
 const cmd = process.argv[2];
 if (cmd === "up") {
@@ -12,6 +23,17 @@ if (cmd === "up") {
   } else {
     await stackDown(); // leftovers of a stack that died
     const s = await stackUp({ detached: true });
+    // The sample pipeline bills cus_demo, and a job of an account without an active subscription
+    // waits (Admitted=False). The stack makes it active as production would: a signed event from
+    // the payment provider (the simulator) to the sidecar.
+    const kc = new KubeConfig();
+    kc.loadFromFile(s.kubeconfig);
+    const { eventId } = await activateCustomer(new KubeApi(kc), s.namespace, s.simulatorUrl, SAMPLE_CUSTOMER);
+    console.log(
+      `\n${SAMPLE_CUSTOMER} (the sample pipeline's customer) is active: the simulator sent a signed` +
+        ` customer.subscription.created event (${eventId}) to the webhooks sidecar, which wrote` +
+        ` BillingAccount ${billingAccountName(SAMPLE_CUSTOMER)}.`,
+    );
     console.log(`\nthe dev stack is up. Logs: ${LOGS}/`);
     console.log(`  source ${ENV_FILE}`);
     console.log("  kubectl get gpuendpoints");

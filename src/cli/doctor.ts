@@ -3,10 +3,12 @@
 // doctor and the GpuEndpoint conditions say the same thing about the same facts.
 import { randomBytes } from "node:crypto";
 import { request } from "undici";
+import { GROUP, VERSION } from "../crds/common.js";
 import type { GpuEndpoint, GpuEndpointSpec } from "../crds/gpuendpoint.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import { endpointFromEnv } from "../config/env.js";
 import { getCondition } from "../crds/conditions.js";
+import { paymentEventName } from "../crds/paymentevent.js";
 import {
   FIX_ENDPOINT,
   healthCondition,
@@ -20,12 +22,13 @@ import { checkKey } from "./check-key.js";
 import type { CliConfig, CliContext } from "./context.js";
 import { EXIT_OK, EXIT_PROBLEM } from "./errors.js";
 import { findStuck } from "./jobs.js";
+import { waitingFindings } from "./waiting.js";
 import { FIX_WEBHOOK_SECRET } from "./redeliver.js";
 
 export type Result = "ok" | "warn" | "fail" | "skip";
 
 export interface Finding {
-  section: "Diagnose failing jobs" | "Replay a payment webhook" | "Stuck jobs";
+  section: "Diagnose failing jobs" | "Replay a payment webhook" | "Stuck jobs" | "Waiting jobs";
   check: string;
   target?: string;
   result: Result;
@@ -163,7 +166,7 @@ export async function diagnose(ctx: CliContext): Promise<Finding[]> {
 
   // Replay a payment webhook: the secret, the sidecar's health, a test event signed with the secret.
   section = "Replay a payment webhook";
-  await webhookChecks(config, ctx.inv.requestTimeoutMs, add);
+  await webhookChecks(config, ctx.inv.requestTimeoutMs, add, (id) => removeTestEvent(ctx, id));
 
   section = "Stuck jobs";
   if (jobs) {
@@ -181,8 +184,37 @@ export async function diagnose(ctx: CliContext): Promise<Finding[]> {
             fix: "kubectl media recover --dry-run, then kubectl media recover",
           },
     );
+    section = "Waiting jobs";
+    for (const f of waitingFindings(jobs)) add(f);
   }
   return findings;
+}
+
+/**
+ * The signature check's test event is recorded by the sidecar as a PaymentEvent (kept for
+ * PAYMENT_EVENT_RETENTION_HOURS): doctor deletes that record, so a check leaves nothing behind.
+ * It lives in the sidecar's namespace, which doctor may not know: the namespace in scope is tried
+ * first, then a cluster-wide lookup by name. Returns what became of it, for the check's message.
+ */
+async function removeTestEvent(ctx: CliContext, eventId: string): Promise<string> {
+  const name = paymentEventName(eventId);
+  const left = (why: string) =>
+    `its record PaymentEvent ${name} is left (${why}): kubectl delete paymentevent ${name} -n <the sidecar's namespace>`;
+  try {
+    const { api } = await ctx.kube();
+    const here = await ctx.namespace();
+    if (await api.delete("paymentevents", here, name)) return `its record (PaymentEvent ${name}) was removed`;
+    const found = await api.rawJson<{ items: Array<{ metadata: { namespace?: string } }> }>(
+      "GET",
+      `/apis/${GROUP}/${VERSION}/paymentevents?fieldSelector=${encodeURIComponent(`metadata.name=${name}`)}`,
+    );
+    for (const item of found.items) await api.delete("paymentevents", item.metadata.namespace!, name);
+    return found.items.length
+      ? `its record (PaymentEvent ${name}) was removed`
+      : "the sidecar kept no record of it";
+  } catch (err) {
+    return left(describeError(err));
+  }
 }
 
 function endpointTargets(config: CliConfig, endpoints: GpuEndpoint[]): Target[] {
@@ -239,7 +271,12 @@ async function workerHealth(
   return { ...base, result: c.status === "True" ? "ok" : "fail", message, ...(fix ? { fix } : {}) };
 }
 
-async function webhookChecks(config: CliConfig, timeoutMs: number, add: Add): Promise<void> {
+async function webhookChecks(
+  config: CliConfig,
+  timeoutMs: number,
+  add: Add,
+  removeTestEvent: (eventId: string) => Promise<string>,
+): Promise<void> {
   const secrets = config.webhookSecrets;
   add(
     secrets.length === 0
@@ -320,13 +357,15 @@ async function webhookChecks(config: CliConfig, timeoutMs: number, add: Add): Pr
       "stripe-signature": signStripePayload(body, secret, created),
     });
     const s = res.status;
+    const accepted = s !== undefined && s >= 200 && s < 300;
+    const cleanup = accepted ? `; ${await removeTestEvent(id)}` : "";
     add({
       check: "webhook signature",
       ...(target ? { target } : {}),
-      ...(s !== undefined && s >= 200 && s < 300
+      ...(accepted
         ? {
             result: "ok" as const,
-            message: `the sidecar accepted a test event signed with the secret (${id}: ${s})`,
+            message: `the sidecar accepted a test event signed with the secret (${id}: ${s})${cleanup}`,
           }
         : s === 400
           ? {

@@ -16,6 +16,7 @@ import {
   type ProviderView,
 } from "./jobs.js";
 import { formatFields } from "./output.js";
+import { waitOf } from "./waiting.js";
 
 export interface Verdict {
   /** True when an operator should act (or the comparison could not be made). */
@@ -49,10 +50,19 @@ export function verdict(
     return { attention: false, summary: `the job is ${phase}; nothing to do` };
   }
   if (phase === "Pending") {
+    // The conditions say whether it waits for something; the verdict must not contradict them.
+    const wait = waitOf(job);
+    if (wait) {
+      const { type, status, reason, message } = wait.condition;
+      return {
+        attention: true,
+        summary: `Pending, and it waits: ${type}=${status} (${reason}): ${message}. The controller does not submit it until that changes`,
+        next: wait.fix,
+      };
+    }
     return {
       attention: false,
-      summary:
-        "Pending: the controller submits it within one tick (check its conditions if it stays Pending)",
+      summary: "Pending: nothing holds it back; the controller submits it on its next pass",
     };
   }
   // Processing.

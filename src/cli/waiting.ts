@@ -1,0 +1,83 @@
+// Jobs that wait: Pending jobs the controller will not submit until something changes, read from
+// the conditions the controller writes (Admitted, EndpointReady; Queued and Suspended when set).
+// `doctor` lists them with the fix, and `status` gives its verdict from the same reading, so the
+// two never disagree with the conditions `kubectl describe` shows.
+import type { Condition } from "../crds/common.js";
+import type { MediaJob } from "../crds/mediajob.js";
+import type { Finding } from "./doctor.js";
+
+export interface Wait {
+  /** The condition that holds the job, as `kubectl describe` shows it. */
+  condition: Condition;
+  /** What to do about it. */
+  fix: string;
+}
+
+/** A condition that holds a Pending job back: False for these types... */
+const HOLDING_WHEN_FALSE = ["Admitted", "EndpointReady"];
+/** ...True for these (a queueing tool's or a suspension's hold). */
+const HOLDING_WHEN_TRUE = ["Queued", "Suspended"];
+
+function fixFor(job: MediaJob, c: Condition): string {
+  const account = job.spec.account ?? "";
+  switch (c.reason) {
+    case "AccountUnknown":
+      return (
+        `the job runs once a subscription event for ${account} arrives: check the payment webhook ` +
+        `(the "Replay a payment webhook" checks of kubectl media doctor; kubectl get paymentevents), ` +
+        `and replay a missed one with kubectl media redeliver DELIVERY_ID`
+      );
+    case "AccountNotActive":
+      return `the job runs once ${account}'s subscription is active or trialing again (a customer.subscription.updated event); delete the job otherwise`;
+    case "EndpointMissing":
+      return `apply a GpuEndpoint for workload ${job.spec.workload} in namespace ${job.metadata.namespace}, or set spec.endpointRef to one`;
+    case "WorkloadMismatch":
+      return `set spec.endpointRef to a GpuEndpoint of workload ${job.spec.workload}`;
+    default:
+      if (c.type === "EndpointReady")
+        return `kubectl describe gpuendpoint (its conditions say why it is not Ready); kubectl media doctor checks the endpoints`;
+      if (c.type === "Suspended") return "set spec.suspend to false when the job may run";
+      return `kubectl describe mediajob ${job.metadata.name} -n ${job.metadata.namespace}`;
+  }
+}
+
+/** Why a job waits, or undefined when it is not Pending or nothing holds it. */
+export function waitOf(job: MediaJob): Wait | undefined {
+  if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
+  const holding = (job.status?.conditions ?? []).find(
+    (c) =>
+      (HOLDING_WHEN_FALSE.includes(c.type) && c.status === "False") ||
+      (HOLDING_WHEN_TRUE.includes(c.type) && c.status === "True"),
+  );
+  return holding ? { condition: holding, fix: fixFor(job, holding) } : undefined;
+}
+
+/** One finding per reason a job waits (the first jobs named), or one ok when none waits. */
+export function waitingFindings(jobs: MediaJob[]): Array<Omit<Finding, "section">> {
+  const byReason = new Map<string, Array<{ job: MediaJob; wait: Wait }>>();
+  for (const job of jobs) {
+    const wait = waitOf(job);
+    if (!wait) continue;
+    const { type, status, reason } = wait.condition;
+    const key = `${type}=${status} (${reason})`;
+    byReason.set(key, [...(byReason.get(key) ?? []), { job, wait }]);
+  }
+  if (byReason.size === 0)
+    return [{ check: "waiting jobs", result: "ok", message: "no Pending MediaJob is held by a condition" }];
+  return [...byReason.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([key, held]) => {
+      const names = held
+        .slice(0, 5)
+        .map(({ job }) => `${job.metadata.namespace}/${job.metadata.name}`)
+        .join(", ");
+      const first = held[0]!;
+      return {
+        check: "waiting jobs",
+        target: key,
+        result: "warn",
+        message: `${held.length} MediaJob(s) Pending: ${names}${held.length > 5 ? ", ..." : ""} (${first.wait.condition.message})`,
+        fix: first.wait.fix,
+      };
+    });
+}
