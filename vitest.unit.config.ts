@@ -8,6 +8,7 @@ export default defineConfig({
     include: [
       "test/unit/**/*.test.ts",
       "test/cli/units.test.ts",
+      "test/cli/provider-errors.test.ts",
       "test/provider/check-key.test.ts",
       "test/provider/client.test.ts",
       "test/provider/errors.test.ts",

@@ -4,7 +4,7 @@ import { managementUrl } from "../config/env.js";
 import { FIX_KEY } from "../controller/gpuendpoint/diagnosis.js";
 import { isProviderError, type ManagementApi } from "../provider/index.js";
 import type { CliContext } from "./context.js";
-import { EXIT_OK, EXIT_PROBLEM } from "./errors.js";
+import { EXIT_OK, EXIT_PROBLEM, graphqlProblemSummary, providerProblem } from "./errors.js";
 
 export type KeyVerdict = "valid" | "invalid" | "account-problem" | "unknown" | "missing";
 
@@ -40,12 +40,13 @@ export async function checkKey(ctx: CliContext): Promise<KeyCheck> {
   try {
     const { accountId, via, graphqlProblem } = await gpu.checkKeyAnyApi();
     const account = accountId !== undefined ? ` (account ${accountId})` : "";
-    const why = graphqlProblem !== undefined ? `, as GraphQL is unavailable (${graphqlProblem})` : "";
+    const problem = graphqlProblem !== undefined ? graphqlProblemSummary(graphqlProblem) : undefined;
+    const why = problem !== undefined ? `, as GraphQL is unavailable (${problem})` : "";
     return {
       result: "valid",
       ...(accountId !== undefined && { accountId }),
       api: via,
-      ...(graphqlProblem !== undefined && { graphqlProblem }),
+      ...(problem !== undefined && { graphqlProblem: problem }),
       message: `the GPU provider API key is valid${account}, checked over ${API_NAMES[via]}${why}`,
     };
   } catch (err) {
@@ -55,13 +56,13 @@ export async function checkKey(ctx: CliContext): Promise<KeyCheck> {
     if (isProviderError(err, "ACCOUNT_PROBLEM")) {
       return {
         result: "account-problem",
-        message: `the key is valid, but the provider account cannot run work (billing, quota or suspension): ${err.message}`,
+        message: `the key is valid, but the provider account cannot run work (billing, quota or suspension): ${providerProblem(err)}`,
         fix: FIX_ACCOUNT,
       };
     }
     return {
       result: "unknown",
-      message: `could not check the key: ${err instanceof Error ? err.message : String(err)}`,
+      message: `could not check the key: ${providerProblem(err)}`,
       fix: FIX_UNREACHABLE,
     };
   }

@@ -20,7 +20,7 @@ import type { GpuProviderClient, ProviderEndpoint } from "../provider/index.js";
 import { signStripePayload } from "../webhooks/signature.js";
 import { checkKey } from "./check-key.js";
 import type { CliConfig, CliContext } from "./context.js";
-import { EXIT_OK, EXIT_PROBLEM } from "./errors.js";
+import { EXIT_OK, EXIT_PROBLEM, providerProblem } from "./errors.js";
 import { findStuck } from "./jobs.js";
 import { waitingFindings } from "./waiting.js";
 import { FIX_WEBHOOK_SECRET } from "./redeliver.js";
@@ -98,7 +98,7 @@ export async function diagnose(ctx: CliContext): Promise<Finding[]> {
       add({
         check: "endpoint ids",
         result: "fail",
-        message: `could not list the provider's endpoints: ${describeError(err)}`,
+        message: `could not list the provider's endpoints: ${providerProblem(err)}`,
       });
     }
   }
@@ -260,7 +260,7 @@ async function workerHealth(
     return {
       ...base,
       result: "fail",
-      message: `could not read the endpoint's health: ${describeError(err)}`,
+      message: `could not read the endpoint's health: ${providerProblem(err)}`,
     };
   }
   const now = healthCondition(toHealth(report), undefined, specOf(t, p));

@@ -15,10 +15,10 @@ import {
 } from "../mediajob/lifecycle.js";
 import { writeProviderResult } from "../mediajob/result.js";
 import type { KubeApi } from "../k8s/api.js";
-import { describeError, isNotFound } from "../k8s/errors.js";
+import { isNotFound } from "../k8s/errors.js";
 import { EventRecorder, type EventType } from "../k8s/events.js";
 import { isProviderError, type GpuProviderClient, type ProviderJob } from "../provider/index.js";
-import { CliError } from "./errors.js";
+import { CliError, providerProblem } from "./errors.js";
 
 export const key = (job: MediaJob): string => `${job.metadata.namespace}/${job.metadata.name}`;
 
@@ -107,7 +107,7 @@ export async function askProvider(gpu: GpuProviderClient, job: MediaJob): Promis
       id,
       endpointId,
       code: isProviderError(err) ? err.code : "ERROR",
-      message: describeError(err),
+      message: providerProblem(err),
     };
   }
 }

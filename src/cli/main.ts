@@ -3,7 +3,8 @@
 import { kubeError } from "../k8s/errors.js";
 import { parseCommandLine, type CommandName } from "./args.js";
 import { CliContext } from "./context.js";
-import { CliError, EXIT_PROBLEM, EXIT_USAGE, UsageError } from "./errors.js";
+import { isProviderError } from "../provider/errors.js";
+import { CliError, EXIT_PROBLEM, EXIT_USAGE, providerProblem, UsageError } from "./errors.js";
 import { Output, type Streams } from "./output.js";
 
 type Command = { run(ctx: CliContext): Promise<number> };
@@ -57,6 +58,12 @@ function report(out: Output, err: unknown, ctx: CliContext | undefined): number 
 
 function explain(err: unknown, ctx: CliContext | undefined): { message: string; hint?: string } {
   if (err instanceof CliError) return { message: err.message, ...(err.hint ? { hint: err.hint } : {}) };
+  if (isProviderError(err)) {
+    return {
+      message: `the GPU provider call failed: ${providerProblem(err)}`,
+      hint: "run 'kubectl media check-key', then 'kubectl media doctor'",
+    };
+  }
   const context = ctx?.inv.context ? ` (context ${ctx.inv.context})` : "";
   const k = kubeError(err);
   if (k?.code === 401) {

@@ -39,22 +39,23 @@ export async function run(ctx: CliContext): Promise<number> {
       "check PAYMENT_PROVIDER_API_URL and the network, or redeliver from the provider's dashboard (webhook endpoint -> failed events -> redeliver)",
     );
   }
-  const detail = errorDetail(text);
+  // The status code only: an error body can echo the request, the key with it (URL-encoded or cut
+  // short, past any masking of its exact text).
   if (status === 401 || status === 403) {
     throw new CliError(
-      `the payment provider rejected PAYMENT_PROVIDER_API_KEY (HTTP ${status}${detail})`,
+      `the payment provider rejected PAYMENT_PROVIDER_API_KEY (HTTP ${status})`,
       "check the key in the payment provider's API-key settings and update PAYMENT_PROVIDER_API_KEY",
     );
   }
   if (status === 404) {
     throw new CliError(
-      `the payment provider knows no webhook delivery "${id}" (HTTP 404${detail})`,
+      `the payment provider knows no webhook delivery "${id}" (HTTP 404)`,
       "find the delivery id in the provider's dashboard: webhook endpoint -> failed events (filter by status or date)",
     );
   }
   if (status < 200 || status > 299) {
     throw new CliError(
-      `the payment provider refused the redelivery (HTTP ${status}${detail})`,
+      `the payment provider refused the redelivery (HTTP ${status})`,
       "try again later, or redeliver from the provider's dashboard",
     );
   }
@@ -80,20 +81,4 @@ export async function run(ctx: CliContext): Promise<number> {
   if (attempt?.ok) ctx.out.line(`  our webhook endpoint accepted it (HTTP ${attempt.httpStatus ?? "2xx"})`);
   else ctx.out.line("  the provider accepted the request; check the endpoint's delivery log for the result");
   return EXIT_OK;
-}
-
-function errorDetail(text: string): string {
-  try {
-    const body = JSON.parse(text) as { error?: unknown; message?: unknown };
-    const e = body.error;
-    const msg =
-      typeof e === "string"
-        ? e
-        : typeof (e as { message?: unknown })?.message === "string"
-          ? (e as { message: string }).message
-          : body.message;
-    return typeof msg === "string" && msg ? `: ${msg.slice(0, 200)}` : "";
-  } catch {
-    return text ? `: ${text.slice(0, 200).replace(/\s+/g, " ")}` : "";
-  }
 }
