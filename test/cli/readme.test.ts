@@ -76,6 +76,7 @@ describe("the README's quick start, as written, on the machine's Node", () => {
     expect(readState(), "a dev stack is already up in this checkout: make dev-down first").toBeUndefined();
     started = true;
     const res = await bash(readmeBlocks()[0]!);
+    if (process.env.README_TEST_ECHO) process.stderr.write(res.output);
     expect(res.status, res.output).toBe(0);
     // dev-up made the sample customer active with a signed event, and said so.
     expect(res.output).toMatch(/cus_demo \(the sample pipeline's customer\) is active: .*signed/);
@@ -84,6 +85,7 @@ describe("the README's quick start, as written, on the machine's Node", () => {
     expect(res.output).toMatch(/episode-42-2-render +render +Completed/);
     // The plugin ran (on the project's Node) and found nothing wrong, nothing waiting.
     expect(res.output).not.toContain("TypeError");
+    expect(res.output).not.toContain("reading 'bind'");
     expect(res.output).toMatch(/\[ok\] +waiting jobs: no Pending MediaJob is held/);
     expect(res.output).toMatch(/webhook signature: the sidecar accepted .*was removed/);
     expect(res.output).toMatch(/\d+ checks: \d+ ok, \d+ warnings, 0 failed/);

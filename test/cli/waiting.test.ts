@@ -1,0 +1,92 @@
+// A job that waits, as a new user meets it: a MediaJob for a customer without a subscription stays
+// Pending with Admitted=False (AccountUnknown). `kubectl media status` and `kubectl media doctor`
+// must say so, why, and what to do, instead of "submitted within one tick" and "all ok". And
+// doctor's own signature check, against the real sidecar, must leave no PaymentEvent behind.
+// The controller and the sidecar run in process against the real control plane; the CLI runs in
+// process through its main(), with the environment a user would export.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../src/cli/main.js";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import type { PaymentEvent } from "../../src/crds/paymentevent.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import { condition, mediaJob, startControllerStack, type ControllerStack } from "../support/stack.js";
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+let stack: ControllerStack;
+
+beforeAll(async () => {
+  stack = await startControllerStack(kc, { name: "cli-waiting", sidecar: true, endpoints: ["asr"] });
+  await api.create(
+    "mediajobs",
+    stack.ns,
+    mediaJob("waits", { workload: "asr", account: "cus_nobody", input: { audio: "a.wav" } }) as never,
+  );
+  await eventually(
+    async () =>
+      condition(await api.get<MediaJob>("mediajobs", stack.ns, "waits"), "Admitted")?.status === "False",
+    { message: "Admitted=False on the job" },
+  );
+}, 120_000);
+
+afterAll(() => stack?.stop());
+
+async function media(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = "";
+  let stderr = "";
+  const code = await main(
+    [...args, "--kubeconfig", testKubeconfigPath()],
+    {
+      PATH: process.env.PATH,
+      GPU_PROVIDER_API_URL: stack.sim.url,
+      GPU_PROVIDER_API_KEY: stack.env.GPU_PROVIDER_API_KEY,
+      PAYMENT_PROVIDER_WEBHOOK_SECRET: stack.env.PAYMENT_PROVIDER_WEBHOOK_SECRET,
+      MEDIA_ENV: "test",
+      WEBHOOKS_URL: stack.sidecar!.url,
+    },
+    { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } },
+  );
+  return { code, stdout, stderr };
+}
+
+const doctorEvents = async (ns?: string) =>
+  (await api.list<PaymentEvent>("paymentevents", ns)).items.filter(
+    (e) => e.spec.type === "media_orchestrator.doctor",
+  );
+
+describe("a job that waits", () => {
+  it("status: the verdict follows the conditions, with the reason and the fix", async () => {
+    const res = await media(["status", "waits", "-n", stack.ns]);
+    expect(res.stdout).toContain("Admitted=False (AccountUnknown)");
+    expect(res.stdout).not.toContain("within one tick");
+    expect(res.stdout).toContain(
+      "Verdict: Pending, and it waits: Admitted=False (AccountUnknown): no subscription state is known for account cus_nobody",
+    );
+    expect(res.stdout).toMatch(/Next: +the job runs once a subscription event for cus_nobody arrives/);
+    expect(res.code).toBe(1);
+  });
+
+  it("doctor: lists the waiting job with its reason and fix, and leaves no PaymentEvent behind", async () => {
+    const res = await media(["doctor", "-n", stack.ns]);
+    expect(res.stdout).toContain("Waiting jobs");
+    expect(res.stdout).toContain(
+      `[WARN] waiting jobs (Admitted=False (AccountUnknown)): 1 MediaJob(s) Pending: ${stack.ns}/waits (no subscription state is known for account cus_nobody`,
+    );
+    expect(res.stdout).toContain("Fix: the job runs once a subscription event for cus_nobody arrives");
+    // The signature check went through the real sidecar, which recorded the test event; doctor
+    // removed the record.
+    expect(res.stdout).toMatch(
+      /\[ok\] +webhook signature: the sidecar accepted .*; its record \(PaymentEvent pe-\w+\) was removed/,
+    );
+    expect(await doctorEvents(stack.ns)).toEqual([]);
+  });
+
+  it("doctor from another namespace finds the record in the sidecar's namespace and removes it", async () => {
+    const elsewhere = await createTestNamespace(kc, "cli-waiting-other");
+    const res = await media(["doctor", "-n", elsewhere]);
+    expect(res.stdout).toMatch(/\[ok\] +webhook signature: .*was removed/);
+    expect(res.stdout).toMatch(/\[ok\] +waiting jobs: no Pending MediaJob is held by a condition/);
+    expect(await doctorEvents()).toEqual([]);
+  });
+});
