@@ -93,6 +93,19 @@ describe("the README's quick start, as written, on the machine's Node", () => {
     started = false;
   }, 360_000);
 
+  it("make demo, without a terminal: all green, and it says how to keep the stack to look around", async () => {
+    expect(readState(), "a dev stack is already up in this checkout: make dev-down first").toBeUndefined();
+    const res = await bash("make demo");
+    if (process.env.README_TEST_ECHO) process.stderr.write(res.output);
+    expect(res.status, res.output).toBe(0);
+    expect(res.output).toContain("demo finished: all green");
+    // The look-around commands need the stack, which stops here: the demo says how to keep it.
+    const lookAround = res.output.indexOf("Look around");
+    expect(lookAround).toBeGreaterThan(0);
+    expect(res.output.slice(lookAround)).toContain("make demo DEMO_ARGS=--keep");
+    expect(res.output).toContain("stopping everything the demo started");
+  }, 300_000);
+
   it("bin/kubectl-media runs on the project's Node when the machine's is older", async () => {
     const res = await bash("bin/kubectl-media --help");
     expect(res.status, res.output).toBe(0);
