@@ -28,7 +28,17 @@ if (cmd === "up") {
     // the payment provider (the simulator) to the sidecar.
     const kc = new KubeConfig();
     kc.loadFromFile(s.kubeconfig);
-    const { eventId } = await activateCustomer(new KubeApi(kc), s.namespace, s.simulatorUrl, SAMPLE_CUSTOMER);
+    const { eventId } = await activateCustomer(
+      new KubeApi(kc),
+      s.namespace,
+      s.simulatorUrl,
+      SAMPLE_CUSTOMER,
+    ).catch((err: unknown) => {
+      throw new Error(
+        `the stack is up, but ${SAMPLE_CUSTOMER} could not be made active (${err instanceof Error ? err.message : String(err)}); ` +
+          `see ${LOGS}/webhooks.log, and make dev-down to stop the stack`,
+      );
+    });
     console.log(
       `\n${SAMPLE_CUSTOMER} (the sample pipeline's customer) is active: the simulator sent a signed` +
         ` customer.subscription.created event (${eventId}) to the webhooks sidecar, which wrote` +

@@ -32,6 +32,16 @@ export function verdict(
   cmd: (verb: string) => string,
 ): Verdict {
   const phase = job.status?.phase ?? "Pending";
+  // A job that waits is not at the provider at all: the conditions say why, whatever it answers.
+  const wait = waitOf(job);
+  if (wait) {
+    const { type, status, reason, message } = wait.condition;
+    return {
+      attention: true,
+      summary: `Pending, and it waits: ${type}=${status} (${reason}): ${message}. The controller does not submit it until that changes`,
+      next: wait.fix,
+    };
+  }
   if (!view) {
     return {
       attention: true,
@@ -50,16 +60,6 @@ export function verdict(
     return { attention: false, summary: `the job is ${phase}; nothing to do` };
   }
   if (phase === "Pending") {
-    // The conditions say whether it waits for something; the verdict must not contradict them.
-    const wait = waitOf(job);
-    if (wait) {
-      const { type, status, reason, message } = wait.condition;
-      return {
-        attention: true,
-        summary: `Pending, and it waits: ${type}=${status} (${reason}): ${message}. The controller does not submit it until that changes`,
-        next: wait.fix,
-      };
-    }
     return {
       attention: false,
       summary: "Pending: nothing holds it back; the controller submits it on its next pass",

@@ -1,10 +1,14 @@
-// The CLI's pure parts: durations, tables, masking, the command line, the stuck rule.
+// The CLI's pure parts: durations, tables, masking, the command line, the stuck rule, the waiting
+// rule, the Node check.
 import { describe, expect, it } from "vitest";
 import { parseCommandLine } from "../../src/cli/args.js";
 import { humanDuration, parseDuration } from "../../src/cli/duration.js";
 import { UsageError } from "../../src/cli/errors.js";
 import { findStuck } from "../../src/cli/jobs.js";
+import { nodeVersionProblem } from "../../src/cli/node-version.js";
 import { formatTable, Output } from "../../src/cli/output.js";
+import { verdict } from "../../src/cli/status.js";
+import { waitingFindings, waitOf } from "../../src/cli/waiting.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 
 describe("durations", () => {
@@ -151,5 +155,69 @@ describe("the stuck rule", () => {
     expect(found.map((s) => s.job.metadata.name)).toEqual(["old"]);
     expect(found[0]).toMatchObject({ processingForMs: 30 * 60_000, limitMs: 20 * 60_000 });
     expect(findStuck(jobs, now, { olderThanMs: 0, defaultTimeoutSeconds: 600 })).toHaveLength(3);
+  });
+});
+
+describe("jobs that wait", () => {
+  const pending = (conditions: Array<{ type: string; status: string; reason: string }>) =>
+    ({
+      metadata: { name: "j", namespace: "ns" },
+      spec: { workload: "asr", account: "cus_x" },
+      status: {
+        phase: "Pending",
+        conditions: conditions.map((c) => ({
+          ...c,
+          message: `${c.reason} says why`,
+          lastTransitionTime: "",
+        })),
+      },
+    }) as unknown as MediaJob;
+
+  it("a Pending job held by Admitted=False waits, with the reason and its fix", () => {
+    const job = pending([{ type: "Admitted", status: "False", reason: "AccountUnknown" }]);
+    expect(waitOf(job)?.condition.reason).toBe("AccountUnknown");
+    const v = verdict(job, { state: "not-submitted", message: "" }, (verb) => verb);
+    expect(v.attention).toBe(true);
+    expect(v.summary).toContain("Admitted=False (AccountUnknown): AccountUnknown says why");
+    expect(v.summary).not.toContain("within one tick");
+    expect(v.next).toContain("subscription event for cus_x");
+  });
+
+  it("Queued=True and Suspended=True hold a job; admitted and ready, it does not wait", () => {
+    expect(waitOf(pending([{ type: "Queued", status: "True", reason: "QuotaExceeded" }]))).toBeDefined();
+    expect(waitOf(pending([{ type: "Suspended", status: "True", reason: "Suspended" }]))?.fix).toContain(
+      "spec.suspend",
+    );
+    const free = pending([
+      { type: "Admitted", status: "True", reason: "AccountActive" },
+      { type: "EndpointReady", status: "True", reason: "EndpointReady" },
+    ]);
+    expect(waitOf(free)).toBeUndefined();
+    expect(verdict(free, { state: "not-submitted", message: "" }, (v) => v).attention).toBe(false);
+    expect(waitingFindings([free])).toMatchObject([{ result: "ok" }]);
+  });
+
+  it("doctor groups waiting jobs by condition and reason", () => {
+    const a = pending([{ type: "Admitted", status: "False", reason: "AccountUnknown" }]);
+    const b = pending([{ type: "EndpointReady", status: "False", reason: "EndpointMissing" }]);
+    const found = waitingFindings([a, a, b]);
+    expect(found.map((f) => [f.target, f.result])).toEqual([
+      ["Admitted=False (AccountUnknown)", "warn"],
+      ["EndpointReady=False (EndpointMissing)", "warn"],
+    ]);
+    expect(found[0]!.message).toMatch(/^2 MediaJob\(s\) Pending: ns\/j, ns\/j/);
+    expect(found[1]!.fix).toContain("apply a GpuEndpoint for workload asr");
+  });
+});
+
+describe("the Node the CLI needs", () => {
+  it("refuses Node 20 and 22 by name, and takes 24.11 and later", () => {
+    expect(nodeVersionProblem("20.20.2")).toMatch(
+      /needs Node\.js 24\.11 or newer; this is Node\.js 20\.20\.2/,
+    );
+    expect(nodeVersionProblem("22.21.0")).toBeDefined();
+    expect(nodeVersionProblem("24.10.0")).toBeDefined();
+    expect(nodeVersionProblem("24.21.0")).toBeUndefined();
+    expect(nodeVersionProblem("25.0.0")).toBeUndefined();
   });
 });
