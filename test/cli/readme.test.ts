@@ -2,7 +2,8 @@
 // test/cli/readme.test.ts" goes to bash as it stands, from a shell whose PATH has the machine's own
 // node first (Node 20 on the project's machines, not the Node 24 the project runs on), with the
 // real make, kubectl and the plugin from bin/. Only a watch (`kubectl get ... -w`, which a user
-// stops with Ctrl-C) is stopped after WATCH_SECONDS.
+// stops with Ctrl-C) is stopped after WATCH_SECONDS. `make demo` runs in a terminal (util-linux
+// `script`), where it keeps the stack up for the look-around commands it prints until Enter.
 //
 // `make dev-up` brings up the stack of this checkout (.local/), so the test refuses to run while a
 // dev stack is already up rather than take it down at the end.
@@ -15,7 +16,7 @@ import { readState, stackDown } from "../../scripts/devstack-lib.js";
 import { REPO_ROOT } from "../support/controlplane.js";
 
 const MARKER = /<!-- run as written by test\/cli\/readme\.test\.ts[^>]*-->\n```sh\n([\s\S]*?)```/g;
-const WATCH_SECONDS = 45;
+const WATCH_SECONDS = 30;
 
 /** The marked blocks of README.md, each watch bounded. */
 function readmeBlocks(): string[] {
@@ -64,7 +65,9 @@ async function machineNodeMajor(): Promise<number> {
 
 describe("the README's quick start, as written, on the machine's Node", () => {
   let started = false;
+  let demo: ReturnType<typeof spawn> | undefined;
   afterAll(async () => {
+    if (demo && demo.exitCode === null) demo.kill("SIGINT"); // the demo stops what it started
     if (started) await stackDown();
   });
 
@@ -93,17 +96,38 @@ describe("the README's quick start, as written, on the machine's Node", () => {
     started = false;
   }, 360_000);
 
-  it("make demo, without a terminal: all green, and it says how to keep the stack to look around", async () => {
+  it("make demo in a terminal: all green, and the stack stays up for the look-around until Enter", async () => {
     expect(readState(), "a dev stack is already up in this checkout: make dev-down first").toBeUndefined();
-    const res = await bash("make demo");
-    if (process.env.README_TEST_ECHO) process.stderr.write(res.output);
-    expect(res.status, res.output).toBe(0);
-    expect(res.output).toContain("demo finished: all green");
-    // The look-around commands need the stack, which stops here: the demo says how to keep it.
-    const lookAround = res.output.indexOf("Look around");
-    expect(lookAround).toBeGreaterThan(0);
-    expect(res.output.slice(lookAround)).toContain("make demo DEMO_ARGS=--keep");
-    expect(res.output).toContain("stopping everything the demo started");
+    // util-linux's script gives make a terminal, as a user's shell would.
+    const child = (demo = spawn("script", ["-qefc", "make demo", "/dev/null"], {
+      cwd: REPO_ROOT,
+      env: { HOME: process.env.HOME, PATH, TERM: "dumb" },
+      stdio: ["pipe", "pipe", "pipe"],
+    }));
+    let output = "";
+    const closed = new Promise<number>((resolve) => child.on("close", (code) => resolve(code ?? -1)));
+    const prompted = new Promise<void>((resolve) => {
+      const onData = (d: Buffer) => {
+        output += d.toString();
+        if (output.includes("press Enter to stop it")) resolve();
+      };
+      child.stdout.on("data", onData);
+      child.stderr.on("data", onData);
+    });
+    await Promise.race([prompted, closed]);
+    if (process.env.README_TEST_ECHO) process.stderr.write(output);
+    expect(output).toContain("demo finished: all green");
+    expect(output).toContain("press Enter to stop it (make demo DEMO_ARGS=--keep leaves it running)");
+    // The look-around works while the demo waits: the printed command, then kubectl.
+    const look = await bash(
+      `export KUBECONFIG=${join(REPO_ROOT, ".local/kubeconfig")} && kubectl get mediajobs && kubectl get media`,
+    );
+    expect(look.status, look.output).toBe(0);
+    expect(look.output).toMatch(/episode-42-2-render +render +Completed/);
+    child.stdin.write("\n");
+    expect(await closed).toBe(0);
+    expect(output).toContain("stopping everything the demo started");
+    expect(readState()).toBeUndefined();
   }, 300_000);
 
   it("bin/kubectl-media runs on the project's Node when the machine's is older", async () => {
