@@ -56,7 +56,7 @@ export async function checkKey(ctx: CliContext): Promise<KeyCheck> {
     if (isProviderError(err, "ACCOUNT_PROBLEM")) {
       return {
         result: "account-problem",
-        message: `the key is valid, but the provider account cannot run work (billing, quota or suspension): ${providerProblem(err)}`,
+        message: `the key is valid, but the provider account cannot run work (billing, quota or suspension${err.status !== undefined ? `; HTTP ${err.status}` : ""})`,
         fix: FIX_ACCOUNT,
       };
     }

@@ -62,7 +62,7 @@ describe("provider error bodies never reach the output", () => {
     status = 402;
     const account = await cli(["check-key"]);
     expect(account.out).toContain("GPU provider API key: ACCOUNT PROBLEM");
-    expect(account.out).toContain("(HTTP 402, ACCOUNT_PROBLEM)");
+    expect(account.out).toContain("cannot run work (billing, quota or suspension; HTTP 402)");
   });
 
   it("redeliver: the payment provider's status code only", async () => {
