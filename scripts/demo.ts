@@ -1,6 +1,8 @@
 // make demo: the main job end to end on the embedded default. Brings the local stack up, runs the
-// demo scenario (scripts/demo-scenario.ts) with a live table, prints a summary, and stops
-// everything it started (at the end or on Ctrl-C). `make demo DEMO_ARGS=--keep` leaves it running.
+// demo scenario (scripts/demo-scenario.ts) with a live table, prints a summary and the commands to
+// look around, and stops everything it started: in a terminal once the user presses Enter (the
+// commands need the stack), otherwise at once, and on Ctrl-C. `make demo DEMO_ARGS=--keep` leaves
+// it running.
 import { KubeConfig } from "@kubernetes/client-node";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import { KubeApi } from "../src/k8s/api.js";
