@@ -201,9 +201,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
   const attack = async (
     name: string,
     what: string,
-    run: (
-      s: Sidecar,
-    ) => Promise<{
+    run: (s: Sidecar) => Promise<{
       attacker: number[];
       heldMs?: number[];
       genuine: AttackResult["genuine"];
@@ -275,10 +273,9 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
     },
   );
 
-  const slowBodies = (signedHeader: boolean) => async (s: Sidecar) => {
-    const mib = 2 ** 20;
+  const slowBodies = (signedHeader: boolean, bytes: number) => async (s: Sidecar) => {
     const head = (extra: string) =>
-      `POST ${PAY} HTTP/1.1\r\nhost: sidecar\r\ncontent-type: application/json\r\ncontent-length: ${mib}\r\n${extra}\r\n`;
+      `POST ${PAY} HTTP/1.1\r\nhost: sidecar\r\ncontent-type: application/json\r\ncontent-length: ${bytes}\r\n${extra}\r\n`;
     const chunk = Buffer.alloc(16 * 1024, "a");
     const deadline = Date.now() + scale.seconds * 1000;
     const sockets = Array.from({ length: scale.slowBodies }, () => {
@@ -289,7 +286,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
         head(signedHeader ? `stripe-signature: ${forgedHeader()}\r\n` : ""),
         (socket) => {
           if (Date.now() > deadline) return void socket.destroy();
-          if (sent + chunk.length < mib) {
+          if (sent + chunk.length < bytes) {
             socket.write(chunk);
             sent += chunk.length;
           }
@@ -309,12 +306,12 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
   await attack(
     "slow-unsigned-bodies",
     `${scale.slowBodies} sockets from one address slowly sending unsigned 1 MiB payment bodies (16 KiB every 250 ms)`,
-    slowBodies(false),
+    slowBodies(false, 2 ** 20),
   );
   await attack(
     "slow-forged-bodies",
-    `${scale.slowBodies} sockets from one address slowly sending 1 MiB payment bodies under a well-formed, fresh, forged signature header`,
-    slowBodies(true),
+    `${scale.slowBodies} sockets from one address slowly sending 200 KiB payment bodies (under the body limit) under a well-formed, fresh, forged signature header`,
+    slowBodies(true, 200 * 1024),
   );
 
   await attack(
