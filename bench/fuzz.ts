@@ -505,6 +505,7 @@ try {
       Object.assign(invariants, {
         attacksWithinMemoryLimit: attacks.every((x) => x.withinLimit),
         attacksGenuineAnswered2xx: attacks.every((x) => x.allGenuine2xx),
+        noAdoptionOfAnotherTenantsJob: attacks.every((x) => x.notes?.otherTenantsJobAdopted !== true),
       });
     } finally {
       await attackSim.close();
