@@ -39,6 +39,8 @@ export interface AttackResult {
   what: string;
   seconds: number;
   sidecar: "dist" | "tsx";
+  /** RSS once the sidecar answered /readyz, before the attack. */
+  startRssMiB: number;
   peakRssMiB: number;
   limitMiB: number;
   withinLimit: boolean;
@@ -211,6 +213,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
     process.stderr.write(`  attack ${name}...\n`);
     const s = await startSidecar(`fuzz-attack-${name}`, env);
     const rss = rssPeak(s.child.pid!);
+    const startRssMiB = round(rss.now());
     const started = Date.now();
     try {
       const r = await run(s);
@@ -220,6 +223,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
         what,
         seconds: round((Date.now() - started) / 1000),
         sidecar: s.how,
+        startRssMiB,
         peakRssMiB: peak,
         limitMiB,
         withinLimit: peak <= limitMiB,
@@ -231,7 +235,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
       });
       const last = results.at(-1)!;
       process.stderr.write(
-        `    peak RSS ${last.peakRssMiB} MiB (limit ${limitMiB}), genuine ${last.genuine.map((g) => g.status).join(",")}\n`,
+        `    RSS ${last.startRssMiB} -> peak ${last.peakRssMiB} MiB (limit ${limitMiB}), genuine ${last.genuine.map((g) => g.status).join(",")}\n`,
       );
     } finally {
       rss.stop();
