@@ -107,6 +107,7 @@ export const EnvSchema = z.object({
    * The proxies (ingress, load balancer) in front of the sidecar whose X-Forwarded-For it believes:
    * addresses or CIDRs, comma-separated. Empty: the peer address is the source (rate limits of
    * failed checks are per source; behind an unlisted ingress every sender shares one source).
+   * Nothing wider than a private range: 0.0.0.0/0, ::/0 and the like are refused (ratelimit.ts).
    */
   WEBHOOKS_TRUSTED_PROXIES: optionalText.superRefine((v, ctx) => {
     const problem = v === undefined ? undefined : trustedProxiesProblem(v);

@@ -2,6 +2,7 @@
 // senders share (behind an ingress every sender has the ingress pod's address), unsigned or stale
 // payment deliveries with a body still to come, slow headers and slow bodies, many sockets from
 // one host, and IPv6 sources budgeted per /64. Each case is one the sidecar once failed.
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { request as httpRequest } from "node:http";
 import { connect, type Socket } from "node:net";
@@ -18,7 +19,7 @@ import {
 } from "../../src/webhooks/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
 import { CallbackJobs, simulatorClient } from "../support/callbacks.js";
-import { createTestNamespace, testKubeConfig } from "../support/kube.js";
+import { createTestNamespace, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import { startTestSimulator, testEnv } from "../support/stack.js";
 
 const kc = testKubeConfig();
@@ -316,6 +317,36 @@ describe("slow senders", () => {
       expect(Math.max(...closed.map((c) => c.closedAfterMs))).toBeLessThan(4000);
     } finally {
       clearInterval(trickle);
+    }
+  });
+});
+
+describe("the sidecar process", () => {
+  it("refuses to start when WEBHOOKS_TRUSTED_PROXIES trusts every address, naming the variable", async () => {
+    for (const every of ["0.0.0.0/0", "::/0"]) {
+      const child = spawn("node_modules/.bin/tsx", ["src/main.ts", "webhooks"], {
+        cwd: process.cwd(),
+        env: {
+          PATH: process.env.PATH ?? "",
+          HOME: process.env.HOME ?? "",
+          KUBECONFIG: testKubeconfigPath(),
+          CALLBACK_SECRET: `callback-secret-${randomBytes(16).toString("hex")}`,
+          GPU_PROVIDER_API_KEY: "sim-key",
+          PAYMENT_PROVIDER_WEBHOOK_SECRET: "whsec_test",
+          WEBHOOKS_HOST: "127.0.0.1",
+          WEBHOOKS_PORT: "0",
+          WEBHOOKS_TRUSTED_PROXIES: `10.0.0.0/8,${every}`,
+        },
+        stdio: ["ignore", "ignore", "pipe"],
+      });
+      let stderr = "";
+      child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+      // A sidecar that starts (the old behaviour) is stopped, and the test fails on its code.
+      const started = setTimeout(() => child.kill("SIGTERM"), 15_000);
+      const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+      clearTimeout(started);
+      expect(code, every).toBe(1);
+      expect(stderr, every).toContain("WEBHOOKS_TRUSTED_PROXIES: must not trust every address");
     }
   });
 });
