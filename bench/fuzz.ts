@@ -1,10 +1,15 @@
-// make fuzz: generated requests against both sidecar routes, over real HTTP, against a sidecar
-// process on a local control plane. Invariants: no answer is a 5xx; nothing changes in Kubernetes
-// without a valid signature or token; the sidecar's memory stays flat.
-//   tsx bench/fuzz.ts [--requests 100000] [--seed N] [--concurrency 32]
-// Two sidecars: "open" gets only unauthenticated traffic (its namespace must stay untouched),
-// "signed" gets validly signed or tokened requests with fuzzed bodies (any answer but a 5xx).
-// Results: bench/results/fuzz.json; the table is printed (docs/reliability.md keeps one run).
+// make fuzz: the sidecar as a process (bench/fuzz/sidecar.ts: as the image runs it), on a local
+// control plane, under generated requests and then under attacks.
+//   tsx bench/fuzz.ts [--requests 100000] [--seed N] [--concurrency 32] [--attacks all|none]
+//                     [--large-bodies 4] [--large-body-mib 16] [--slow-bodies 200] [--slow-headers 300]
+//                     [--flood 60] [--attack-seconds 40]
+// Generated requests (--requests 0 skips them): two sidecars with the rate limits out of the way,
+// "open" gets only unauthenticated traffic (its namespace must stay untouched), "signed" gets
+// validly signed or tokened requests with fuzzed bodies (any answer but a 5xx). Invariants: no 5xx,
+// nothing changes in Kubernetes without a valid signature or token, memory stays flat.
+// Attacks (bench/fuzz/attacks.ts), each on a fresh sidecar with the chart's settings: its peak RSS
+// against the chart's memory limit, and whether genuine deliveries were answered 2xx.
+// Results: bench/results/fuzz.json; docs/reliability.md keeps one run.
 import { randomBytes } from "node:crypto";
 import { request as httpRequest } from "node:http";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -20,19 +25,36 @@ import { startSimulator } from "../src/simulator/server.js";
 import { API_VERSION, type MediaJob } from "../src/crds/index.js";
 import { KubeApi } from "../src/k8s/api.js";
 import { signStripePayload } from "../src/webhooks/signature.js";
-import { freePort } from "../scripts/devstack-lib.js";
 import { REPO_ROOT, startControlPlane } from "../test/support/controlplane.js";
 import { installCrds } from "../test/support/crds.js";
 import { waitForServed } from "../test/support/kube.js";
-import { round, rssMiB, startProcess, stopChild, waitHttp } from "./lib.js";
+import { startTestSimulator } from "../test/support/stack.js";
+import { runAttacks, type AttackResult, type AttackScale } from "./fuzz/attacks.js";
+import { startSidecar } from "./fuzz/sidecar.js";
+import { round, rssMiB, stopChild } from "./lib.js";
 
 const { values: args } = parseArgs({
   options: {
     requests: { type: "string", default: "100000" },
     seed: { type: "string" },
     concurrency: { type: "string", default: "32" },
+    attacks: { type: "string", default: "all" },
+    "large-bodies": { type: "string", default: "4" },
+    "large-body-mib": { type: "string", default: "16" },
+    "slow-bodies": { type: "string", default: "200" },
+    "slow-headers": { type: "string", default: "300" },
+    flood: { type: "string", default: "60" },
+    "attack-seconds": { type: "string", default: "40" },
   },
 });
+const SCALE: AttackScale = {
+  largeBodies: Number(args["large-bodies"]),
+  largeBodyMiB: Number(args["large-body-mib"]),
+  slowBodies: Number(args["slow-bodies"]),
+  slowHeaders: Number(args["slow-headers"]),
+  flood: Number(args.flood),
+  seconds: Number(args["attack-seconds"]),
+};
 const TOTAL = Number(args.requests);
 const SEED = args.seed !== undefined ? Number(args.seed) : randomBytes(4).readUInt32BE(0);
 const CONCURRENCY = Number(args.concurrency);
@@ -317,8 +339,7 @@ async function processingJob(ns: string, name: string): Promise<MediaJob> {
 }
 
 async function sidecar(name: string, ns: string) {
-  const port = await freePort();
-  const child = startProcess(name, "webhooks", {
+  const s = await startSidecar(name, {
     KUBECONFIG: cp.kubeconfig,
     CALLBACK_SECRET,
     GPU_PROVIDER_API_URL: sim.url,
@@ -326,139 +347,172 @@ async function sidecar(name: string, ns: string) {
     PAYMENT_PROVIDER_WEBHOOK_SECRET: SECRET,
     WATCH_NAMESPACE: ns,
     POD_NAMESPACE: ns,
-    LEADER_ELECTION: "false",
-    WEBHOOKS_HOST: "127.0.0.1",
-    WEBHOOKS_PORT: String(port),
     // Limits out of the way: the fuzz is about what reaches the handlers.
     WEBHOOKS_RATE_LIMITS: ["payment", "callbackGlobal", "callbackPerJob", "failuresPerSource"]
       .map((n) => `${n}=1000000/1000000`)
       .join(","),
-    LOG_LEVEL: "warn",
+    WEBHOOKS_UNVERIFIED_IN_FLIGHT_PER_SOURCE: "100000",
+    WEBHOOKS_UNVERIFIED_IN_FLIGHT: "100000",
+    WEBHOOKS_MAX_CONNECTIONS_PER_SOURCE: "100000",
+    // The fuzz's oversized bodies are 1 MiB and a bit: judged by the same limit as before.
+    WEBHOOKS_PAYMENT_BODY_LIMIT_KIB: String(BODY_LIMIT / 1024),
   });
-  const base = `http://127.0.0.1:${port}`;
-  await waitHttp(`${base}/readyz`);
-  return { child, base, pool: new Pool(base, { connections: CONCURRENCY }) };
+  return { child: s.child, base: s.base, pool: new Pool(s.base, { connections: CONCURRENCY }) };
 }
 
 const results: Record<string, unknown> = { date: new Date().toISOString(), seed: SEED, requests: TOTAL };
 const r = rng(SEED);
 let failed = false;
+const invariants: Record<string, boolean> = {};
 try {
-  const openNs = "fuzz-open";
-  const signedNs = "fuzz-signed";
-  for (const ns of [openNs, signedNs]) await core.createNamespace({ body: { metadata: { name: ns } } });
-  const openJob = await processingJob(openNs, "target");
-  await processingJob(signedNs, "target");
-  const open = await sidecar("fuzz-open", openNs);
-  const signed = await sidecar("fuzz-signed", signedNs);
+  if (TOTAL > 0) {
+    const openNs = "fuzz-open";
+    const signedNs = "fuzz-signed";
+    for (const ns of [openNs, signedNs]) await core.createNamespace({ body: { metadata: { name: ns } } });
+    const openJob = await processingJob(openNs, "target");
+    await processingJob(signedNs, "target");
+    const open = await sidecar("fuzz-open", openNs);
+    const signed = await sidecar("fuzz-signed", signedNs);
 
-  const codes = { open: new Map<number, number>(), signed: new Map<number, number>() };
-  const rss: Array<{ done: number; open: number; signed: number }> = [];
-  let done = 0;
-  let next = 0;
-  const started = Date.now();
-  const sampler = setInterval(() => {
-    rss.push({ done, open: round(rssMiB(open.child.pid!)), signed: round(rssMiB(signed.child.pid!)) });
-  }, 2000);
+    const codes = { open: new Map<number, number>(), signed: new Map<number, number>() };
+    const rss: Array<{ done: number; open: number; signed: number }> = [];
+    let done = 0;
+    let next = 0;
+    const started = Date.now();
+    const sampler = setInterval(() => {
+      rss.push({ done, open: round(rssMiB(open.child.pid!)), signed: round(rssMiB(signed.child.pid!)) });
+    }, 2000);
 
-  const one = async (): Promise<void> => {
-    const authentic = r.chance(0.3);
-    const payment = r.chance(0.5);
-    const target = authentic ? signed : open;
-    const ns = authentic ? signedNs : openNs;
-    const body = fuzzBody(r);
-    const ct = r.chance(0.7) ? "application/json" : r.pick(CONTENT_TYPES);
-    const headers: Record<string, string> = ct ? { "content-type": ct } : {};
-    if (r.chance(0.1)) headers["x-forwarded-for"] = r.text(20);
-    let path: string;
-    if (payment) {
-      path = PAY;
-      const sig = authentic
-        ? signStripePayload(body, SECRET, Math.floor(Date.now() / 1000))
-        : badSignature(r, body);
-      if (sig !== undefined) headers["stripe-signature"] = sig;
-    } else if (authentic) {
-      const q = callbackQuery(targets.get(ns)!);
-      q.set("token", callbackToken(CALLBACK_SECRET, targets.get(ns)!));
-      path = `${CB}?${q.toString()}`;
-    } else {
-      path = `${CB}?${badCallbackQuery(r, ns)}`;
-    }
-    const slow = r.chance(0.002);
-    const { status } = await send(target.base, target.pool, path, headers, body, slow);
-    const m = authentic ? codes.signed : codes.open;
-    m.set(status, (m.get(status) ?? 0) + 1);
-    done++;
-    if (done % 10_000 === 0)
-      log(`  ${done} requests, ${Math.round(done / ((Date.now() - started) / 1000))}/s`);
-  };
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (next < TOTAL) {
-        next++;
-        await one();
+    const one = async (): Promise<void> => {
+      const authentic = r.chance(0.3);
+      const payment = r.chance(0.5);
+      const target = authentic ? signed : open;
+      const ns = authentic ? signedNs : openNs;
+      const body = fuzzBody(r);
+      const ct = r.chance(0.7) ? "application/json" : r.pick(CONTENT_TYPES);
+      const headers: Record<string, string> = ct ? { "content-type": ct } : {};
+      if (r.chance(0.1)) headers["x-forwarded-for"] = r.text(20);
+      let path: string;
+      if (payment) {
+        path = PAY;
+        const sig = authentic
+          ? signStripePayload(body, SECRET, Math.floor(Date.now() / 1000))
+          : badSignature(r, body);
+        if (sig !== undefined) headers["stripe-signature"] = sig;
+      } else if (authentic) {
+        const q = callbackQuery(targets.get(ns)!);
+        q.set("token", callbackToken(CALLBACK_SECRET, targets.get(ns)!));
+        path = `${CB}?${q.toString()}`;
+      } else {
+        path = `${CB}?${badCallbackQuery(r, ns)}`;
       }
-    }),
-  );
-  clearInterval(sampler);
-  rss.push({ done, open: round(rssMiB(open.child.pid!)), signed: round(rssMiB(signed.child.pid!)) });
-  const seconds = (Date.now() - started) / 1000;
+      const slow = r.chance(0.002);
+      const { status } = await send(target.base, target.pool, path, headers, body, slow);
+      const m = authentic ? codes.signed : codes.open;
+      m.set(status, (m.get(status) ?? 0) + 1);
+      done++;
+      if (done % 10_000 === 0)
+        log(`  ${done} requests, ${Math.round(done / ((Date.now() - started) / 1000))}/s`);
+    };
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (next < TOTAL) {
+          next++;
+          await one();
+        }
+      }),
+    );
+    clearInterval(sampler);
+    rss.push({ done, open: round(rssMiB(open.child.pid!)), signed: round(rssMiB(signed.child.pid!)) });
+    const seconds = (Date.now() - started) / 1000;
 
-  const fivexx = (m: Map<number, number>) => [...m].filter(([c]) => c >= 500).reduce((s, [, n]) => s + n, 0);
-  const after = await api.get<MediaJob>("mediajobs", openNs, "target");
-  const openChanges =
-    (await api.list("paymentevents", openNs)).items.length +
-    (await api.list("billingaccounts", openNs)).items.length +
-    (after?.metadata.resourceVersion === openJob.metadata.resourceVersion ? 0 : 1);
-  // Memory: after a warm-up (the first quarter of the samples), the last quarter's mean against
-  // the second quarter's: flat means no growth with the number of requests.
-  const q = (xs: number[], from: number, to: number) => {
-    const part = xs.slice(Math.floor(xs.length * from), Math.max(Math.floor(xs.length * to), 1));
-    return round(part.reduce((s, x) => s + x, 0) / Math.max(1, part.length));
-  };
-  const memory = (key: "open" | "signed") => {
-    const xs = rss.map((s) => s[key]);
-    return { earlyMiB: q(xs, 0.25, 0.5), lateMiB: q(xs, 0.75, 1), maxMiB: Math.max(...xs) };
-  };
-  Object.assign(results, {
-    seconds: round(seconds),
-    requestsPerSecond: round(done / seconds),
-    unauthenticated: {
-      requests: [...codes.open.values()].reduce((s, n) => s + n, 0),
-      statusCodes: Object.fromEntries([...codes.open].sort(([a], [b]) => a - b)),
-      answers5xx: fivexx(codes.open),
-      answers2xx: [...codes.open].filter(([c]) => c >= 200 && c < 300).reduce((n, [, k]) => n + k, 0),
-      stateChanges: openChanges,
-      memory: memory("open"),
-    },
-    authentic: {
-      requests: [...codes.signed.values()].reduce((s, n) => s + n, 0),
-      statusCodes: Object.fromEntries([...codes.signed].sort(([a], [b]) => a - b)),
-      answers5xx: fivexx(codes.signed),
-      memory: memory("signed"),
-    },
-    rssSamples: rss,
-  });
-  const u = results.unauthenticated as {
-    answers5xx: number;
-    answers2xx: number;
-    stateChanges: number;
-    memory: { earlyMiB: number; lateMiB: number };
-  };
-  const a = results.authentic as { answers5xx: number; memory: { earlyMiB: number; lateMiB: number } };
-  // Flat: the late mean within 25 % (and 32 MiB) of the early one.
-  const flat = (m: { earlyMiB: number; lateMiB: number }) =>
-    m.lateMiB <= Math.max(m.earlyMiB * 1.25, m.earlyMiB + 32);
-  const invariants = {
-    no5xx: u.answers5xx === 0 && a.answers5xx === 0,
-    noStateChangeWithoutCredentials: u.stateChanges === 0,
-    noAcceptanceWithoutCredentials: u.answers2xx === 0,
-    memoryFlat: flat(u.memory) && flat(a.memory),
-  };
+    const fivexx = (m: Map<number, number>) =>
+      [...m].filter(([c]) => c >= 500).reduce((s, [, n]) => s + n, 0);
+    const after = await api.get<MediaJob>("mediajobs", openNs, "target");
+    const openChanges =
+      (await api.list("paymentevents", openNs)).items.length +
+      (await api.list("billingaccounts", openNs)).items.length +
+      (after?.metadata.resourceVersion === openJob.metadata.resourceVersion ? 0 : 1);
+    // Memory: after a warm-up (the first quarter of the samples), the last quarter's mean against
+    // the second quarter's: flat means no growth with the number of requests.
+    const q = (xs: number[], from: number, to: number) => {
+      const part = xs.slice(Math.floor(xs.length * from), Math.max(Math.floor(xs.length * to), 1));
+      return round(part.reduce((s, x) => s + x, 0) / Math.max(1, part.length));
+    };
+    const memory = (key: "open" | "signed") => {
+      const xs = rss.map((s) => s[key]);
+      return { earlyMiB: q(xs, 0.25, 0.5), lateMiB: q(xs, 0.75, 1), maxMiB: Math.max(...xs) };
+    };
+    Object.assign(results, {
+      seconds: round(seconds),
+      requestsPerSecond: round(done / seconds),
+      unauthenticated: {
+        requests: [...codes.open.values()].reduce((s, n) => s + n, 0),
+        statusCodes: Object.fromEntries([...codes.open].sort(([a], [b]) => a - b)),
+        answers5xx: fivexx(codes.open),
+        answers2xx: [...codes.open].filter(([c]) => c >= 200 && c < 300).reduce((n, [, k]) => n + k, 0),
+        stateChanges: openChanges,
+        memory: memory("open"),
+      },
+      authentic: {
+        requests: [...codes.signed.values()].reduce((s, n) => s + n, 0),
+        statusCodes: Object.fromEntries([...codes.signed].sort(([a], [b]) => a - b)),
+        answers5xx: fivexx(codes.signed),
+        memory: memory("signed"),
+      },
+      rssSamples: rss,
+    });
+    const u = results.unauthenticated as {
+      answers5xx: number;
+      answers2xx: number;
+      stateChanges: number;
+      memory: { earlyMiB: number; lateMiB: number };
+    };
+    const a = results.authentic as { answers5xx: number; memory: { earlyMiB: number; lateMiB: number } };
+    // Flat: the late mean within 25 % (and 32 MiB) of the early one.
+    const flat = (m: { earlyMiB: number; lateMiB: number }) =>
+      m.lateMiB <= Math.max(m.earlyMiB * 1.25, m.earlyMiB + 32);
+    Object.assign(invariants, {
+      no5xx: u.answers5xx === 0 && a.answers5xx === 0,
+      noStateChangeWithoutCredentials: u.stateChanges === 0,
+      noAcceptanceWithoutCredentials: u.answers2xx === 0,
+      memoryFlat: flat(u.memory) && flat(a.memory),
+    });
+    await Promise.all([open.pool.close(), signed.pool.close()]);
+    await Promise.all([stopChild(open.child), stopChild(signed.child)]);
+  }
+
+  if (args.attacks !== "none") {
+    const attackNs = "fuzz-attacks";
+    const otherNs = "fuzz-attacks-tenant-b";
+    for (const ns of [attackNs, otherNs]) await core.createNamespace({ body: { metadata: { name: ns } } });
+    const attackSim = await startTestSimulator();
+    try {
+      const attacks: AttackResult[] = await runAttacks(
+        {
+          api,
+          sim: attackSim,
+          kubeconfig: cp.kubeconfig,
+          namespace: attackNs,
+          otherNamespace: otherNs,
+          paymentSecret: SECRET,
+          callbackSecret: CALLBACK_SECRET,
+        },
+        SCALE,
+      );
+      results.attackScale = SCALE;
+      results.attacks = attacks;
+      Object.assign(invariants, {
+        attacksWithinMemoryLimit: attacks.every((x) => x.withinLimit),
+        attacksGenuineAnswered2xx: attacks.every((x) => x.allGenuine2xx),
+        noAdoptionOfAnotherTenantsJob: attacks.every((x) => x.notes?.otherTenantsJobAdopted !== true),
+      });
+    } finally {
+      await attackSim.close();
+    }
+  }
   results.invariants = invariants;
   failed = !Object.values(invariants).every(Boolean);
-  await Promise.all([open.pool.close(), signed.pool.close()]);
-  await Promise.all([stopChild(open.child), stopChild(signed.child)]);
 } finally {
   await sim.close();
   await cp.stop();

@@ -1,9 +1,8 @@
 // Configuration from the environment, parsed once at start by zod. A bad value stops the process
 // with a message naming the variable; values themselves are never echoed (some are secrets).
-import { isIP } from "node:net";
 import { z } from "zod";
 import { UNCONFIRMED_SUBMISSION_POLICIES } from "../mediajob/lifecycle.js";
-import { parseRateLimits } from "../webhooks/ratelimit.js";
+import { parseRateLimits, trustedProxiesProblem } from "../webhooks/ratelimit.js";
 
 const bool = z
   .enum(["true", "false", "1", "0", "yes", "no"])
@@ -108,20 +107,12 @@ export const EnvSchema = z.object({
    * The proxies (ingress, load balancer) in front of the sidecar whose X-Forwarded-For it believes:
    * addresses or CIDRs, comma-separated. Empty: the peer address is the source (rate limits of
    * failed checks are per source; behind an unlisted ingress every sender shares one source).
+   * Nothing wider than a private range: 0.0.0.0/0, ::/0 and the like are refused (ratelimit.ts).
    */
-  WEBHOOKS_TRUSTED_PROXIES: optionalText.refine(
-    (v) =>
-      v === undefined ||
-      v.split(",").every((p) => {
-        const [addr, bits, extra] = p.trim().split("/");
-        return (
-          extra === undefined &&
-          isIP(addr ?? "") !== 0 &&
-          (bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= 128))
-        );
-      }),
-    "must be IP addresses or CIDRs separated by commas",
-  ),
+  WEBHOOKS_TRUSTED_PROXIES: optionalText.superRefine((v, ctx) => {
+    const problem = v === undefined ? undefined : trustedProxiesProblem(v);
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
+  }),
   /** Rate limits, `name=rate/burst` comma-separated (docs/webhooks.md); unnamed ones keep defaults. */
   WEBHOOKS_RATE_LIMITS: optionalText.refine((v) => {
     try {
@@ -131,6 +122,28 @@ export const EnvSchema = z.object({
       return false;
     }
   }, "must be name=rate/burst entries (payment, callbackGlobal, callbackPerJob, failuresPerSource)"),
+  /** Open connections to the sidecar, all together; beyond it new ones are closed at once. */
+  WEBHOOKS_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(512),
+  /**
+   * Open connections from one peer address (IPv6: one /64); the trusted proxies are not counted,
+   * every sender behind them shares their addresses.
+   */
+  WEBHOOKS_MAX_CONNECTIONS_PER_SOURCE: z.coerce.number().int().min(1).default(32),
+  /** A request's headers must have arrived this long after its first byte (else 408, closed). */
+  WEBHOOKS_HEADERS_TIMEOUT_SECONDS: seconds(10),
+  /** A whole request, headers and body, must have arrived this long after its first byte (else 408). */
+  WEBHOOKS_REQUEST_TIMEOUT_SECONDS: seconds(30),
+  /** Payment deliveries of one source in flight before their signature is checked (429 beyond). */
+  WEBHOOKS_UNVERIFIED_IN_FLIGHT_PER_SOURCE: z.coerce.number().int().min(1).default(8),
+  /** Payment deliveries of all sources in flight before their signature is checked (429 beyond). */
+  WEBHOOKS_UNVERIFIED_IN_FLIGHT: z.coerce.number().int().min(1).default(64),
+  /** The payment route's body limit, in KiB (413 above it). */
+  WEBHOOKS_PAYMENT_BODY_LIMIT_KIB: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(16 * 1024)
+    .default(256),
   /** Finished payment event ids each sidecar replica remembers (replays of them cost no I/O). */
   WEBHOOKS_REPLAY_MEMORY: z.coerce.number().int().min(0).default(100_000),
   /** PaymentEvents are kept this long (longer than the provider's 3-day retry window). */

@@ -9,7 +9,7 @@
 // failed event is recorded Failed and is not finished: its redelivery runs again and rewrites the
 // record's status. Finished events are kept in memory (finished.ts): their replays cost no
 // Kubernetes call at all. docs/webhooks.md has the whole table.
-import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import {
   SubscriptionStatus,
@@ -25,9 +25,9 @@ import type { KubeJson } from "./kubejson.js";
 import { paymentTypeLabel, type WebhookMetrics } from "./metrics.js";
 import type { SubscriptionLookup } from "./paymentapi.js";
 import { ignoredMessage, isFinished, newPaymentRecord, recordedOutcome } from "./paymentrecord.js";
-import type { VerifyThenLimit } from "./ratelimit.js";
+import type { InFlight, VerifyThenLimit } from "./ratelimit.js";
 import { refuse, send, type Answer } from "./replies.js";
-import { verifyStripeSignature } from "./signature.js";
+import { precheckStripeHeader, verifyStripeSignature, type SignatureFailure } from "./signature.js";
 
 export const PAYMENT_PATH = "/webhooks/payment_provider";
 
@@ -311,6 +311,12 @@ export class PaymentEvents {
   }
 }
 
+/**
+ * The payment route's body limit. Stripe's events are a few KiB (an event carries one API object);
+ * 256 KiB is generous for them, and bounds what an unverified sender can make us buffer.
+ */
+export const PAYMENT_BODY_LIMIT = 256 * 1024;
+
 export interface PaymentRouteDeps {
   events: PaymentEvents;
   secrets: string[];
@@ -319,7 +325,10 @@ export interface PaymentRouteDeps {
   metrics: WebhookMetrics;
   /** Verify first, then limit (ratelimit.ts). */
   guard: VerifyThenLimit;
-  bodyLimit: number;
+  /** Deliveries in flight whose signature is not checked yet (their body is still arriving). */
+  inFlight: InFlight;
+  /** Default PAYMENT_BODY_LIMIT. */
+  bodyLimit?: number;
 }
 
 /** What a source is charged for: answers to requests that never proved they came from the provider. */
@@ -328,45 +337,70 @@ const FAILURE_CODES = new Set([400, 408, 413, 415, 431]);
 /**
  * Registers the route in a scope of its own whose JSON parser hands over the raw bytes (the
  * signature is over them); other routes keep Fastify's parsed JSON.
+ *
+ * Before the body is read (onRequest): the signature header's form and timestamp are checked,
+ * then the request takes a place among the unverified deliveries in flight. An unsigned or stale
+ * delivery is answered at once and its connection closed, without buffering a byte of its body.
  */
 export async function registerPaymentRoute(app: FastifyInstance, deps: PaymentRouteDeps): Promise<void> {
   const authentic = new WeakSet<FastifyRequest>();
+  const charged = new WeakSet<FastifyRequest>();
+  const header = (req: FastifyRequest): string | undefined => {
+    const h = req.headers["stripe-signature"];
+    return Array.isArray(h) ? h.join(",") : h;
+  };
+  const nowSeconds = () => Math.floor(deps.now().getTime() / 1000);
+  /** A failed check: the route's 400, or a 429 once the source has spent its failure budget. */
+  const unverified = (req: FastifyRequest, reply: FastifyReply, reason: SignatureFailure, bytes?: number) => {
+    charged.add(req);
+    deps.metrics.signatureFailures.inc({ reason });
+    req.log.warn({ reason, bytes, remote: req.ip }, "payment webhook signature rejected");
+    return send(req, reply, deps.guard.failed(req) ?? refuse(400, "bad_signature"));
+  };
+
   await app.register(async (scope) => {
     scope.addContentTypeParser(
       "application/json",
-      { parseAs: "buffer", bodyLimit: deps.bodyLimit },
+      { parseAs: "buffer", bodyLimit: deps.bodyLimit ?? PAYMENT_BODY_LIMIT },
       (_req, body, done) => done(null, body),
     );
     scope.post(
       PAYMENT_PATH,
       {
-        // A source that keeps failing is refused before its next body is read.
-        onRequest: deps.guard.refuseFailingSource,
-        // Charged after the answer, whichever step refused it (parser, body limit, signature).
+        onRequest: [
+          async (req, reply) => {
+            const failure = precheckStripeHeader(
+              header(req),
+              deps.secrets,
+              deps.toleranceSeconds,
+              nowSeconds(),
+            );
+            if (failure) {
+              // The body is not wanted: close the connection rather than read it to reuse it.
+              void reply.header("connection", "close");
+              return unverified(req, reply, failure);
+            }
+          },
+          deps.inFlight.enter,
+        ],
+        // Charged after the answer when a step before the handler refused it (body limit, parser).
         onResponse: async (req, reply) => {
-          if (!authentic.has(req) && FAILURE_CODES.has(reply.statusCode)) deps.guard.failed(req);
+          if (!authentic.has(req) && !charged.has(req) && FAILURE_CODES.has(reply.statusCode))
+            deps.guard.failed(req);
         },
       },
       async (req, reply) => {
         const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-        const h = req.headers["stripe-signature"];
-        const header = Array.isArray(h) ? h.join(",") : h;
         const check = verifyStripeSignature(
           raw,
-          header,
+          header(req),
           deps.secrets,
           deps.toleranceSeconds,
-          Math.floor(deps.now().getTime() / 1000),
+          nowSeconds(),
         );
-        if (!check.ok) {
-          deps.metrics.signatureFailures.inc({ reason: check.reason });
-          req.log.warn(
-            { reason: check.reason, bytes: raw.length, remote: req.ip },
-            "payment webhook signature rejected",
-          );
-          return send(req, reply, refuse(400, "bad_signature"));
-        }
+        if (!check.ok) return unverified(req, reply, check.reason, raw.length);
         authentic.add(req);
+        deps.inFlight.verified(req);
         let json: unknown;
         try {
           json = JSON.parse(raw.toString("utf8"));

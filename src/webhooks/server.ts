@@ -1,6 +1,8 @@
 // The webhooks sidecar: a Fastify server beside the controller in every replica. It writes state only
 // through the Kubernetes API, so replicas need no coordination beyond what the apiserver gives
 // (create is atomic, status writes carry a resourceVersion). docs/webhooks.md has the decisions.
+import type { Server } from "node:http";
+import { BlockList, isIPv6, type Socket } from "node:net";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { Registry } from "prom-client";
@@ -17,9 +19,11 @@ import { PaymentApi } from "./paymentapi.js";
 import { PaymentEvents, registerPaymentRoute } from "./payments.js";
 import {
   DEFAULT_RATE_LIMITS,
+  InFlight,
   TokenBuckets,
   VerifyThenLimit,
   parseRateLimits,
+  sourceKey,
   type RateLimitSettings,
 } from "./ratelimit.js";
 import { KubeReadiness } from "./readiness.js";
@@ -36,8 +40,10 @@ export interface WebhookServerOptions {
   registry?: Registry;
   /** Where PaymentEvents and BillingAccounts live. Default: webhookNamespace(env). */
   namespace?: string;
-  /** Request body limit in bytes (413 above it). Default 1 MiB. */
+  /** The payment route's body limit in bytes (413 above it). Default WEBHOOKS_PAYMENT_BODY_LIMIT_KIB. */
   bodyLimit?: number;
+  /** Connection limits and timeouts, over the environment's (WEBHOOKS_MAX_CONNECTIONS...). */
+  connections?: Partial<ConnectionSettings>;
   /** Over WEBHOOKS_RATE_LIMITS, over the defaults. */
   rateLimits?: Partial<RateLimitSettings>;
   /** How long a concurrent duplicate of a payment event waits for the attempt in flight. Default 5 s. */
@@ -58,7 +64,29 @@ export interface WebhookServerOptions {
   finished?: FinishedEvents;
 }
 
+/** Routes without a limit of their own (none take a body today). */
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
+
+/** What bounds the connections and the requests whose sender is not verified yet. */
+export interface ConnectionSettings {
+  maxConnections: number;
+  maxConnectionsPerSource: number;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  unverifiedInFlightPerSource: number;
+  unverifiedInFlight: number;
+}
+
+export function connectionSettings(env: Env): ConnectionSettings {
+  return {
+    maxConnections: env.WEBHOOKS_MAX_CONNECTIONS,
+    maxConnectionsPerSource: env.WEBHOOKS_MAX_CONNECTIONS_PER_SOURCE,
+    headersTimeoutMs: env.WEBHOOKS_HEADERS_TIMEOUT_SECONDS * 1000,
+    requestTimeoutMs: env.WEBHOOKS_REQUEST_TIMEOUT_SECONDS * 1000,
+    unverifiedInFlightPerSource: env.WEBHOOKS_UNVERIFIED_IN_FLIGHT_PER_SOURCE,
+    unverifiedInFlight: env.WEBHOOKS_UNVERIFIED_IN_FLIGHT,
+  };
+}
 const PROBES = new Set(["/healthz", "/readyz", "/metrics"]);
 
 /** The sidecar's own namespace: WATCH_NAMESPACE, else the pod's (downward API), else "default". */
@@ -72,7 +100,9 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
   const now = opts.now ?? (() => new Date());
   const namespace = opts.namespace ?? webhookNamespace(opts.env);
   const metrics = new WebhookMetrics(opts.registry ?? new Registry());
-  const bodyLimit = opts.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const paymentBodyLimit = opts.bodyLimit ?? opts.env.WEBHOOKS_PAYMENT_BODY_LIMIT_KIB * 1024;
+  const conn = { ...connectionSettings(opts.env), ...opts.connections };
+  const trustedProxies = opts.env.WEBHOOKS_TRUSTED_PROXIES?.split(",").map((p) => p.trim()) ?? [];
   const limits = {
     ...DEFAULT_RATE_LIMITS,
     ...parseRateLimits(opts.env.WEBHOOKS_RATE_LIMITS),
@@ -85,13 +115,23 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
     loggerInstance: log as FastifyBaseLogger,
     // Fastify's per-request lines would log the URL (callback tokens); ours, below, redacts it.
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit,
+    bodyLimit: DEFAULT_BODY_LIMIT,
     return503OnClosing: true,
     forceCloseConnections: "idle",
-    requestTimeout: 30_000,
+    // Slow senders are cut off: headers must arrive within headersTimeout of the first byte, the
+    // whole request within requestTimeout (Node answers 408 and closes). Node checks both every
+    // connectionsCheckingInterval (30 s by default, which let a trickle of headers hold a socket
+    // 60 + 30 s): every second here.
+    requestTimeout: conn.requestTimeoutMs,
+    http: {
+      headersTimeout: conn.headersTimeoutMs,
+      requestTimeout: conn.requestTimeoutMs,
+      connectionsCheckingInterval: 1000,
+    },
     // req.ip, the key of the per-source limits, is the client named by these proxies' X-Forwarded-For.
-    trustProxy: opts.env.WEBHOOKS_TRUSTED_PROXIES?.split(",").map((p) => p.trim()) ?? false,
+    trustProxy: trustedProxies.length > 0 ? trustedProxies : false,
   });
+  limitConnections(app.server, conn, trustedProxies);
   // JSON only: text/plain (Fastify's other default) would reach the handlers as a string.
   app.removeContentTypeParser("text/plain");
 
@@ -191,7 +231,8 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
     now,
     metrics,
     guard: new VerifyThenLimit(limits.failuresPerSource, limits.payment),
-    bodyLimit,
+    inFlight: new InFlight({ perSource: conn.unverifiedInFlightPerSource, total: conn.unverifiedInFlight }),
+    bodyLimit: paymentBodyLimit,
   });
   registerCallbackRoute(app, {
     api: opts.api,
@@ -212,6 +253,44 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
       "PAYMENT_PROVIDER_API_KEY is not set: subscription events of the same second are ordered by event id, not by the provider's current state",
     );
   return app;
+}
+
+/**
+ * maxConnections for all, and at most maxConnectionsPerSource open connections per peer (IPv6: per
+ * /64): a single host cannot hold every socket (a trickle of headers holds one until the headers
+ * timeout), and one over its share is closed at once, before anything is read. The trusted
+ * proxies are not counted: every sender behind them shares their addresses, and their own limits
+ * apply there.
+ */
+function limitConnections(server: Server, conn: ConnectionSettings, trustedProxies: string[]): void {
+  server.maxConnections = conn.maxConnections;
+  const trusted = new BlockList();
+  for (const p of trustedProxies) {
+    const [addr = "", bits] = p.split("/");
+    const type = isIPv6(addr) ? "ipv6" : "ipv4";
+    if (bits === undefined) trusted.addAddress(addr, type);
+    else trusted.addSubnet(addr, Number(bits), type);
+  }
+  const open = new Map<string, number>();
+  server.on("connection", (socket: Socket) => {
+    const remote = socket.remoteAddress;
+    if (!remote) return;
+    // A dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d.
+    const peer = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(remote)?.[1] ?? remote;
+    if (trusted.check(peer, isIPv6(peer) ? "ipv6" : "ipv4")) return;
+    const key = sourceKey(peer);
+    const n = (open.get(key) ?? 0) + 1;
+    if (n > conn.maxConnectionsPerSource) {
+      socket.destroy();
+      return;
+    }
+    open.set(key, n);
+    socket.once("close", () => {
+      const left = (open.get(key) ?? 1) - 1;
+      if (left > 0) open.set(key, left);
+      else open.delete(key);
+    });
+  });
 }
 
 export interface RunningWebhookServer {

@@ -96,6 +96,28 @@ export function verifyStripeSignature(
   return { ok: true, timestamp };
 }
 
+/**
+ * What can be judged of a delivery before its body is read: a signing secret is configured, the
+ * header is there and well formed, and its timestamp is within `toleranceSeconds` of now. A
+ * request that fails here is refused without buffering its body; one that passes still needs
+ * verifyStripeSignature over the body. (A stale timestamp is reported as stale here even when the
+ * signature would not have matched either: the body is never read to tell.)
+ */
+export function precheckStripeHeader(
+  header: string | undefined,
+  secrets: string[],
+  toleranceSeconds: number,
+  nowSeconds: number,
+): SignatureFailure | undefined {
+  if (!secrets.some((s) => s.length > 0)) return "no_secret_configured";
+  if (header === undefined || header.trim() === "") return "missing_header";
+  const parsed = parseHeader(header);
+  if (typeof parsed === "string") return parsed;
+  if (!(Math.abs(Math.floor(nowSeconds) - Number(parsed.timestamp)) <= toleranceSeconds))
+    return "timestamp_outside_tolerance";
+  return undefined;
+}
+
 /** The `Stripe-Signature` header value for a body: `t=<ts>,v1=<hex>`. For tests, the CLI and the demo. */
 export function signStripePayload(
   rawBody: string | Buffer,

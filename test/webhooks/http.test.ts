@@ -105,8 +105,16 @@ describe("HTTP shape", () => {
     const name = `shape-${uid()}`;
     const { job: before, providerJobId } = await finishedJob(name);
     for (const url of [`${s.url}${PAY}`, jobs.url(before, s.url)]) {
+      // A payment delivery without a well-formed, fresh signature header is refused (400) before
+      // its body is looked at; with one (not necessarily valid), the body's shape is judged.
+      const sig: Record<string, string> = url.endsWith(PAY)
+        ? { "stripe-signature": `t=${nowS()},v1=${"ab".repeat(32)}` }
+        : {};
       const big = JSON.stringify({ id: providerJobId, status: "COMPLETED", pad: "x".repeat(20 * 1024) });
-      const tooLarge = await call(url, { headers: { "content-type": "application/json" }, body: big });
+      const tooLarge = await call(url, {
+        headers: { "content-type": "application/json", ...sig },
+        body: big,
+      });
       expect(tooLarge.status, url).toBe(413);
       expect(JSON.parse(tooLarge.text)).toEqual({ error: "payload too large" });
       for (const type of [
@@ -117,14 +125,16 @@ describe("HTTP shape", () => {
         "multipart/form-data; boundary=x",
       ]) {
         const res = await call(url, {
-          headers: { "content-type": type },
+          headers: { "content-type": type, ...sig },
           body: '{"id":"x","status":"COMPLETED"}',
         });
         expect(res.status, `${url} ${type}`).toBe(415);
         expect(JSON.parse(res.text)).toEqual({ error: "unsupported media type" });
       }
-      expect((await call(url, { body: '{"a":1}' })).status, "no content type").toBe(415);
+      expect((await call(url, { headers: sig, body: '{"a":1}' })).status, "no content type").toBe(415);
     }
+    const unsigned = await call(`${s.url}${PAY}`, { headers: json, body: "x".repeat(20 * 1024) });
+    expect(unsigned.status).toBe(400);
     // A charset parameter is fine (the signature is over bytes either way).
     const ev = signedEvent();
     const ok = await call(`${s.url}${PAY}`, {

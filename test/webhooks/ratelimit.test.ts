@@ -3,7 +3,13 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, parseEnv } from "../../src/config/env.js";
 import { FinishedEvents } from "../../src/webhooks/finished.js";
-import { DEFAULT_RATE_LIMITS, TokenBuckets, parseRateLimits } from "../../src/webhooks/ratelimit.js";
+import {
+  DEFAULT_RATE_LIMITS,
+  TokenBuckets,
+  parseRateLimits,
+  sourceKey,
+  trustedProxiesProblem,
+} from "../../src/webhooks/ratelimit.js";
 
 describe("TokenBuckets", () => {
   it("peeks without taking, and refills with time", () => {
@@ -53,8 +59,45 @@ describe("WEBHOOKS_TRUSTED_PROXIES", () => {
     expect(parseEnv({ WEBHOOKS_TRUSTED_PROXIES: "10.0.0.0/8, 127.0.0.1,::1" }).WEBHOOKS_TRUSTED_PROXIES).toBe(
       "10.0.0.0/8, 127.0.0.1,::1",
     );
-    for (const bad of ["ingress", "10.0.0.0/8/1", "10.0.0.0/x", "1.2.3"])
+    for (const ok of ["fd00::/8", "fc00::/7", "fe80::/10", "2001:db8::/48", "::ffff:10.0.0.0/104"])
+      expect(trustedProxiesProblem(ok), ok).toBeUndefined();
+    for (const bad of ["ingress", "10.0.0.0/8/1", "10.0.0.0/x", "1.2.3", "10.0.0.0/33", "::1/129"])
       expect(() => parseEnv({ WEBHOOKS_TRUSTED_PROXIES: bad }), bad).toThrow(ConfigError);
+  });
+
+  it("refuses to trust every address, naming the variable", () => {
+    for (const bad of [
+      "0.0.0.0/0",
+      "::/0",
+      "10.0.0.0/8, 0.0.0.0/0",
+      "0.0.0.0/1,128.0.0.0/1",
+      "::ffff:0:0/96",
+      "::/64",
+      "2000::/3",
+      "::ffff:0.0.0.0/97",
+    ]) {
+      let err: unknown;
+      try {
+        parseEnv({ WEBHOOKS_TRUSTED_PROXIES: bad });
+      } catch (e) {
+        err = e;
+      }
+      expect(err, bad).toBeInstanceOf(ConfigError);
+      const text = (err as ConfigError).problems.join();
+      expect(text, bad).toContain("WEBHOOKS_TRUSTED_PROXIES: must not trust every address");
+    }
+  });
+});
+
+describe("sourceKey", () => {
+  it("keys IPv4 by address (mapped ones too) and IPv6 by /64", () => {
+    expect(sourceKey("203.0.113.9")).toBe("203.0.113.9");
+    expect(sourceKey("::ffff:203.0.113.9")).toBe("203.0.113.9");
+    expect(sourceKey("2001:db8:1:2::1")).toBe("2001:db8:1:2::/64");
+    expect(sourceKey("2001:0db8:0001:0002:ffff:ffff:ffff:ffff")).toBe("2001:db8:1:2::/64");
+    expect(sourceKey("2001:db8:1:3::1")).toBe("2001:db8:1:3::/64");
+    expect(sourceKey("::1")).toBe("0:0:0:0::/64");
+    expect(sourceKey("fe80::1%eth0")).toBe("fe80:0:0:0::/64");
   });
 });
 

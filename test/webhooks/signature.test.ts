@@ -3,7 +3,11 @@
 import { createHmac } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { signStripePayload, verifyStripeSignature } from "../../src/webhooks/signature.js";
+import {
+  precheckStripeHeader,
+  signStripePayload,
+  verifyStripeSignature,
+} from "../../src/webhooks/signature.js";
 
 // stripe-node (stripe@23.1.0) produces the same header: Stripe.webhooks.generateTestHeaderString.
 const SECRET = "whsec_test_secret";
@@ -142,3 +146,35 @@ describe("verifyStripeSignature", () => {
     );
   });
 });
+
+describe("precheckStripeHeader (before the body is read)", () => {
+  const pre = (header: string | undefined, now = T, secrets = [SECRET]) =>
+    precheckStripeHeader(header, secrets, 300, now);
+
+  it("passes a well-formed, fresh header whatever its signature", () => {
+    expect(pre(VECTOR)).toBeUndefined();
+    expect(pre(`t=${T},v1=${"ab".repeat(32)}`)).toBeUndefined();
+  });
+
+  it("refuses what can be refused without the body: no secret, no header, bad form, stale or future time", () => {
+    expect(pre(VECTOR, T, [])).toBe("no_secret_configured");
+    expect(pre(undefined)).toBe("missing_header");
+    expect(pre(" ")).toBe("missing_header");
+    expect(pre("garbage")).toBe("malformed_header");
+    expect(pre(`v1=${v1(VECTOR)}`)).toBe("missing_timestamp");
+    expect(pre(`t=${T}`)).toBe("missing_v1_signature");
+    expect(pre(VECTOR, T + 301)).toBe("timestamp_outside_tolerance");
+    expect(pre(VECTOR, T - 301)).toBe("timestamp_outside_tolerance");
+  });
+
+  it("agrees with the full check on every header the full check accepts", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: -300, max: 300 }), (skew) => {
+        const header = signStripePayload(raw, SECRET, T + skew);
+        return verify0(header) && pre(header) === undefined;
+      }),
+    );
+  });
+});
+
+const verify0 = (header: string) => verifyStripeSignature(raw, header, [SECRET], 300, T).ok;
