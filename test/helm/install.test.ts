@@ -742,6 +742,108 @@ describe("the operator as the chart's ServiceAccount", () => {
   });
 });
 
+describe("webhooks.separateDeployment: the sidecar with a ServiceAccount of its own", () => {
+  const SEP = { release: "mo-sep", ns: "media-sep", env: "dev" };
+  let sidecar: RunningWebhookServer | undefined;
+
+  afterAll(async () => {
+    await sidecar?.close();
+    await run(["uninstall", SEP.release, "-n", SEP.ns]);
+  });
+
+  it("its rules are enough for the sidecar's work and hold none of the controller's", async () => {
+    const res = await installEnv(SEP, [...DEV_SETTINGS, "--set", "webhooks.separateDeployment=true"]);
+    expect(res.status, res.stderr).toBe(0);
+    const apps = kc.makeApiClient(AppsV1Api);
+    const d = await apps.readNamespacedDeployment({ namespace: SEP.ns, name: `${FULLNAME(SEP)}-webhooks` });
+    const pod = d.spec!.template.spec!;
+    expect(pod.containers.map((c) => c.name)).toEqual(["webhooks"]);
+    const sa = `system:serviceaccount:${SEP.ns}:${pod.serviceAccountName}`;
+    expect(pod.serviceAccountName).toBe(`${FULLNAME(SEP)}-webhooks`);
+    const asSidecar = new KubeApi(impersonating(kc, sa));
+    const env = parseEnv({
+      ...(await containerEnv(SEP.ns, pod, pod.containers[0]!, "mo-sep-webhooks-0")),
+      WEBHOOKS_HOST: "127.0.0.1",
+      LOG_LEVEL: "silent",
+    });
+    expect(env.LEADER_ELECTION).toBe(false); // no controller beside it: every replica collects
+    sidecar = await startWebhookServer({
+      api: asSidecar,
+      env,
+      log: silent,
+      registry: new Registry(),
+      host: "127.0.0.1",
+      port: 0,
+    });
+    // A subscription event: the record, the replay memory's watch, the BillingAccount.
+    const customer = `cus_${randomBytes(4).toString("hex")}`;
+    const event = {
+      id: `evt_${randomBytes(6).toString("hex")}`,
+      object: "event",
+      type: "customer.subscription.created",
+      created: Math.floor(Date.now() / 1000),
+      livemode: false,
+      data: { object: { id: `sub_${customer}`, object: "subscription", customer, status: "active" } },
+    };
+    const body = JSON.stringify(event);
+    const answer = await request(`${sidecar.url}/webhooks/payment_provider`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "stripe-signature": signStripePayload(body, WEBHOOK_SECRET, Math.floor(Date.now() / 1000)),
+      },
+      body,
+    });
+    expect(answer.statusCode, await answer.body.text()).toBe(200);
+    const account = await admin.get<BillingAccount>("billingaccounts", SEP.ns, billingAccountName(customer));
+    expect(account?.status?.subscriptionStatus).toBe("active");
+    expect((await request(`${sidecar.url}/readyz`)).statusCode).toBe(200);
+    // Garbage collection of old records.
+    const gc = startPaymentEventGc({ api: asSidecar, namespace: SEP.ns, retentionMs: 0, log: silent });
+    try {
+      expect(await gc.runOnce()).toBeGreaterThan(0);
+    } finally {
+      gc.stop();
+    }
+
+    const authz = impersonating(kc, sa).makeApiClient(AuthorizationV1Api);
+    const can = async (a: V1ResourceAttributes) =>
+      (await authz.createSelfSubjectAccessReview({ body: { spec: { resourceAttributes: a } } })).status
+        ?.allowed ?? false;
+    const at = (a: V1ResourceAttributes) => ({ namespace: SEP.ns, group: G, ...a });
+    // A callback reads its job and writes its status.
+    expect(await can(at({ resource: "mediajobs", verb: "get" }))).toBe(true);
+    expect(await can(at({ resource: "mediajobs", subresource: "status", verb: "update" }))).toBe(true);
+    // None of the controller's rights.
+    for (const a of [
+      at({ resource: "mediajobs", verb: "create" }),
+      at({ resource: "mediajobs", verb: "patch" }),
+      at({ resource: "mediajobs", verb: "list" }),
+      at({ resource: "gpuendpoints", verb: "list" }),
+      at({ resource: "gpuendpoints", subresource: "status", verb: "update" }),
+      at({ group: "events.k8s.io", resource: "events", verb: "create" }),
+      at({ group: "coordination.k8s.io", resource: "leases", verb: "create" }),
+      at({ group: "coordination.k8s.io", resource: "leases", verb: "get", name: leaseName(SEP.ns) }),
+      at({ group: "", resource: "secrets", verb: "get" }),
+    ])
+      expect(await can(a), JSON.stringify(a)).toBe(false);
+    // And the controller's ServiceAccount none of the sidecar's: no payment records, no accounts.
+    const controllerSa = `system:serviceaccount:${SEP.ns}:${FULLNAME(SEP)}`;
+    const controllerAuthz = impersonating(kc, controllerSa).makeApiClient(AuthorizationV1Api);
+    const controllerCan = async (a: V1ResourceAttributes) =>
+      (await controllerAuthz.createSelfSubjectAccessReview({ body: { spec: { resourceAttributes: a } } }))
+        .status?.allowed ?? false;
+    expect(await controllerCan(at({ resource: "billingaccounts", verb: "watch" }))).toBe(true);
+    for (const a of [
+      at({ resource: "paymentevents", verb: "create" }),
+      at({ resource: "paymentevents", verb: "get" }),
+      at({ resource: "billingaccounts", verb: "create" }),
+      at({ resource: "billingaccounts", subresource: "status", verb: "update" }),
+    ])
+      expect(await controllerCan(a), JSON.stringify(a)).toBe(false);
+  });
+});
+
 describe("the built-in user roles (the CRD release's aggregated ClusterRoles)", () => {
   const status = (p: Promise<unknown>) =>
     p.then(
