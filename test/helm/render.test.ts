@@ -1129,7 +1129,9 @@ describe("helm template, production options", () => {
     const pod = podOf(["--set", "webhooks.trustedProxies={10.244.0.0/16,fd00::/64}"]);
     for (const c of pod.containers) {
       expect(envOf(c).get("WEBHOOKS_TRUSTED_PROXIES")?.value, c.name).toBe("10.244.0.0/16,fd00::/64");
-      expect(parseEnv({ ...literalEnv(c), GPU_PROVIDER_API_KEY: "k", CALLBACK_SECRET: "s" })).toMatchObject({
+      expect(
+        parseEnv({ ...literalEnv(c), GPU_PROVIDER_API_KEY: "k", CALLBACK_SECRET: "c".repeat(64) }),
+      ).toMatchObject({
         WEBHOOKS_TRUSTED_PROXIES: "10.244.0.0/16,fd00::/64",
       });
     }
