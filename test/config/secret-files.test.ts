@@ -3,7 +3,8 @@
 // restart. The sidecar runs as a process (`media-orchestrator webhooks`), its secrets in a
 // directory laid out as the kubelet lays out a Secret volume (files that are symlinks into a
 // `..data` directory, swapped in one rename on a change); the payment signing secret is rotated
-// there and the next delivery signed with the new secret is accepted, the old one refused.
+// there and the next delivery signed with the new secret is accepted, the old one refused. The
+// controller, as a process too, starts with a revoked GPU key and takes the new one from its file.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
@@ -15,7 +16,10 @@ import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, parseEnv } from "../../src/config/env.js";
 import { rebuiltOnChange } from "../../src/config/secret-files.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
+import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
+import { KubeApi } from "../../src/k8s/api.js";
 import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import { condition, gpuEndpoint, startTestSimulator } from "../support/stack.js";
 
 /** A Secret volume as the kubelet writes it: <dir>/<key> -> ..data/<key>, ..data -> ..<timestamp>. */
 function secretVolume(): { dir: string; write: (data: Record<string, string>) => void } {
@@ -36,6 +40,25 @@ function secretVolume(): { dir: string; write: (data: Record<string, string>) =>
     }
   };
   return { dir, write };
+}
+
+/** `media-orchestrator <mode>` with only these variables (no secret among them). */
+function startProcess(mode: string, env: Record<string, string>) {
+  const child = spawn("node_modules/.bin/tsx", ["src/main.ts", mode], {
+    cwd: process.cwd(),
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? "",
+      KUBECONFIG: testKubeconfigPath(),
+      ...env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise((r) => child.on("exit", r));
+  running.add(() => child.kill("SIGTERM"));
+  return { child, exited, stderr: () => stderr };
 }
 
 const running = new Set<() => void>();
@@ -109,26 +132,15 @@ describe("the sidecar process with its secrets mounted as files", () => {
       PAYMENT_PROVIDER_WEBHOOK_SECRET: first,
     };
     vol.write(secrets);
-    const child = spawn("node_modules/.bin/tsx", ["src/main.ts", "webhooks"], {
-      cwd: process.cwd(),
-      // No secret in the environment: only the directory.
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOME: process.env.HOME ?? "",
-        KUBECONFIG: testKubeconfigPath(),
-        WATCH_NAMESPACE: namespace,
-        LEADER_ELECTION: "false",
-        WEBHOOKS_HOST: "127.0.0.1",
-        WEBHOOKS_PORT: "0",
-        SECRETS_DIR: vol.dir,
-        SECRET_FILES_RELOAD_SECONDS: "1",
-      },
-      stdio: ["ignore", "pipe", "pipe"],
+    // No secret in the environment: only the directory.
+    const { child, exited, stderr } = startProcess("webhooks", {
+      WATCH_NAMESPACE: namespace,
+      LEADER_ELECTION: "false",
+      WEBHOOKS_HOST: "127.0.0.1",
+      WEBHOOKS_PORT: "0",
+      SECRETS_DIR: vol.dir,
+      SECRET_FILES_RELOAD_SECONDS: "1",
     });
-    let stderr = "";
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise((r) => child.on("exit", r));
-    running.add(() => child.kill("SIGTERM"));
     let url: string | undefined;
     const lines: string[] = [];
     for await (const line of createInterface({ input: child.stdout })) {
@@ -138,7 +150,7 @@ describe("the sidecar process with its secrets mounted as files", () => {
         break;
       }
     }
-    expect(url, stderr).toBeDefined();
+    expect(url, stderr()).toBeDefined();
 
     const deliver = async (secret: string) => {
       const event = {
@@ -172,9 +184,67 @@ describe("the sidecar process with its secrets mounted as files", () => {
     expect(await deliver(first)).toBe(400);
     // The same process all along, and no secret in what it logged.
     expect(child.exitCode).toBeNull();
-    const logged = lines.join("\n") + stderr;
+    const logged = lines.join("\n") + stderr();
     for (const s of [first, second, secrets.CALLBACK_SECRET]) expect(logged).not.toContain(s);
     child.kill("SIGTERM");
     await exited;
   }, 60_000);
+});
+
+describe("the controller process with its GPU key mounted as a file", () => {
+  it("takes a rotated GPU key without a restart: the provider refuses the old one, accepts the new", async () => {
+    const namespace = await createTestNamespace(testKubeConfig(), "secret-files-gpu");
+    const sim = await startTestSimulator({ apiKeys: ["gpu-key-new"] });
+    const vol = secretVolume();
+    const secrets = {
+      GPU_PROVIDER_API_KEY: "gpu-key-revoked",
+      CALLBACK_SECRET: randomBytes(32).toString("hex"),
+    };
+    vol.write(secrets);
+    const api = new KubeApi(testKubeConfig());
+    const controller = startProcess("controller", {
+      WATCH_NAMESPACE: namespace,
+      LEADER_ELECTION: "false",
+      GPU_PROVIDER_API_URL: sim.url,
+      MEDIA_ENV: "test",
+      MEDIA_ENDPOINT_PREFIX: "media",
+      CALLBACK_BASE_URL: "http://127.0.0.1:9",
+      CONTROLLER_METRICS_PORT: "0",
+      WEBHOOKS_HOST: "127.0.0.1",
+      RESYNC_INTERVAL_SECONDS: "1",
+      SECRETS_DIR: vol.dir,
+      SECRET_FILES_RELOAD_SECONDS: "1",
+    });
+    try {
+      await api.create(
+        "gpuendpoints",
+        namespace,
+        gpuEndpoint("media-asr-test", {
+          workload: "asr",
+          minWorkers: 0,
+          maxWorkers: 1,
+          idleTimeoutSeconds: 5,
+        }) as never,
+      );
+      const credentials = async () =>
+        condition(
+          await api.get<GpuEndpoint>("gpuendpoints", namespace, "media-asr-test"),
+          "CredentialsValid",
+        );
+      await eventually(async () => (await credentials())?.reason === "InvalidApiKey", {
+        timeoutMs: 30_000,
+        message: () => `the revoked key to be refused (${controller.stderr()})`,
+      });
+      vol.write({ ...secrets, GPU_PROVIDER_API_KEY: "gpu-key-new" });
+      await eventually(async () => (await credentials())?.status === "True", {
+        timeoutMs: 30_000,
+        message: "the rotated key to be accepted",
+      });
+      expect(controller.child.exitCode).toBeNull(); // the same process all along
+    } finally {
+      controller.child.kill("SIGTERM");
+      await controller.exited;
+      await sim.close();
+    }
+  }, 90_000);
 });
