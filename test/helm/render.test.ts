@@ -1278,7 +1278,7 @@ describe("helm template, production options", () => {
   });
 });
 
-describe("bad values are refused with a message naming the value", () => {
+describe("bad values are refused by install and lint alike, with a message naming the value", () => {
   it.each([
     [["--set", "replicaCount=0"], "/replicaCount"],
     [["--set", "environment=Prod"], "/environment"],
@@ -1364,5 +1364,10 @@ describe("bad values are refused with a message naming the value", () => {
     expect(res.status).not.toBe(0);
     expect(res.stderr).toContain(message);
     expect(res.stdout).toBe("");
+    // What install refuses, helm lint refuses too (not as an [INFO] line that still passes).
+    const lint = helm(["lint", CHART_DIR, "--strict", "-f", valuesFile("values-dev.yaml"), ...args]);
+    expect(lint.status).not.toBe(0);
+    expect(lint.stdout + lint.stderr).toContain(message);
+    expect(lint.stdout + lint.stderr).toContain("1 chart(s) failed");
   });
 });

@@ -132,60 +132,71 @@ CALLBACK_BASE_URL: the value given, else the Ingress host, else the Service's cl
 {{- end }}
 {{- end }}
 
+{{/*
+Refuses the values with a message naming the value to fix. `helm install`, `upgrade` and
+`template` stop at `fail`. `helm lint` does not: its `fail` only logs an [INFO] line and goes on,
+so the include after it, of a template that does not exist, is what fails the lint (with the
+message in the template's name). What install refuses, lint refuses too.
+*/}}
+{{- define "media-orchestrator.refuse" -}}
+{{- fail . }}
+{{- include (printf "refused: %s" .) nil }}
+{{- end }}
+
 {{/* The rules JSON schema cannot express; each message names the value to fix. */}}
 {{- define "media-orchestrator.validate" -}}
 {{- if and .Values.crds.only (not .Values.crds.install) }}
-{{- fail "crds.only=true renders only the CRDs: it needs crds.install=true" }}
+{{- include "media-orchestrator.refuse" "crds.only=true renders only the CRDs: it needs crds.install=true" }}
 {{- end }}
 {{- if and .Values.watchAllNamespaces .Values.watchNamespace }}
-{{- fail (printf "watchNamespace (%q) and watchAllNamespaces=true contradict each other: set one" .Values.watchNamespace) }}
+{{- include "media-orchestrator.refuse" (printf "watchNamespace (%q) and watchAllNamespaces=true contradict each other: set one" .Values.watchNamespace) }}
 {{- end }}
 {{- if and .Values.secrets.existingSecret (or .Values.secrets.gpuProviderApiKey .Values.secrets.paymentProviderApiKey .Values.secrets.paymentProviderWebhookSecret .Values.secrets.webhooksGpuProviderApiKey .Values.callback.secret) }}
-{{- fail "secrets.existingSecret is set: the credentials (secrets.gpuProviderApiKey, secrets.paymentProviderApiKey, secrets.paymentProviderWebhookSecret, secrets.webhooksGpuProviderApiKey, callback.secret) must then be keys of that Secret, not values" }}
+{{- include "media-orchestrator.refuse" "secrets.existingSecret is set: the credentials (secrets.gpuProviderApiKey, secrets.paymentProviderApiKey, secrets.paymentProviderWebhookSecret, secrets.webhooksGpuProviderApiKey, callback.secret) must then be keys of that Secret, not values" }}
 {{- end }}
 {{- if and .Values.secrets.webhooksGpuProviderApiKey .Values.secrets.webhooksGpuProviderApiKeyKey }}
-{{- fail "secrets.webhooksGpuProviderApiKey and secrets.webhooksGpuProviderApiKeyKey contradict each other: set one" }}
+{{- include "media-orchestrator.refuse" "secrets.webhooksGpuProviderApiKey and secrets.webhooksGpuProviderApiKeyKey contradict each other: set one" }}
 {{- end }}
 {{- if and .Values.callback.secret .Values.callback.existingSecret }}
-{{- fail "callback.secret and callback.existingSecret contradict each other: set one" }}
+{{- include "media-orchestrator.refuse" "callback.secret and callback.existingSecret contradict each other: set one" }}
 {{- end }}
 {{- if and .Values.ingress.enabled (not .Values.ingress.host) }}
-{{- fail "ingress.host is required when ingress.enabled=true" }}
+{{- include "media-orchestrator.refuse" "ingress.host is required when ingress.enabled=true" }}
 {{- end }}
-{{- /* values.schema.json refuses these too (helm lint runs the schema; a template's fail is only an [INFO] line to lint). */}}
+{{- /* values.schema.json refuses these too, before any template runs. */}}
 {{- if and .Values.ingress.enabled (not .Values.webhooks.trustedProxies) }}
-{{- fail "webhooks.trustedProxies is required when ingress.enabled=true: set it to the addresses (CIDRs) of the ingress controller's pods, or every sender shares the ingress controller's address and one sender's failures are charged to all" }}
+{{- include "media-orchestrator.refuse" "webhooks.trustedProxies is required when ingress.enabled=true: set it to the addresses (CIDRs) of the ingress controller's pods, or every sender shares the ingress controller's address and one sender's failures are charged to all" }}
 {{- end }}
 {{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.egress.apiServer.cidrs) }}
-{{- fail "networkPolicy.egress.apiServer.cidrs is required when networkPolicy.enabled=true: a rule without addresses allows every address (kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes lists the API server's)" }}
+{{- include "media-orchestrator.refuse" "networkPolicy.egress.apiServer.cidrs is required when networkPolicy.enabled=true: a rule without addresses allows every address (kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes lists the API server's)" }}
 {{- end }}
 {{- if and (not .Values.crds.only) (eq .Values.environment "prod") (not .Values.image.digest) }}
-{{- fail "image.digest is required with environment=prod: a tag can be moved, a digest cannot" }}
+{{- include "media-orchestrator.refuse" "image.digest is required with environment=prod: a tag can be moved, a digest cannot" }}
 {{- end }}
 {{- if and (not .Values.crds.only) (ne .Values.environment "dev") }}
 {{- $url := include "media-orchestrator.callbackBaseUrl" . }}
 {{- if not (hasPrefix "https://" $url) }}
-{{- fail (printf "the callback URL %s is plain HTTP, and the per-job callback URLs carry tokens: outside environment=dev set callback.baseUrl to an https:// URL, or enable ingress.tls.enabled with the Ingress" $url) }}
+{{- include "media-orchestrator.refuse" (printf "the callback URL %s is plain HTTP, and the per-job callback URLs carry tokens: outside environment=dev set callback.baseUrl to an https:// URL, or enable ingress.tls.enabled with the Ingress" $url) }}
 {{- end }}
 {{- end }}
 {{- $le := .Values.leaderElection }}
 {{- if and (not $le.enabled) (gt (int .Values.replicaCount) 1) }}
-{{- fail (printf "leaderElection.enabled=false with replicaCount=%d: every replica would reconcile the same jobs" (int .Values.replicaCount)) }}
+{{- include "media-orchestrator.refuse" (printf "leaderElection.enabled=false with replicaCount=%d: every replica would reconcile the same jobs" (int .Values.replicaCount)) }}
 {{- end }}
 {{- if le (int $le.leaseDurationSeconds) (int $le.renewDeadlineSeconds) }}
-{{- fail (printf "leaderElection.leaseDurationSeconds (%d) must be greater than leaderElection.renewDeadlineSeconds (%d), or a follower could take over while the leader still reconciles" (int $le.leaseDurationSeconds) (int $le.renewDeadlineSeconds)) }}
+{{- include "media-orchestrator.refuse" (printf "leaderElection.leaseDurationSeconds (%d) must be greater than leaderElection.renewDeadlineSeconds (%d), or a follower could take over while the leader still reconciles" (int $le.leaseDurationSeconds) (int $le.renewDeadlineSeconds)) }}
 {{- end }}
 {{- if le (int $le.renewDeadlineSeconds) (int $le.retryPeriodSeconds) }}
-{{- fail (printf "leaderElection.renewDeadlineSeconds (%d) must be greater than leaderElection.retryPeriodSeconds (%d), or the leader gets no second try to renew" (int $le.renewDeadlineSeconds) (int $le.retryPeriodSeconds)) }}
+{{- include "media-orchestrator.refuse" (printf "leaderElection.renewDeadlineSeconds (%d) must be greater than leaderElection.retryPeriodSeconds (%d), or the leader gets no second try to renew" (int $le.renewDeadlineSeconds) (int $le.retryPeriodSeconds)) }}
 {{- end }}
 {{- $pdb := .Values.podDisruptionBudget }}
 {{- if and $pdb.enabled (gt (int .Values.replicaCount) 1) (eq (toString $pdb.maxUnavailable) "") (not (kindIs "string" $pdb.minAvailable)) (ge (int $pdb.minAvailable) (int .Values.replicaCount)) }}
-{{- fail (printf "podDisruptionBudget.minAvailable (%d) must be less than replicaCount (%d), or no node could ever be drained" (int $pdb.minAvailable) (int .Values.replicaCount)) }}
+{{- include "media-orchestrator.refuse" (printf "podDisruptionBudget.minAvailable (%d) must be less than replicaCount (%d), or no node could ever be drained" (int $pdb.minAvailable) (int .Values.replicaCount)) }}
 {{- end }}
 {{- range $w := list "asr" "tts" "render" }}
 {{- $ep := index $.Values.gpuEndpoints $w }}
 {{- if lt (int $ep.maxWorkers) (int $ep.minWorkers) }}
-{{- fail (printf "gpuEndpoints.%s.maxWorkers (%d) must be at least gpuEndpoints.%s.minWorkers (%d)" $w (int $ep.maxWorkers) $w (int $ep.minWorkers)) }}
+{{- include "media-orchestrator.refuse" (printf "gpuEndpoints.%s.maxWorkers (%d) must be at least gpuEndpoints.%s.minWorkers (%d)" $w (int $ep.maxWorkers) $w (int $ep.minWorkers)) }}
 {{- end }}
 {{- end }}
 {{- end }}
