@@ -78,7 +78,7 @@ export function secretFilesOf(config: object): ReadonlyMap<string, string> {
 }
 
 export interface SecretFilesWatch {
-  /** Re-reads every file now; resolves with the names whose value changed. */
+  /** Re-reads every file now; returns the names whose value changed. */
   check(): string[];
   stop(): void;
 }
@@ -98,6 +98,13 @@ export function watchSecretFiles<C extends object>(
 ): SecretFilesWatch {
   const files = secretFilesOf(config);
   const current = config as Record<string, unknown>;
+  // The problem last logged per variable: a file that stays broken is reported once, not per pass.
+  const reported = new Map<string, string>();
+  const report = (name: string, problem: string) => {
+    if (reported.get(name) === problem) return;
+    reported.set(name, problem);
+    opts.log.error({ variable: name, problem }, "secret file not usable; the value in use is kept");
+  };
   const check = (): string[] => {
     const changed: string[] = [];
     for (const [name, path] of files) {
@@ -105,20 +112,15 @@ export function watchSecretFiles<C extends object>(
       try {
         text = readSecretFile(path);
       } catch (err) {
-        opts.log.error(
-          { variable: name, code: (err as NodeJS.ErrnoException).code },
-          "secret file unreadable; the value in use is kept",
-        );
+        report(name, `unreadable (${(err as NodeJS.ErrnoException).code ?? "error"})`);
         continue;
       }
       const parsed = opts.parse(name, text);
       if (!parsed.ok) {
-        opts.log.error(
-          { variable: name, problem: parsed.problem },
-          "secret file invalid; the value in use is kept",
-        );
+        report(name, parsed.problem);
         continue;
       }
+      reported.delete(name);
       if (parsed.value === current[name]) continue;
       current[name] = parsed.value;
       changed.push(name);

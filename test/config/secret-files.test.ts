@@ -13,7 +13,8 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { request } from "undici";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { ConfigError, parseEnv } from "../../src/config/env.js";
+import { pino } from "pino";
+import { ConfigError, parseEnv, watchEnvSecretFiles } from "../../src/config/env.js";
 import { rebuiltOnChange } from "../../src/config/secret-files.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
@@ -90,6 +91,38 @@ describe("secrets from files", () => {
     const missing = () => parseEnv({ GPU_PROVIDER_API_KEY_FILE: "/nonexistent/key" });
     expect(missing).toThrow(ConfigError);
     expect(missing).toThrow("GPU_PROVIDER_API_KEY: cannot read its file (ENOENT)");
+  });
+
+  it("an empty or invalid file keeps the value in use, logged once by variable name, never a value", () => {
+    const vol = secretVolume();
+    vol.write({ GPU_PROVIDER_API_KEY: "gpu-1", LOG_LEVEL: "info" });
+    const lines: string[] = [];
+    const log = pino({ level: "info" }, { write: (l: string) => lines.push(l) });
+    const env = parseEnv({ SECRETS_DIR: vol.dir });
+    const watch = watchEnvSecretFiles(env, log);
+    try {
+      vol.write({ GPU_PROVIDER_API_KEY: "gpu-2", LOG_LEVEL: "info" });
+      expect(watch.check()).toEqual(["GPU_PROVIDER_API_KEY"]);
+      expect(env.GPU_PROVIDER_API_KEY).toBe("gpu-2");
+      // Emptied (a half-done edit), then a value parseEnv refuses: the value in use stays.
+      vol.write({ GPU_PROVIDER_API_KEY: "", LOG_LEVEL: "info" });
+      expect(watch.check()).toEqual([]);
+      expect(watch.check()).toEqual([]);
+      vol.write({ GPU_PROVIDER_API_KEY: "gpu-3", LOG_LEVEL: "chatty" });
+      expect(watch.check()).toEqual(["GPU_PROVIDER_API_KEY"]);
+      expect(env).toMatchObject({ GPU_PROVIDER_API_KEY: "gpu-3", LOG_LEVEL: "info" });
+      const errors = lines.map(
+        (l) => JSON.parse(l) as { level: number; variable?: string; problem?: string },
+      );
+      expect(errors.filter((e) => e.level >= 50).map((e) => [e.variable, e.problem])).toEqual([
+        ["GPU_PROVIDER_API_KEY", "empty"],
+        ["LOG_LEVEL", expect.stringContaining("Invalid option")],
+      ]);
+      for (const secret of ["gpu-1", "gpu-2", "gpu-3", "chatty"])
+        expect(lines.join("")).not.toContain(secret);
+    } finally {
+      watch.stop();
+    }
   });
 
   it("a client built with a secret is rebuilt with the new value once it changes", () => {
