@@ -1,6 +1,6 @@
 // The operator's processes: `controller`, `webhooks` (the sidecar) or `all` (both in one process,
 // for `make run` and local development). In the cluster the chart runs them as two containers.
-import { ConfigError, parseEnv } from "./config/env.js";
+import { ConfigError, parseEnv, watchEnvSecretFiles } from "./config/env.js";
 import { runController } from "./controller/run.js";
 import { createLogger } from "./log.js";
 import { runWebhooks } from "./webhooks/run.js";
@@ -34,6 +34,9 @@ async function main(argv: string[]): Promise<void> {
   };
   process.on("SIGTERM", () => void shutdown(0));
   process.on("SIGINT", () => void shutdown(0));
+  // Secrets mounted as files are re-read while the process runs: a rotation needs no restart.
+  const secretFiles = watchEnvSecretFiles(env, log);
+  stops.push(async () => secretFiles.stop());
   try {
     if (mode === "webhooks" || mode === "all") stops.push((await runWebhooks(env, log)).stop);
     // Losing the lease ends the process, as controller-runtime does: the pod restarts as a candidate.

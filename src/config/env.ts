@@ -1,8 +1,16 @@
 // Configuration from the environment, parsed once at start by zod. A bad value stops the process
 // with a message naming the variable; values themselves are never echoed (some are secrets).
+import type { Logger } from "pino";
 import { z } from "zod";
 import { UNCONFIRMED_SUBMISSION_POLICIES } from "../mediajob/lifecycle.js";
 import { parseRateLimits, trustedProxiesProblem } from "../webhooks/ratelimit.js";
+import {
+  SecretFileError,
+  rememberSecretFiles,
+  watchSecretFiles,
+  withSecretFiles,
+  type SecretFilesWatch,
+} from "./secret-files.js";
 
 const bool = z
   .enum(["true", "false", "1", "0", "yes", "no"])
@@ -149,6 +157,13 @@ export const EnvSchema = z.object({
   /** PaymentEvents are kept this long (longer than the provider's 3-day retry window). */
   PAYMENT_EVENT_RETENTION_HOURS: seconds(24 * 7),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /**
+   * A directory of secret files named after the variables they supply (GPU_PROVIDER_API_KEY, ...):
+   * a mounted Kubernetes Secret. <VARIABLE>_FILE names one file. See secret-files.ts.
+   */
+  SECRETS_DIR: optionalText,
+  /** How often the secret files are re-read, so a rotated secret takes effect without a restart. */
+  SECRET_FILES_RELOAD_SECONDS: seconds(10),
 });
 
 export type Env = z.output<typeof EnvSchema>;
@@ -161,7 +176,15 @@ export class ConfigError extends Error {
 }
 
 /** Parses the environment. Messages name the variable and the rule, never the value. */
-export function parseEnv(env: NodeJS.ProcessEnv = process.env): Env {
+export function parseEnv(source: NodeJS.ProcessEnv = process.env): Env {
+  let env: NodeJS.ProcessEnv;
+  let files: Map<string, string>;
+  try {
+    ({ env, files } = withSecretFiles(source, Object.keys(EnvSchema.shape)));
+  } catch (err) {
+    if (err instanceof SecretFileError) throw new ConfigError(err.problems);
+    throw err;
+  }
   const input: Record<string, string | undefined> = {};
   for (const key of Object.keys(EnvSchema.shape)) {
     const v = env[key];
@@ -183,7 +206,28 @@ export function parseEnv(env: NodeJS.ProcessEnv = process.env): Env {
     throw new ConfigError([
       "LEADER_ELECTION_RENEW_DEADLINE_SECONDS: must be greater than LEADER_ELECTION_RETRY_PERIOD_SECONDS",
     ]);
+  rememberSecretFiles(res.data, files);
   return res.data;
+}
+
+/**
+ * Keeps the secrets of `env` that came from files (SECRETS_DIR, <VARIABLE>_FILE) equal to their
+ * files, re-read every SECRET_FILES_RELOAD_SECONDS. A new value is checked as parseEnv checks it;
+ * an empty or invalid file keeps the value in use.
+ */
+export function watchEnvSecretFiles(env: Env, log: Logger): SecretFilesWatch {
+  return watchSecretFiles(env, {
+    intervalMs: env.SECRET_FILES_RELOAD_SECONDS * 1000,
+    log,
+    parse: (name, text) => {
+      const schema = EnvSchema.shape[name as keyof typeof EnvSchema.shape];
+      const res = schema.safeParse(text === "" ? undefined : text);
+      if (!res.success)
+        return { ok: false, problem: res.error.issues[0]?.message.replace(/received .*/i, "") ?? "invalid" };
+      if (res.data === undefined) return { ok: false, problem: "empty" };
+      return { ok: true, value: res.data };
+    },
+  });
 }
 
 /** The variables a component cannot run without, checked after parsing. */

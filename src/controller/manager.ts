@@ -151,7 +151,10 @@ export class Manager {
       log: log.child({ controller: "mediajob" }),
       settings: {
         callbackBaseUrl: env.CALLBACK_BASE_URL,
-        callbackSecret: env.CALLBACK_SECRET,
+        // Read per submission: a rotated key file takes effect without a restart.
+        get callbackSecret() {
+          return env.CALLBACK_SECRET!;
+        },
         defaultTimeoutSeconds: env.JOB_TIMEOUT_SECONDS,
         confirmationWindowMs: env.CALLBACK_CONFIRMATION_SECONDS * 1000,
         unconfirmedPolicy: env.UNCONFIRMED_SUBMISSION_POLICY,

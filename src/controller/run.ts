@@ -1,6 +1,7 @@
 // Builds the controller from the configuration: provider client, manager, health server.
 import type { Logger } from "pino";
 import { managementUrl, requireVars, type Env } from "../config/env.js";
+import { rebuiltOnChange } from "../config/secret-files.js";
 import { KubeApi } from "../k8s/api.js";
 import { loadKubeConfig } from "../k8s/config.js";
 import { GpuProviderClient } from "../provider/index.js";
@@ -24,14 +25,19 @@ export async function runController(
     timeoutMs: env.KUBE_API_TIMEOUT_SECONDS * 1000,
   });
   const metrics = new ControllerMetrics();
-  const provider = new GpuProviderClient({
-    apiUrl: env.GPU_PROVIDER_API_URL,
-    managementUrl: managementUrl(env),
-    managementApi: env.GPU_PROVIDER_MANAGEMENT_API,
-    apiKey: env.GPU_PROVIDER_API_KEY!,
-    logger: log.child({ component: "gpu-provider" }),
-    onCall: metrics.provider.onCall,
-  });
+  // Rebuilt with the current key after a rotation of its file (secret-files.ts).
+  const provider = rebuiltOnChange(
+    () => env.GPU_PROVIDER_API_KEY!,
+    (apiKey) =>
+      new GpuProviderClient({
+        apiUrl: env.GPU_PROVIDER_API_URL,
+        managementUrl: managementUrl(env),
+        managementApi: env.GPU_PROVIDER_MANAGEMENT_API,
+        apiKey,
+        logger: log.child({ component: "gpu-provider" }),
+        onCall: metrics.provider.onCall,
+      }),
+  );
   const manager = new Manager({
     api,
     provider,

@@ -2,6 +2,7 @@
 import type { Logger } from "pino";
 import { Registry } from "prom-client";
 import { requireSidecarVars, type Env } from "../config/env.js";
+import { rebuiltOnChange } from "../config/secret-files.js";
 import { KubeApi } from "../k8s/api.js";
 import { loadKubeConfig } from "../k8s/config.js";
 import { GpuProviderClient } from "../provider/index.js";
@@ -30,15 +31,21 @@ export async function runWebhooks(
   });
   const namespace = webhookNamespace(env);
   const registry = new Registry();
-  const provider = new GpuProviderClient({
-    apiUrl: env.GPU_PROVIDER_API_URL,
-    apiKey: env.GPU_PROVIDER_API_KEY!,
-    // A callback waits on this answer, and RunPod gives up on a slow receiver: short and few.
-    timeoutMs: 5_000,
-    retryBudgetMs: 8_000,
-    logger: log.child({ component: "gpu-provider" }),
-    onCall: new ProviderMetrics(registry).onCall,
-  });
+  const onCall = new ProviderMetrics(registry).onCall;
+  // Rebuilt with the current key after a rotation of its file (secret-files.ts).
+  const provider = rebuiltOnChange(
+    () => env.GPU_PROVIDER_API_KEY!,
+    (apiKey) =>
+      new GpuProviderClient({
+        apiUrl: env.GPU_PROVIDER_API_URL,
+        apiKey,
+        // A callback waits on this answer, and RunPod gives up on a slow receiver: short and few.
+        timeoutMs: 5_000,
+        retryBudgetMs: 8_000,
+        logger: log.child({ component: "gpu-provider" }),
+        onCall,
+      }),
+  );
   const server = await startWebhookServer({ api, env, log, registry, namespace, provider });
   const gc = startPaymentEventGc({
     api,

@@ -220,13 +220,22 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
     log,
     finished,
     ...(apiKey && {
-      subscriptions: new PaymentApi({ baseUrl: opts.env.PAYMENT_PROVIDER_API_URL, apiKey }),
+      subscriptions: new PaymentApi({
+        baseUrl: opts.env.PAYMENT_PROVIDER_API_URL,
+        // Read per call: a rotated key file takes effect without a restart (secret-files.ts).
+        get apiKey() {
+          return opts.env.PAYMENT_PROVIDER_API_KEY ?? apiKey;
+        },
+      }),
     }),
     duplicateWaitMs: opts.duplicateWaitMs ?? 5_000,
   });
   await registerPaymentRoute(app, {
     events,
-    secrets,
+    // Read per request: a rotated signing secret file takes effect without a restart.
+    get secrets() {
+      return webhookSecrets(opts.env);
+    },
     toleranceSeconds: opts.env.WEBHOOK_TOLERANCE_SECONDS,
     now,
     metrics,
@@ -236,7 +245,9 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
   });
   registerCallbackRoute(app, {
     api: opts.api,
-    secret: opts.env.CALLBACK_SECRET,
+    get secret() {
+      return opts.env.CALLBACK_SECRET;
+    },
     provider: opts.provider,
     now,
     metrics,

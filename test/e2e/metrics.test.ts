@@ -184,6 +184,8 @@ describe("the metrics the dashboard and the alerts use", () => {
       "prometheusRule.enabled=true",
       "--set",
       "prometheusRule.skipCapabilityCheck=true",
+      "--set",
+      "prometheusRule.runbookBaseUrl=https://git.example.com/media-orchestrator/blob/main/docs/observability.md",
     ]).find((o) => o.kind === "PrometheusRule")!;
     const rules = (
       rule.spec as {

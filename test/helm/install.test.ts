@@ -21,11 +21,13 @@ import { join } from "node:path";
 import {
   AppsV1Api,
   AuthorizationV1Api,
+  BatchV1Api,
   CoordinationV1Api,
   CoreV1Api,
   KubeConfig,
   RbacAuthorizationV1Api,
   type V1Container,
+  type V1PodSpec,
   type V1ResourceAttributes,
 } from "@kubernetes/client-node";
 import { pino } from "pino";
@@ -75,6 +77,7 @@ import {
 const CRD_RELEASE = ["media-orchestrator-crds", "media-system"] as const;
 const DEV = { release: "mo-dev", ns: "media-dev", env: "dev" };
 const STAGING = { release: "mo-staging", ns: "media-staging", env: "staging" };
+const HOOK_FAILS = { release: "mo-hook-fails", ns: "media-hook-fails", env: "dev" };
 const FULLNAME = (r: { release: string }) => `${r.release}-media-orchestrator`;
 const WEBHOOK_SECRET = `whsec_${randomBytes(12).toString("hex")}`;
 const CRDS = ["billingaccounts", "gpuendpoints", "mediajobs", "paymentevents"].map(
@@ -97,6 +100,14 @@ async function ok(args: string[]): Promise<string> {
   return res.stdout;
 }
 
+/** What docs/helm.md gives an environment behind the Ingress: its host and the ingress controller's pods. */
+const ingressArgs = (env: string) => [
+  "--set",
+  `ingress.host=media-hooks-${env}.example.com`,
+  "--set",
+  "webhooks.trustedProxies={10.244.0.0/16}",
+];
+
 /** `helm install` of one environment, as docs/helm.md writes it (plus the test's own settings). */
 const installEnv = (r: typeof DEV, extra: string[] = []) =>
   run([
@@ -108,7 +119,7 @@ const installEnv = (r: typeof DEV, extra: string[] = []) =>
     "--create-namespace",
     "-f",
     valuesFile(`values-${r.env}.yaml`),
-    ...(r.env === "dev" ? [] : ["--set", `ingress.host=media-hooks-${r.env}.example.com`]),
+    ...(r.env === "dev" ? [] : ingressArgs(r.env)),
     ...extra,
   ]);
 
@@ -125,29 +136,57 @@ const DEV_SETTINGS = [
 /** The callback key the release's pods read (the hook's Secret, or the chart's with callback.secret). */
 async function callbackSecret(ns: string, deployment: string): Promise<string> {
   const d = await kc.makeApiClient(AppsV1Api).readNamespacedDeployment({ namespace: ns, name: deployment });
-  const ref = d.spec!.template.spec!.containers[0]!.env!.find((e) => e.name === "CALLBACK_SECRET")!.valueFrom!
-    .secretKeyRef!;
-  const s = await kc.makeApiClient(CoreV1Api).readNamespacedSecret({ namespace: ns, name: ref.name! });
-  return Buffer.from(s.data?.CALLBACK_SECRET ?? "", "base64").toString();
+  const pod = d.spec!.template.spec!;
+  return (await secretFiles(ns, pod, pod.containers[0]!)).CALLBACK_SECRET!;
 }
 
-/** What the container would see: literal values, the downward API, and its Secret's keys. */
-async function containerEnv(ns: string, c: V1Container, podName: string): Promise<Record<string, string>> {
-  const out: Record<string, string> = {};
+/**
+ * The files the kubelet would put in a container's SECRETS_DIR: the items of its projected
+ * volume's Secrets, named by their paths (a missing optional Secret or key is no file).
+ */
+async function secretFiles(ns: string, pod: V1PodSpec, c: V1Container): Promise<Record<string, string>> {
+  const dir = c.env?.find((e) => e.name === "SECRETS_DIR")?.value;
+  const mount = c.volumeMounts?.find((m) => m.mountPath === dir);
+  const volume = pod.volumes?.find((v) => v.name === mount?.name);
+  if (!volume?.projected) throw new Error(`${c.name}: no projected secrets volume at SECRETS_DIR`);
   const core = kc.makeApiClient(CoreV1Api);
+  const out: Record<string, string> = {};
+  for (const src of volume.projected.sources ?? []) {
+    const ref = src.secret!;
+    const secret = await core
+      .readNamespacedSecret({ namespace: ns, name: ref.name! })
+      .catch((err: unknown) => {
+        if (ref.optional) return undefined;
+        throw err;
+      });
+    for (const item of ref.items ?? []) {
+      const v = secret?.data?.[item.key];
+      if (v !== undefined) out[item.path] = Buffer.from(v, "base64").toString();
+      else if (!ref.optional) throw new Error(`${c.name}: key ${item.key} missing in ${ref.name}`);
+    }
+  }
+  return out;
+}
+
+/**
+ * What the container's process would see: literal values, the downward API, and its secret files
+ * read in place of their variables (as src/config/secret-files.ts does with SECRETS_DIR).
+ */
+async function containerEnv(
+  ns: string,
+  pod: V1PodSpec,
+  c: V1Container,
+  podName: string,
+): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
   for (const e of c.env ?? []) {
     if (e.value !== undefined) out[e.name] = e.value;
     else if (e.valueFrom?.fieldRef?.fieldPath === "metadata.name") out[e.name] = podName;
     else if (e.valueFrom?.fieldRef?.fieldPath === "metadata.namespace") out[e.name] = ns;
-    else if (e.valueFrom?.secretKeyRef) {
-      const ref = e.valueFrom.secretKeyRef;
-      const secret = await core.readNamespacedSecret({ namespace: ns, name: ref.name! });
-      const v = secret.data?.[ref.key];
-      if (v !== undefined) out[e.name] = Buffer.from(v, "base64").toString();
-      else if (!ref.optional) throw new Error(`${c.name}: ${e.name}: key ${ref.key} missing in ${ref.name}`);
-    }
+    else if (e.valueFrom) throw new Error(`${c.name}: ${e.name} comes from ${JSON.stringify(e.valueFrom)}`);
   }
-  return out;
+  delete out.SECRETS_DIR; // this process has no such directory: the files' values are given instead
+  return { ...out, ...(await secretFiles(ns, pod, c)) };
 }
 
 beforeAll(async () => {
@@ -157,7 +196,12 @@ beforeAll(async () => {
   kc.loadFromFile(cp.kubeconfig);
   admin = new KubeApi(kc);
   hooks = runHookPods(cp, kc, {
-    env: (_ns, vars) => (vars.READYZ_URLS !== undefined ? { ...vars, READYZ_URLS: readyzUrls } : vars),
+    env: (ns, vars) => {
+      if (vars.READYZ_URLS !== undefined) return { ...vars, READYZ_URLS: readyzUrls };
+      // A hook that fails: it is sent to read a Secret of a namespace its Role does not cover (403).
+      if (ns === HOOK_FAILS.ns) return { ...vars, SECRET_NAMESPACE: "kube-system" };
+      return vars;
+    },
   });
 }, 15 * 60_000);
 
@@ -269,6 +313,42 @@ describe("installing per environment", () => {
     expect(roles.items.map((r) => r.metadata?.name).filter((n) => n?.endsWith("-callback-init"))).toEqual([]);
   });
 
+  it("a hook Job that fails leaves nothing behind: no ServiceAccount that may create Secrets", async () => {
+    const res = await installEnv(HOOK_FAILS, [...DEV_SETTINGS, "--timeout", "60s"]);
+    expect(res.status).not.toBe(0);
+    expect(res.stderr).toContain("callback-init");
+    const run = hooks.runs.find((r) => r.namespace === HOOK_FAILS.ns);
+    expect(run).toMatchObject({ kind: "Job", exitCode: 1 });
+    expect(run!.output).toContain("HTTP 403");
+    // hook-failed deletes the whole hook: the Job and its ServiceAccount, Role and RoleBinding.
+    const core = kc.makeApiClient(CoreV1Api);
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    const left = async () => [
+      ...(await core.listNamespacedServiceAccount({ namespace: HOOK_FAILS.ns })).items.map(
+        (o) => `sa/${o.metadata?.name}`,
+      ),
+      ...(await rbac.listNamespacedRole({ namespace: HOOK_FAILS.ns })).items.map(
+        (o) => `role/${o.metadata?.name}`,
+      ),
+      ...(await rbac.listNamespacedRoleBinding({ namespace: HOOK_FAILS.ns })).items.map(
+        (o) => `rolebinding/${o.metadata?.name}`,
+      ),
+      ...(await kc.makeApiClient(BatchV1Api).listNamespacedJob({ namespace: HOOK_FAILS.ns })).items.map(
+        (o) => `job/${o.metadata?.name}`,
+      ),
+    ];
+    let remaining: string[] = [];
+    await eventually(
+      async () => {
+        remaining = (await left()).filter((n) => n.includes("callback-init"));
+        return remaining.length === 0;
+      },
+      { message: () => `the hook's objects to be deleted (left: ${remaining.join(", ")})` },
+    );
+    // The failed release is a user's to remove; nothing of the hook waits for that.
+    await ok(["uninstall", HOOK_FAILS.release, "-n", HOOK_FAILS.ns]);
+  });
+
   it("a second release cannot take the CRDs over (the documented reason for crds.install=false)", async () => {
     const res = await run([
       "install",
@@ -334,9 +414,18 @@ describe("the operator as the chart's ServiceAccount", () => {
     sa = `system:serviceaccount:${DEV.ns}:${pod.serviceAccountName}`;
     asSa = new KubeApi(impersonating(kc, sa));
     const [controller, webhooks] = pod.containers;
-    const controllerEnv = await containerEnv(DEV.ns, controller!, "mo-dev-pod-0");
-    // Both containers get the same configuration.
-    expect(await containerEnv(DEV.ns, webhooks!, "mo-dev-pod-0")).toEqual(controllerEnv);
+    const controllerEnv = await containerEnv(DEV.ns, pod, controller!, "mo-dev-pod-0");
+    const webhooksEnv = await containerEnv(DEV.ns, pod, webhooks!, "mo-dev-pod-0");
+    // The same configuration, but each container only the secrets it uses: the controller never
+    // sees the payment signing secret.
+    expect(controllerEnv.PAYMENT_PROVIDER_WEBHOOK_SECRET).toBeUndefined();
+    expect(webhooksEnv.PAYMENT_PROVIDER_WEBHOOK_SECRET).toBe(WEBHOOK_SECRET);
+    for (const e of [controllerEnv, webhooksEnv]) {
+      expect(e.GPU_PROVIDER_API_KEY).toBe(SIM_KEY);
+      expect(e.CALLBACK_SECRET).toMatch(/^[0-9a-f]{64}$/);
+    }
+    const { PAYMENT_PROVIDER_WEBHOOK_SECRET: _w, ...shared } = webhooksEnv;
+    expect(shared).toEqual(controllerEnv);
     // The provider endpoints the dev GpuEndpoints resolve to by name.
     sim = await startTestSimulator({
       endpoints: ["asr", "tts", "render"].map((w) => ({
@@ -348,7 +437,11 @@ describe("the operator as the chart's ServiceAccount", () => {
     // Only what cannot be the same on this machine: the provider's address, and the sidecar's
     // address and ports (the pod's 8080/8081 may be taken here).
     const base = { ...controllerEnv, GPU_PROVIDER_API_URL: sim.url, WEBHOOKS_HOST: "127.0.0.1" };
-    const sidecarEnv = parseEnv(base);
+    const sidecarEnv = parseEnv({
+      ...webhooksEnv,
+      GPU_PROVIDER_API_URL: sim.url,
+      WEBHOOKS_HOST: "127.0.0.1",
+    });
     sidecar = await startWebhookServer({
       api: asSa,
       env: sidecarEnv,
@@ -604,7 +697,7 @@ describe("the operator as the chart's ServiceAccount", () => {
       .readNamespacedDeployment({ namespace: second.ns, name: FULLNAME(second) });
     const pod = d.spec!.template.spec!;
     const secondEnv = parseEnv({
-      ...(await containerEnv(second.ns, pod.containers[0]!, "mo-dev-b-pod-0")),
+      ...(await containerEnv(second.ns, pod, pod.containers[0]!, "mo-dev-b-pod-0")),
       GPU_PROVIDER_API_URL: sim.url,
       CALLBACK_BASE_URL: sidecar.url,
       WEBHOOKS_HOST: "127.0.0.1",
@@ -646,6 +739,108 @@ describe("the operator as the chart's ServiceAccount", () => {
     expect(after.spec?.leaseTransitions).toBe((before.spec?.leaseTransitions ?? 0) + 1);
     // The release's leaderElection values, through the environment, are the controller's.
     expect(after.spec?.leaseDurationSeconds).toBe(37);
+  });
+});
+
+describe("webhooks.separateDeployment: the sidecar with a ServiceAccount of its own", () => {
+  const SEP = { release: "mo-sep", ns: "media-sep", env: "dev" };
+  let sidecar: RunningWebhookServer | undefined;
+
+  afterAll(async () => {
+    await sidecar?.close();
+    await run(["uninstall", SEP.release, "-n", SEP.ns]);
+  });
+
+  it("its rules are enough for the sidecar's work and hold none of the controller's", async () => {
+    const res = await installEnv(SEP, [...DEV_SETTINGS, "--set", "webhooks.separateDeployment=true"]);
+    expect(res.status, res.stderr).toBe(0);
+    const apps = kc.makeApiClient(AppsV1Api);
+    const d = await apps.readNamespacedDeployment({ namespace: SEP.ns, name: `${FULLNAME(SEP)}-webhooks` });
+    const pod = d.spec!.template.spec!;
+    expect(pod.containers.map((c) => c.name)).toEqual(["webhooks"]);
+    const sa = `system:serviceaccount:${SEP.ns}:${pod.serviceAccountName}`;
+    expect(pod.serviceAccountName).toBe(`${FULLNAME(SEP)}-webhooks`);
+    const asSidecar = new KubeApi(impersonating(kc, sa));
+    const env = parseEnv({
+      ...(await containerEnv(SEP.ns, pod, pod.containers[0]!, "mo-sep-webhooks-0")),
+      WEBHOOKS_HOST: "127.0.0.1",
+      LOG_LEVEL: "silent",
+    });
+    expect(env.LEADER_ELECTION).toBe(false); // no controller beside it: every replica collects
+    sidecar = await startWebhookServer({
+      api: asSidecar,
+      env,
+      log: silent,
+      registry: new Registry(),
+      host: "127.0.0.1",
+      port: 0,
+    });
+    // A subscription event: the record, the replay memory's watch, the BillingAccount.
+    const customer = `cus_${randomBytes(4).toString("hex")}`;
+    const event = {
+      id: `evt_${randomBytes(6).toString("hex")}`,
+      object: "event",
+      type: "customer.subscription.created",
+      created: Math.floor(Date.now() / 1000),
+      livemode: false,
+      data: { object: { id: `sub_${customer}`, object: "subscription", customer, status: "active" } },
+    };
+    const body = JSON.stringify(event);
+    const answer = await request(`${sidecar.url}/webhooks/payment_provider`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "stripe-signature": signStripePayload(body, WEBHOOK_SECRET, Math.floor(Date.now() / 1000)),
+      },
+      body,
+    });
+    expect(answer.statusCode, await answer.body.text()).toBe(200);
+    const account = await admin.get<BillingAccount>("billingaccounts", SEP.ns, billingAccountName(customer));
+    expect(account?.status?.subscriptionStatus).toBe("active");
+    expect((await request(`${sidecar.url}/readyz`)).statusCode).toBe(200);
+    // Garbage collection of old records.
+    const gc = startPaymentEventGc({ api: asSidecar, namespace: SEP.ns, retentionMs: 0, log: silent });
+    try {
+      expect(await gc.runOnce()).toBeGreaterThan(0);
+    } finally {
+      gc.stop();
+    }
+
+    const authz = impersonating(kc, sa).makeApiClient(AuthorizationV1Api);
+    const can = async (a: V1ResourceAttributes) =>
+      (await authz.createSelfSubjectAccessReview({ body: { spec: { resourceAttributes: a } } })).status
+        ?.allowed ?? false;
+    const at = (a: V1ResourceAttributes) => ({ namespace: SEP.ns, group: G, ...a });
+    // A callback reads its job and writes its status.
+    expect(await can(at({ resource: "mediajobs", verb: "get" }))).toBe(true);
+    expect(await can(at({ resource: "mediajobs", subresource: "status", verb: "update" }))).toBe(true);
+    // None of the controller's rights.
+    for (const a of [
+      at({ resource: "mediajobs", verb: "create" }),
+      at({ resource: "mediajobs", verb: "patch" }),
+      at({ resource: "mediajobs", verb: "list" }),
+      at({ resource: "gpuendpoints", verb: "list" }),
+      at({ resource: "gpuendpoints", subresource: "status", verb: "update" }),
+      at({ group: "events.k8s.io", resource: "events", verb: "create" }),
+      at({ group: "coordination.k8s.io", resource: "leases", verb: "create" }),
+      at({ group: "coordination.k8s.io", resource: "leases", verb: "get", name: leaseName(SEP.ns) }),
+      at({ group: "", resource: "secrets", verb: "get" }),
+    ])
+      expect(await can(a), JSON.stringify(a)).toBe(false);
+    // And the controller's ServiceAccount none of the sidecar's: no payment records, no accounts.
+    const controllerSa = `system:serviceaccount:${SEP.ns}:${FULLNAME(SEP)}`;
+    const controllerAuthz = impersonating(kc, controllerSa).makeApiClient(AuthorizationV1Api);
+    const controllerCan = async (a: V1ResourceAttributes) =>
+      (await controllerAuthz.createSelfSubjectAccessReview({ body: { spec: { resourceAttributes: a } } }))
+        .status?.allowed ?? false;
+    expect(await controllerCan(at({ resource: "billingaccounts", verb: "watch" }))).toBe(true);
+    for (const a of [
+      at({ resource: "paymentevents", verb: "create" }),
+      at({ resource: "paymentevents", verb: "get" }),
+      at({ resource: "billingaccounts", verb: "create" }),
+      at({ resource: "billingaccounts", subresource: "status", verb: "update" }),
+    ])
+      expect(await controllerCan(a), JSON.stringify(a)).toBe(false);
   });
 });
 
@@ -832,8 +1027,7 @@ describe("upgrading and uninstalling", () => {
       STAGING.ns,
       "-f",
       valuesFile("values-staging.yaml"),
-      "--set",
-      `ingress.host=media-hooks-${STAGING.env}.example.com`,
+      ...ingressArgs(STAGING.env),
       "--set",
       "callback.secret=rotated-1",
     ]);

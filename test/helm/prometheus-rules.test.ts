@@ -1,11 +1,14 @@
 // The chart's PrometheusRule, checked with Prometheus's own promtool: `promtool check rules` on the
 // rendered rules, and `promtool test rules` with a case per alert where it fires and one where it
-// stays quiet. Every alert carries a runbook naming a `kubectl media` command.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+// stays quiet (and, for an alert on a scrape target's health, one where the target is absent).
+// Every alert carries a description naming a `kubectl media` command and a runbook_url at its own
+// heading of docs/observability.md.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
+import { REPO_ROOT } from "../support/controlplane.js";
 import { helmBinary, helmTemplate, valuesFile } from "../support/helm.js";
 import { promtool, promtoolBinary } from "../support/promtool.js";
 
@@ -22,6 +25,15 @@ interface RuleSpec {
 }
 
 const NS = "media";
+const RUNBOOKS = "https://git.example.com/platform/media-orchestrator/blob/main/docs/observability.md";
+
+/** GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces as dashes. */
+const anchor = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, "")
+    .replace(/\s/g, "-");
 
 /** One promtool test group: series in, the alerts expected at one time (none: it stays quiet). */
 interface Case {
@@ -82,6 +94,14 @@ function cases(sel: string): Case[] {
       at: "10m",
       series: [[s("up", 'endpoint="webhooks", pod="a"'), "0x15"]],
       labels: { namespace: NS, endpoint: "webhooks", pod: "a" },
+    },
+    {
+      alert: "MediaOrchestratorWebhooksDown",
+      fires: true,
+      at: "10m",
+      // absent(): no webhooks target is scraped at all (every pod gone), only the controller's.
+      series: [[s("up", 'endpoint="metrics", pod="a"'), "1x15"]],
+      labels: { namespace: NS, endpoint: "webhooks" },
     },
     {
       alert: "MediaOrchestratorWebhooksDown",
@@ -280,6 +300,8 @@ describe("the chart's PrometheusRule, with promtool", () => {
       "prometheusRule.enabled=true",
       "--set",
       "prometheusRule.skipCapabilityCheck=true",
+      "--set",
+      `prometheusRule.runbookBaseUrl=${RUNBOOKS}`,
     ]);
     const rule = objs.find((o) => o.kind === "PrometheusRule");
     if (!rule) throw new Error("no PrometheusRule rendered");
@@ -300,14 +322,54 @@ describe("the chart's PrometheusRule, with promtool", () => {
     expect(res.status).toBe(0);
   });
 
-  it("gives every alert a severity and a runbook naming a kubectl media command", () => {
+  it("gives every alert a severity, a description naming a kubectl media command, and a runbook_url of its own", () => {
     const alerts = rules.filter((r) => r.alert);
     expect(alerts.length).toBeGreaterThanOrEqual(10);
+    const headings = new Set(
+      [...readFileSync(join(REPO_ROOT, "docs/observability.md"), "utf8").matchAll(/^#{1,6} (.+)$/gm)].map(
+        (m) => anchor(m[1]!),
+      ),
+    );
+    const urls = new Set<string>();
     for (const r of alerts) {
       expect(r.labels?.severity, r.alert).toMatch(/^(warning|critical)$/);
       expect(r.annotations?.summary, r.alert).toBeTruthy();
-      expect(r.annotations?.runbook, r.alert).toMatch(/'kubectl media [a-z-]+/);
+      expect(r.annotations?.description, r.alert).toMatch(/'kubectl media [a-z-]+/);
+      // The conventional annotation names (kube-prometheus's, Alertmanager templates' and
+      // Grafana's), not free text under a name nothing reads.
+      expect(Object.keys(r.annotations ?? {}).sort(), r.alert).toEqual([
+        "description",
+        "runbook_url",
+        "summary",
+      ]);
+      const url = r.annotations!.runbook_url!;
+      expect(url.startsWith(`${RUNBOOKS}#`), r.alert).toBe(true);
+      const [, fragment] = url.split("#");
+      expect(headings.has(fragment!), `${r.alert}: docs/observability.md has a heading #${fragment}`).toBe(
+        true,
+      );
+      urls.add(url);
     }
+    expect(urls.size).toBe(alerts.length); // one page section per alert
+  });
+
+  it("every alert on a scrape target's health also fires when the target is absent", () => {
+    // The alerts whose subject is a target being up: their expression must cover absence.
+    for (const name of ["MediaOrchestratorNoLeader", "MediaOrchestratorWebhooksDown"]) {
+      const rule = rules.find((r) => r.alert === name)!;
+      expect(rule.expr, name).toMatch(/absent(_over_time)?\(/);
+    }
+    for (const r of rules.filter((x) => x.alert && /\bup\{/.test(x.expr)))
+      expect(r.expr, r.alert).toMatch(/absent(_over_time)?\(/);
+    // promtool proves each fires on absence (the cases with no series of the target, below).
+    const absentCases = cases(sel).filter(
+      (c) =>
+        c.fires && c.labels?.namespace === NS && !c.series.some(([series]) => series.includes("webhooks")),
+    );
+    expect(absentCases.map((c) => c.alert).sort()).toEqual([
+      "MediaOrchestratorNoLeader",
+      "MediaOrchestratorWebhooksDown",
+    ]);
   });
 
   it("passes promtool test rules: each alert fires when it should and stays quiet when not", () => {

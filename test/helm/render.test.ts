@@ -11,7 +11,7 @@ import {
   expectedLeaseRules,
   helm,
   helmBinary,
-  helmTemplate,
+  helmTemplate as helmTemplateDocs,
   leaseName,
   valuesFile,
   type Manifest,
@@ -50,10 +50,53 @@ type Deployment = Manifest & {
   spec: { replicas: number; template: { metadata: { annotations?: Record<string, string> }; spec: PodSpec } };
 };
 type Role = Manifest & { rules: Array<Record<string, unknown>> };
+interface SecretProjection {
+  name: string;
+  optional?: boolean;
+  items: Array<{ key: string; path: string }>;
+}
+interface Volume {
+  name: string;
+  projected?: { defaultMode: number; sources: Array<{ secret: SecretProjection }> };
+}
+type PodSpecWithVolumes = Omit<PodSpec, "containers"> & {
+  volumes: Volume[];
+  containers: Array<
+    Container & { volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }> }
+  >;
+};
 type Binding = Manifest & {
   roleRef: { kind: string; name: string };
   subjects: Array<{ kind: string; name: string; namespace: string }>;
 };
+
+/**
+ * The chart's objects, a List's items among them: the callback-secret hook is one List (its Job,
+ * ServiceAccount, Role, RoleBinding and NetworkPolicy, deleted together by its policy).
+ */
+const helmTemplate = (release: string, namespace: string, args: string[] = []): Manifest[] =>
+  helmTemplateDocs(release, namespace, args).flatMap((o) =>
+    o.kind === "List" ? ((o as { items?: Manifest[] }).items ?? []) : [o],
+  );
+
+const G = "media-orchestrator.io";
+/** With webhooks.separateDeployment: the controller's ServiceAccount's rules, and the sidecar's. */
+const CONTROLLER_RULES = [
+  { apiGroups: [G], resources: ["mediajobs"], verbs: ["get", "list", "watch", "create", "patch"] },
+  { apiGroups: [G], resources: ["mediajobs/status"], verbs: ["update"] },
+  { apiGroups: [G], resources: ["gpuendpoints"], verbs: ["list", "watch"] },
+  { apiGroups: [G], resources: ["gpuendpoints/status"], verbs: ["update"] },
+  { apiGroups: [G], resources: ["billingaccounts"], verbs: ["list", "watch"] },
+  { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
+];
+const WEBHOOKS_RULES = [
+  { apiGroups: [G], resources: ["mediajobs"], verbs: ["get"] },
+  { apiGroups: [G], resources: ["mediajobs/status"], verbs: ["update"] },
+  { apiGroups: [G], resources: ["billingaccounts"], verbs: ["get", "create"] },
+  { apiGroups: [G], resources: ["billingaccounts/status"], verbs: ["update"] },
+  { apiGroups: [G], resources: ["paymentevents"], verbs: ["get", "list", "watch", "create", "delete"] },
+  { apiGroups: [G], resources: ["paymentevents/status"], verbs: ["update"] },
+];
 
 const ENVIRONMENTS = ["dev", "staging", "prod"] as const;
 const WORKLOADS = ["asr", "tts", "render"] as const;
@@ -70,9 +113,29 @@ const envOf = (c: Container) => new Map(c.env.map((e) => [e.name, e]));
 const literalEnv = (c: Container): Record<string, string> =>
   Object.fromEntries(c.env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
 
-/** What docs/helm.md adds to the values file of an environment: outside dev, the HTTPS host. */
-const hostArgs = (env: string) =>
-  env === "dev" ? [] : ["--set", `ingress.host=media-hooks-${env}.example.com`];
+const DIGEST = `sha256:${"4f".repeat(32)}`;
+const RUNBOOKS = "https://git.example.com/platform/media-orchestrator/blob/main/docs/observability.md";
+/** The ingress controller's pod CIDR and the API server's endpoint, as docs/helm.md's examples give them. */
+const INGRESS_PODS = "10.244.0.0/16";
+const API_SERVER = "172.18.0.2/32";
+
+/**
+ * What docs/helm.md adds to the values file of an environment: outside dev, the HTTPS host and
+ * the ingress controller's addresses; in prod also the image digest and the API server's address.
+ */
+const hostArgs = (env: string) => [
+  ...(env === "dev"
+    ? []
+    : [
+        "--set",
+        `ingress.host=media-hooks-${env}.example.com`,
+        "--set",
+        `webhooks.trustedProxies={${INGRESS_PODS}}`,
+      ]),
+  ...(env === "prod"
+    ? ["--set", `image.digest=${DIGEST}`, "--set", `networkPolicy.egress.apiServer.cidrs={${API_SERVER}}`]
+    : []),
+];
 
 /** Renders an environment the way docs/helm.md installs it. */
 const renderEnv = (env: string, args: string[] = []) =>
@@ -102,9 +165,26 @@ describe("helm lint", () => {
     expect(res.status).toBe(0);
   });
 
-  it("names the missing host of a production values file rather than falling back to plain HTTP", () => {
+  it("refuses what install refuses: prod without its host, trusted proxies, digest and API server address", () => {
     const res = helm(["lint", CHART_DIR, "--strict", "-f", valuesFile("values-prod.yaml")]);
-    expect(res.stdout + res.stderr).toContain("ingress.host is required");
+    expect(res.status).not.toBe(0);
+    const out = res.stdout + res.stderr;
+    for (const value of [
+      "/ingress/host",
+      "/webhooks/trustedProxies",
+      "/image/digest",
+      "/networkPolicy/egress/apiServer/cidrs",
+    ])
+      expect(out).toContain(`at '${value}'`);
+    // Each one alone, as install would refuse it.
+    const full = hostArgs("prod");
+    for (let i = 0; i < full.length; i += 2) {
+      const without = [...full.slice(0, i), ...full.slice(i + 2)];
+      const one = helm(["lint", CHART_DIR, "--strict", "-f", valuesFile("values-prod.yaml"), ...without]);
+      expect(one.status, full[i + 1]).not.toBe(0);
+      const install = helm(["template", "mo", CHART_DIR, "-f", valuesFile("values-prod.yaml"), ...without]);
+      expect(install.status, full[i + 1]).not.toBe(0);
+    }
   });
 
   it("passes for the CRD release", () => {
@@ -145,7 +225,8 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
       "Pod",
       ...(replicas > 1 ? ["PodDisruptionBudget"] : []),
       ...(env === "dev" ? [] : ["Ingress"]),
-      ...(env === "prod" ? ["NetworkPolicy"] : []),
+      // The operator's pod's, the test pod's and the hook's.
+      ...(env === "prod" ? ["NetworkPolicy", "NetworkPolicy", "NetworkPolicy"] : []),
     ].sort();
     expect(kinds(objs)).toEqual(expected);
     for (const o of objs) {
@@ -185,7 +266,10 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
       ["controller", ["controller"]],
       ["webhooks", ["webhooks"]],
     ]);
-    expect(new Set(pod.containers.map((c) => c.image))).toEqual(new Set(["media-orchestrator:0.1.0"]));
+    // prod runs its image by digest (required there).
+    expect(new Set(pod.containers.map((c) => c.image))).toEqual(
+      new Set([env === "prod" ? `media-orchestrator:0.1.0@${DIGEST}` : "media-orchestrator:0.1.0"]),
+    );
     if (replicas > 1) {
       const pdb = one<Manifest & { spec: Record<string, unknown> }>(objs, "PodDisruptionBudget");
       expect(pdb.spec).toMatchObject({ minAvailable: 1 });
@@ -229,6 +313,7 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
   it("configures only variables the product reads, and the product accepts them", () => {
     // POD_NAMESPACE is read by the sidecar directly (src/webhooks/server.ts webhookNamespace).
     const known = new Set([...Object.keys(EnvSchema.shape), "POD_NAMESPACE"]);
+    expect(known.has("SECRETS_DIR")).toBe(true);
     for (const c of deployment.spec.template.spec.containers) {
       for (const e of c.env)
         expect(known.has(e.name), `${c.name}: ${e.name} is not read by the product`).toBe(true);
@@ -240,16 +325,9 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
       expect(vars.get("MEDIA_ENV")?.value).toBe(env);
       expect(vars.get("POD_NAME")?.valueFrom?.fieldRef?.fieldPath).toBe("metadata.name");
       expect(vars.get("POD_NAMESPACE")?.valueFrom?.fieldRef?.fieldPath).toBe("metadata.namespace");
-      for (const key of ["GPU_PROVIDER_API_KEY", "PAYMENT_PROVIDER_WEBHOOK_SECRET"])
-        expect(vars.get(key)?.valueFrom?.secretKeyRef).toMatchObject({
-          name: `mo-${env}-media-orchestrator`,
-          key,
-        });
-      expect(vars.get("CALLBACK_SECRET")?.valueFrom?.secretKeyRef).toEqual({
-        name: `mo-${env}-media-orchestrator-callback`,
-        key: "CALLBACK_SECRET",
-        optional: false,
-      });
+      // No credential in the environment: they are files (the next test).
+      expect(c.env.filter((e) => e.valueFrom?.secretKeyRef)).toEqual([]);
+      expect(vars.get("SECRETS_DIR")?.value).toBe("/var/run/secrets/media-orchestrator");
       // What the pod would see, with the secrets filled in, passes the product's own parser.
       const parsed = parseEnv({
         ...literalEnv(c),
@@ -271,6 +349,47 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
         UNCONFIRMED_SUBMISSION_POLICY: "fail",
       });
     }
+  });
+
+  it("gives each container only the secrets it uses, as files of its own volume (never variables)", () => {
+    const pod = deployment.spec.template.spec as PodSpecWithVolumes;
+    const secret = `mo-${env}-media-orchestrator`;
+    const callback = `mo-${env}-media-orchestrator-callback`;
+    const seen = (name: string) => {
+      const c = pod.containers.find((x) => x.name === name)!;
+      const mount = c.volumeMounts.find((m) => m.mountPath === "/var/run/secrets/media-orchestrator")!;
+      expect(mount.readOnly, name).toBe(true);
+      const volume = pod.volumes.find((v) => v.name === mount.name)!;
+      expect(volume.projected!.defaultMode).toBe(0o444);
+      return volume.projected!.sources.map((s) => [
+        s.secret.name,
+        s.secret.optional ?? false,
+        s.secret.items,
+      ]);
+    };
+    // The controller: the GPU key (submissions) and the callback key (it mints the callback URLs).
+    // Never the payment signing secret nor the payment API key.
+    expect(seen("controller")).toEqual([
+      [secret, true, [{ key: "GPU_PROVIDER_API_KEY", path: "GPU_PROVIDER_API_KEY" }]],
+      [callback, false, [{ key: "CALLBACK_SECRET", path: "CALLBACK_SECRET" }]],
+    ]);
+    // The sidecar: the payment secrets, the callback key, and a GPU key only to confirm callbacks.
+    expect(seen("webhooks")).toEqual([
+      [
+        secret,
+        true,
+        [
+          { key: "GPU_PROVIDER_API_KEY", path: "GPU_PROVIDER_API_KEY" },
+          { key: "PAYMENT_PROVIDER_API_KEY", path: "PAYMENT_PROVIDER_API_KEY" },
+          { key: "PAYMENT_PROVIDER_WEBHOOK_SECRET", path: "PAYMENT_PROVIDER_WEBHOOK_SECRET" },
+        ],
+      ],
+      [callback, false, [{ key: "CALLBACK_SECRET", path: "CALLBACK_SECRET" }]],
+    ]);
+    // Every file is named after a variable the product reads from SECRETS_DIR.
+    for (const v of pod.volumes.filter((x) => x.projected))
+      for (const src of v.projected!.sources)
+        for (const item of src.secret.items) expect(Object.keys(EnvSchema.shape)).toContain(item.path);
   });
 
   it("grants exactly the documented RBAC, in the release namespace only", () => {
@@ -393,8 +512,19 @@ describe("helm template, options", () => {
     const job = one<Job>(objs, "Job");
     expect(job.metadata.annotations).toMatchObject({
       "helm.sh/hook": "pre-install,pre-upgrade",
-      "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+      "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded,hook-failed",
     });
+    // One hook: the Job with its ServiceAccount, Role and RoleBinding, so that Helm deletes them
+    // together whatever the Job's outcome (on failure Helm deletes only the hook that failed).
+    const hooks = helmTemplateDocs("mo-dev", "media-dev", ["-f", valuesFile("values-dev.yaml")]).filter((o) =>
+      o.metadata.annotations?.["helm.sh/hook"]?.includes("pre-install"),
+    ) as Array<Manifest & { items: Manifest[] }>;
+    expect(hooks.map((h) => h.kind)).toEqual(["List"]);
+    expect(hooks[0]!.metadata.annotations).toMatchObject({
+      "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded,hook-failed",
+      "helm.sh/hook-output-log-policy": "hook-failed",
+    });
+    expect(hooks[0]!.items.map((i) => i.kind)).toEqual(["ServiceAccount", "Role", "RoleBinding", "Job"]);
     const init = job.spec.template.spec.containers[0]!;
     expect(init.image).toBe("media-orchestrator:0.1.0");
     expect(literalEnv(init)).toMatchObject({
@@ -428,35 +558,83 @@ describe("helm template, options", () => {
     expect(find(given, "Job")).toEqual([]);
     const yours = renderEnv("dev", ["--set", "callback.existingSecret=my-callback"]);
     expect(find(yours, "Job")).toEqual([]);
-    const controller = one<Deployment>(yours, "Deployment").spec.template.spec.containers[0]!;
-    expect(envOf(controller).get("CALLBACK_SECRET")?.valueFrom?.secretKeyRef?.name).toBe("my-callback");
+    const pod = one<Deployment>(yours, "Deployment").spec.template.spec as PodSpecWithVolumes;
+    for (const v of pod.volumes.filter((x) => x.projected))
+      expect(
+        v.projected!.sources.find((src) => src.secret.items.some((i) => i.key === "CALLBACK_SECRET"))!.secret
+          .name,
+        v.name,
+      ).toBe("my-callback");
   });
 
   it("an existing Secret supplies every credential and the chart creates none", () => {
     const objs = renderEnv("prod", ["--set", "secrets.existingSecret=media-credentials"]);
     expect(find(objs, "Secret")).toEqual([]);
-    const deployment = one<Deployment>(objs, "Deployment");
-    expect(deployment.spec.template.metadata.annotations?.["checksum/secret"]).toBeUndefined();
-    for (const c of deployment.spec.template.spec.containers) {
-      const refs = c.env.filter((e) => e.valueFrom?.secretKeyRef).map((e) => e.valueFrom!.secretKeyRef!);
-      expect(refs.map((r) => [r.name, r.key, r.optional])).toEqual([
-        ["media-credentials", "GPU_PROVIDER_API_KEY", true],
-        ["media-credentials", "PAYMENT_PROVIDER_API_KEY", true],
-        ["media-credentials", "PAYMENT_PROVIDER_WEBHOOK_SECRET", true],
-        ["mo-prod-media-orchestrator-callback", "CALLBACK_SECRET", false],
-      ]);
-    }
+    const pod = one<Deployment>(objs, "Deployment").spec.template.spec as PodSpecWithVolumes;
+    const refs = pod.volumes.flatMap((v) =>
+      (v.projected?.sources ?? []).flatMap((s) =>
+        s.secret.items.map((i) => `${v.name}: ${s.secret.name}/${i.key}`),
+      ),
+    );
+    expect(refs).toEqual([
+      "controller-secrets: media-credentials/GPU_PROVIDER_API_KEY",
+      "controller-secrets: mo-prod-media-orchestrator-callback/CALLBACK_SECRET",
+      "webhooks-secrets: media-credentials/GPU_PROVIDER_API_KEY",
+      "webhooks-secrets: media-credentials/PAYMENT_PROVIDER_API_KEY",
+      "webhooks-secrets: media-credentials/PAYMENT_PROVIDER_WEBHOOK_SECRET",
+      "webhooks-secrets: mo-prod-media-orchestrator-callback/CALLBACK_SECRET",
+    ]);
   });
 
-  it("a credential change rolls the pods; a render without one does not", () => {
-    const checksum = (args: string[]) =>
-      one<Deployment>(renderEnv("dev", args), "Deployment").spec.template.metadata.annotations?.[
-        "checksum/secret"
-      ];
-    expect(checksum([])).toBe(checksum([]));
-    expect(checksum(["--set", "secrets.gpuProviderApiKey=a"])).not.toBe(
-      checksum(["--set", "secrets.gpuProviderApiKey=b"]),
-    );
+  it("gives the sidecar its own restricted GPU key when one is given, as a value or a key of your Secret", () => {
+    const webhooksGpuKey = (args: string[]) => {
+      const pod = one<Deployment>(renderEnv("prod", args), "Deployment").spec.template
+        .spec as PodSpecWithVolumes;
+      const keyOf = (volume: string) =>
+        pod.volumes
+          .find((v) => v.name === volume)!
+          .projected!.sources.flatMap((s) => s.secret.items)
+          .find((i) => i.path === "GPU_PROVIDER_API_KEY")!.key;
+      return [keyOf("controller-secrets"), keyOf("webhooks-secrets")];
+    };
+    expect(webhooksGpuKey([])).toEqual(["GPU_PROVIDER_API_KEY", "GPU_PROVIDER_API_KEY"]);
+    expect(
+      webhooksGpuKey([
+        "--set",
+        "secrets.existingSecret=media-credentials",
+        "--set",
+        "secrets.webhooksGpuProviderApiKeyKey=GPU_PROVIDER_STATUS_KEY",
+      ]),
+    ).toEqual(["GPU_PROVIDER_API_KEY", "GPU_PROVIDER_STATUS_KEY"]);
+    const given = renderEnv("prod", ["--set", "secrets.webhooksGpuProviderApiKey=rpa_status_only"]);
+    const data = one<Manifest & { data: Record<string, string> }>(given, "Secret").data;
+    expect(Buffer.from(data.WEBHOOKS_GPU_PROVIDER_API_KEY!, "base64").toString()).toBe("rpa_status_only");
+    expect(webhooksGpuKey(["--set", "secrets.webhooksGpuProviderApiKey=rpa_status_only"])).toEqual([
+      "GPU_PROVIDER_API_KEY",
+      "WEBHOOKS_GPU_PROVIDER_API_KEY",
+    ]);
+  });
+
+  it("the Deployment carries nothing derived from a secret value (the files are re-read instead of rolling the pods)", () => {
+    const render = (key: string) =>
+      helm([
+        "template",
+        "mo-dev",
+        CHART_DIR,
+        "-n",
+        "media-dev",
+        "-f",
+        valuesFile("values-dev.yaml"),
+        "--set",
+        `secrets.gpuProviderApiKey=${key}`,
+        "--set",
+        "secrets.paymentProviderWebhookSecret=whsec_guessable",
+      ]).stdout;
+    const deploymentOf = (text: string) => text.split(/^---$/m).find((d) => /^kind: Deployment$/m.test(d))!;
+    // A reader of Deployments (not of Secrets) learns nothing: two keys render the same Deployment,
+    // with no hash a guess could be checked against offline.
+    expect(deploymentOf(render("gpu-key-a"))).toBe(deploymentOf(render("gpu-key-b")));
+    expect(deploymentOf(render("gpu-key-a"))).not.toMatch(/checksum|[0-9a-f]{64}/);
   });
 
   it("the Ingress exposes only the two inbound routes and becomes the callback URL", () => {
@@ -527,9 +705,9 @@ describe("helm template, production options", () => {
 
   it("renders the image as registry/repository:tag@digest, the parts given", () => {
     const digest = `sha256:${"ab".repeat(32)}`;
-    const image = (args: string[]) => podOf(args).containers.map((c) => c.image);
-    expect(image([])).toEqual(["media-orchestrator:0.1.0", "media-orchestrator:0.1.0"]);
-    expect(image(["--set", "image.registry=ghcr.io/acme", "--set", "image.tag=1.2.3"])).toEqual([
+    const image = (args: string[], env = "prod") => podOf(args, env).containers.map((c) => c.image);
+    expect(image([], "dev")).toEqual(["media-orchestrator:0.1.0", "media-orchestrator:0.1.0"]);
+    expect(image(["--set", "image.registry=ghcr.io/acme", "--set", "image.tag=1.2.3"], "dev")).toEqual([
       "ghcr.io/acme/media-orchestrator:1.2.3",
       "ghcr.io/acme/media-orchestrator:1.2.3",
     ]);
@@ -742,7 +920,14 @@ describe("helm template, production options", () => {
   });
 
   it("renders the ServiceMonitor and PrometheusRule only where their API is served, or when told to", () => {
-    const on = ["--set", "serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true"];
+    const on = [
+      "--set",
+      "serviceMonitor.enabled=true",
+      "--set",
+      "prometheusRule.enabled=true",
+      "--set",
+      `prometheusRule.runbookBaseUrl=${RUNBOOKS}`,
+    ];
     expect(
       kinds(renderEnv("prod", on)).filter(
         (k) => k.startsWith("ServiceMonitor") || k.startsWith("Prometheus"),
@@ -815,7 +1000,7 @@ describe("helm template, production options", () => {
     type Rule = { from?: Peer[]; to?: Peer[]; ports: Array<{ port: number | string; protocol: string }> };
     const np = one<
       Manifest & { spec: { podSelector: unknown; policyTypes: string[]; ingress: Rule[]; egress: Rule[] } }
-    >(renderEnv("prod"), "NetworkPolicy");
+    >(renderEnv("prod"), "NetworkPolicy", "mo-prod-media-orchestrator");
     expect(np.spec.podSelector).toEqual({
       matchLabels: {
         "app.kubernetes.io/name": "media-orchestrator",
@@ -859,7 +1044,10 @@ describe("helm template, production options", () => {
       { port: 53, protocol: "UDP" },
       { port: 53, protocol: "TCP" },
     ]);
+    // Only the API server's addresses: a rule without them would allow every address on 443,
+    // cancelling the private ranges' exclusion from the providers' rule below.
     expect(apiServer).toEqual({
+      to: [{ ipBlock: { cidr: API_SERVER } }],
       ports: [
         { port: 443, protocol: "TCP" },
         { port: 6443, protocol: "TCP" },
@@ -875,10 +1063,11 @@ describe("helm template, production options", () => {
       renderEnv("prod", [
         "--set-json",
         'networkPolicy.ingress.webhooks={"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"edge"}},"podSelector":{"matchLabels":{"app":"envoy"}}}',
-        "--set-json",
-        'networkPolicy.egress.apiServer.cidrs=["172.20.0.1/32"]',
+        "--set",
+        "networkPolicy.egress.apiServer.cidrs={172.20.0.1/32}",
       ]),
       "NetworkPolicy",
+      "mo-prod-media-orchestrator",
     );
     expect(custom.spec.ingress[0]!.from).toEqual([
       {
@@ -888,6 +1077,127 @@ describe("helm template, production options", () => {
     ]);
     expect(custom.spec.egress[1]!.to).toEqual([{ ipBlock: { cidr: "172.20.0.1/32" } }]);
     expect(find(renderEnv("staging"), "NetworkPolicy")).toEqual([]);
+  });
+
+  it("with policies on, every pod the chart creates is selected by a policy: the operator's, the hook's, the test pod's", () => {
+    type Selector = { matchLabels?: Record<string, string> };
+    type Policy = Manifest & {
+      spec: {
+        podSelector: Selector;
+        policyTypes: string[];
+        ingress?: unknown[];
+        egress: Array<{ to?: unknown[] }>;
+      };
+    };
+    const check = (objs: Manifest[]) => {
+      const policies = find<Policy>(objs, "NetworkPolicy");
+      const pods = objs.flatMap((o) => {
+        if (o.kind === "Pod") return [[o.metadata.name, o.metadata.labels ?? {}] as const];
+        const tpl = (o as { spec?: { template?: { metadata?: { labels?: Record<string, string> } } } }).spec
+          ?.template;
+        return tpl ? [[`${o.kind}/${o.metadata.name}`, tpl.metadata?.labels ?? {}] as const] : [];
+      });
+      expect(pods.length).toBeGreaterThanOrEqual(3);
+      for (const [name, labels] of pods) {
+        const covering = policies.filter((p) =>
+          Object.entries(p.spec.podSelector.matchLabels ?? {}).every(([k, v]) => labels[k] === v),
+        );
+        expect(covering.length, `${name} is selected by a NetworkPolicy`).toBeGreaterThan(0);
+        for (const p of covering) {
+          expect(p.spec.policyTypes, p.metadata.name).toEqual(["Ingress", "Egress"]);
+          // No egress rule without a destination (it would allow every address).
+          for (const rule of p.spec.egress) expect(rule.to?.length, p.metadata.name).toBeGreaterThan(0);
+        }
+      }
+      return policies;
+    };
+    const policies = check(renderEnv("prod"));
+    // The hook's policy is part of the hook (it must exist before the hook's pod runs).
+    const hook = helmTemplateDocs("mo-prod", "media-prod", [
+      "-f",
+      valuesFile("values-prod.yaml"),
+      ...hostArgs("prod"),
+    ]).find((o) => o.kind === "List") as Manifest & { items: Manifest[] };
+    expect(hook.items.map((i) => i.kind)).toContain("NetworkPolicy");
+    // The test pod and the hook receive nothing.
+    for (const name of ["mo-prod-media-orchestrator-test", "mo-prod-media-orchestrator-callback-init"])
+      expect(policies.find((p) => p.metadata.name === name)!.spec.ingress ?? []).toEqual([]);
+    check(renderEnv("prod", ["--set", "webhooks.separateDeployment=true"]));
+  });
+
+  it("webhooks.trustedProxies becomes WEBHOOKS_TRUSTED_PROXIES; the Ingress without it is refused, naming the value", () => {
+    const pod = podOf(["--set", "webhooks.trustedProxies={10.244.0.0/16,fd00::/64}"]);
+    for (const c of pod.containers) {
+      expect(envOf(c).get("WEBHOOKS_TRUSTED_PROXIES")?.value, c.name).toBe("10.244.0.0/16,fd00::/64");
+      expect(
+        parseEnv({ ...literalEnv(c), GPU_PROVIDER_API_KEY: "k", CALLBACK_SECRET: "c".repeat(64) }),
+      ).toMatchObject({
+        WEBHOOKS_TRUSTED_PROXIES: "10.244.0.0/16,fd00::/64",
+      });
+    }
+    for (const env of ["staging", "prod"]) {
+      const args = hostArgs(env);
+      const i = args.findIndex((a) => a.startsWith("webhooks.trustedProxies="));
+      const res = helm([
+        "template",
+        "mo",
+        CHART_DIR,
+        "-f",
+        valuesFile(`values-${env}.yaml`),
+        ...args.slice(0, i - 1),
+        ...args.slice(i + 1),
+      ]);
+      expect(res.status, env).not.toBe(0);
+      expect(res.stderr).toContain("at '/webhooks/trustedProxies'");
+    }
+    // Without the Ingress (dev) no proxy is needed, and none is set.
+    expect(envOf(podOf([], "dev").containers[0]!).get("WEBHOOKS_TRUSTED_PROXIES")).toBeUndefined();
+  });
+
+  it("webhooks.separateDeployment: the sidecar in its own Deployment, with its own ServiceAccount and only its rules", () => {
+    const objs = renderEnv("prod", ["--set", "webhooks.separateDeployment=true"]);
+    const deployments = find<Deployment & { spec: { selector: Selector } }>(objs, "Deployment");
+    type Selector = { matchLabels: Record<string, string> };
+    expect(
+      deployments.map((d) => [d.metadata.name, d.spec.template.spec.containers.map((c) => c.name)]),
+    ).toEqual([
+      ["mo-prod-media-orchestrator-controller", ["controller"]],
+      ["mo-prod-media-orchestrator-webhooks", ["webhooks"]],
+    ]);
+    const [controller, webhooks] = deployments;
+    expect(controller!.spec.template.spec.serviceAccountName).toBe("mo-prod-media-orchestrator");
+    expect(webhooks!.spec.template.spec.serviceAccountName).toBe("mo-prod-media-orchestrator-webhooks");
+    // Selectors that do not overlap; both keep the labels the Service and the policy select.
+    expect(controller!.spec.selector.matchLabels["app.kubernetes.io/component"]).toBe("controller");
+    expect(webhooks!.spec.selector.matchLabels["app.kubernetes.io/component"]).toBe("webhooks");
+    expect(find(objs, "ServiceAccount").map((a) => a.metadata.name)).toContain(
+      "mo-prod-media-orchestrator-webhooks",
+    );
+    expect(one<Role>(objs, "Role", "mo-prod-media-orchestrator").rules).toEqual(CONTROLLER_RULES);
+    expect(one<Role>(objs, "Role", "mo-prod-media-orchestrator-webhooks").rules).toEqual(WEBHOOKS_RULES);
+    expect(one<Binding>(objs, "RoleBinding", "mo-prod-media-orchestrator-webhooks").subjects).toEqual([
+      { kind: "ServiceAccount", name: "mo-prod-media-orchestrator-webhooks", namespace: "media-prod" },
+    ]);
+    // The Lease is the controller's alone; the lone sidecar collects old PaymentEvents in every replica.
+    expect(one<Binding>(objs, "RoleBinding", "mo-prod-media-orchestrator-leader-election").subjects).toEqual([
+      { kind: "ServiceAccount", name: "mo-prod-media-orchestrator", namespace: "media-prod" },
+    ]);
+    expect(envOf(webhooks!.spec.template.spec.containers[0]!).get("LEADER_ELECTION")?.value).toBe("false");
+    expect(envOf(controller!.spec.template.spec.containers[0]!).get("LEADER_ELECTION")?.value).toBe("true");
+    // The two together are the pod's rules: nothing lost by splitting.
+    const union = (rules: Array<Record<string, unknown>>) =>
+      new Set(
+        rules.flatMap((r) =>
+          (r.resources as string[]).flatMap((res) => (r.verbs as string[]).map((v) => `${res}:${v}`)),
+        ),
+      );
+    expect(union([...CONTROLLER_RULES, ...WEBHOOKS_RULES])).toEqual(union(EXPECTED_RULES as never));
+    // One disruption budget per Deployment.
+    expect(
+      find<Manifest & { spec: { selector: Selector } }>(objs, "PodDisruptionBudget").map(
+        (p) => p.spec.selector.matchLabels["app.kubernetes.io/component"],
+      ),
+    ).toEqual(["controller", "webhooks"]);
   });
 
   it("two releases watching one namespace share its Lease; a watch-all release uses the cluster's", () => {
@@ -968,7 +1278,7 @@ describe("helm template, production options", () => {
   });
 });
 
-describe("bad values are refused with a message naming the value", () => {
+describe("bad values are refused by install and lint alike, with a message naming the value", () => {
   it.each([
     [["--set", "replicaCount=0"], "/replicaCount"],
     [["--set", "environment=Prod"], "/environment"],
@@ -987,7 +1297,7 @@ describe("bad values are refused with a message naming the value", () => {
       ["--set", "secrets.existingSecret=creds", "--set", "secrets.gpuProviderApiKey=k"],
       "secrets.existingSecret",
     ],
-    [["--set", "ingress.enabled=true"], "ingress.host is required"],
+    [["--set", "ingress.enabled=true"], "at '/ingress/host'"],
     [
       [
         "--set",
@@ -1014,6 +1324,25 @@ describe("bad values are refused with a message naming the value", () => {
     [["--set", "leaderElection.enabled=false", "--set", "replicaCount=2"], "leaderElection.enabled=false"],
     [["--set", "callback.secret=a", "--set", "callback.existingSecret=b"], "callback.existingSecret"],
     [["--set", "podSecurityContext.runAsUsr=1000"], "/podSecurityContext"],
+    [
+      [
+        "--set",
+        "ingress.enabled=true",
+        "--set",
+        "ingress.host=h.example.com",
+        "--set",
+        "ingress.tls.enabled=true",
+      ],
+      "at '/webhooks/trustedProxies': minItems",
+    ],
+    [["--set", "webhooks.trustedProxies={0.0.0.0/0}"], "/webhooks/trustedProxies/0"],
+    [["--set", "webhooks.trustedProxies={::/0}"], "/webhooks/trustedProxies/0"],
+    [["--set", "webhooks.trustedProxies={ingress}"], "/webhooks/trustedProxies/0"],
+    [["--set", "networkPolicy.enabled=true"], "at '/networkPolicy/egress/apiServer/cidrs': minItems"],
+    [
+      ["--set", "environment=prod", "--set", "callback.baseUrl=https://h.example.com"],
+      "at '/image/digest': minLength",
+    ],
     [["--set", "unconfirmedSubmissionPolicy=retry"], "/unconfirmedSubmissionPolicy"],
     [["--set", "probes.webhooks.liveness.periodSecond=1"], "/probes/webhooks/liveness"],
     [["--set", "networkPolicy.egress.providers.ports[0]=https"], "/networkPolicy/egress/providers/ports/0"],
@@ -1035,5 +1364,10 @@ describe("bad values are refused with a message naming the value", () => {
     expect(res.status).not.toBe(0);
     expect(res.stderr).toContain(message);
     expect(res.stdout).toBe("");
+    // What install refuses, helm lint refuses too (not as an [INFO] line that still passes).
+    const lint = helm(["lint", CHART_DIR, "--strict", "-f", valuesFile("values-dev.yaml"), ...args]);
+    expect(lint.status).not.toBe(0);
+    expect(lint.stdout + lint.stderr).toContain(message);
+    expect(lint.stdout + lint.stderr).toContain("1 chart(s) failed");
   });
 });

@@ -132,47 +132,71 @@ CALLBACK_BASE_URL: the value given, else the Ingress host, else the Service's cl
 {{- end }}
 {{- end }}
 
+{{/*
+Refuses the values with a message naming the value to fix. `helm install`, `upgrade` and
+`template` stop at `fail`. `helm lint` does not: its `fail` only logs an [INFO] line and goes on,
+so the include after it, of a template that does not exist, is what fails the lint (with the
+message in the template's name). What install refuses, lint refuses too.
+*/}}
+{{- define "media-orchestrator.refuse" -}}
+{{- fail . }}
+{{- include (printf "refused: %s" .) nil }}
+{{- end }}
+
 {{/* The rules JSON schema cannot express; each message names the value to fix. */}}
 {{- define "media-orchestrator.validate" -}}
 {{- if and .Values.crds.only (not .Values.crds.install) }}
-{{- fail "crds.only=true renders only the CRDs: it needs crds.install=true" }}
+{{- include "media-orchestrator.refuse" "crds.only=true renders only the CRDs: it needs crds.install=true" }}
 {{- end }}
 {{- if and .Values.watchAllNamespaces .Values.watchNamespace }}
-{{- fail (printf "watchNamespace (%q) and watchAllNamespaces=true contradict each other: set one" .Values.watchNamespace) }}
+{{- include "media-orchestrator.refuse" (printf "watchNamespace (%q) and watchAllNamespaces=true contradict each other: set one" .Values.watchNamespace) }}
 {{- end }}
-{{- if and .Values.secrets.existingSecret (or .Values.secrets.gpuProviderApiKey .Values.secrets.paymentProviderApiKey .Values.secrets.paymentProviderWebhookSecret .Values.callback.secret) }}
-{{- fail "secrets.existingSecret is set: the credentials (secrets.gpuProviderApiKey, secrets.paymentProviderApiKey, secrets.paymentProviderWebhookSecret, callback.secret) must then be keys of that Secret, not values" }}
+{{- if and .Values.secrets.existingSecret (or .Values.secrets.gpuProviderApiKey .Values.secrets.paymentProviderApiKey .Values.secrets.paymentProviderWebhookSecret .Values.secrets.webhooksGpuProviderApiKey .Values.callback.secret) }}
+{{- include "media-orchestrator.refuse" "secrets.existingSecret is set: the credentials (secrets.gpuProviderApiKey, secrets.paymentProviderApiKey, secrets.paymentProviderWebhookSecret, secrets.webhooksGpuProviderApiKey, callback.secret) must then be keys of that Secret, not values" }}
+{{- end }}
+{{- if and .Values.secrets.webhooksGpuProviderApiKey .Values.secrets.webhooksGpuProviderApiKeyKey }}
+{{- include "media-orchestrator.refuse" "secrets.webhooksGpuProviderApiKey and secrets.webhooksGpuProviderApiKeyKey contradict each other: set one" }}
 {{- end }}
 {{- if and .Values.callback.secret .Values.callback.existingSecret }}
-{{- fail "callback.secret and callback.existingSecret contradict each other: set one" }}
+{{- include "media-orchestrator.refuse" "callback.secret and callback.existingSecret contradict each other: set one" }}
 {{- end }}
 {{- if and .Values.ingress.enabled (not .Values.ingress.host) }}
-{{- fail "ingress.host is required when ingress.enabled=true" }}
+{{- include "media-orchestrator.refuse" "ingress.host is required when ingress.enabled=true" }}
+{{- end }}
+{{- /* values.schema.json refuses these too, before any template runs. */}}
+{{- if and .Values.ingress.enabled (not .Values.webhooks.trustedProxies) }}
+{{- include "media-orchestrator.refuse" "webhooks.trustedProxies is required when ingress.enabled=true: set it to the addresses (CIDRs) of the ingress controller's pods, or every sender shares the ingress controller's address and one sender's failures are charged to all" }}
+{{- end }}
+{{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.egress.apiServer.cidrs) }}
+{{- include "media-orchestrator.refuse" "networkPolicy.egress.apiServer.cidrs is required when networkPolicy.enabled=true: a rule without addresses allows every address (kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes lists the API server's)" }}
+{{- end }}
+{{- if and (not .Values.crds.only) (eq .Values.environment "prod") (not .Values.image.digest) }}
+{{- include "media-orchestrator.refuse" "image.digest is required with environment=prod: a tag can be moved, a digest cannot" }}
 {{- end }}
 {{- if and (not .Values.crds.only) (ne .Values.environment "dev") }}
 {{- $url := include "media-orchestrator.callbackBaseUrl" . }}
 {{- if not (hasPrefix "https://" $url) }}
-{{- fail (printf "the callback URL %s is plain HTTP, and the per-job callback URLs carry tokens: outside environment=dev set callback.baseUrl to an https:// URL, or enable ingress.tls.enabled with the Ingress" $url) }}
+{{- include "media-orchestrator.refuse" (printf "the callback URL %s is plain HTTP, and the per-job callback URLs carry tokens: outside environment=dev set callback.baseUrl to an https:// URL, or enable ingress.tls.enabled with the Ingress" $url) }}
 {{- end }}
 {{- end }}
 {{- $le := .Values.leaderElection }}
 {{- if and (not $le.enabled) (gt (int .Values.replicaCount) 1) }}
-{{- fail (printf "leaderElection.enabled=false with replicaCount=%d: every replica would reconcile the same jobs" (int .Values.replicaCount)) }}
+{{- include "media-orchestrator.refuse" (printf "leaderElection.enabled=false with replicaCount=%d: every replica would reconcile the same jobs" (int .Values.replicaCount)) }}
 {{- end }}
 {{- if le (int $le.leaseDurationSeconds) (int $le.renewDeadlineSeconds) }}
-{{- fail (printf "leaderElection.leaseDurationSeconds (%d) must be greater than leaderElection.renewDeadlineSeconds (%d), or a follower could take over while the leader still reconciles" (int $le.leaseDurationSeconds) (int $le.renewDeadlineSeconds)) }}
+{{- include "media-orchestrator.refuse" (printf "leaderElection.leaseDurationSeconds (%d) must be greater than leaderElection.renewDeadlineSeconds (%d), or a follower could take over while the leader still reconciles" (int $le.leaseDurationSeconds) (int $le.renewDeadlineSeconds)) }}
 {{- end }}
 {{- if le (int $le.renewDeadlineSeconds) (int $le.retryPeriodSeconds) }}
-{{- fail (printf "leaderElection.renewDeadlineSeconds (%d) must be greater than leaderElection.retryPeriodSeconds (%d), or the leader gets no second try to renew" (int $le.renewDeadlineSeconds) (int $le.retryPeriodSeconds)) }}
+{{- include "media-orchestrator.refuse" (printf "leaderElection.renewDeadlineSeconds (%d) must be greater than leaderElection.retryPeriodSeconds (%d), or the leader gets no second try to renew" (int $le.renewDeadlineSeconds) (int $le.retryPeriodSeconds)) }}
 {{- end }}
 {{- $pdb := .Values.podDisruptionBudget }}
 {{- if and $pdb.enabled (gt (int .Values.replicaCount) 1) (eq (toString $pdb.maxUnavailable) "") (not (kindIs "string" $pdb.minAvailable)) (ge (int $pdb.minAvailable) (int .Values.replicaCount)) }}
-{{- fail (printf "podDisruptionBudget.minAvailable (%d) must be less than replicaCount (%d), or no node could ever be drained" (int $pdb.minAvailable) (int .Values.replicaCount)) }}
+{{- include "media-orchestrator.refuse" (printf "podDisruptionBudget.minAvailable (%d) must be less than replicaCount (%d), or no node could ever be drained" (int $pdb.minAvailable) (int .Values.replicaCount)) }}
 {{- end }}
 {{- range $w := list "asr" "tts" "render" }}
 {{- $ep := index $.Values.gpuEndpoints $w }}
 {{- if lt (int $ep.maxWorkers) (int $ep.minWorkers) }}
-{{- fail (printf "gpuEndpoints.%s.maxWorkers (%d) must be at least gpuEndpoints.%s.minWorkers (%d)" $w (int $ep.maxWorkers) $w (int $ep.minWorkers)) }}
+{{- include "media-orchestrator.refuse" (printf "gpuEndpoints.%s.maxWorkers (%d) must be at least gpuEndpoints.%s.minWorkers (%d)" $w (int $ep.maxWorkers) $w (int $ep.minWorkers)) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -238,20 +262,56 @@ CALLBACK_BASE_URL: the value given, else the Ingress host, else the Service's cl
   value: {{ .Values.service.metricsPort | quote }}
 - name: LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
-{{- range $key := list "GPU_PROVIDER_API_KEY" "PAYMENT_PROVIDER_API_KEY" "PAYMENT_PROVIDER_WEBHOOK_SECRET" }}
-- name: {{ $key }}
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "media-orchestrator.secretName" $ }}
-      key: {{ $key }}
-      optional: true
+{{- with .Values.webhooks.trustedProxies }}
+- name: WEBHOOKS_TRUSTED_PROXIES
+  value: {{ join "," . | quote }}
 {{- end }}
-- name: CALLBACK_SECRET
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "media-orchestrator.callbackSecretName" . }}
-      key: CALLBACK_SECRET
-      optional: false
+# The credentials are files in this directory, each container's own (secretsVolume below).
+- name: SECRETS_DIR
+  value: {{ include "media-orchestrator.secretsDir" . | quote }}
+{{- end }}
+
+{{- define "media-orchestrator.secretsDir" -}}
+/var/run/secrets/media-orchestrator
+{{- end }}
+
+{{/* The key of the credentials Secret the sidecar reads as its GPU key. */}}
+{{- define "media-orchestrator.webhooksGpuKey" -}}
+{{- if and (not .Values.secrets.existingSecret) .Values.secrets.webhooksGpuProviderApiKey }}
+{{- print "WEBHOOKS_GPU_PROVIDER_API_KEY" }}
+{{- else }}
+{{- default "GPU_PROVIDER_API_KEY" .Values.secrets.webhooksGpuProviderApiKeyKey }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Secret keys each container sees, as files named after the variables they supply
+(src/config/secret-files.ts): the controller never sees the payment credentials, the sidecar
+gets its own (restricted) GPU key when one is given. A projected volume, not subPath mounts:
+the kubelet updates it when the Secret changes, and the processes re-read it.
+*/}}
+{{- define "media-orchestrator.secretsVolume" -}}
+{{- $ := .root }}
+{{- $main := list (dict "key" "GPU_PROVIDER_API_KEY" "path" "GPU_PROVIDER_API_KEY") }}
+{{- if eq .name "webhooks" }}
+{{- $main = list (dict "key" (include "media-orchestrator.webhooksGpuKey" $) "path" "GPU_PROVIDER_API_KEY") (dict "key" "PAYMENT_PROVIDER_API_KEY" "path" "PAYMENT_PROVIDER_API_KEY") (dict "key" "PAYMENT_PROVIDER_WEBHOOK_SECRET" "path" "PAYMENT_PROVIDER_WEBHOOK_SECRET") }}
+{{- end -}}
+name: {{ .name }}-secrets
+projected:
+  # 0444: the files belong to root and the process runs as another user.
+  defaultMode: 292
+  sources:
+    # Optional, as each key is: a key the Secret lacks is no file.
+    - secret:
+        name: {{ include "media-orchestrator.secretName" $ }}
+        optional: true
+        items:
+          {{- toYaml $main | nindent 10 }}
+    - secret:
+        name: {{ include "media-orchestrator.callbackSecretName" $ }}
+        items:
+          - key: CALLBACK_SECRET
+            path: CALLBACK_SECRET
 {{- end }}
 
 {{/*
@@ -284,6 +344,8 @@ name, then the other extraEnv entries (a variable twice would leave which one wi
 {{/*
 The rules of the watched namespace (or of every namespace with watchAllNamespaces): one line per
 need, see docs/helm.md. c = controller (src/controller), w = webhooks sidecar (src/webhooks).
+With webhooks.separateDeployment each process's ServiceAccount gets only its own rules
+(controllerRules, webhooksRules); otherwise the pod's one ServiceAccount gets both (rules).
 */}}
 {{- define "media-orchestrator.rules" -}}
 # c: informer (list, watch), next pipeline step (create, get), finalizer (merge patch)
@@ -324,14 +386,81 @@ need, see docs/helm.md. c = controller (src/controller), w = webhooks sidecar (s
   verbs: ["create", "patch"]
 {{- end }}
 
+{{- define "media-orchestrator.controllerRules" -}}
+# informer (list, watch), next pipeline step (create, get), finalizer (merge patch)
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["mediajobs"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+# every status write is a PUT with the resourceVersion read
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["mediajobs/status"]
+  verbs: ["update"]
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["gpuendpoints"]
+  verbs: ["list", "watch"]
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["gpuendpoints/status"]
+  verbs: ["update"]
+# informer: admission reads the accounts the sidecar writes
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["billingaccounts"]
+  verbs: ["list", "watch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{- define "media-orchestrator.webhooksRules" -}}
+# a callback reads its job and writes its result (GET, then PUT of the status)
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["mediajobs"]
+  verbs: ["get"]
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["mediajobs/status"]
+  verbs: ["update"]
+# subscription events
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["billingaccounts"]
+  verbs: ["get", "create"]
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["billingaccounts/status"]
+  verbs: ["update"]
+# the record (create), replays (get; watch), readiness and garbage collection (list, delete)
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["paymentevents"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["paymentevents/status"]
+  verbs: ["update"]
+{{- end }}
+
+{{/* The pods of a component: the release's selector labels, plus the component when separate. */}}
+{{- define "media-orchestrator.componentSelectorLabels" -}}
+{{ include "media-orchestrator.selectorLabels" .root }}
+{{- with .component }}
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+{{- end }}
+
+{{/* The sidecar's ServiceAccount with webhooks.separateDeployment. */}}
+{{- define "media-orchestrator.webhooksServiceAccountName" -}}
+{{- printf "%s-webhooks" (include "media-orchestrator.serviceAccountName" . | trunc 54 | trimSuffix "-") }}
+{{- end }}
+
 {{/* One container of the pod, after its name and args: both run the same image and configuration. */}}
 {{- define "media-orchestrator.container" -}}
 {{- $ := .root }}
 {{- $probes := index $.Values.probes .name -}}
+{{- $env := include "media-orchestrator.containerEnv" $ | fromYamlArray }}
+{{- if and (eq .name "webhooks") $.Values.webhooks.separateDeployment }}
+{{- /* Its own pod: no controller beside it whose Lease could pick the one replica that collects old PaymentEvents, so every replica collects (src/webhooks/gc.ts: harmless). */}}
+{{- $env = without $env (dict "name" "LEADER_ELECTION" "value" (toString $.Values.leaderElection.enabled)) }}
+{{- $env = append $env (dict "name" "LEADER_ELECTION" "value" "false") }}
+{{- end -}}
 image: {{ include "media-orchestrator.image" $ }}
 imagePullPolicy: {{ $.Values.image.pullPolicy }}
 env:
-  {{- include "media-orchestrator.containerEnv" $ | nindent 2 }}
+  {{- toYaml $env | nindent 2 }}
 ports:
   - name: {{ .port }}
     containerPort: {{ .number }}
@@ -351,4 +480,36 @@ securityContext:
 volumeMounts:
   - name: tmp
     mountPath: /tmp
+  - name: {{ .name }}-secrets
+    mountPath: {{ include "media-orchestrator.secretsDir" $ }}
+    readOnly: true
+{{- end }}
+
+{{/* NetworkPolicy egress rules shared by the chart's policies. */}}
+{{- define "media-orchestrator.dnsEgress" -}}
+{{- $dns := .Values.networkPolicy.egress.dns -}}
+- to:
+    - {{- toYaml (omit $dns "ports") | nindent 6 }}
+  ports:
+    {{- range $dns.ports }}
+    - port: {{ . }}
+      protocol: UDP
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
+{{- end }}
+
+{{/* The API server's addresses (required with the policies: a rule without them allows every address). */}}
+{{- define "media-orchestrator.apiServerEgress" -}}
+{{- $api := .Values.networkPolicy.egress.apiServer -}}
+- to:
+    {{- range (required "networkPolicy.egress.apiServer.cidrs is required when networkPolicy.enabled=true" $api.cidrs) }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  ports:
+    {{- range $api.ports }}
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
 {{- end }}
