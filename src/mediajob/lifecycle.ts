@@ -674,15 +674,7 @@ export function ownPipelineCondition(job: MediaJob, status: MediaJobStatus): Con
   if (!isFirstStep(job)) return undefined;
   const steps = 1 + (job.spec.then?.length ?? 0);
   const phase = status.phase ?? "Pending";
-  if (phase === "Failed" || phase === "Cancelled") {
-    const why = getCondition(status.conditions, "Succeeded");
-    return {
-      type: PIPELINE_SUCCEEDED,
-      status: "False",
-      reason: "StepFailed",
-      message: `step 1 (${job.metadata.name}) ended ${phase}${why ? `: ${why.reason}: ${why.message}` : ""}`,
-    };
-  }
+  if (phase === "Failed" || phase === "Cancelled") return stepFailed(job, status, 1);
   if (phase === "Completed" && steps === 1)
     return {
       type: PIPELINE_SUCCEEDED,
@@ -703,6 +695,23 @@ export function ownPipelineCondition(job: MediaJob, status: MediaJobStatus): Con
   };
 }
 
+/** How a job failed, in one line: its Succeeded reason, then what it says (once). */
+export function failureText(status: MediaJobStatus): string {
+  const why = getCondition(status.conditions, "Succeeded");
+  const reason = why?.reason ?? status.phase ?? "Failed";
+  const message = why?.message ?? status.error ?? `the job ended ${status.phase}`;
+  return message.startsWith(`${reason}:`) ? message : `${reason}: ${message}`;
+}
+
+function stepFailed(job: MediaJob, status: MediaJobStatus, step: number): ConditionInput {
+  return {
+    type: PIPELINE_SUCCEEDED,
+    status: "False",
+    reason: "StepFailed",
+    message: `step ${step} (${job.metadata.name}) ended ${status.phase}: ${failureText(status)}`,
+  };
+}
+
 /**
  * What a later step's end means for the pipeline, written onto its first job: False when the step
  * failed, True when it was the last and completed. Undefined while the pipeline goes on.
@@ -711,15 +720,7 @@ export function stepPipelineCondition(job: MediaJob, status: MediaJobStatus): Co
   if (isFirstStep(job)) return undefined;
   const step = Number(job.metadata.labels?.[STEP_LABEL]) + 1;
   const phase = status.phase;
-  if (phase === "Failed" || phase === "Cancelled") {
-    const why = getCondition(status.conditions, "Succeeded");
-    return {
-      type: PIPELINE_SUCCEEDED,
-      status: "False",
-      reason: "StepFailed",
-      message: `step ${step} (${job.metadata.name}) ended ${phase}${why ? `: ${why.reason}: ${why.message}` : ""}`,
-    };
-  }
+  if (phase === "Failed" || phase === "Cancelled") return stepFailed(job, status, step);
   if (phase === "Completed" && !job.spec.then?.length)
     return {
       type: PIPELINE_SUCCEEDED,

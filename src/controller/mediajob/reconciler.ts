@@ -24,6 +24,7 @@ import {
   SKIP_CANCEL_ANNOTATION,
   afterProviderLostJob,
   deadlineExceeded,
+  failureText,
   firstStepMetadata,
   msUntilDeadline,
   ownPipelineCondition,
@@ -238,7 +239,6 @@ export class MediaJobReconciler {
 
   /** The Event that says how a job ended: Normal Completed, or Warning Failed with the reason. */
   private async recordEnd(job: MediaJob, status: MediaJobStatus): Promise<void> {
-    const succeeded = getCondition(status.conditions, "Succeeded");
     if (status.phase === "Completed") {
       await this.d.events.record(
         job,
@@ -248,9 +248,7 @@ export class MediaJobReconciler {
       );
       return;
     }
-    const reason = succeeded?.reason ?? status.phase ?? "Failed";
-    const message = succeeded?.message ?? status.error ?? `the job ended ${status.phase}`;
-    await this.d.events.record(job, "Warning", "Failed", `${reason}: ${message}`);
+    await this.d.events.record(job, "Warning", "Failed", failureText(status));
   }
 
   private condition(status: MediaJobStatus, job: MediaJob, c: ConditionInput, now: string): MediaJobStatus {
