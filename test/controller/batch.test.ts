@@ -148,6 +148,39 @@ describe("spec.suspend", () => {
   });
 });
 
+describe("spec.suspend keeps at most once", () => {
+  it("an unconfirmed submission is neither cancelled nor submitted again while suspended; its callback ends it", async () => {
+    // The /run answer is lost (the job runs, its provider id unknown), and the job is held running.
+    sim.holdJob("in-doubt");
+    sim.setFaults({ lostRunAnswers: 1 });
+    try {
+      await api.create("mediajobs", ns, mediaJob("in-doubt", { workload: "tts", id: "in-doubt" }) as never);
+      await eventually(async () => {
+        const j = await getJob("in-doubt");
+        return j?.status?.submission?.state === "Unconfirmed" ? j : undefined;
+      });
+    } finally {
+      sim.setFaults({});
+    }
+    await api.mergePatch("mediajobs", ns, "in-doubt", { spec: { suspend: true } });
+    const pending = await eventually(async () => {
+      const j = await getJob("in-doubt");
+      return condition(j, "Suspended")?.status === "Unknown" ? j : undefined;
+    });
+    expect(pending.status).toMatchObject({ phase: "Processing", reason: "SuspendPending", attempts: 1 });
+    // It may be running: given time, it is not cancelled (there is no id to cancel) nor resubmitted.
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(sim.executions("in-doubt")).toBe(1);
+    expect(sim.getJob("in-doubt")?.status).toBe("IN_PROGRESS");
+    expect((await getJob("in-doubt"))?.status?.attempts).toBe(1);
+    // Its callback brings the result: the job ran once and keeps it.
+    sim.releaseJob("in-doubt");
+    const done = await waitForPhase(api, ns, "in-doubt", "Completed");
+    expect(done.status?.attempts).toBe(1);
+    expect(sim.executions("in-doubt")).toBe(1);
+  });
+});
+
 describe("spec.activeDeadlineSeconds", () => {
   it("a job running past its deadline is cancelled at the provider and ends Failed, DeadlineExceeded", async () => {
     sim.holdJob("too-slow");
