@@ -155,7 +155,7 @@ describe("one handle on a whole pipeline", () => {
   it("kubectl wait --for=condition=PipelineSucceeded on the first job returns once the last step completed", async () => {
     // Waiting starts before the pipeline does, as a script would.
     await api.create("mediajobs", ns, threeSteps("episode-7") as never);
-    const waited = kubectl("wait", "--for=condition=PipelineSucceeded", "mj/episode-7", "--timeout=90s");
+    const waited = kubectl("wait", "--for=condition=PipelineSucceeded", "mj/episode-7", "--timeout=45s");
     expect(await waited).toMatch(/mediajob.media-orchestrator.io\/episode-7 condition met/);
     const last = await api.get<MediaJob>("mediajobs", ns, "episode-7-2-render");
     expect(last?.status?.phase).toBe("Completed");
@@ -181,7 +181,7 @@ describe("one handle on a whole pipeline", () => {
       "wait",
       "--for=condition=PipelineSucceeded=False",
       "mj/episode-8",
-      "--timeout=90s",
+      "--timeout=45s",
     );
     expect(out).toMatch(/condition met/);
     const first = await api.get<MediaJob>("mediajobs", ns, "episode-8");
