@@ -173,6 +173,14 @@ describe("spec.suspend keeps at most once", () => {
     expect(sim.executions("in-doubt")).toBe(1);
     expect(sim.getJob("in-doubt")?.status).toBe("IN_PROGRESS");
     expect((await getJob("in-doubt"))?.status?.attempts).toBe(1);
+    // Resumed before anything could be cancelled: it simply goes on.
+    await api.mergePatch("mediajobs", ns, "in-doubt", { spec: { suspend: false } });
+    const resumed = await eventually(async () => {
+      const j = await getJob("in-doubt");
+      return condition(j, "Suspended")?.status === "False" ? j : undefined;
+    });
+    expect(resumed.status?.phase).toBe("Processing");
+    expect(resumed.status?.reason).not.toBe("SuspendPending");
     // Its callback brings the result: the job ran once and keeps it.
     sim.releaseJob("in-doubt");
     const done = await waitForPhase(api, ns, "in-doubt", "Completed");

@@ -715,6 +715,14 @@ export class MediaJobReconciler {
         ),
       };
     }
+    // Resumed before a suspension could cancel anything (its submission was unconfirmed).
+    if (getCondition(status.conditions, "Suspended")?.status === "Unknown")
+      status = this.condition(
+        status,
+        job,
+        { type: "Suspended", status: "False", reason: "Resumed", message: "spec.suspend is false again" },
+        now,
+      );
     if (isUnconfirmed(status)) return this.unconfirmedPass(job, status, nowDate, events);
     const remaining = msUntilStuck(job, nowDate.getTime(), this.d.settings.defaultTimeoutSeconds);
     if (remaining > 0) return { status, requeueAfterMs: remaining };
