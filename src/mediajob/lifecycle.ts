@@ -3,7 +3,9 @@
 // callback, a poll and a replay of either always produce the same status.
 //
 //   Pending --submit--> Processing --COMPLETED--> Completed --> next step created once
-//      ^                    |  \--FAILED/TIMED_OUT--> Failed, or Pending again while attempts remain
+//      ^  ^                 |  \--FAILED/TIMED_OUT--> Failed, or Pending again while attempts remain
+//      |  |                 |--past spec.activeDeadlineSeconds--> Failed (DeadlineExceeded)
+//      |  +--spec.suspend: cancelled at the provider--+
 //      +--reset (operator, or the provider lost the job)--+
 import { createHash } from "node:crypto";
 import type { Condition } from "../crds/common.js";
