@@ -57,6 +57,17 @@ const JobSettings = {
         "they allow it, enforced by cancelling the job where not. Past it the job ends Failed with " +
         "reason DeadlineExceeded. May be added or lowered after submission, never raised or removed.",
     ),
+  ttlSecondsAfterFinished: z
+    .int()
+    .min(0)
+    .max(10 * 365 * 24 * 3600)
+    .optional()
+    .describe(
+      "Seconds after the job finished (Completed, Failed or Cancelled) when it is deleted, as batch/v1 " +
+        "Job's. A job with a next pipeline step waits until that step was created and is gone itself, " +
+        "so a pipeline is deleted from its last step back and its first job (PipelineSucceeded) goes " +
+        "last. Later steps inherit it. May be changed at any time.",
+    ),
 };
 
 export const PipelineStep = z.object(JobSettings);
@@ -204,12 +215,13 @@ export const MediaJob = z.object({
 export type MediaJob = z.infer<typeof MediaJob>;
 
 /**
- * Spec fields that may change after the job was submitted: suspend (that is what it is for) and
- * activeDeadlineSeconds (a limit may be tightened; CEL below refuses raising or removing it).
+ * Spec fields that may change after the job was submitted: suspend (that is what it is for),
+ * activeDeadlineSeconds (a limit may be tightened; CEL below refuses raising or removing it) and
+ * ttlSecondsAfterFinished (how long a finished job is kept says nothing about what ran).
  * Everything else decides what runs, so it is frozen once the job was sent: a finished job shows
  * what ran, and a running one cannot drift from it.
  */
-export const MUTABLE_SPEC_FIELDS = ["suspend", "activeDeadlineSeconds"] as const;
+export const MUTABLE_SPEC_FIELDS = ["suspend", "activeDeadlineSeconds", "ttlSecondsAfterFinished"] as const;
 
 /** CEL: the job was never submitted (Pending with no attempt), so its spec is still a draft. */
 const NOT_SUBMITTED =
@@ -245,8 +257,8 @@ export const mediaJobDefinition: ResourceDefinition = {
     {
       rule: `${NOT_SUBMITTED} || (${FROZEN_SPEC_FIELDS.map(sameField).join(" && ")})`,
       message:
-        "spec is immutable once the job has been submitted, except suspend and activeDeadlineSeconds " +
-        "(lowered only); create a new MediaJob to run something else",
+        "spec is immutable once the job has been submitted, except suspend, ttlSecondsAfterFinished " +
+        "and activeDeadlineSeconds (lowered only); create a new MediaJob to run something else",
       fieldPath: ".spec",
       reason: "FieldValueForbidden",
     },

@@ -547,6 +547,23 @@ export function suspendedStatus(status: MediaJobStatus, now: string): MediaJobSt
   return { ...rest, phase: "Pending", updatedAt: now, suspensions: (status.suspensions ?? 0) + 1 };
 }
 
+/**
+ * Milliseconds until a finished job is deleted for spec.ttlSecondsAfterFinished (<= 0: now), or
+ * undefined while it must stay: no TTL, not finished, or a next pipeline step not yet recorded or
+ * still there. The pipeline's steps are owned by the step before (ownerReferences), so deleting a
+ * step while a later one exists would delete that one too, running or not: a pipeline goes from its
+ * last step back, and its first job, the pipeline's handle, goes last.
+ */
+export function msUntilExpiry(job: MediaJob, nowMs: number, nextStepExists: boolean): number | undefined {
+  const ttl = job.spec.ttlSecondsAfterFinished;
+  const status = job.status;
+  if (ttl === undefined || !isTerminal(status?.phase)) return undefined;
+  if (status?.phase === "Completed" && job.spec.then?.length && !status.nextJob) return undefined;
+  if (nextStepExists) return undefined;
+  const finished = Date.parse(status?.completedAt ?? status?.updatedAt ?? "");
+  return (Number.isNaN(finished) ? nowMs : finished) + ttl * 1000 - nowMs;
+}
+
 /** Why a Failed job failed, as the Succeeded condition's reason. */
 function failureReason(status: MediaJobStatus): string {
   if (status.error?.startsWith(`${DEADLINE_EXCEEDED}:`)) return DEADLINE_EXCEEDED;
@@ -801,6 +818,10 @@ export function nextStepObject(job: MediaJob): Record<string, unknown> | undefin
     spec: {
       ...step,
       ...(step.account === undefined && job.spec.account !== undefined ? { account: job.spec.account } : {}),
+      ...(step.ttlSecondsAfterFinished === undefined &&
+        job.spec.ttlSecondsAfterFinished !== undefined && {
+          ttlSecondsAfterFinished: job.spec.ttlSecondsAfterFinished,
+        }),
       input: {
         ...step.input,
         previous: {

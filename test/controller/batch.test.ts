@@ -11,6 +11,7 @@ import type { Simulator } from "../../src/simulator/server.js";
 import { eventsOf, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
   condition,
+  gpuEndpoint,
   mediaJob,
   startControllerStack,
   waitForPhase,
@@ -228,6 +229,54 @@ describe("spec.activeDeadlineSeconds", () => {
     expect(done.status?.startedAt).toBeDefined();
     expect(condition(done, "Succeeded")?.reason).toBe("Completed");
   });
+});
+
+describe("spec.ttlSecondsAfterFinished", () => {
+  it("deletes a finished job once its TTL has passed, not before, after its Completed Event", async () => {
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("short-lived", { workload: "asr", id: "short-lived", ttlSecondsAfterFinished: 2 }) as never,
+    );
+    const done = await waitForPhase(api, ns, "short-lived", "Completed");
+    const completedAt = Date.parse(done.status!.completedAt!);
+    await eventually(async () => (await getJob("short-lived")) === undefined, {
+      message: "the job to be deleted after its TTL",
+    });
+    expect(Date.now()).toBeGreaterThanOrEqual(completedAt + 2_000);
+    expect(await eventsWith("short-lived", "Completed")).toHaveLength(1);
+  });
+
+  it("keeps a pipeline's first job while a later step exists, and deletes the pipeline from its last step back", async () => {
+    // The second step waits for an endpoint that does not exist yet, long past the first job's TTL.
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("brief", {
+        workload: "asr",
+        ttlSecondsAfterFinished: 1,
+        then: [{ workload: "tts", endpointRef: "tts-later" }],
+      }) as never,
+    );
+    const first = await waitForPhase(api, ns, "brief", "Completed");
+    expect(first.status?.nextJob).toBe("brief-1-tts");
+    const waited = kubectl("wait", "--for=condition=PipelineSucceeded", "mj/brief", "--timeout=45s");
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(await getJob("brief")).toBeDefined();
+    const second = await getJob("brief-1-tts");
+    expect(second?.status?.phase).toBe("Pending");
+    expect(second?.spec.ttlSecondsAfterFinished).toBe(1);
+
+    await api.create("gpuendpoints", ns, gpuEndpoint("tts-later", { workload: "tts" }) as never);
+    expect(await waited).toMatch(/condition met/);
+    await eventually(async () => (await getJob("brief-1-tts")) === undefined, {
+      message: "the last step to be deleted",
+    });
+    await eventually(async () => (await getJob("brief")) === undefined, {
+      timeoutMs: 40_000,
+      message: "the first job to be deleted after its last step",
+    });
+  }, 90_000);
 });
 
 describe("GpuEndpoint Events", () => {

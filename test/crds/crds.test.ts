@@ -189,10 +189,12 @@ describe("the spec of a submitted job is frozen (CEL on the whole object)", () =
       );
   });
 
-  it("lets suspend change and activeDeadlineSeconds be added or lowered, never raised or removed", async () => {
+  it("lets suspend and ttlSecondsAfterFinished change, and activeDeadlineSeconds be added or lowered, never raised or removed", async () => {
     await withStatus("tunable", { workload: "asr" }, { phase: "Processing", jobId: "tunable", attempts: 1 });
-    const suspended = await api.mergePatch<Job>("mediajobs", ns, "tunable", { spec: { suspend: true } });
-    expect(suspended.spec.suspend).toBe(true);
+    const suspended = await api.mergePatch<Job>("mediajobs", ns, "tunable", {
+      spec: { suspend: true, ttlSecondsAfterFinished: 3600 },
+    });
+    expect(suspended.spec).toMatchObject({ suspend: true, ttlSecondsAfterFinished: 3600 });
     await api.mergePatch("mediajobs", ns, "tunable", { spec: { activeDeadlineSeconds: 600 } });
     const lowered = await api.mergePatch<Job>("mediajobs", ns, "tunable", {
       spec: { activeDeadlineSeconds: 300 },

@@ -31,6 +31,7 @@ import {
   withPhaseConditions,
   firstStepMetadata,
   msUntilDeadline,
+  msUntilExpiry,
   ownPipelineCondition,
   providerPolicy,
   stepPipelineCondition,
@@ -702,4 +703,38 @@ describe("a pipeline's one handle", () => {
   function c(type: string, status: "True" | "False" | "Unknown", reason: string) {
     return { type, status, reason, message: reason, lastTransitionTime: NOW };
   }
+});
+
+describe("spec.ttlSecondsAfterFinished", () => {
+  const nowMs = Date.parse(NOW);
+  const finished = (status: MediaJobStatus, spec: Partial<MediaJob["spec"]> = {}) =>
+    job({ completedAt: "2026-11-22T09:59:00.000Z", ...status }, { ttlSecondsAfterFinished: 90, ...spec });
+
+  it("counts from the end of the job; nothing without a TTL or before the end", () => {
+    expect(msUntilExpiry(finished({ phase: "Failed" }), nowMs, false)).toBe(30_000);
+    expect(
+      msUntilExpiry(finished({ phase: "Completed" }, { ttlSecondsAfterFinished: 0 }), nowMs, false),
+    ).toBe(-60_000);
+    expect(msUntilExpiry(finished({ phase: "Processing" }), nowMs, false)).toBeUndefined();
+    expect(msUntilExpiry(job({ phase: "Completed", completedAt: NOW }), nowMs, false)).toBeUndefined();
+  });
+
+  it("never before the next pipeline step is recorded, nor while it exists", () => {
+    const then = { then: [{ workload: "tts" as const }] };
+    expect(msUntilExpiry(finished({ phase: "Completed" }, then), nowMs, false)).toBeUndefined();
+    expect(
+      msUntilExpiry(finished({ phase: "Completed", nextJob: "j-1-tts" }, then), nowMs, true),
+    ).toBeUndefined();
+    expect(msUntilExpiry(finished({ phase: "Completed", nextJob: "j-1-tts" }, then), nowMs, false)).toBe(
+      30_000,
+    );
+  });
+
+  it("later steps inherit it", () => {
+    const first = job(
+      { phase: "Completed", output: {} },
+      { ttlSecondsAfterFinished: 60, then: [{ workload: "tts" }] },
+    );
+    expect((nextStepObject(first) as { spec: MediaJob["spec"] }).spec.ttlSecondsAfterFinished).toBe(60);
+  });
 });

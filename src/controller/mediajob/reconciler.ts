@@ -6,6 +6,7 @@ import type { Logger } from "pino";
 import { ADMITTING_STATES, billingAccountName, type BillingAccount } from "../../crds/billingaccount.js";
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../crds/mediajob.js";
+import { API_VERSION } from "../../crds/common.js";
 import { callbackUrl } from "../../callback/token.js";
 import type { KubeApi } from "../../k8s/api.js";
 import { describeError, isAlreadyExists, isConflict, isNotFound } from "../../k8s/errors.js";
@@ -27,6 +28,7 @@ import {
   failureText,
   firstStepMetadata,
   msUntilDeadline,
+  msUntilExpiry,
   ownPipelineCondition,
   providerPolicy,
   stepPipelineCondition,
@@ -201,12 +203,57 @@ export class MediaJobReconciler {
     if (outcome.retry) throw new RetryLater(outcome.retry);
     // A running job is looked at again by its deadline at the latest.
     const untilDeadline = msUntilDeadline(job.spec, status, nowDate.getTime());
-    const requeueAfterMs =
+    let requeueAfterMs =
       status.phase === "Processing" && Number.isFinite(untilDeadline)
         ? Math.max(50, Math.min(outcome.requeueAfterMs ?? Infinity, untilDeadline + 50))
         : outcome.requeueAfterMs;
+    // A finished job with spec.ttlSecondsAfterFinished: deleted once it has expired.
+    const untilExpiry = isTerminal(status.phase)
+      ? await this.msUntilExpiry({ ...job, status }, nowDate.getTime())
+      : undefined;
+    if (untilExpiry !== undefined) {
+      if (untilExpiry <= 0) {
+        await this.deleteExpired(job);
+        return;
+      }
+      requeueAfterMs = Math.min(requeueAfterMs ?? Infinity, untilExpiry + 50);
+    }
     return requeueAfterMs === undefined ? undefined : { requeueAfterMs };
   };
+
+  /**
+   * msUntilExpiry, with the next step's existence read from the cache, and confirmed by a read
+   * before a deletion is decided on its absence (a step just created may not be cached yet).
+   */
+  private async msUntilExpiry(job: MediaJob, nowMs: number): Promise<number | undefined> {
+    const next = job.status?.nextJob;
+    const ns = job.metadata.namespace!;
+    const cached = next !== undefined && this.d.jobs.get(ns, next) !== undefined;
+    const left = msUntilExpiry(job, nowMs, cached);
+    if (left === undefined || left > 0 || next === undefined) return left;
+    const stored = await this.d.api.get<MediaJob>("mediajobs", ns, next);
+    return stored ? undefined : left;
+  }
+
+  /** Deletes a job past its TTL: this very object (its uid), as Job's TTL controller does. */
+  private async deleteExpired(job: MediaJob): Promise<void> {
+    const ns = job.metadata.namespace!;
+    try {
+      await this.d.api.rawJson(
+        "DELETE",
+        `/apis/${API_VERSION}/namespaces/${ns}/mediajobs/${job.metadata.name}`,
+        {
+          apiVersion: "v1",
+          kind: "DeleteOptions",
+          preconditions: { uid: job.metadata.uid },
+        },
+      );
+      this.d.log.info({ job: `${ns}/${job.metadata.name}` }, "deleted: its ttlSecondsAfterFinished expired");
+    } catch (err) {
+      // Gone already, or a new object of the same name (another uid): nothing of ours to delete.
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    }
+  }
 
   /** PipelineSucceeded on a pipeline's first job, from what the job itself knows. */
   private withPipeline(job: MediaJob, status: MediaJobStatus, now: string): MediaJobStatus {
