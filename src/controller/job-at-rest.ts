@@ -4,10 +4,13 @@
 import type { MediaJob } from "../crds/mediajob.js";
 import { FINALIZER, isTerminal } from "../mediajob/lifecycle.js";
 
-/** Failed, Cancelled, or Completed with its next pipeline step created (or none to create). */
+/**
+ * Failed, Cancelled, or Completed with its next pipeline step created (or none to create), and no
+ * spec.ttlSecondsAfterFinished: a job to be deleted after a while still needs that pass.
+ */
 export function finishedForGood(job: MediaJob): boolean {
   const status = job.status;
-  if (!isTerminal(status?.phase)) return false;
+  if (!isTerminal(status?.phase) || job.spec.ttlSecondsAfterFinished !== undefined) return false;
   return status?.phase !== "Completed" || Boolean(status.nextJob) || !job.spec.then?.length;
 }
 

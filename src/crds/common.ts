@@ -39,16 +39,22 @@ export const Condition = z.object({
     .max(316)
     .regex(
       /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$/,
-    ),
-  status: ConditionStatus,
-  observedGeneration: z.int().min(0).optional(),
-  lastTransitionTime: Timestamp,
+    )
+    .describe("What the condition is about, in CamelCase (e.g. Succeeded, Ready)."),
+  status: ConditionStatus.describe("True, False or Unknown."),
+  observedGeneration: z
+    .int()
+    .min(0)
+    .optional()
+    .describe("The metadata.generation the condition was computed from."),
+  lastTransitionTime: Timestamp.describe("When the condition last changed its status."),
   reason: z
     .string()
     .min(1)
     .max(1024)
-    .regex(/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/),
-  message: z.string().max(32768),
+    .regex(/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/)
+    .describe("Why the condition has its status, in CamelCase: for tools and `kubectl wait`."),
+  message: z.string().max(32768).describe("Why the condition has its status, for people."),
 });
 export type Condition = z.infer<typeof Condition>;
 
@@ -56,6 +62,7 @@ export const Conditions = z
   .array(Condition)
   .max(16)
   .meta({
+    description: "The latest observations of the object's state (metav1.Condition), one per type.",
     "x-kubernetes-list-type": "map",
     "x-kubernetes-list-map-keys": ["type"],
   });
@@ -98,6 +105,11 @@ export interface ResourceDefinition {
   status: z.ZodType;
   /** CEL rules on the whole spec (transition rules included). */
   specValidations?: CelRule[];
+  /**
+   * CEL rules on the whole object: the only place a rule sees spec and status together (a rule on
+   * spec cannot read status), e.g. a spec frozen once status says the job was submitted.
+   */
+  objectValidations?: CelRule[];
   printerColumns: PrinterColumn[];
   description: string;
 }

@@ -46,6 +46,28 @@ const JobSettings = {
     .max(255)
     .optional()
     .describe("Payment-provider customer id; the job waits until that account is active or trialing."),
+  activeDeadlineSeconds: z
+    .int()
+    .min(1)
+    .max(7 * 24 * 3600)
+    .optional()
+    .describe(
+      "Hard limit on the job's run, counted from its first submission (again from the resumption " +
+        "after a suspension): sent to the provider as its execution timeout and time-to-live where " +
+        "they allow it, enforced by cancelling the job where not. Past it the job ends Failed with " +
+        "reason DeadlineExceeded. May be added or lowered after submission, never raised or removed.",
+    ),
+  ttlSecondsAfterFinished: z
+    .int()
+    .min(0)
+    .max(10 * 365 * 24 * 3600)
+    .optional()
+    .describe(
+      "Seconds after the job finished (Completed, Failed or Cancelled) when it is deleted, as batch/v1 " +
+        "Job's. A job with a next pipeline step waits until that step was created and is gone itself, " +
+        "so a pipeline is deleted from its last step back and its first job (PipelineSucceeded) goes " +
+        "last. Later steps inherit it. May be changed at any time.",
+    ),
 };
 
 export const PipelineStep = z.object(JobSettings);
@@ -53,6 +75,14 @@ export type PipelineStep = z.infer<typeof PipelineStep>;
 
 export const MediaJobSpec = z.object({
   ...JobSettings,
+  suspend: z
+    .boolean()
+    .optional()
+    .describe(
+      "True: the job is not submitted; a running job is cancelled at the provider and waits in " +
+        "Pending (condition Suspended) until this is false again, as batch/v1 Job's suspend. May be " +
+        "changed at any time.",
+    ),
   id: JobId.optional().describe(
     "Idempotency key sent to the provider as the job id. Default: metadata.uid. Immutable.",
   ),
@@ -87,17 +117,44 @@ export const SubmissionIntent = z.object({
 export type SubmissionIntent = z.infer<typeof SubmissionIntent>;
 
 export const MediaJobStatus = z.object({
-  phase: JobPhase.optional(),
+  phase: JobPhase.optional().describe(
+    "Where the job is: Pending (not submitted, or waiting to be submitted again), Processing " +
+      "(submitted to the provider), Completed, Failed or Cancelled (the last three are final).",
+  ),
+  reason: z
+    .string()
+    .max(1024)
+    .optional()
+    .describe(
+      "The reason of the condition that matters most now (why a Pending job waits, why a job failed), " +
+        "in CamelCase: the REASON column.",
+    ),
+  message: z
+    .string()
+    .max(4096)
+    .optional()
+    .describe("The message of that condition, for people: the MESSAGE column (-o wide)."),
   jobId: JobId.optional().describe("The effective idempotency key; never changes once set."),
   providerJobId: z
     .string()
     .max(256)
     .optional()
     .describe("The id the provider returned (may differ from jobId)."),
-  endpointId: z.string().max(256).optional(),
+  endpointId: z
+    .string()
+    .max(256)
+    .optional()
+    .describe("The provider's id of the endpoint the job was submitted to."),
   attempts: z.int().min(0).optional().describe("Submissions made to the provider."),
   failures: z.int().min(0).optional().describe("Attempts the provider reported FAILED or TIMED_OUT."),
-  submission: SubmissionIntent.optional(),
+  suspensions: z
+    .int()
+    .min(0)
+    .optional()
+    .describe("Times a submitted job was cancelled at the provider because spec.suspend was set."),
+  submission: SubmissionIntent.optional().describe(
+    "The current submission's write-ahead record: written before the provider is called.",
+  ),
   unconfirmedResubmissions: z
     .int()
     .min(0)
@@ -111,22 +168,40 @@ export const MediaJobStatus = z.object({
     .min(0)
     .optional()
     .describe("Times the provider no longer knew a submitted job (status 404) and it was replayed."),
-  submittedAt: Timestamp.optional(),
-  completedAt: Timestamp.optional(),
-  updatedAt: Timestamp.optional(),
+  startedAt: Timestamp.optional().describe(
+    "The first submission (since the last resumption from suspension): spec.activeDeadlineSeconds " +
+      "counts from here.",
+  ),
+  submittedAt: Timestamp.optional().describe("When the current attempt was submitted."),
+  completedAt: Timestamp.optional().describe("When the job reached Completed, Failed or Cancelled."),
+  updatedAt: Timestamp.optional().describe("When the phase last changed."),
   replay: z
     .boolean()
     .optional()
     .describe("True once the job was reset to Pending (by an operator or the controller)."),
-  output: FreeObject.optional(),
-  error: z.string().max(4096).optional(),
+  output: FreeObject.optional().describe(
+    "The worker's output as the provider reported it (over 256 KiB: a truncation marker with a preview).",
+  ),
+  error: z
+    .string()
+    .max(4096)
+    .optional()
+    .describe("Why the last attempt failed or the job was cancelled, e.g. `FAILED: <worker error>`."),
   nextJob: z
     .string()
     .max(253)
     .optional()
     .describe("Name of the MediaJob created for the next pipeline step."),
-  conditions: Conditions.optional(),
-  observedGeneration: z.int().min(0).optional(),
+  conditions: Conditions.optional().describe(
+    "Succeeded (True/False once final: `kubectl wait --for=condition=Succeeded`), Admitted, " +
+      "EndpointReady, Submitted, Suspended, Overdue, and on a pipeline's first job PipelineSucceeded " +
+      "(the whole pipeline: `kubectl wait --for=condition=PipelineSucceeded`).",
+  ),
+  observedGeneration: z
+    .int()
+    .min(0)
+    .optional()
+    .describe("The metadata.generation the controller last acted on."),
 });
 export type MediaJobStatus = z.infer<typeof MediaJobStatus>;
 
@@ -138,6 +213,27 @@ export const MediaJob = z.object({
   status: MediaJobStatus.optional(),
 });
 export type MediaJob = z.infer<typeof MediaJob>;
+
+/**
+ * Spec fields that may change after the job was submitted: suspend (that is what it is for),
+ * activeDeadlineSeconds (a limit may be tightened; CEL below refuses raising or removing it) and
+ * ttlSecondsAfterFinished (how long a finished job is kept says nothing about what ran).
+ * Everything else decides what runs, so it is frozen once the job was sent: a finished job shows
+ * what ran, and a running one cannot drift from it.
+ */
+export const MUTABLE_SPEC_FIELDS = ["suspend", "activeDeadlineSeconds", "ttlSecondsAfterFinished"] as const;
+
+/** CEL: the job was never submitted (Pending with no attempt), so its spec is still a draft. */
+const NOT_SUBMITTED =
+  "!has(oldSelf.status) || ((!has(oldSelf.status.attempts) || oldSelf.status.attempts == 0) && " +
+  "(!has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending'))";
+
+const sameField = (f: string): string =>
+  `(has(self.spec.${f}) == has(oldSelf.spec.${f}) && (!has(self.spec.${f}) || self.spec.${f} == oldSelf.spec.${f}))`;
+
+const FROZEN_SPEC_FIELDS = Object.keys(MediaJobSpec.shape).filter(
+  (f) => !(MUTABLE_SPEC_FIELDS as readonly string[]).includes(f),
+);
 
 export const mediaJobDefinition: ResourceDefinition = {
   kind: "MediaJob",
@@ -156,12 +252,39 @@ export const mediaJobDefinition: ResourceDefinition = {
       reason: "FieldValueInvalid",
     },
   ],
+  // On the whole object, the one place a rule can read status beside spec.
+  objectValidations: [
+    {
+      rule: `${NOT_SUBMITTED} || (${FROZEN_SPEC_FIELDS.map(sameField).join(" && ")})`,
+      message:
+        "spec is immutable once the job has been submitted, except suspend, ttlSecondsAfterFinished " +
+        "and activeDeadlineSeconds (lowered only); create a new MediaJob to run something else",
+      fieldPath: ".spec",
+      reason: "FieldValueForbidden",
+    },
+    {
+      rule:
+        `${NOT_SUBMITTED} || !has(oldSelf.spec.activeDeadlineSeconds) || ` +
+        "(has(self.spec.activeDeadlineSeconds) && " +
+        "self.spec.activeDeadlineSeconds <= oldSelf.spec.activeDeadlineSeconds)",
+      message: "spec.activeDeadlineSeconds may only be lowered once the job has been submitted",
+      fieldPath: ".spec.activeDeadlineSeconds",
+      reason: "FieldValueForbidden",
+    },
+  ],
   printerColumns: [
     { name: "Workload", type: "string", jsonPath: ".spec.workload" },
     { name: "Phase", type: "string", jsonPath: ".status.phase" },
+    {
+      name: "Reason",
+      type: "string",
+      jsonPath: ".status.reason",
+      description: "Why the job is where it is: the reason of the condition that matters most now.",
+    },
     { name: "Endpoint", type: "string", jsonPath: ".status.endpointId" },
     { name: "Attempts", type: "integer", jsonPath: ".status.attempts" },
     AGE_COLUMN,
+    { name: "Message", type: "string", jsonPath: ".status.message", priority: 1 },
     { name: "Job ID", type: "string", jsonPath: ".status.jobId", priority: 1 },
     { name: "Provider Job", type: "string", jsonPath: ".status.providerJobId", priority: 1 },
     { name: "Replay", type: "boolean", jsonPath: ".status.replay", priority: 1 },

@@ -68,6 +68,7 @@ export function customResourceDefinition(def: ResourceDefinition): Json {
               type: "object",
               description: def.description,
               required: ["spec"],
+              ...(def.objectValidations?.length && { "x-kubernetes-validations": def.objectValidations }),
               properties: {
                 apiVersion: { type: "string" },
                 kind: { type: "string" },

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { AGE_COLUMN, Conditions, ObjectMeta, Timestamp, type ResourceDefinition } from "./common.js";
+import { AGE_COLUMN, Conditions, GROUP, ObjectMeta, Timestamp, type ResourceDefinition } from "./common.js";
 
 export const PaymentOutcome = z.enum(["Processing", "Processed", "Failed", "Ignored"]);
 export type PaymentOutcome = z.infer<typeof PaymentOutcome>;
@@ -15,17 +15,29 @@ export const PaymentEventSpec = z.object({
 });
 export type PaymentEventSpec = z.infer<typeof PaymentEventSpec>;
 
+/**
+ * Status is written only when a record changes after its creation (a Failed event that a later
+ * delivery processes): a record's first outcome and message are the label and annotation it was
+ * created with, which is what the printer columns show.
+ */
 export const PaymentEventStatus = z.object({
-  outcome: PaymentOutcome.optional(),
-  message: z.string().max(4096).optional(),
-  attempts: z.int().min(0).optional(),
+  outcome: PaymentOutcome.optional().describe(
+    "The outcome of the latest delivery that changed the record; absent while the outcome the record " +
+      "was created with (label media-orchestrator.io/outcome) still holds.",
+  ),
+  message: z
+    .string()
+    .max(4096)
+    .optional()
+    .describe("What that outcome meant (the account it changed, or why it failed)."),
+  attempts: z.int().min(0).optional().describe("Deliveries that ran the event's effect."),
   deliveries: z
     .int()
     .min(0)
     .optional()
-    .describe("How many deliveries of this event arrived (replays included)."),
-  processedAt: Timestamp.optional(),
-  lastDeliveryAt: Timestamp.optional(),
+    .describe("How many deliveries of this event arrived (replays included); absent: one, the first."),
+  processedAt: Timestamp.optional().describe("When a delivery processed the event."),
+  lastDeliveryAt: Timestamp.optional().describe("When the latest delivery that changed the record came."),
   conditions: Conditions.optional(),
 });
 export type PaymentEventStatus = z.infer<typeof PaymentEventStatus>;
@@ -44,6 +56,9 @@ export function paymentEventName(eventId: string): string {
   return `pe-${createHash("sha256").update(eventId).digest("hex").slice(0, 40)}`;
 }
 
+/** The group in a JSONPath key: its dots escaped, or they would read as steps of the path. */
+const escapedGroup = GROUP.replaceAll(".", "\\.");
+
 export const paymentEventDefinition: ResourceDefinition = {
   kind: "PaymentEvent",
   plural: "paymentevents",
@@ -56,8 +71,33 @@ export const paymentEventDefinition: ResourceDefinition = {
   printerColumns: [
     { name: "Event", type: "string", jsonPath: ".spec.eventId" },
     { name: "Type", type: "string", jsonPath: ".spec.type" },
-    { name: "Outcome", type: "string", jsonPath: ".status.outcome" },
-    { name: "Deliveries", type: "integer", jsonPath: ".status.deliveries" },
+    // A record is created with its outcome in a label (one write); status follows only when a
+    // later delivery changes it, so the first outcome is read from the label.
+    {
+      name: "Outcome",
+      type: "string",
+      jsonPath: `.metadata.labels.${escapedGroup}/outcome`,
+      description: "The outcome the record was created with.",
+    },
+    {
+      name: "Latest",
+      type: "string",
+      jsonPath: ".status.outcome",
+      description: "The outcome of a later delivery that changed the record (a Failed event processed).",
+    },
     AGE_COLUMN,
+    {
+      name: "Message",
+      type: "string",
+      jsonPath: `.metadata.annotations.${escapedGroup}/message`,
+      priority: 1,
+    },
+    {
+      name: "Deliveries",
+      type: "integer",
+      jsonPath: ".status.deliveries",
+      description: "Deliveries of the event; blank: one.",
+      priority: 1,
+    },
   ],
 };

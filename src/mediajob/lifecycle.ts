@@ -3,12 +3,14 @@
 // callback, a poll and a replay of either always produce the same status.
 //
 //   Pending --submit--> Processing --COMPLETED--> Completed --> next step created once
-//      ^                    |  \--FAILED/TIMED_OUT--> Failed, or Pending again while attempts remain
+//      ^  ^                 |  \--FAILED/TIMED_OUT--> Failed, or Pending again while attempts remain
+//      |  |                 |--past spec.activeDeadlineSeconds--> Failed (DeadlineExceeded)
+//      |  +--spec.suspend: cancelled at the provider--+
 //      +--reset (operator, or the provider lost the job)--+
 import { createHash } from "node:crypto";
 import type { Condition } from "../crds/common.js";
 import type { JobPhase, MediaJob, MediaJobStatus } from "../crds/mediajob.js";
-import { setCondition } from "../crds/conditions.js";
+import { getCondition, setCondition, type ConditionInput } from "../crds/conditions.js";
 
 export const FINALIZER = "media-orchestrator.io/cancel-at-provider";
 /** Set to "true" on a MediaJob to delete it without cancelling its job at the provider. */
@@ -39,8 +41,9 @@ export function effectiveJobId(job: MediaJob): string {
  * the provider reported a failure needs a fresh id, or it would get the failed job back.
  */
 export function submissionId(status: MediaJobStatus | undefined, jobId: string): string {
-  const failures = status?.failures ?? 0;
-  return failures === 0 ? jobId : `${jobId}-retry-${failures}`;
+  // A submission cancelled by a suspension is over at the provider too: resuming needs a fresh id.
+  const ended = (status?.failures ?? 0) + (status?.suspensions ?? 0);
+  return ended === 0 ? jobId : `${jobId}-retry-${ended}`;
 }
 
 export const maxAttempts = (job: MediaJob): number => job.spec.maxAttempts ?? 1;
@@ -135,6 +138,7 @@ export function applyProviderResult(
     ...(status.submission && { submission: { ...status.submission, state: "Accepted" as const } }),
     updatedAt: now,
   };
+  const overDeadline = msUntilDeadline(job.spec, status, Date.parse(now)) <= 0;
   switch (result.status) {
     case "COMPLETED": {
       const { error: _drop, ...rest } = base;
@@ -142,6 +146,8 @@ export function applyProviderResult(
     }
     case "FAILED":
     case "TIMED_OUT": {
+      // The provider enforced the deadline we sent it (or the job failed past it): no retry.
+      if (overDeadline) return deadlineExceeded(base, now, `the provider reports ${result.status}`);
       const failures = (status.failures ?? 0) + 1;
       const message = errorText(
         result.error,
@@ -158,6 +164,10 @@ export function applyProviderResult(
       return { ...base, phase: "Failed", failures, error, completedAt: now };
     }
     case "CANCELLED":
+      // The controller's own cancellations (a suspension, the deadline) may reach the sidecar as a
+      // callback before the controller records them: they end as the controller would end them.
+      if (overDeadline) return deadlineExceeded(base, now, "cancelled at the provider");
+      if (job.spec.suspend) return suspendedStatus(base, now);
       return { ...base, phase: "Cancelled", error: "cancelled at the provider", completedAt: now };
     default:
       return undefined;
@@ -197,6 +207,7 @@ export function intentStatus(
     endpointId: o.endpointId,
     attempts: attempt,
     submittedAt: o.now,
+    startedAt: status.startedAt ?? o.now,
     updatedAt: o.now,
     submission: { attempt, id: o.submissionId, startedAt: o.now, state: "Sending" },
   };
@@ -215,13 +226,14 @@ export function withdrawIntent(
 ): MediaJobStatus | undefined {
   if (current?.phase !== "Processing" || current.submission?.attempt !== attempt) return undefined;
   if (current.submission.state !== "Sending") return undefined;
-  const { submission: _s, submittedAt: _t, providerJobId: _p, ...rest } = current;
+  const { submission: _s, submittedAt: _t, providerJobId: _p, startedAt: _a, ...rest } = current;
   return {
     ...rest,
     phase: "Pending",
     attempts: before.attempts ?? 0,
     updatedAt: now,
     ...(before.submittedAt !== undefined && { submittedAt: before.submittedAt }),
+    ...(before.startedAt !== undefined && { startedAt: before.startedAt }),
   };
 }
 
@@ -471,6 +483,116 @@ export function msUntilStuck(job: MediaJob, nowMs: number, defaultTimeoutSeconds
   return since + (job.spec.timeoutSeconds ?? defaultTimeoutSeconds) * 1000 - nowMs;
 }
 
+// ---- Suspension and the active deadline (batch/v1 Job's suspend and activeDeadlineSeconds) ---
+
+/** The reason (Succeeded condition, Event, status.error prefix) of a job past its active deadline. */
+export const DEADLINE_EXCEEDED = "DeadlineExceeded";
+
+/**
+ * Milliseconds left before spec.activeDeadlineSeconds, counted from the first submission (since the
+ * last resumption); Infinity without a deadline or before the first submission.
+ */
+export function msUntilDeadline(
+  spec: { activeDeadlineSeconds?: number },
+  status: MediaJobStatus | undefined,
+  nowMs: number,
+): number {
+  const since = Date.parse(status?.startedAt ?? "");
+  if (spec.activeDeadlineSeconds === undefined || Number.isNaN(since)) return Infinity;
+  return since + spec.activeDeadlineSeconds * 1000 - nowMs;
+}
+
+/** Failed for good: the deadline is a limit, not a failed attempt to retry. */
+export function deadlineExceeded(status: MediaJobStatus, now: string, what: string): MediaJobStatus {
+  return {
+    ...status,
+    phase: "Failed",
+    updatedAt: now,
+    completedAt: now,
+    error: clip(
+      `${DEADLINE_EXCEEDED}: the job ran past spec.activeDeadlineSeconds since its first submission (${what})`,
+      ERROR_MAX_CHARS,
+    ),
+  };
+}
+
+/**
+ * The provider's limits for a submission (RunPod's policy: executionTimeout 5 s to 7 days, ttl 10 s
+ * to 7 days, https://docs.runpod.io/serverless/endpoints/send-requests#execution-policies): the
+ * job's remaining deadline where it fits them. A remaining time below their minimum is not sent:
+ * the controller cancels the job at its deadline instead.
+ */
+export function providerPolicy(
+  spec: { activeDeadlineSeconds?: number },
+  status: MediaJobStatus | undefined,
+  nowMs: number,
+  defaultTtlMs: number,
+): { executionTimeout?: number; ttl: number } {
+  const remaining = Math.floor(msUntilDeadline(spec, status, nowMs));
+  if (!Number.isFinite(remaining)) return { ttl: defaultTtlMs };
+  return {
+    ttl: remaining >= 10_000 ? Math.min(remaining, defaultTtlMs) : defaultTtlMs,
+    ...(remaining >= 5_000 && remaining <= 7 * 24 * 3600 * 1000 && { executionTimeout: remaining }),
+  };
+}
+
+/**
+ * Suspended while submitted: the submission was cancelled at the provider (or never ran), so the
+ * job waits in Pending for its resumption, which is a new submission with a fresh id; the deadline
+ * counts again from it, as Job's does. A late callback of the cancelled submission no longer
+ * matches (no provider id, no submission).
+ */
+export function suspendedStatus(status: MediaJobStatus, now: string): MediaJobStatus {
+  const { submission: _s, providerJobId: _p, submittedAt: _t, startedAt: _a, ...rest } = status;
+  return { ...rest, phase: "Pending", updatedAt: now, suspensions: (status.suspensions ?? 0) + 1 };
+}
+
+/**
+ * Milliseconds until a finished job is deleted for spec.ttlSecondsAfterFinished (<= 0: now), or
+ * undefined while it must stay: no TTL, not finished, or a next pipeline step not yet recorded or
+ * still there. The pipeline's steps are owned by the step before (ownerReferences), so deleting a
+ * step while a later one exists would delete that one too, running or not: a pipeline goes from its
+ * last step back, and its first job, the pipeline's handle, goes last.
+ */
+export function msUntilExpiry(job: MediaJob, nowMs: number, nextStepExists: boolean): number | undefined {
+  const ttl = job.spec.ttlSecondsAfterFinished;
+  const status = job.status;
+  if (ttl === undefined || !isTerminal(status?.phase)) return undefined;
+  if (status?.phase === "Completed" && job.spec.then?.length && !status.nextJob) return undefined;
+  if (nextStepExists) return undefined;
+  const finished = Date.parse(status?.completedAt ?? status?.updatedAt ?? "");
+  return (Number.isNaN(finished) ? nowMs : finished) + ttl * 1000 - nowMs;
+}
+
+/** Why a Failed job failed, as the Succeeded condition's reason. */
+function failureReason(status: MediaJobStatus): string {
+  if (status.error?.startsWith(`${DEADLINE_EXCEEDED}:`)) return DEADLINE_EXCEEDED;
+  if (failedUnconfirmed(status)) return SUBMISSION_UNCONFIRMED;
+  return "Failed";
+}
+
+/**
+ * status.reason and status.message (the REASON and MESSAGE columns): the condition that matters
+ * most now. A final job: Succeeded. A waiting one: what it waits for (suspended, its account, its
+ * endpoint, a refused submission). A running one: an unconfirmed submission, or running past its
+ * timeout.
+ */
+export function summaryOf(conditions: Condition[]): { reason: string; message: string } {
+  const find = (type: string, status: string, reason?: string) =>
+    conditions.find((c) => c.type === type && c.status === status && (!reason || c.reason === reason));
+  const succeeded = conditions.find((c) => c.type === "Succeeded");
+  const pick =
+    (succeeded?.status !== "Unknown" && succeeded) ||
+    find("Suspended", "True") ||
+    find("Suspended", "Unknown") ||
+    (succeeded?.reason === "Pending" &&
+      (find("Admitted", "False") || find("EndpointReady", "False") || find("Submitted", "False"))) ||
+    find("Submitted", "Unknown", SUBMISSION_UNCONFIRMED) ||
+    find("Overdue", "True") ||
+    succeeded;
+  return { reason: pick?.reason ?? "Pending", message: (pick?.message ?? "").slice(0, 4096) };
+}
+
 /** Succeeded follows the phase, so phase and conditions always agree. */
 export function withPhaseConditions(
   status: MediaJobStatus,
@@ -481,11 +603,7 @@ export function withPhaseConditions(
     Pending: ["Unknown", "Pending", "waiting to be submitted to the GPU provider"],
     Processing: ["Unknown", "Processing", "running at the GPU provider"],
     Completed: ["True", "Completed", "the GPU provider completed the job"],
-    Failed: [
-      "False",
-      failedUnconfirmed(status) ? SUBMISSION_UNCONFIRMED : "Failed",
-      status.error ?? "the job failed",
-    ],
+    Failed: ["False", failureReason(status), status.error ?? "the job failed"],
     Cancelled: ["False", "Cancelled", status.error ?? "the job was cancelled"],
   };
   const [s, reason, message] = byPhase[status.phase ?? "Pending"];
@@ -512,7 +630,12 @@ export function withPhaseConditions(
       generation,
     );
   }
-  return { ...status, conditions, ...(generation !== undefined ? { observedGeneration: generation } : {}) };
+  return {
+    ...status,
+    conditions,
+    ...summaryOf(conditions),
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+  };
 }
 
 /** Semantic equality of two statuses, ignoring the order of keys. */
@@ -532,6 +655,100 @@ function stableJson(v: unknown): string {
 
 /** The pipeline's own name (its first job's), kept whole on every step. */
 export const PIPELINE_ANNOTATION = "media-orchestrator.io/pipeline-name";
+/** The first job's uid on every later step: the step reports its end to that job, not a namesake. */
+export const PIPELINE_UID_ANNOTATION = "media-orchestrator.io/pipeline-uid";
+
+/** The condition on a pipeline's first job that speaks for the whole pipeline. */
+export const PIPELINE_SUCCEEDED = "PipelineSucceeded";
+
+/** A pipeline's first job (or a job on its own): no step label. */
+export const isFirstStep = (job: MediaJob): boolean => job.metadata.labels?.[STEP_LABEL] === undefined;
+
+/**
+ * The labels and annotations a pipeline's first job gets, as its later steps have them, so that
+ * `-l media-orchestrator.io/pipeline=<name>` selects the whole pipeline. Undefined when it has them
+ * (or is not a pipeline's first job).
+ */
+export function firstStepMetadata(
+  job: MediaJob,
+): { labels: Record<string, string>; annotations: Record<string, string> } | undefined {
+  if (!isFirstStep(job) || !job.spec.then?.length) return undefined;
+  const name = job.metadata.name;
+  if (
+    job.metadata.labels?.[PIPELINE_LABEL] !== undefined &&
+    job.metadata.annotations?.[PIPELINE_ANNOTATION] !== undefined
+  )
+    return undefined;
+  // The annotation keeps the whole name, which nextStepName reads before the (shortened) label.
+  return { labels: { [PIPELINE_LABEL]: pipelineLabel(name) }, annotations: { [PIPELINE_ANNOTATION]: name } };
+}
+
+/**
+ * PipelineSucceeded on a pipeline's first job (on any job with no step label: a job on its own is a
+ * pipeline of one step), from what the job itself knows: Unknown while it runs or its later steps
+ * do, False when it failed, True when it was the only step. Once a later step has decided it (True
+ * or False), the first job keeps that.
+ */
+export function ownPipelineCondition(job: MediaJob, status: MediaJobStatus): ConditionInput | undefined {
+  if (!isFirstStep(job)) return undefined;
+  const steps = 1 + (job.spec.then?.length ?? 0);
+  const phase = status.phase ?? "Pending";
+  if (phase === "Failed" || phase === "Cancelled") return stepFailed(job, status, 1);
+  if (phase === "Completed" && steps === 1)
+    return {
+      type: PIPELINE_SUCCEEDED,
+      status: "True",
+      reason: "PipelineCompleted",
+      message: "the job (a pipeline of one step) completed",
+    };
+  const decided = getCondition(status.conditions, PIPELINE_SUCCEEDED);
+  if (decided && decided.status !== "Unknown") return undefined;
+  return {
+    type: PIPELINE_SUCCEEDED,
+    status: "Unknown",
+    reason: "StepsRunning",
+    message:
+      phase === "Completed"
+        ? `step 1 of ${steps} completed${status.nextJob ? `; next: ${status.nextJob}` : ""}`
+        : `step 1 of ${steps} is ${phase}`,
+  };
+}
+
+/** How a job failed, in one line: its Succeeded reason, then what it says (once). */
+export function failureText(status: MediaJobStatus): string {
+  const why = getCondition(status.conditions, "Succeeded");
+  const reason = why?.reason ?? status.phase ?? "Failed";
+  const message = why?.message ?? status.error ?? `the job ended ${status.phase}`;
+  return message.startsWith(`${reason}:`) ? message : `${reason}: ${message}`;
+}
+
+function stepFailed(job: MediaJob, status: MediaJobStatus, step: number): ConditionInput {
+  return {
+    type: PIPELINE_SUCCEEDED,
+    status: "False",
+    reason: "StepFailed",
+    message: `step ${step} (${job.metadata.name}) ended ${status.phase}: ${failureText(status)}`,
+  };
+}
+
+/**
+ * What a later step's end means for the pipeline, written onto its first job: False when the step
+ * failed, True when it was the last and completed. Undefined while the pipeline goes on.
+ */
+export function stepPipelineCondition(job: MediaJob, status: MediaJobStatus): ConditionInput | undefined {
+  if (isFirstStep(job)) return undefined;
+  const step = Number(job.metadata.labels?.[STEP_LABEL]) + 1;
+  const phase = status.phase;
+  if (phase === "Failed" || phase === "Cancelled") return stepFailed(job, status, step);
+  if (phase === "Completed" && !job.spec.then?.length)
+    return {
+      type: PIPELINE_SUCCEEDED,
+      status: "True",
+      reason: "PipelineCompleted",
+      message: `all ${step} steps completed; the last: ${job.metadata.name}`,
+    };
+  return undefined;
+}
 
 const shortHash = (text: string): string => createHash("sha256").update(text).digest("hex").slice(0, 10);
 
@@ -582,7 +799,12 @@ export function nextStepObject(job: MediaJob): Record<string, unknown> | undefin
       name: nextStepName(job),
       namespace: job.metadata.namespace,
       labels: { [PIPELINE_LABEL]: pipelineLabel(pipeline), [STEP_LABEL]: String(index) },
-      annotations: { [PIPELINE_ANNOTATION]: pipeline },
+      annotations: {
+        [PIPELINE_ANNOTATION]: pipeline,
+        [PIPELINE_UID_ANNOTATION]: isFirstStep(job)
+          ? (job.metadata.uid ?? "")
+          : (job.metadata.annotations?.[PIPELINE_UID_ANNOTATION] ?? ""),
+      },
       ownerReferences: [
         {
           apiVersion: job.apiVersion,
@@ -596,6 +818,10 @@ export function nextStepObject(job: MediaJob): Record<string, unknown> | undefin
     spec: {
       ...step,
       ...(step.account === undefined && job.spec.account !== undefined ? { account: job.spec.account } : {}),
+      ...(step.ttlSecondsAfterFinished === undefined &&
+        job.spec.ttlSecondsAfterFinished !== undefined && {
+          ttlSecondsAfterFinished: job.spec.ttlSecondsAfterFinished,
+        }),
       input: {
         ...step.input,
         previous: {

@@ -273,7 +273,27 @@ describe("pipelines", () => {
     const all = await api.list<MediaJob>("mediajobs", ns, {
       labelSelector: "media-orchestrator.io/pipeline=pipe",
     });
-    expect(all.items.map((j) => j.metadata.name).sort()).toEqual(["pipe-1-tts", "pipe-2-render"]);
+    // The first job carries the pipeline's label too: one selector for the whole pipeline.
+    expect(all.items.map((j) => j.metadata.name).sort()).toEqual(["pipe", "pipe-1-tts", "pipe-2-render"]);
+    // ...and speaks for it: PipelineSucceeded is True once the last step completed.
+    const head = await eventually(async () => {
+      const j = await api.get<MediaJob>("mediajobs", ns, "pipe");
+      return condition(j, "PipelineSucceeded")?.status === "True" ? j : undefined;
+    });
+    expect(condition(head, "PipelineSucceeded")).toMatchObject({
+      reason: "PipelineCompleted",
+      message: "all 3 steps completed; the last: pipe-2-render",
+    });
+    expect(condition(head, "Succeeded")).toMatchObject({ status: "True", reason: "Completed" });
+    // Each step says it completed, once.
+    for (const name of ["pipe", "pipe-1-tts", "pipe-2-render"]) {
+      const completed = await eventually(async () => {
+        const evs = (await eventsOf(kc, ns, name)).filter((e) => e.reason === "Completed");
+        return evs.length ? evs : undefined;
+      });
+      expect(completed).toHaveLength(1);
+      expect(completed[0]!.type).toBe("Normal");
+    }
   });
 
   it("triggers the next step when an operator completes a job by hand", async () => {

@@ -260,7 +260,8 @@ describe("the cache", () => {
     });
     const before = (await api.get<MediaJob>("mediajobs", ns, "edited"))!;
     expect(before.status?.output).toBeDefined();
-    await api.mergePatch("mediajobs", ns, "edited", { spec: { timeoutSeconds: 2 } });
+    // A field that stays changeable once the job was submitted (the rest of the spec is frozen).
+    await api.mergePatch("mediajobs", ns, "edited", { spec: { activeDeadlineSeconds: 600 } });
     const edited = await eventually(async () => {
       const j = await api.get<MediaJob>("mediajobs", ns, "edited");
       const generation = j?.metadata.generation;

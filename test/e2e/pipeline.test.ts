@@ -1,7 +1,9 @@
 // The whole product in one place: the controller, the webhooks sidecar and the simulator over real
 // HTTP against the real control plane. Completions here come from the provider's callbacks
 // (timeouts are long), and the demo's scenario runs exactly as `make demo` runs it.
+import { execFile } from "node:child_process";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
@@ -9,8 +11,9 @@ import type { Simulator } from "../../src/simulator/server.js";
 import { applyManifests } from "../../scripts/devstack-lib.js";
 import { PIPELINE, runDemoScenario } from "../../scripts/demo-scenario.js";
 import { REPO_ROOT } from "../support/controlplane.js";
-import { eventually, testKubeConfig } from "../support/kube.js";
+import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
+  condition,
   mediaJob,
   startControllerStack,
   waitForCompletedAndRecorded,
@@ -127,6 +130,67 @@ describe("results of any size fit the job's status", () => {
     expect(job.status?.output?.originalBytes as number).toBeGreaterThan(2 * 1024 * 1024);
     const next = await waitForPhase(api, ns, "huge-output-1-tts", "Completed");
     expect(next.spec.input).toMatchObject({ previous: { output: { truncated: true } } });
+  });
+});
+
+describe("one handle on a whole pipeline", () => {
+  // Asynchronous: the controller and the sidecar run in this process and must go on meanwhile.
+  const kubectl = async (...args: string[]): Promise<string> =>
+    (
+      await promisify(execFile)("kubectl", ["--kubeconfig", testKubeconfigPath(), "-n", ns, ...args], {
+        encoding: "utf8",
+      })
+    ).stdout;
+  const threeSteps = (name: string, tts: Record<string, unknown> = {}) =>
+    mediaJob(name, {
+      workload: "asr",
+      timeoutSeconds: 600,
+      input: { audio: "s3://in.wav" },
+      then: [
+        { workload: "tts", timeoutSeconds: 600, input: tts },
+        { workload: "render", timeoutSeconds: 600 },
+      ],
+    });
+
+  it("kubectl wait --for=condition=PipelineSucceeded on the first job returns once the last step completed", async () => {
+    // Waiting starts before the pipeline does, as a script would.
+    await api.create("mediajobs", ns, threeSteps("episode-7") as never);
+    const waited = kubectl("wait", "--for=condition=PipelineSucceeded", "mj/episode-7", "--timeout=45s");
+    expect(await waited).toMatch(/mediajob.media-orchestrator.io\/episode-7 condition met/);
+    const last = await api.get<MediaJob>("mediajobs", ns, "episode-7-2-render");
+    expect(last?.status?.phase).toBe("Completed");
+    // One selector for every step, the first included.
+    const names = await kubectl("get", "mj", "-l", "media-orchestrator.io/pipeline=episode-7", "-o", "name");
+    expect(names.trim().split("\n").sort()).toEqual(
+      ["episode-7", "episode-7-1-tts", "episode-7-2-render"].map(
+        (n) => `mediajob.media-orchestrator.io/${n}`,
+      ),
+    );
+    // Succeeded keeps speaking for the first job alone.
+    const first = await api.get<MediaJob>("mediajobs", ns, "episode-7");
+    expect(condition(first, "Succeeded")).toMatchObject({ status: "True", reason: "Completed" });
+    expect(condition(first, "PipelineSucceeded")).toMatchObject({
+      status: "True",
+      reason: "PipelineCompleted",
+    });
+  });
+
+  it("=False returns once a step fails, with the step and its reason", async () => {
+    await api.create("mediajobs", ns, threeSteps("episode-8", { simulate: { fail: true } }) as never);
+    const out = await kubectl(
+      "wait",
+      "--for=condition=PipelineSucceeded=False",
+      "mj/episode-8",
+      "--timeout=45s",
+    );
+    expect(out).toMatch(/condition met/);
+    const first = await api.get<MediaJob>("mediajobs", ns, "episode-8");
+    expect(condition(first, "PipelineSucceeded")).toMatchObject({
+      reason: "StepFailed",
+      message: expect.stringMatching(/^step 2 \(episode-8-1-tts\) ended Failed: Failed: FAILED: /),
+    });
+    expect(condition(first, "Succeeded")?.status).toBe("True");
+    expect(await api.get("mediajobs", ns, "episode-8-2-render")).toBeUndefined();
   });
 });
 

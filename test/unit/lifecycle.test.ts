@@ -29,6 +29,14 @@ import {
   resetToPending,
   submissionId,
   withPhaseConditions,
+  firstStepMetadata,
+  msUntilDeadline,
+  msUntilExpiry,
+  ownPipelineCondition,
+  providerPolicy,
+  stepPipelineCondition,
+  summaryOf,
+  suspendedStatus,
 } from "../../src/mediajob/lifecycle.js";
 import { setCondition } from "../../src/crds/conditions.js";
 
@@ -486,5 +494,247 @@ describe("pipeline step names of any length", () => {
     );
     // The next step keeps the pipeline's whole name, so its own next step is named alike.
     expect(meta(na).annotations["media-orchestrator.io/pipeline-name"]).toBe(a);
+  });
+});
+
+describe("suspension and the active deadline", () => {
+  const sub = { attempt: 1, id: "sub-aaaaaaaa", startedAt: NOW, state: "Accepted" as const };
+  const started = "2026-11-22T09:59:00.000Z"; // 60 s before NOW
+  const nowMs = Date.parse(NOW);
+
+  it("counts the deadline from the first submission, and not at all before it", () => {
+    expect(msUntilDeadline({ activeDeadlineSeconds: 90 }, { startedAt: started }, nowMs)).toBe(30_000);
+    expect(msUntilDeadline({ activeDeadlineSeconds: 90 }, {}, nowMs)).toBe(Infinity);
+    expect(msUntilDeadline({}, { startedAt: started }, nowMs)).toBe(Infinity);
+    // A retry keeps the first submission's clock.
+    const retried = intentStatus(
+      { phase: "Pending", attempts: 1, startedAt: started },
+      {
+        endpointId: "ep",
+        submissionId: "sub-2",
+        now: NOW,
+      },
+    );
+    expect(retried.startedAt).toBe(started);
+  });
+
+  it("hands the remaining deadline to the provider where its limits allow, and only the TTL otherwise", () => {
+    const day = 24 * 3600 * 1000;
+    expect(providerPolicy({}, undefined, nowMs, day)).toEqual({ ttl: day });
+    expect(providerPolicy({ activeDeadlineSeconds: 90 }, { startedAt: started }, nowMs, day)).toEqual({
+      ttl: 30_000,
+      executionTimeout: 30_000,
+    });
+    // Below the provider's minimums (ttl 10 s, executionTimeout 5 s): enforced by cancelling.
+    expect(providerPolicy({ activeDeadlineSeconds: 67 }, { startedAt: started }, nowMs, day)).toEqual({
+      ttl: day,
+      executionTimeout: 7_000,
+    });
+    expect(providerPolicy({ activeDeadlineSeconds: 62 }, { startedAt: started }, nowMs, day)).toEqual({
+      ttl: day,
+    });
+  });
+
+  it("a FAILED or TIMED_OUT past the deadline is final, though attempts remain", () => {
+    const j = job(processing({ startedAt: started }), { activeDeadlineSeconds: 30, maxAttempts: 3 });
+    const next = applyProviderResult(j, { id: "j1", status: "TIMED_OUT" }, NOW)!;
+    expect(next).toMatchObject({ phase: "Failed", completedAt: NOW });
+    expect(next.error).toMatch(/^DeadlineExceeded: /);
+    const conditions = withPhaseConditions(next, 1, NOW);
+    expect(conditions).toMatchObject({ reason: "DeadlineExceeded" });
+    expect(conditions.conditions?.find((c) => c.type === "Succeeded")).toMatchObject({
+      status: "False",
+      reason: "DeadlineExceeded",
+    });
+  });
+
+  it("the callback of the controller's own cancel ends the job as the controller would", () => {
+    const suspended = applyProviderResult(
+      job(processing({ submission: sub }), { suspend: true }),
+      {
+        id: "j1",
+        status: "CANCELLED",
+      },
+      NOW,
+    )!;
+    expect(suspended).toMatchObject({ phase: "Pending", suspensions: 1 });
+    expect(suspended.providerJobId).toBeUndefined();
+    expect(suspended.submission).toBeUndefined();
+    // Resumed: a fresh id, so a provider that honours ids does not answer with the cancelled job.
+    expect(submissionId(suspended, "j1")).toBe("j1-retry-1");
+    const late = applyProviderResult(
+      job(processing({ startedAt: started }), { activeDeadlineSeconds: 10 }),
+      {
+        id: "j1",
+        status: "CANCELLED",
+      },
+      NOW,
+    )!;
+    expect(late.phase).toBe("Failed");
+    expect(late.error).toMatch(/^DeadlineExceeded: /);
+    // Anyone else's cancel is still a cancel.
+    expect(applyProviderResult(job(processing()), { id: "j1", status: "CANCELLED" }, NOW)?.phase).toBe(
+      "Cancelled",
+    );
+  });
+
+  it("a suspended job shows Suspended as its reason; the deadline restarts after it", () => {
+    const s = suspendedStatus(processing({ startedAt: started, submission: sub }), NOW);
+    expect(s.startedAt).toBeUndefined();
+    const shown = withPhaseConditions(
+      {
+        ...s,
+        conditions: setCondition(
+          undefined,
+          { type: "Suspended", status: "True", reason: "Suspended", message: "spec.suspend is true" },
+          NOW,
+        ),
+      },
+      1,
+      NOW,
+    );
+    expect(shown).toMatchObject({ phase: "Pending", reason: "Suspended", message: "spec.suspend is true" });
+  });
+});
+
+describe("status.reason and status.message", () => {
+  const c = (type: string, status: "True" | "False" | "Unknown", reason: string) => ({
+    type,
+    status,
+    reason,
+    message: `${type} ${reason}`,
+    lastTransitionTime: NOW,
+  });
+  it("say why a Pending job waits, why a job failed, and what a running job is doing", () => {
+    expect(
+      summaryOf([c("Succeeded", "Unknown", "Pending"), c("Admitted", "False", "AccountUnknown")]),
+    ).toEqual({ reason: "AccountUnknown", message: "Admitted AccountUnknown" });
+    expect(
+      summaryOf([
+        c("Succeeded", "Unknown", "Pending"),
+        c("Admitted", "True", "AccountActive"),
+        c("EndpointReady", "False", "EndpointMissing"),
+      ]).reason,
+    ).toBe("EndpointMissing");
+    expect(
+      summaryOf([c("Succeeded", "False", "Failed"), c("Admitted", "False", "AccountUnknown")]).reason,
+    ).toBe("Failed");
+    expect(
+      summaryOf([c("Succeeded", "Unknown", "Processing"), c("Submitted", "Unknown", "SubmissionUnconfirmed")])
+        .reason,
+    ).toBe("SubmissionUnconfirmed");
+    expect(
+      summaryOf([c("Succeeded", "Unknown", "Processing"), c("Overdue", "True", "StillRunning")]).reason,
+    ).toBe("StillRunning");
+    expect(summaryOf([c("Succeeded", "True", "Completed")]).reason).toBe("Completed");
+  });
+});
+
+describe("a pipeline's one handle", () => {
+  const pipeline = (status: MediaJobStatus, labels?: Record<string, string>) => ({
+    ...job(status, { then: [{ workload: "tts" }, { workload: "render" }] }),
+    metadata: { name: "episode-42", namespace: "ns", uid: "uid-1", ...(labels && { labels }) },
+  });
+
+  it("the first job gets the pipeline's label, and its name in the annotation nextStepName reads", () => {
+    expect(firstStepMetadata(pipeline({}))).toEqual({
+      labels: { "media-orchestrator.io/pipeline": "episode-42" },
+      annotations: { "media-orchestrator.io/pipeline-name": "episode-42" },
+    });
+    expect(firstStepMetadata(job({}))).toBeUndefined();
+    const long = { ...pipeline({}), metadata: { name: "e".repeat(100), uid: "u" } };
+    const meta = firstStepMetadata(long)!;
+    const labelled = { ...long, metadata: { ...long.metadata, ...meta } };
+    expect(nextStepName(labelled)).toBe(nextStepName(long));
+  });
+
+  it("later steps carry the first job's uid", () => {
+    const first = pipeline({ phase: "Completed", output: {} });
+    const second = nextStepObject(first) as { metadata: { annotations: Record<string, string> } };
+    expect(second.metadata.annotations["media-orchestrator.io/pipeline-uid"]).toBe("uid-1");
+  });
+
+  it("PipelineSucceeded on the first job: Unknown while steps run, False when it fails, kept once decided", () => {
+    expect(
+      ownPipelineCondition(pipeline({ phase: "Completed", nextJob: "episode-42-1-tts" }), {
+        phase: "Completed",
+        nextJob: "episode-42-1-tts",
+      }),
+    ).toMatchObject({
+      status: "Unknown",
+      reason: "StepsRunning",
+      message: "step 1 of 3 completed; next: episode-42-1-tts",
+    });
+    expect(ownPipelineCondition(pipeline({}), { phase: "Failed", error: "FAILED: boom" })).toMatchObject({
+      status: "False",
+      reason: "StepFailed",
+      message: "step 1 (episode-42) ended Failed: Failed: FAILED: boom",
+    });
+    const decided = {
+      phase: "Completed" as const,
+      conditions: [c("PipelineSucceeded", "True", "PipelineCompleted")],
+    };
+    expect(ownPipelineCondition(pipeline(decided), decided)).toBeUndefined();
+  });
+
+  it("a later step decides it: True when the last completed, False when any failed", () => {
+    const step = (n: number, then: boolean, status: MediaJobStatus) => ({
+      ...job(status, then ? { then: [{ workload: "render" }] } : {}),
+      metadata: {
+        name: `episode-42-${n}`,
+        uid: `u${n}`,
+        labels: { "media-orchestrator.io/step": String(n) },
+      },
+    });
+    expect(
+      stepPipelineCondition(step(1, true, { phase: "Completed" }), { phase: "Completed" }),
+    ).toBeUndefined();
+    expect(
+      stepPipelineCondition(step(2, false, { phase: "Completed" }), { phase: "Completed" }),
+    ).toMatchObject({
+      status: "True",
+      message: "all 3 steps completed; the last: episode-42-2",
+    });
+    expect(
+      stepPipelineCondition(step(1, true, {}), { phase: "Cancelled", error: "cancelled at the provider" }),
+    ).toMatchObject({ status: "False", reason: "StepFailed" });
+  });
+
+  function c(type: string, status: "True" | "False" | "Unknown", reason: string) {
+    return { type, status, reason, message: reason, lastTransitionTime: NOW };
+  }
+});
+
+describe("spec.ttlSecondsAfterFinished", () => {
+  const nowMs = Date.parse(NOW);
+  const finished = (status: MediaJobStatus, spec: Partial<MediaJob["spec"]> = {}) =>
+    job({ completedAt: "2026-11-22T09:59:00.000Z", ...status }, { ttlSecondsAfterFinished: 90, ...spec });
+
+  it("counts from the end of the job; nothing without a TTL or before the end", () => {
+    expect(msUntilExpiry(finished({ phase: "Failed" }), nowMs, false)).toBe(30_000);
+    expect(
+      msUntilExpiry(finished({ phase: "Completed" }, { ttlSecondsAfterFinished: 0 }), nowMs, false),
+    ).toBe(-60_000);
+    expect(msUntilExpiry(finished({ phase: "Processing" }), nowMs, false)).toBeUndefined();
+    expect(msUntilExpiry(job({ phase: "Completed", completedAt: NOW }), nowMs, false)).toBeUndefined();
+  });
+
+  it("never before the next pipeline step is recorded, nor while it exists", () => {
+    const then = { then: [{ workload: "tts" as const }] };
+    expect(msUntilExpiry(finished({ phase: "Completed" }, then), nowMs, false)).toBeUndefined();
+    expect(
+      msUntilExpiry(finished({ phase: "Completed", nextJob: "j-1-tts" }, then), nowMs, true),
+    ).toBeUndefined();
+    expect(msUntilExpiry(finished({ phase: "Completed", nextJob: "j-1-tts" }, then), nowMs, false)).toBe(
+      30_000,
+    );
+  });
+
+  it("later steps inherit it", () => {
+    const first = job(
+      { phase: "Completed", output: {} },
+      { ttlSecondsAfterFinished: 60, then: [{ workload: "tts" }] },
+    );
+    expect((nextStepObject(first) as { spec: MediaJob["spec"] }).spec.ttlSecondsAfterFinished).toBe(60);
   });
 });

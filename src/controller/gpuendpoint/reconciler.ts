@@ -105,7 +105,11 @@ export class GpuEndpointReconciler {
       return finish(notReady(c.reason, c.message));
     };
 
-    set(warmWorkersCondition(this.d.env.MEDIA_ENV, ep.spec), "Warning");
+    // A healthy state is Normal, only a problem a Warning (`kubectl get events --field-selector
+    // type=Warning` is how an operator looks for trouble).
+    const byStatus = (c: ConditionInput): EventType => (c.status === "True" ? "Normal" : "Warning");
+    const warm = warmWorkersCondition(this.d.env.MEDIA_ENV, ep.spec);
+    set(warm, byStatus(warm));
 
     // 1. The key (checked once for every endpoint; the health check below uses it every tick).
     try {
@@ -186,7 +190,8 @@ export class GpuEndpointReconciler {
     // 4. Health (informational: a sick endpoint still accepts jobs into its queue).
     try {
       const health = toHealth(await this.d.view.endpointHealth(live.id));
-      set(healthCondition(health, ep.status?.health, ep.spec), "Warning");
+      const healthy = healthCondition(health, ep.status?.health, ep.spec);
+      set(healthy, byStatus(healthy));
       status = { ...status, health };
     } catch (err) {
       // The health check is the one call made with the key every tick: a refusal is the key's.

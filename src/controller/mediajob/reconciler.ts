@@ -6,6 +6,7 @@ import type { Logger } from "pino";
 import { ADMITTING_STATES, billingAccountName, type BillingAccount } from "../../crds/billingaccount.js";
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../crds/mediajob.js";
+import { API_VERSION } from "../../crds/common.js";
 import { callbackUrl } from "../../callback/token.js";
 import type { KubeApi } from "../../k8s/api.js";
 import { describeError, isAlreadyExists, isConflict, isNotFound } from "../../k8s/errors.js";
@@ -17,8 +18,21 @@ import { StaleCacheGuard } from "../stale-cache.js";
 import type { ReconcileResult } from "../workqueue.js";
 import {
   FINALIZER,
+  PIPELINE_ANNOTATION,
+  PIPELINE_LABEL,
+  PIPELINE_SUCCEEDED,
+  PIPELINE_UID_ANNOTATION,
   SKIP_CANCEL_ANNOTATION,
   afterProviderLostJob,
+  deadlineExceeded,
+  failureText,
+  firstStepMetadata,
+  msUntilDeadline,
+  msUntilExpiry,
+  ownPipelineCondition,
+  providerPolicy,
+  stepPipelineCondition,
+  suspendedStatus,
   applyProviderResult,
   decideUnconfirmed,
   effectiveJobId,
@@ -160,7 +174,11 @@ export class MediaJobReconciler {
         break;
     }
 
-    let status = withPhaseConditions(outcome.status, job.metadata.generation, now);
+    let status = this.withPipeline(
+      job,
+      withPhaseConditions(outcome.status, job.metadata.generation, now),
+      now,
+    );
     if (outcome.written) {
       job = outcome.written;
       status = job.status ?? status;
@@ -176,11 +194,109 @@ export class MediaJobReconciler {
     }
     for (const [type, reason, message] of events) await this.d.events.record(job, type, reason, message);
 
-    if (isTerminal(status.phase) && job.metadata.finalizers?.includes(FINALIZER))
-      await this.removeFinalizer(job);
+    // The end of a job, whoever wrote it (this controller, or the sidecar from a callback), is
+    // told once: in the pass that lets go of the job (its finalizer), which no later pass repeats.
+    if (isTerminal(status.phase) && job.metadata.finalizers?.includes(FINALIZER)) {
+      await this.reportToPipeline(job, status, now);
+      if (await this.removeFinalizer(job)) await this.recordEnd(job, status);
+    }
     if (outcome.retry) throw new RetryLater(outcome.retry);
-    return outcome.requeueAfterMs === undefined ? undefined : { requeueAfterMs: outcome.requeueAfterMs };
+    // A running job is looked at again by its deadline at the latest.
+    const untilDeadline = msUntilDeadline(job.spec, status, nowDate.getTime());
+    let requeueAfterMs =
+      status.phase === "Processing" && Number.isFinite(untilDeadline)
+        ? Math.max(50, Math.min(outcome.requeueAfterMs ?? Infinity, untilDeadline + 50))
+        : outcome.requeueAfterMs;
+    // A finished job with spec.ttlSecondsAfterFinished: deleted once it has expired.
+    const untilExpiry = isTerminal(status.phase)
+      ? await this.msUntilExpiry({ ...job, status }, nowDate.getTime())
+      : undefined;
+    if (untilExpiry !== undefined) {
+      if (untilExpiry <= 0) {
+        await this.deleteExpired(job);
+        return;
+      }
+      requeueAfterMs = Math.min(requeueAfterMs ?? Infinity, untilExpiry + 50);
+    }
+    return requeueAfterMs === undefined ? undefined : { requeueAfterMs };
   };
+
+  /**
+   * msUntilExpiry, with the next step's existence read from the cache, and confirmed by a read
+   * before a deletion is decided on its absence (a step just created may not be cached yet).
+   */
+  private async msUntilExpiry(job: MediaJob, nowMs: number): Promise<number | undefined> {
+    const next = job.status?.nextJob;
+    const ns = job.metadata.namespace!;
+    const cached = next !== undefined && this.d.jobs.get(ns, next) !== undefined;
+    const left = msUntilExpiry(job, nowMs, cached);
+    if (left === undefined || left > 0 || next === undefined) return left;
+    const stored = await this.d.api.get<MediaJob>("mediajobs", ns, next);
+    return stored ? undefined : left;
+  }
+
+  /** Deletes a job past its TTL: this very object (its uid), as Job's TTL controller does. */
+  private async deleteExpired(job: MediaJob): Promise<void> {
+    const ns = job.metadata.namespace!;
+    try {
+      await this.d.api.rawJson(
+        "DELETE",
+        `/apis/${API_VERSION}/namespaces/${ns}/mediajobs/${job.metadata.name}`,
+        {
+          apiVersion: "v1",
+          kind: "DeleteOptions",
+          preconditions: { uid: job.metadata.uid },
+        },
+      );
+      this.d.log.info({ job: `${ns}/${job.metadata.name}` }, "deleted: its ttlSecondsAfterFinished expired");
+    } catch (err) {
+      // Gone already, or a new object of the same name (another uid): nothing of ours to delete.
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    }
+  }
+
+  /** PipelineSucceeded on a pipeline's first job, from what the job itself knows. */
+  private withPipeline(job: MediaJob, status: MediaJobStatus, now: string): MediaJobStatus {
+    // Only pipelines (a first job with later steps), and only once the first job has ended, so
+    // that a job on its own costs no write more.
+    if (!job.spec.then?.length || !isTerminal(status.phase)) return status;
+    const c = ownPipelineCondition(job, status);
+    return c ? this.condition(status, job, c, now) : status;
+  }
+
+  /**
+   * A later step that ended tells the pipeline's first job: PipelineSucceeded False when it failed,
+   * True when it was the last and completed. Before the step's finalizer goes, so a failed write
+   * is retried; the first failure told stays (a pipeline stops at its first failed step anyway).
+   */
+  private async reportToPipeline(job: MediaJob, status: MediaJobStatus, now: string): Promise<void> {
+    const c = stepPipelineCondition(job, status);
+    const first = job.metadata.annotations?.[PIPELINE_ANNOTATION] ?? job.metadata.labels?.[PIPELINE_LABEL];
+    if (!c || !first) return;
+    const uid = job.metadata.annotations?.[PIPELINE_UID_ANNOTATION];
+    await this.d.api.updateStatusWithRetry<MediaJob>("mediajobs", job.metadata.namespace!, first, (cur) => {
+      if (uid && cur.metadata.uid !== uid) return undefined; // a namesake, not this pipeline's first job
+      const told = getCondition(cur.status?.conditions, PIPELINE_SUCCEEDED);
+      if (told?.status === "False" || (told?.status === c.status && told.reason === c.reason))
+        return undefined;
+      const conditions = setCondition(cur.status?.conditions, c, now, cur.metadata.generation);
+      return { ...cur, status: { ...cur.status, conditions } };
+    });
+  }
+
+  /** The Event that says how a job ended: Normal Completed, or Warning Failed with the reason. */
+  private async recordEnd(job: MediaJob, status: MediaJobStatus): Promise<void> {
+    if (status.phase === "Completed") {
+      await this.d.events.record(
+        job,
+        "Normal",
+        "Completed",
+        `completed at the provider${status.providerJobId ? ` as ${status.providerJobId}` : ""}, attempt ${status.attempts ?? 1}`,
+      );
+      return;
+    }
+    await this.d.events.record(job, "Warning", "Failed", failureText(status));
+  }
 
   private condition(status: MediaJobStatus, job: MediaJob, c: ConditionInput, now: string): MediaJobStatus {
     return { ...status, conditions: setCondition(status.conditions, c, now, job.metadata.generation) };
@@ -301,6 +417,37 @@ export class MediaJobReconciler {
     events: PendingEvent[],
     setJob: (j: MediaJob) => void,
   ): Promise<Outcome> {
+    // A suspended job is not submitted; it waits for spec.suspend to be false (a watch event).
+    const suspended = getCondition(status.conditions, "Suspended");
+    if (job.spec.suspend) {
+      if (suspended?.status !== "True") {
+        const message = "spec.suspend is true: the job is not submitted until it is false";
+        events.push(["Normal", "Suspended", message]);
+        status = this.condition(
+          status,
+          job,
+          { type: "Suspended", status: "True", reason: "Suspended", message },
+          now,
+        );
+      }
+      return { status };
+    }
+    if (suspended && suspended.status !== "False") {
+      const message = "spec.suspend is false: the job is submitted again";
+      events.push(["Normal", "Resumed", message]);
+      status = this.condition(
+        status,
+        job,
+        { type: "Suspended", status: "False", reason: "Resumed", message },
+        now,
+      );
+    }
+    // Waiting to be retried past its deadline: it ends here, it is not submitted again.
+    if (msUntilDeadline(job.spec, status, Date.parse(now)) <= 0) {
+      const failed = deadlineExceeded(status, now, "waiting to be submitted again");
+      events.push(["Warning", "DeadlineExceeded", failed.error!]);
+      return { status: failed };
+    }
     const admitted = this.admission(job);
     status = this.note(status, job, admitted, now, events, admitted.status === "True" ? "Normal" : "Warning");
     if (admitted.status !== "True") return { status, requeueAfterMs: this.d.settings.tickMs };
@@ -319,7 +466,9 @@ export class MediaJobReconciler {
     const endpointId = endpoint.status.endpointId;
 
     // The finalizer goes on before the job exists at the provider, so a deletion always cancels it.
+    // A pipeline's first job gets the pipeline's label in the same write, as its later steps have.
     if (!job.metadata.finalizers?.includes(FINALIZER)) {
+      const pipeline = firstStepMetadata(job);
       const patched = await this.d.api.mergePatch<MediaJob>(
         "mediajobs",
         job.metadata.namespace!,
@@ -328,6 +477,7 @@ export class MediaJobReconciler {
           metadata: {
             finalizers: [...(job.metadata.finalizers ?? []), FINALIZER],
             resourceVersion: job.metadata.resourceVersion,
+            ...pipeline,
           },
         },
       );
@@ -337,6 +487,7 @@ export class MediaJobReconciler {
           ...job.metadata,
           finalizers: patched.metadata.finalizers,
           resourceVersion: patched.metadata.resourceVersion,
+          ...(pipeline && { labels: patched.metadata.labels, annotations: patched.metadata.annotations }),
         },
       };
       setJob(job);
@@ -433,8 +584,9 @@ export class MediaJobReconciler {
             submission: intent.submission!.id,
           }),
           // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that
-          // is still running is left alone. The provider's queue+run TTL is made explicit instead.
-          policy: { ttl: PROVIDER_JOB_TTL_MS },
+          // is still running is left alone. The provider's queue+run TTL is made explicit instead,
+          // and spec.activeDeadlineSeconds, a hard limit, is handed to the provider where it fits.
+          policy: providerPolicy(job.spec, intent, Date.parse(now), PROVIDER_JOB_TTL_MS),
         },
         { ...(this.d.leadership?.() && { signal: this.d.leadership()! }) },
       );
@@ -584,6 +736,40 @@ export class MediaJobReconciler {
     events: PendingEvent[],
   ): Promise<Outcome> {
     const now = nowDate.toISOString();
+    if (msUntilDeadline(job.spec, status, nowDate.getTime()) <= 0)
+      return this.stopAtProvider(job, status, now, events, "deadline");
+    if (job.spec.suspend) {
+      if (!isUnconfirmed(status)) return this.stopAtProvider(job, status, now, events, "suspend");
+      // Its provider id is unknown, so it cannot be cancelled, and it may be running: it is not
+      // submitted again either. It is cancelled once its id arrives (its callback), or ends as
+      // any unconfirmed submission does at its deadline.
+      const o = await this.unconfirmedPass(job, status, nowDate, events);
+      if (o.written || o.status.phase !== "Processing") return o;
+      return {
+        ...o,
+        status: this.condition(
+          o.status,
+          job,
+          {
+            type: "Suspended",
+            status: "Unknown",
+            reason: "SuspendPending",
+            message:
+              "spec.suspend is true, but the submission is unconfirmed (its provider id is unknown): it " +
+              "is cancelled once its id arrives with its callback, and never submitted again meanwhile",
+          },
+          now,
+        ),
+      };
+    }
+    // Resumed before a suspension could cancel anything (its submission was unconfirmed).
+    if (getCondition(status.conditions, "Suspended")?.status === "Unknown")
+      status = this.condition(
+        status,
+        job,
+        { type: "Suspended", status: "False", reason: "Resumed", message: "spec.suspend is false again" },
+        now,
+      );
     if (isUnconfirmed(status)) return this.unconfirmedPass(job, status, nowDate, events);
     const remaining = msUntilStuck(job, nowDate.getTime(), this.d.settings.defaultTimeoutSeconds);
     if (remaining > 0) return { status, requeueAfterMs: remaining };
@@ -655,6 +841,59 @@ export class MediaJobReconciler {
       events.push(["Warning", "StatusCheckFailed", message]);
       return { status, retry: message };
     }
+  }
+
+  /**
+   * Cancels a running job at the provider because it was suspended or ran past its deadline, as
+   * batch/v1 Job does. A job the provider finished meanwhile keeps its result (it ran once; it is not
+   * run again). Suspended: Pending until resumed. Past the deadline: Failed (DeadlineExceeded), even
+   * when the cancel fails or cannot be made (no provider id): the provider was given the deadline as
+   * the job's TTL where it could be.
+   */
+  private async stopAtProvider(
+    job: MediaJob,
+    status: MediaJobStatus,
+    now: string,
+    events: PendingEvent[],
+    why: "suspend" | "deadline",
+  ): Promise<Outcome> {
+    const id = status.providerJobId;
+    let cancelled = "its provider id is unknown, so it could not be cancelled there";
+    if (id && status.endpointId) {
+      if (!this.fenceHolds()) return { status, retry: "not the leader: no cancel" };
+      try {
+        const res = await this.d.provider.cancel(status.endpointId, id);
+        if (TERMINAL_STATUSES.has(res.status) && res.status !== "CANCELLED") {
+          // It finished before the cancel: its own end, not the suspension's or the deadline's.
+          const applied = applyProviderResult({ ...job, status }, res, now);
+          if (applied && why === "suspend") return { status: applied };
+          if (applied?.phase === "Completed") return { status: applied };
+        }
+        cancelled = `cancelled job ${id} at the provider (${res.status})`;
+      } catch (err) {
+        if (!isProviderError(err, "JOB_NOT_FOUND")) {
+          const message = `could not cancel job ${id} at the provider: ${describeError(err)}`;
+          events.push(["Warning", "CancelFailed", message]);
+          if (why === "suspend") return { status, retry: message };
+          cancelled = message;
+        } else cancelled = `the provider no longer knows job ${id}`;
+      }
+    }
+    if (why === "deadline") {
+      const failed = deadlineExceeded(status, now, cancelled);
+      events.push(["Warning", "DeadlineExceeded", failed.error!]);
+      return { status: failed };
+    }
+    const message = `spec.suspend is true: ${cancelled}; the job is submitted again once it is false`;
+    events.push(["Normal", "Suspended", message]);
+    return {
+      status: this.condition(
+        suspendedStatus(status, now),
+        job,
+        { type: "Suspended", status: "True", reason: "Suspended", message },
+        now,
+      ),
+    };
   }
 
   /**
@@ -776,7 +1015,8 @@ export class MediaJobReconciler {
     await this.removeFinalizer(job);
   }
 
-  private async removeFinalizer(job: MediaJob): Promise<void> {
+  /** True when this call removed it (false: the job was gone). */
+  private async removeFinalizer(job: MediaJob): Promise<boolean> {
     try {
       await this.d.api.mergePatch("mediajobs", job.metadata.namespace!, job.metadata.name, {
         metadata: {
@@ -784,8 +1024,10 @@ export class MediaJobReconciler {
           resourceVersion: job.metadata.resourceVersion,
         },
       });
+      return true;
     } catch (err) {
       if (!isNotFound(err)) throw err;
+      return false;
     }
   }
 }
