@@ -65,7 +65,7 @@ lint: deps ## eslint + prettier --check
 	npx eslint .
 	npx prettier --check .
 
-typecheck: deps ## tsc --noEmit over src, test, bench, scripts
+typecheck: deps ## tsc --noEmit over src, tools, test, bench, scripts
 	npx tsc -p tsconfig.json --noEmit
 
 crds: deps ## regenerate the CRD manifests from the zod schemas

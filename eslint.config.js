@@ -20,7 +20,7 @@ export default tseslint.config(
       "scripts/**",
       "bench/**",
       "src/**/main.ts",
-      "src/simulator/cli.ts",
+      "tools/**/main.ts",
       "src/crds/generate.ts",
     ],
     rules: { "no-console": "off" },

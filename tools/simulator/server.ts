@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent } from "undici";
-import type { ProviderJob } from "../provider/schemas.js";
+import type { ProviderJob } from "../../src/provider/schemas.js";
 import { CallbackSender, type DeliveryRecord } from "./callbacks.js";
 import { Clock } from "./clock.js";
 import type { SimContext, SimulatorStats } from "./context.js";

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { SimContext } from "./context.js";
-import type { EndpointHealthReport } from "../provider/schemas.js";
+import type { EndpointHealthReport } from "../../src/provider/schemas.js";
 import { statusView } from "./engine.js";
 import { isRecord, json, readJson, type Reply } from "./http.js";
 
