@@ -2,6 +2,11 @@
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
+const OUTSIDE_THE_PRODUCT = {
+  group: ["**/tools/**", "**/test/**", "**/bench/**", "**/scripts/**"],
+  message: "the product (src/) imports nothing outside src/",
+};
+
 export default tseslint.config(
   { ignores: ["dist/**", "node_modules/**", ".local/**", "test/controlplane/**", "deploy/**"] },
   js.configs.recommended,
@@ -12,6 +17,31 @@ export default tseslint.config(
       "@typescript-eslint/consistent-type-imports": "error",
       "no-console": ["error", { allow: ["error"] }],
       eqeqeq: ["error", "smart"],
+    },
+  },
+  // Layers point one way. The product (src/) imports nothing of the tools, tests, benchmarks or
+  // scripts: tsc would compile such a module into dist/ and the image would carry it.
+  {
+    files: ["src/**"],
+    rules: { "no-restricted-imports": ["error", { patterns: [OUTSIDE_THE_PRODUCT] }] },
+  },
+  // Configuration is read by every process, the CLI included: it loads no piece of the sidecar,
+  // the controller or the CLI.
+  {
+    files: ["src/config/**"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            OUTSIDE_THE_PRODUCT,
+            {
+              group: ["**/webhooks/**", "**/controller/**", "**/cli/**"],
+              message: "configuration loads no piece of the processes that read it",
+            },
+          ],
+        },
+      ],
     },
   },
   {

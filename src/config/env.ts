@@ -3,7 +3,7 @@
 import { isIP } from "node:net";
 import { z } from "zod";
 import { UNCONFIRMED_SUBMISSION_POLICIES } from "../mediajob/lifecycle.js";
-import { parseRateLimits } from "../webhooks/ratelimit.js";
+import { parseRateLimits } from "./rate-limits.js";
 
 const bool = z
   .enum(["true", "false", "1", "0", "yes", "no"])

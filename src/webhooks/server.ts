@@ -5,6 +5,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Logger } from "pino";
 import { Registry } from "prom-client";
 import { stateNamespace, webhookSecrets, type Env } from "../config/env.js";
+import { DEFAULT_RATE_LIMITS, parseRateLimits, type RateLimitSettings } from "../config/rate-limits.js";
 import type { KubeApi } from "../k8s/api.js";
 import type { GpuProviderClient } from "../provider/index.js";
 import { describeError } from "../k8s/errors.js";
@@ -15,13 +16,7 @@ import { FinishedEvents, watchFinishedEvents } from "./finished.js";
 import { KubeJson } from "./kubejson.js";
 import { PaymentApi } from "./paymentapi.js";
 import { PaymentEvents, registerPaymentRoute } from "./payments.js";
-import {
-  DEFAULT_RATE_LIMITS,
-  TokenBuckets,
-  VerifyThenLimit,
-  parseRateLimits,
-  type RateLimitSettings,
-} from "./ratelimit.js";
+import { TokenBuckets, VerifyThenLimit } from "./ratelimit.js";
 import { KubeReadiness } from "./readiness.js";
 import { genericBody, outcomeOf, refuse, send, setOutcome } from "./replies.js";
 

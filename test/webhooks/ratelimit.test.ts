@@ -3,7 +3,8 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, parseEnv } from "../../src/config/env.js";
 import { FinishedEvents } from "../../src/webhooks/finished.js";
-import { DEFAULT_RATE_LIMITS, TokenBuckets, parseRateLimits } from "../../src/webhooks/ratelimit.js";
+import { DEFAULT_RATE_LIMITS, parseRateLimits } from "../../src/config/rate-limits.js";
+import { TokenBuckets } from "../../src/webhooks/ratelimit.js";
 
 describe("TokenBuckets", () => {
   it("peeks without taking, and refills with time", () => {
