@@ -11,7 +11,7 @@ import { stripeSignature } from "../../tools/simulator/payment.js";
 import type { Rng } from "./rng.js";
 
 const PAYMENT_PATH = "/webhooks/payment_provider";
-export const REPLAYS = 20;
+const REPLAYS = 20;
 
 interface SubscriptionEvent {
   id: string;
