@@ -61,11 +61,12 @@ deps: node_modules/.installed ## install the Node packages (npm ci)
 build: deps ## compile TypeScript to dist/
 	npx tsc -p tsconfig.build.json
 
-lint: deps ## eslint + prettier --check
+lint: deps ## eslint + prettier --check + knip (unused files, dependencies and exports; knip.jsonc)
 	npx eslint .
 	npx prettier --check .
+	npx knip
 
-typecheck: deps ## tsc --noEmit over src, test, bench, scripts
+typecheck: deps ## tsc --noEmit over src, tools, test, bench, scripts
 	npx tsc -p tsconfig.json --noEmit
 
 crds: deps ## regenerate the CRD manifests from the zod schemas

@@ -2,6 +2,11 @@
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
+const OUTSIDE_THE_PRODUCT = {
+  group: ["**/tools/**", "**/test/**", "**/bench/**", "**/scripts/**"],
+  message: "the product (src/) imports nothing outside src/",
+};
+
 export default tseslint.config(
   { ignores: ["dist/**", "node_modules/**", ".local/**", "test/controlplane/**", "deploy/**"] },
   js.configs.recommended,
@@ -14,13 +19,38 @@ export default tseslint.config(
       eqeqeq: ["error", "smart"],
     },
   },
+  // Layers point one way. The product (src/) imports nothing of the tools, tests, benchmarks or
+  // scripts: tsc would compile such a module into dist/ and the image would carry it.
+  {
+    files: ["src/**"],
+    rules: { "no-restricted-imports": ["error", { patterns: [OUTSIDE_THE_PRODUCT] }] },
+  },
+  // Configuration is read by every process, the CLI included: it loads no piece of the sidecar,
+  // the controller or the CLI.
+  {
+    files: ["src/config/**"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            OUTSIDE_THE_PRODUCT,
+            {
+              group: ["**/webhooks/**", "**/controller/**", "**/cli/**"],
+              message: "configuration loads no piece of the processes that read it",
+            },
+          ],
+        },
+      ],
+    },
+  },
   {
     files: [
       "src/cli/**",
       "scripts/**",
       "bench/**",
       "src/**/main.ts",
-      "src/simulator/cli.ts",
+      "tools/**/main.ts",
       "src/crds/generate.ts",
     ],
     rules: { "no-console": "off" },

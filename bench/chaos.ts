@@ -143,7 +143,7 @@ writeFileSync(
 );
 const simulator = new Supervised(
   "simulator",
-  ["src/simulator/main.ts", "--config", simConfig, "--log-level", "warn"],
+  ["tools/simulator/main.ts", "--config", simConfig, "--log-level", "warn"],
   () => ({}),
   logDir,
   { restart: false }, // its counts are the evidence: a restart would lose them

@@ -21,7 +21,7 @@ import { Pool } from "undici";
 import { callbackToken, type CallbackTarget } from "../src/callback/token.js";
 import { withPhaseConditions } from "../src/mediajob/lifecycle.js";
 import { GpuProviderClient } from "../src/provider/index.js";
-import { startSimulator } from "../src/simulator/server.js";
+import { startSimulator } from "../tools/simulator/server.js";
 import { API_VERSION, type MediaJob } from "../src/crds/index.js";
 import { KubeApi } from "../src/k8s/api.js";
 import { signStripePayload } from "../src/webhooks/signature.js";

@@ -134,7 +134,7 @@ export async function stackUp(opts: {
   pids.simulator = spawnLogged(
     "simulator",
     [
-      "src/simulator/main.ts",
+      "tools/simulator/main.ts",
       "--port",
       String(simPort),
       "--time-scale",

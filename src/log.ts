@@ -1,7 +1,7 @@
 // One logger shape for every process: JSON lines, secrets and tokens redacted wherever they sit.
 import { pino, type Logger } from "pino";
 
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   "apiKey",
   "*.apiKey",
   "secret",

@@ -9,7 +9,7 @@ import type { Rng } from "./rng.js";
 const WORKLOADS = ["asr", "tts", "render"] as const;
 const TERMINAL = new Set(["Completed", "Failed", "Cancelled"]);
 /** Every job may run twice: a FAILED first attempt is retried once. */
-export const MAX_ATTEMPTS = 2;
+const MAX_ATTEMPTS = 2;
 
 export interface PlannedJob {
   name: string;

@@ -7,11 +7,11 @@
 import type { BillingAccount } from "../../src/crds/billingaccount.js";
 import type { PaymentEvent } from "../../src/crds/paymentevent.js";
 import type { KubeApi } from "../../src/k8s/api.js";
-import { stripeSignature } from "../../src/simulator/payment.js";
+import { stripeSignature } from "../../tools/simulator/payment.js";
 import type { Rng } from "./rng.js";
 
 const PAYMENT_PATH = "/webhooks/payment_provider";
-export const REPLAYS = 20;
+const REPLAYS = 20;
 
 interface SubscriptionEvent {
   id: string;

@@ -8,7 +8,7 @@ import { request as httpRequest } from "node:http";
 import { connect, type Socket } from "node:net";
 import type { MediaJob } from "../../src/crds/index.js";
 import type { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
 import { CallbackJobs } from "../../test/support/callbacks.js";
 import { SIM_KEY } from "../../test/support/stack.js";

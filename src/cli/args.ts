@@ -20,7 +20,7 @@ interface CommandSpec {
   allNamespaces: boolean;
 }
 
-export const COMMANDS: readonly CommandSpec[] = [
+const COMMANDS: readonly CommandSpec[] = [
   {
     name: "check-key",
     args: [],
@@ -138,7 +138,7 @@ const OPTIONS = {
 
 const GLOBAL_FLAGS = new Set(["kubeconfig", "context", "namespace", "secret", "request-timeout", "help"]);
 
-export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
 export interface Invocation {
   command: CommandName;
@@ -259,7 +259,7 @@ function cleanParseError(err: unknown): string {
     .replace(/^Unknown option/, "unknown flag");
 }
 
-export function mainHelp(): string {
+function mainHelp(): string {
   const width = Math.max(
     ...COMMANDS.map((c) => c.name.length + c.args.map((a) => ` <${a}>`).join("").length),
   );

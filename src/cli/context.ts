@@ -10,7 +10,7 @@ import { CliError } from "./errors.js";
 import type { Output } from "./output.js";
 
 /** Variables holding secrets: masked in all output, from whichever source they came. */
-export const SECRET_VARS = [
+const SECRET_VARS = [
   "GPU_PROVIDER_API_KEY",
   "PAYMENT_PROVIDER_API_KEY",
   "PAYMENT_PROVIDER_WEBHOOK_SECRET",
@@ -18,7 +18,7 @@ export const SECRET_VARS = [
 ] as const;
 
 /** Every variable the CLI reads, from the environment or the --secret Secret. */
-export const CLI_VARS = [
+const CLI_VARS = [
   ...SECRET_VARS,
   "GPU_PROVIDER_API_URL",
   "GPU_PROVIDER_MANAGEMENT_URL",

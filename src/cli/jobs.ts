@@ -20,7 +20,7 @@ import { EventRecorder, type EventType } from "../k8s/events.js";
 import { isProviderError, type GpuProviderClient, type ProviderJob } from "../provider/index.js";
 import { CliError, providerProblem } from "./errors.js";
 
-export const key = (job: MediaJob): string => `${job.metadata.namespace}/${job.metadata.name}`;
+const key = (job: MediaJob): string => `${job.metadata.namespace}/${job.metadata.name}`;
 
 /** The provider id the current submission is known by. */
 export function providerJobId(job: MediaJob): string {

@@ -1,6 +1,6 @@
 // The Node the CLI needs: package.json "engines" (^24.11.0). Kept free of imports, so the check
 // runs before the Kubernetes client is loaded.
-export const REQUIRED_NODE = { major: 24, minor: 11 } as const;
+const REQUIRED_NODE = { major: 24, minor: 11 } as const;
 
 /** Why this Node cannot run the CLI, or undefined when it can. */
 export function nodeVersionProblem(version: string): string | undefined {

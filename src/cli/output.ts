@@ -5,7 +5,7 @@ import { UsageError } from "./errors.js";
 
 export type Format = "table" | "json" | "yaml";
 
-export const MASK = "[REDACTED]";
+const MASK = "[REDACTED]";
 
 /** Secrets shorter than this are not masked: they would mangle ordinary words. */
 const MIN_SECRET_LENGTH = 4;

@@ -3,7 +3,7 @@
 import type { Logger } from "pino";
 import { z } from "zod";
 import { UNCONFIRMED_SUBMISSION_POLICIES } from "../mediajob/lifecycle.js";
-import { parseRateLimits, trustedProxiesProblem } from "../webhooks/ratelimit.js";
+import { parseRateLimits } from "./rate-limits.js";
 import {
   SecretFileError,
   rememberSecretFiles,
@@ -11,6 +11,7 @@ import {
   withSecretFiles,
   type SecretFilesWatch,
 } from "./secret-files.js";
+import { trustedProxiesProblem } from "./trusted-proxies.js";
 
 const bool = z
   .enum(["true", "false", "1", "0", "yes", "no"])

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 
 /** The directory whose files named after variables (GPU_PROVIDER_API_KEY, ...) supply them. */
-export const SECRETS_DIR_VARIABLE = "SECRETS_DIR";
+const SECRETS_DIR_VARIABLE = "SECRETS_DIR";
 
 export class SecretFileError extends Error {
   constructor(readonly problems: string[]) {
@@ -20,7 +20,7 @@ export class SecretFileError extends Error {
 }
 
 /** Where each variable's file is: <NAME>_FILE, else SECRETS_DIR/<NAME> when that file exists. */
-export function secretFilePaths(source: NodeJS.ProcessEnv, names: readonly string[]): Map<string, string> {
+function secretFilePaths(source: NodeJS.ProcessEnv, names: readonly string[]): Map<string, string> {
   const dir = source[SECRETS_DIR_VARIABLE]?.trim();
   const paths = new Map<string, string>();
   const problems: string[] = [];
@@ -40,7 +40,7 @@ export function secretFilePaths(source: NodeJS.ProcessEnv, names: readonly strin
 }
 
 /** A secret file's value: its text without the line end an editor or `echo` adds. */
-export function readSecretFile(path: string): string {
+function readSecretFile(path: string): string {
   return readFileSync(path, "utf8").replace(/\r?\n$/, "");
 }
 
@@ -73,7 +73,7 @@ export function rememberSecretFiles(config: object, files: Map<string, string>):
   if (files.size) origins.set(config, files);
 }
 
-export function secretFilesOf(config: object): ReadonlyMap<string, string> {
+function secretFilesOf(config: object): ReadonlyMap<string, string> {
   return origins.get(config) ?? new Map();
 }
 

@@ -22,7 +22,7 @@ export interface IdleCompactionPolicy {
   minIntervalMs: number;
 }
 
-export const DEFAULT_IDLE_COMPACTION: IdleCompactionPolicy = {
+const DEFAULT_IDLE_COMPACTION: IdleCompactionPolicy = {
   minWork: 1000,
   idleMs: 5_000,
   minIntervalMs: 60_000,

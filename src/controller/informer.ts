@@ -39,11 +39,6 @@ const LIST_PAGE_SIZE = 500;
 export const objectKey = (o: { metadata: { namespace?: string; name: string } }): string =>
   `${o.metadata.namespace ?? ""}/${o.metadata.name}`;
 
-export function splitKey(key: string): { namespace: string; name: string } {
-  const i = key.indexOf("/");
-  return { namespace: key.slice(0, i), name: key.slice(i + 1) };
-}
-
 export class Informer<T extends KubeObject> {
   private readonly cache = new Map<string, T>();
   private readonly handlers: InformerHandler<T>[] = [];

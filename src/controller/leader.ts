@@ -31,9 +31,9 @@ interface Lease {
 }
 
 /** metav1.MicroTime wants exactly six fractional digits. */
-export const microTime = (d = new Date()): string => d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+const microTime = (d = new Date()): string => d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
 
-export function defaultIdentity(): string {
+function defaultIdentity(): string {
   return `${process.env.POD_NAME ?? process.env.HOSTNAME ?? "local"}_${randomBytes(4).toString("hex")}`;
 }
 

@@ -34,7 +34,3 @@ export function setCondition(
 export function getCondition(conditions: Condition[] | undefined, type: string): Condition | undefined {
   return conditions?.find((c) => c.type === type);
 }
-
-export function isTrue(conditions: Condition[] | undefined, type: string): boolean {
-  return getCondition(conditions, type)?.status === "True";
-}

@@ -3,7 +3,6 @@ export * from "./mediajob.js";
 export * from "./gpuendpoint.js";
 export * from "./paymentevent.js";
 export * from "./billingaccount.js";
-export { customResourceDefinition, openApiSchema } from "./openapi.js";
 
 import { billingAccountDefinition } from "./billingaccount.js";
 import { gpuEndpointDefinition } from "./gpuendpoint.js";

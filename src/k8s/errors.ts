@@ -32,9 +32,7 @@ export function kubeError(err: unknown): KubeStatusError | undefined {
 export const isNotFound = (err: unknown): boolean => kubeError(err)?.code === 404;
 export const isConflict = (err: unknown): boolean => kubeError(err)?.code === 409 && !isAlreadyExists(err);
 export const isAlreadyExists = (err: unknown): boolean => kubeError(err)?.reason === "AlreadyExists";
-export const isInvalid = (err: unknown): boolean => kubeError(err)?.code === 422;
 export const isGone = (err: unknown): boolean => kubeError(err)?.code === 410;
-export const isForbidden = (err: unknown): boolean => kubeError(err)?.code === 403;
 /** A call or watch that hit its deadline (KubeTimeoutError, or a watch's TimeoutError). */
 export const isTimeout = (err: unknown): boolean =>
   !!err && typeof err === "object" && ["KubeTimeoutError", "TimeoutError"].includes((err as Error).name);

@@ -27,7 +27,7 @@ export type WatchObject = {
 };
 
 /** An apiserver answer other than 2xx, in the shape errors.ts reads (client-node's ApiException). */
-export class KubeHttpError extends Error {
+class KubeHttpError extends Error {
   constructor(
     readonly code: number,
     readonly body: string,

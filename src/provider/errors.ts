@@ -72,7 +72,7 @@ const ACCOUNT_WORDS =
 // GraphQL messages that mean "our side broke, try again" (runpodctl#45, runpod-python#150).
 const TRANSIENT_WORDS = /something went wrong|try again|internal|temporar|timeout|unavailable/i;
 
-export function mentionsAccountProblem(text: string): boolean {
+function mentionsAccountProblem(text: string): boolean {
   return ACCOUNT_WORDS.test(text);
 }
 

@@ -3,8 +3,7 @@
 import type { ProviderError } from "./errors.js";
 import type { ProviderEndpoint } from "./schemas.js";
 
-export const MANAGEMENT_APIS = ["rest", "graphql"] as const;
-export type ManagementApi = (typeof MANAGEMENT_APIS)[number];
+export type ManagementApi = "rest" | "graphql";
 
 export interface WorkersChange {
   workersMin?: number;

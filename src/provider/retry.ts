@@ -32,12 +32,7 @@ export function backoffDelay(retry: number, policy: RetryPolicy, random: () => n
 }
 
 /** The wait before the next attempt: Retry-After when the provider gave one, else the backoff. */
-export function retryDelay(
-  err: ProviderError,
-  retry: number,
-  policy: RetryPolicy,
-  random: () => number,
-): number {
+function retryDelay(err: ProviderError, retry: number, policy: RetryPolicy, random: () => number): number {
   if (err.code === "RATE_LIMITED" && err.retryAfterMs !== undefined) return err.retryAfterMs;
   return backoffDelay(retry, policy, random);
 }

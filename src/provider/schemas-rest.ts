@@ -9,7 +9,7 @@ import type { ProviderEndpoint } from "./schemas.js";
 const count = z.number().int().nonnegative();
 
 /** `EndpointWorkers`: min and max are required on an Endpoint; idleTimeout is omitted for REQUEST_COUNT scaling. */
-export const RestEndpointWorkers = z.looseObject({
+const RestEndpointWorkers = z.looseObject({
   min: count,
   max: count,
   idleTimeout: z.number().int().positive().optional(),
@@ -32,7 +32,7 @@ export type RestEndpoint = z.infer<typeof RestEndpoint>;
  * timeout (REQUEST_COUNT scaling) reads as 0, so a GpuEndpoint that asks for one shows the
  * difference instead of hiding it.
  */
-export function endpointFromRest(e: RestEndpoint): ProviderEndpoint {
+function endpointFromRest(e: RestEndpoint): ProviderEndpoint {
   return {
     id: e.id,
     name: e.name,
@@ -68,12 +68,4 @@ export type RestWorkerSummary = z.infer<typeof RestWorkerSummary>;
 export const RestEndpointWorkersAnswer = z.looseObject({
   workers: z.array(z.looseObject({ id: z.string(), status: z.string() })),
   summary: RestWorkerSummary,
-});
-
-/** RFC 9457 problem details, REST v2's error body (`ErrorResponse`). */
-export const Problem = z.looseObject({
-  title: z.string(),
-  status: z.number().int(),
-  detail: z.string(),
-  errors: z.array(z.string()).optional(),
 });

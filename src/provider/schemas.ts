@@ -4,7 +4,7 @@ import { z } from "zod";
 // before anyone uses it. Sources: https://docs.runpod.io/serverless/endpoints/operation-reference
 // (job API) and https://docs.runpod.io/sdks/graphql/configurations (GraphQL).
 
-export const PROVIDER_JOB_STATUSES = [
+const PROVIDER_JOB_STATUSES = [
   "IN_QUEUE",
   "IN_PROGRESS",
   "COMPLETED",
@@ -23,7 +23,7 @@ export const TERMINAL_STATUSES: ReadonlySet<ProviderJobStatus> = new Set<Provide
 
 // RunPod's job-states page also lists RUNNING ("a worker has picked up the job") although no SDK
 // tests for it; read it as IN_PROGRESS instead of rejecting the whole answer.
-export const ProviderJobStatusSchema = z.preprocess(
+const ProviderJobStatusSchema = z.preprocess(
   (v) => (v === "RUNNING" ? "IN_PROGRESS" : v),
   z.enum(PROVIDER_JOB_STATUSES),
 );

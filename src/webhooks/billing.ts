@@ -31,7 +31,7 @@ export interface SubscriptionChange {
  * How an event compares with the one that set the account's state: newer, older, the same event
  * again (a replay), or a different event of the same second (a tie event order cannot break).
  */
-export function ordering(
+function ordering(
   event: { eventId: string; created: number },
   status?: BillingAccountStatus,
 ): "newer" | "older" | "same" | "tie" {
@@ -42,10 +42,7 @@ export function ordering(
 }
 
 /** Whether an event may set the account's state without asking anyone (ties by event id). */
-export function supersedes(
-  event: { eventId: string; created: number },
-  status?: BillingAccountStatus,
-): boolean {
+function supersedes(event: { eventId: string; created: number }, status?: BillingAccountStatus): boolean {
   const o = ordering(event, status);
   if (o === "tie") return event.eventId > (status?.lastEventId ?? "");
   return o === "newer";
@@ -58,7 +55,7 @@ const pascal = (s: string): string =>
     .join("");
 
 /** The account's status after applying the change (the caller checked `supersedes`). */
-export function accountStatusAfter(
+function accountStatusAfter(
   account: BillingAccount,
   change: SubscriptionChange,
   nowIso: string,

@@ -9,7 +9,7 @@ import { describeError } from "../k8s/errors.js";
 import type { KubeJson } from "./kubejson.js";
 import { isFinished, recordedOutcome } from "./paymentrecord.js";
 
-export const DEFAULT_FINISHED_CAPACITY = 100_000;
+const DEFAULT_FINISHED_CAPACITY = 100_000;
 
 export class FinishedEvents {
   readonly #ids = new Map<string, true>();

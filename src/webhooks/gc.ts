@@ -33,7 +33,7 @@ export interface PaymentEventGcOptions {
 }
 
 /** The last time anything happened to the record: what retention counts from. */
-export function lastActivityMs(ev: PaymentEvent): number {
+function lastActivityMs(ev: PaymentEvent): number {
   const stamps = [ev.metadata.creationTimestamp, ev.status?.lastDeliveryAt, ev.status?.processedAt];
   let latest = Number.NaN;
   for (const s of stamps) {

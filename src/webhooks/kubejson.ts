@@ -9,11 +9,11 @@ import { GROUP, VERSION } from "../crds/common.js";
 import type { KubeObject, Plural } from "../k8s/api.js";
 
 /** Deadline of one Kubernetes call on the delivery path. */
-export const DEFAULT_KUBE_TIMEOUT_MS = 10_000;
+const DEFAULT_KUBE_TIMEOUT_MS = 10_000;
 /** Credentials are read again this often (rotated service-account tokens, exec plugins). */
 const AUTH_REFRESH_MS = 30_000;
 
-export class KubeCallTimeout extends Error {
+class KubeCallTimeout extends Error {
   constructor(what: string, ms: number) {
     super(`no answer from the Kubernetes API in ${ms} ms: ${what}`);
     this.name = "KubeCallTimeout";

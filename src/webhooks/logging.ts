@@ -31,7 +31,7 @@ export function redactUrl(url: string): string {
 }
 
 /** An error reduced to what helps an operator; never the raw packet, body, headers or payload. */
-export function safeError(err: unknown): Record<string, unknown> {
+function safeError(err: unknown): Record<string, unknown> {
   if (!err || typeof err !== "object") return { message: String(err).slice(0, 500) };
   const e = err as { name?: unknown; code?: unknown; message?: unknown; statusCode?: unknown };
   return {

@@ -8,7 +8,7 @@ import { SubscriptionStatus } from "../crds/index.js";
 
 const SubscriptionObject = z.object({ id: z.string(), status: SubscriptionStatus });
 
-export class PaymentApiError extends Error {
+class PaymentApiError extends Error {
   constructor(
     message: string,
     readonly statusCode?: number,

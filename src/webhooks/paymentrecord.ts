@@ -18,7 +18,7 @@ import {
 /** The outcome recorded when the record was created. */
 export const OUTCOME_LABEL = `${GROUP}/outcome`;
 /** What the outcome meant (the account it changed, or why not), recorded at creation. */
-export const MESSAGE_ANNOTATION = `${GROUP}/message`;
+const MESSAGE_ANNOTATION = `${GROUP}/message`;
 
 /** The outcome the record holds: its status, else the label it was created with. */
 export function recordedOutcome(rec: PaymentEvent): PaymentOutcome | undefined {

@@ -17,16 +17,11 @@
 // The source is Fastify's req.ip (the peer, or, behind a trusted proxy (WEBHOOKS_TRUSTED_PROXIES),
 // the client the proxy names in X-Forwarded-For), with IPv6 sources taken per /64 (sourceKey):
 // one host is usually given a whole /64, so per address it could take 2^64 budgets.
-import { isIP, isIPv6 } from "node:net";
+import { isIPv6 } from "node:net";
 import type { FastifyReply, FastifyRequest } from "fastify";
+import type { BucketSettings } from "../config/rate-limits.js";
+import { expandIPv6 } from "../config/trusted-proxies.js";
 import { refuse, send, type Answer } from "./replies.js";
-
-export interface BucketSettings {
-  /** Burst size: requests accepted at once from a full bucket. */
-  capacity: number;
-  /** Sustained rate: tokens added per second. */
-  refillPerSecond: number;
-}
 
 export type TakeResult = { ok: true } | { ok: false; retryAfterSeconds: number };
 
@@ -87,48 +82,6 @@ export class TokenBuckets {
   }
 }
 
-/** The sidecar's limits. See docs/webhooks.md ("Rate limits") for why they are keyed this way. */
-export interface RateLimitSettings {
-  /** Authentic payment deliveries that need Kubernetes I/O, all together (one bucket for the route). */
-  payment: BucketSettings;
-  /** All GPU callbacks together, checked before the token (bounds what forgeries can cost us). */
-  callbackGlobal: BucketSettings;
-  /** Per job (authenticated ns/name/job): a runaway or duplicating sender cannot starve the others. */
-  callbackPerJob: BucketSettings;
-  /** Failed signature or token checks, per source address. */
-  failuresPerSource: BucketSettings;
-}
-
-export const DEFAULT_RATE_LIMITS: RateLimitSettings = {
-  payment: { capacity: 500, refillPerSecond: 200 },
-  callbackGlobal: { capacity: 1000, refillPerSecond: 500 },
-  callbackPerJob: { capacity: 20, refillPerSecond: 2 },
-  failuresPerSource: { capacity: 50, refillPerSecond: 10 },
-};
-
-/**
- * Parses WEBHOOKS_RATE_LIMITS: `name=rate/burst` entries separated by commas, e.g.
- * `payment=2000/4000,failuresPerSource=20/100`. Names are the keys of RateLimitSettings; entries
- * not given keep their defaults. Throws on anything else (the configuration parser reports it).
- */
-export function parseRateLimits(text: string | undefined): Partial<RateLimitSettings> {
-  const out: Partial<RateLimitSettings> = {};
-  if (text === undefined || text.trim() === "") return out;
-  for (const entry of text.split(",")) {
-    const m = /^\s*([A-Za-z]+)\s*=\s*(\d+(?:\.\d+)?)\s*\/\s*(\d+)\s*$/.exec(entry);
-    const name = m?.[1] as keyof RateLimitSettings | undefined;
-    if (!m || !name || !(name in DEFAULT_RATE_LIMITS))
-      throw new Error(
-        `expected name=rate/burst with a name among ${Object.keys(DEFAULT_RATE_LIMITS).join(", ")}`,
-      );
-    const refillPerSecond = Number(m[2]);
-    const capacity = Number(m[3]);
-    if (!(refillPerSecond > 0) || !(capacity >= 1)) throw new Error(`${name}: rate > 0 and burst >= 1`);
-    out[name] = { capacity, refillPerSecond };
-  }
-  return out;
-}
-
 const tooMany = (t: { retryAfterSeconds: number }): Answer =>
   refuse(429, "rate_limited", { "retry-after": String(t.retryAfterSeconds) });
 
@@ -141,60 +94,6 @@ export function sourceKey(ip: string): string {
   if (mapped) return mapped[1]!;
   if (!isIPv6(ip)) return ip;
   return `${expandIPv6(ip).slice(0, 4).join(":")}::/64`;
-}
-
-/** The eight 16-bit groups of an IPv6 address, as lowercase hex without leading zeros. */
-function expandIPv6(ip: string): string[] {
-  let text = ip.split("%")[0]!.toLowerCase(); // a zone id is not part of the address
-  const v4 = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
-  if (v4) {
-    const [a, b, c, d] = v4.slice(1).map(Number) as [number, number, number, number];
-    text = `${text.slice(0, v4.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, tail] = text.split("::") as [string, string | undefined];
-  const left = head === "" ? [] : head.split(":");
-  const right = tail === undefined || tail === "" ? [] : tail.split(":");
-  const zeros = tail === undefined ? [] : Array<string>(8 - left.length - right.length).fill("0");
-  return [...left, ...zeros, ...right].map((g) => parseInt(g, 16).toString(16));
-}
-
-/**
- * What is wrong with a WEBHOOKS_TRUSTED_PROXIES value, or undefined: addresses or CIDRs separated
- * by commas, none of them wider than a private network. Trusting every address (0.0.0.0/0, ::/0,
- * ::ffff:0:0/96, or any IPv4 range wider than /8) would let any sender name its own source in
- * X-Forwarded-For, and so spend, or escape, any budget it likes.
- */
-export function trustedProxiesProblem(text: string): string | undefined {
-  for (const entry of text.split(",")) {
-    const [addr = "", bits, extra] = entry.trim().split("/");
-    const family = isIP(addr);
-    if (extra !== undefined || family === 0 || (bits !== undefined && !/^\d{1,3}$/.test(bits)))
-      return "must be IP addresses or CIDRs separated by commas";
-    const prefix = bits === undefined ? (family === 4 ? 32 : 128) : Number(bits);
-    if (prefix > (family === 4 ? 32 : 128)) return "must be IP addresses or CIDRs separated by commas";
-    if (tooBroad(addr, family, prefix))
-      return "must not trust every address (0.0.0.0/0, ::/0 or any range wider than a private network): list the ingress controller's pod addresses or CIDR";
-  }
-  return undefined;
-}
-
-function tooBroad(addr: string, family: number, prefix: number): boolean {
-  if (family === 4) return prefix < 8;
-  const groups = expandIPv6(addr).map((g) => parseInt(g, 16));
-  const bitsOf = (n: number) =>
-    groups
-      .flatMap((g) => [...g.toString(2).padStart(16, "0")])
-      .slice(0, n)
-      .join("");
-  // IPv4-mapped (::ffff:a.b.c.d): judged as the IPv4 range it is; a prefix under 96 that
-  // contains ::ffff:0:0/96 covers all of IPv4.
-  const mapped = "0".repeat(80) + "1".repeat(16);
-  if (prefix >= 96 && bitsOf(96) === mapped) return prefix - 96 < 8;
-  if (prefix < 96 && mapped.startsWith(bitsOf(prefix))) return true;
-  // Wider than /16 only inside the private (fc00::/7) and link-local (fe80::/10) ranges.
-  if (prefix >= 16) return false;
-  const first = groups[0]!;
-  return !((prefix >= 7 && (first & 0xfe00) === 0xfc00) || (prefix >= 10 && (first & 0xffc0) === 0xfe80));
 }
 
 /**

@@ -7,6 +7,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Logger } from "pino";
 import { Registry } from "prom-client";
 import { stateNamespace, webhookSecrets, type Env } from "../config/env.js";
+import { DEFAULT_RATE_LIMITS, parseRateLimits, type RateLimitSettings } from "../config/rate-limits.js";
 import type { KubeApi } from "../k8s/api.js";
 import type { GpuProviderClient } from "../provider/index.js";
 import { describeError } from "../k8s/errors.js";
@@ -17,15 +18,7 @@ import { FinishedEvents, watchFinishedEvents } from "./finished.js";
 import { KubeJson } from "./kubejson.js";
 import { PaymentApi } from "./paymentapi.js";
 import { PaymentEvents, registerPaymentRoute } from "./payments.js";
-import {
-  DEFAULT_RATE_LIMITS,
-  InFlight,
-  TokenBuckets,
-  VerifyThenLimit,
-  parseRateLimits,
-  sourceKey,
-  type RateLimitSettings,
-} from "./ratelimit.js";
+import { InFlight, TokenBuckets, VerifyThenLimit, sourceKey } from "./ratelimit.js";
 import { KubeReadiness } from "./readiness.js";
 import { genericBody, outcomeOf, refuse, send, setOutcome } from "./replies.js";
 

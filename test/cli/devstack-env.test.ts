@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { envFile, GPU_KEY, LOCAL } from "../../scripts/devstack-lib.js";
-import { startSimulator, type Simulator } from "../../src/simulator/server.js";
+import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 
 const PYTHON = join(LOCAL, "venv", "bin", "python");
 let sim: Simulator;

@@ -24,7 +24,7 @@ import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { verifyStripeSignature } from "../../src/webhooks/signature.js";
 import {
   createTestNamespace,

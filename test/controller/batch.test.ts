@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { eventsOf, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
   condition,

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { testKubeConfig } from "../support/kube.js";
 import { gpuEndpoint, startControllerStack, waitForReady, type ControllerStack } from "../support/stack.js";
 

@@ -9,7 +9,7 @@ import type { Manager } from "../../src/controller/manager.js";
 import { warmWorkersCondition } from "../../src/controller/gpuendpoint/diagnosis.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import {
   createTestNamespace,
   eventsOf,

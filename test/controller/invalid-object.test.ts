@@ -12,7 +12,7 @@ import type { Manager } from "../../src/controller/manager.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient, type ProviderJob } from "../../src/provider/index.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
 import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
 

@@ -11,8 +11,8 @@ import { nextStepName, withPhaseConditions } from "../../src/mediajob/lifecycle.
 import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
-import { outputFor } from "../../src/simulator/outputs.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import { outputFor } from "../../tools/simulator/outputs.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
 import {
   SIM_KEY,

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runController, type RunningController } from "../../src/controller/run.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { runWebhooks, type RunningWebhooks } from "../../src/webhooks/run.js";
 import { applyManifests } from "../../scripts/devstack-lib.js";
 import { PIPELINE, runDemoScenario } from "../../scripts/demo-scenario.js";

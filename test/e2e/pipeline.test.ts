@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { applyManifests } from "../../scripts/devstack-lib.js";
 import { PIPELINE, runDemoScenario } from "../../scripts/demo-scenario.js";
 import { REPO_ROOT } from "../support/controlplane.js";

@@ -6,14 +6,14 @@
 // lost fails here (no Docker engine is needed).
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { copyFileSync, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { freePort } from "../../scripts/devstack-lib.js";
 import { RUNTIME_ENV, RUNTIME_FLAGS } from "../../bench/lib.js";
 import { REPO_ROOT } from "../support/controlplane.js";
@@ -144,6 +144,12 @@ describe("the compiled build with production dependencies only", () => {
     expect(existsSync(join(appDir, "dist/src/main.js"))).toBe(true);
     for (const dev of ["typescript", "vitest", "tsx"])
       expect(existsSync(join(appDir, "node_modules", dev)), dev).toBe(false);
+  });
+
+  it("holds the product's sources only: no provider simulator, no tool", () => {
+    const compiled = readdirSync(join(appDir, "dist"), { recursive: true, encoding: "utf8" });
+    expect(readdirSync(join(appDir, "dist"))).toEqual(["src"]);
+    expect(compiled.filter((f) => /simulator/i.test(f))).toEqual([]);
   });
 
   it("starts both containers' commands, each ready on /readyz", async () => {

@@ -3,7 +3,8 @@
 // that the Dockerfile builds it that way and agrees with the chart: the Node pin, the stages, the
 // user, the ports, the entry point, the build context.
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, relative } from "node:path";
+import ts from "typescript";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { RUNTIME_ENV } from "../../bench/lib.js";
@@ -79,5 +80,35 @@ describe("the image", () => {
     );
     for (const f of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json", "src"])
       expect(dockerfile).toMatch(new RegExp(`^COPY [^\\n]*\\b${f.replace(".", "\\.")}\\b`, "m"));
+  });
+
+  it("leaves out the provider simulator: the build compiles the product's sources and their imports only", () => {
+    // tsc compiles the files tsconfig.build.json includes and every file they import: a product
+    // module that imported tools/simulator would pull it into dist/ and so into the image.
+    const config = ts.getParsedCommandLineOfConfigFile(
+      join(REPO_ROOT, "tsconfig.build.json"),
+      {},
+      {
+        ...ts.sys,
+        onUnRecoverableConfigFileDiagnostic: (d) => {
+          throw new Error(ts.flattenDiagnosticMessageText(d.messageText, "\n"));
+        },
+      },
+    )!;
+    const program = ts.createProgram({ rootNames: config.fileNames, options: config.options });
+    const compiled = program
+      .getSourceFiles()
+      .map((f) => relative(REPO_ROOT, f.fileName))
+      .filter((f) => !f.startsWith("node_modules/") && !f.startsWith(".."));
+    expect(compiled.length).toBeGreaterThan(0);
+    expect(compiled.filter((f) => !f.startsWith("src/"))).toEqual([]);
+    expect(compiled.filter((f) => /simulator/i.test(f))).toEqual([]);
+    // The final stage copies the compiled product alone.
+    const final = dockerfile.slice(dockerfile.lastIndexOf("\nFROM "));
+    const copies = [...final.matchAll(/^COPY .*$/gm)].map((m) => m[0]);
+    expect(copies.filter((c) => /simulator|tools/.test(c))).toEqual([]);
+    expect(copies.filter((c) => c.includes("--from=build"))).toEqual([
+      "COPY --from=build --chown=root:root /app/dist/src ./dist/src",
+    ]);
   });
 });

@@ -45,7 +45,7 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { impersonating } from "../../src/k8s/config.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { startPaymentEventGc } from "../../src/webhooks/gc.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import { recordedOutcome } from "../../src/webhooks/paymentrecord.js";

@@ -2,7 +2,7 @@
 // GraphQL is retired it checks the key over REST v2 instead. Run in-process against the simulator.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../src/cli/main.js";
-import { startSimulator, type Simulator } from "../../src/simulator/server.js";
+import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 
 const KEY = "rp_CHECKKEY_1a2b3c4d5e";
 let sim: Simulator;

@@ -11,7 +11,7 @@ import {
   type GpuProviderClientOptions,
   type ProviderErrorCode,
 } from "../../src/provider/index.js";
-import { startSimulator, type Simulator } from "../../src/simulator/server.js";
+import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 
 // The client against the simulator over real HTTP on 127.0.0.1, one case per error and fault.
 

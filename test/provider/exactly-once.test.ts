@@ -8,7 +8,7 @@ import {
   type ProviderError,
   type ProviderJobStatus,
 } from "../../src/provider/index.js";
-import { startSimulator } from "../../src/simulator/server.js";
+import { startSimulator } from "../../tools/simulator/server.js";
 
 // At a provider that ignores our ids (RunPod, the simulator's default), whatever the fault rates
 // (5xx before or after the job is accepted, answers lost after acceptance, rate limits, failed

@@ -4,7 +4,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { healthCondition, toHealth } from "../../src/controller/gpuendpoint/diagnosis.js";
 import { GpuProviderClient, type ManagementApi } from "../../src/provider/index.js";
-import { startSimulator, type Simulator } from "../../src/simulator/server.js";
+import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 
 let sim: Simulator;
 beforeEach(async () => {

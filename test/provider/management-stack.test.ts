@@ -6,7 +6,7 @@ import type { Manager } from "../../src/controller/manager.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
 import {
   PREFIX,

@@ -2,7 +2,7 @@
 // drives RunPod's: only its base URL points at the simulator.
 import runpodSdk from "runpod-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startSimulator, type Simulator } from "../../src/simulator/server.js";
+import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 
 const KEY = "rp_JSSDK_1234abcd";
 let sim: Simulator;

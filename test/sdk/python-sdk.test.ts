@@ -6,7 +6,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startSimulator, type Simulator } from "../../src/simulator/server.js";
+import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 
 const PYTHON = join(process.cwd(), ".local", "venv", "bin", "python");
 const FILE = "test/sdk/test_runpod_python.py";

@@ -3,7 +3,7 @@
 // payload limits, policy.ttl ending a job mid-run, policy.executionTimeout.
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import { startSimulator, type Simulator } from "../../src/simulator/server.js";
+import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 
 let sim: Simulator | undefined;
 afterEach(() => sim?.close());

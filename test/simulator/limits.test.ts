@@ -2,7 +2,7 @@
 // operation (send-requests "Rate limits"), and the queue-size 429 on submissions.
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
-import { startSimulator, type Simulator } from "../../src/simulator/server.js";
+import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 
 let sim: Simulator | undefined;
 afterEach(() => sim?.close());

@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { request } from "undici";
 import { describe, expect, it } from "vitest";
-import { optionsFromArgs, parseEndpoint } from "../../src/simulator/main.js";
+import { optionsFromArgs, parseEndpoint } from "../../tools/simulator/main.js";
 
 describe("command line", () => {
   it("parses endpoint specs and flags", () => {
@@ -40,7 +40,7 @@ describe("command line", () => {
     const child = spawn(
       "node_modules/.bin/tsx",
       [
-        "src/simulator/main.ts",
+        "tools/simulator/main.ts",
         "--port",
         "0",
         "--endpoint",

@@ -3,7 +3,7 @@
 import { request } from "undici";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { RestEndpoint, RestEndpointWorkersAnswer } from "../../src/provider/schemas-rest.js";
-import { startSimulator, type Simulator } from "../../src/simulator/server.js";
+import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 
 const KEY = "sim-key";
 const EP = "ep-asr-rest";

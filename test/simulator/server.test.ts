@@ -3,7 +3,7 @@ import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import { request } from "undici";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { startSimulator, type Simulator, type SimulatorOptions } from "../../src/simulator/server.js";
+import { startSimulator, type Simulator, type SimulatorOptions } from "../../tools/simulator/server.js";
 
 // The simulator on its own, over raw HTTP: what a RunPod client would see.
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { configFromInput, configFromSpec } from "../../src/simulator/endpoints.js";
-import { GraphQLSyntaxError, parseOperation, project, validate } from "../../src/simulator/graphql.js";
-import { canonicalJson, failureFor, inferWorkload, outputFor } from "../../src/simulator/outputs.js";
-import { chance, endpointIdFor, Rng, unit } from "../../src/simulator/random.js";
+import { configFromInput, configFromSpec } from "../../tools/simulator/endpoints.js";
+import { GraphQLSyntaxError, parseOperation, project, validate } from "../../tools/simulator/graphql.js";
+import { canonicalJson, failureFor, inferWorkload, outputFor } from "../../tools/simulator/outputs.js";
+import { chance, endpointIdFor, Rng, unit } from "../../tools/simulator/random.js";
 
 describe("outputs", () => {
   it("are deterministic per input and differ between inputs", () => {

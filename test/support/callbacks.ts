@@ -14,7 +14,7 @@ import {
   submissionId,
 } from "../../src/mediajob/lifecycle.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
-import type { SimJob, Simulator } from "../../src/simulator/server.js";
+import type { SimJob, Simulator } from "../../tools/simulator/server.js";
 import { eventually } from "./kube.js";
 import { PREFIX, SIM_KEY, TEST_ENV, simEndpointId } from "./stack.js";
 

@@ -10,7 +10,7 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
-import { startSimulator, type Simulator, type SimulatorOptions } from "../../src/simulator/server.js";
+import { startSimulator, type Simulator, type SimulatorOptions } from "../../tools/simulator/server.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
 import { createTestNamespace, eventually } from "./kube.js";
 

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Env } from "../../src/config/env.js";
 import type { MediaJob } from "../../src/crds/index.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import {
   startWebhookServer,
   type RunningWebhookServer,

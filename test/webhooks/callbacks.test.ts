@@ -10,7 +10,7 @@ import { callbackToken, callbackUrl, type CallbackTarget } from "../../src/callb
 import type { Env } from "../../src/config/env.js";
 import type { MediaJob } from "../../src/crds/index.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
 import { CallbackJobs, simulatorClient, targetOf } from "../support/callbacks.js";
 import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";

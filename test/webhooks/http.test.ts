@@ -26,7 +26,7 @@ import {
 import { KubeJson } from "../../src/webhooks/kubejson.js";
 import { recordedOutcome } from "../../src/webhooks/paymentrecord.js";
 import { runWebhooks } from "../../src/webhooks/run.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
 import { CallbackJobs, simulatorClient } from "../support/callbacks.js";
 import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";

@@ -11,7 +11,7 @@ import { callbackToken, callbackUrl, type CallbackTarget } from "../../src/callb
 import type { Env } from "../../src/config/env.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { createLogger } from "../../src/log.js";
-import type { Simulator } from "../../src/simulator/server.js";
+import type { Simulator } from "../../tools/simulator/server.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
 import { CallbackJobs, simulatorClient, targetOf } from "../support/callbacks.js";

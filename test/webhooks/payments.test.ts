@@ -19,7 +19,7 @@ import {
 } from "../../src/crds/index.js";
 import { KubeApi, type KubeObject, type Plural } from "../../src/k8s/api.js";
 import { impersonating } from "../../src/k8s/config.js";
-import { startSimulator } from "../../src/simulator/server.js";
+import { startSimulator } from "../../tools/simulator/server.js";
 import { FinishedEvents } from "../../src/webhooks/finished.js";
 import { startPaymentEventGc, whileControllerLeads } from "../../src/webhooks/gc.js";
 import { KubeJson } from "../../src/webhooks/kubejson.js";

@@ -3,13 +3,9 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, parseEnv } from "../../src/config/env.js";
 import { FinishedEvents } from "../../src/webhooks/finished.js";
-import {
-  DEFAULT_RATE_LIMITS,
-  TokenBuckets,
-  parseRateLimits,
-  sourceKey,
-  trustedProxiesProblem,
-} from "../../src/webhooks/ratelimit.js";
+import { DEFAULT_RATE_LIMITS, parseRateLimits } from "../../src/config/rate-limits.js";
+import { trustedProxiesProblem } from "../../src/config/trusted-proxies.js";
+import { TokenBuckets, sourceKey } from "../../src/webhooks/ratelimit.js";
 
 describe("TokenBuckets", () => {
   it("peeks without taking, and refills with time", () => {

@@ -13,7 +13,7 @@ import type {
 } from "../../provider/index.js";
 
 /** While the endpoint list keeps working, the key is checked on its own this often. */
-export const KEY_RECHECK_MS = 5 * 60_000;
+const KEY_RECHECK_MS = 5 * 60_000;
 
 /** One value fetched at most once per ttl; callers in the meantime share the same promise. */
 class Cached<T> {

@@ -6,11 +6,11 @@ import { pino } from "pino";
 import { FaultsSchema, type EndpointSpec, type SimulatorOptions } from "./options.js";
 import { startSimulator } from "./server.js";
 
-// Command line: `tsx src/simulator/main.ts --port 0 --endpoint media-asr-dev ...`. Prints exactly
+// Command line: `tsx tools/simulator/main.ts --port 0 --endpoint media-asr-dev ...`. Prints exactly
 // one line on stdout, `SIMULATOR_URL=http://127.0.0.1:PORT`, once listening (scripts wait for
 // it); logs go to stderr. SIGTERM or SIGINT closes it and exits 0.
 
-const USAGE = `Usage: tsx src/simulator/main.ts [options]
+const USAGE = `Usage: tsx tools/simulator/main.ts [options]
   --port N                    listen port on 127.0.0.1 (default 0 = any free port)
   --api-key KEY               accepted GPU provider key (repeatable; default sim-key)
   --account-problem-key KEY   key whose account is suspended (repeatable)

@@ -38,7 +38,7 @@ export class BadJson extends Error {}
  * Reads the whole body; past `limit` bytes it keeps draining but drops the data, then throws.
  * Leaving the loop early would destroy the socket and the client would never see the 413.
  */
-export async function readBody(req: IncomingMessage, limit: number): Promise<string> {
+async function readBody(req: IncomingMessage, limit: number): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {

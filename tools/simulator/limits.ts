@@ -6,7 +6,7 @@ import { json, type Reply } from "./http.js";
 // (https://docs.runpod.io/serverless/endpoints/send-requests#rate-limits): requests per 10 seconds.
 // Over a limit the answer is 429. The window is 10 simulated seconds, so a simulator running 100x
 // faster also takes 100x the requests, as every other duration it models.
-export const RATE_LIMITS: Readonly<Record<string, number>> = {
+const RATE_LIMITS: Readonly<Record<string, number>> = {
   runsync: 2000,
   run: 1000,
   status: 2000,

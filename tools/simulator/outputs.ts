@@ -26,7 +26,7 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value) ?? "null";
 }
 
-export function inputDigest(input: unknown): string {
+function inputDigest(input: unknown): string {
   return createHash("sha256").update(canonicalJson(input)).digest("hex");
 }
 

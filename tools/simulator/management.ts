@@ -36,11 +36,11 @@ const SCHEMA: Schema = {
 export const GRAPHQL_RETIRED_MESSAGE =
   "The GraphQL API has been retired. Use the REST API v2: https://docs.runpod.io/api-reference-v2/overview";
 
-export const SUSPENDED_MESSAGE =
+const SUSPENDED_MESSAGE =
   "Account suspended: insufficient balance. Add credits to resume serverless workers.";
 
 /** A stable account id per key that reveals nothing about the key. */
-export function accountIdFor(key: string): string {
+function accountIdFor(key: string): string {
   return `user_${createHash("sha256").update(`account:${key}`).digest("hex").slice(0, 20)}`;
 }
 

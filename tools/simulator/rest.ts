@@ -114,7 +114,7 @@ const invalid = (errors: string[]): Reply => problem(400, "request validation fa
 // ---- the Endpoint resource ----
 
 /** The stored configuration as REST v2's `Endpoint`. */
-export function restView(config: EndpointConfig, jobApiBase: string): Record<string, unknown> {
+function restView(config: EndpointConfig, jobApiBase: string): Record<string, unknown> {
   const s = config.settings;
   const id = config.id;
   const queue = s.type !== "LB";

@@ -14,7 +14,7 @@ import type { Rng } from "./random.js";
 // the last subscription event sent (a deleted subscription stays retrievable, status canceled),
 // or one set directly (setSubscription), for tests that deliver events themselves.
 
-export interface PaymentAttempt {
+interface PaymentAttempt {
   at: number;
   redelivery: boolean;
   ok: boolean;

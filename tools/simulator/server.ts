@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent } from "undici";
-import type { ProviderJob } from "../provider/schemas.js";
+import type { ProviderJob } from "../../src/provider/schemas.js";
 import { CallbackSender, type DeliveryRecord } from "./callbacks.js";
 import { Clock } from "./clock.js";
 import type { SimContext, SimulatorStats } from "./context.js";
@@ -26,12 +26,9 @@ import { PaymentSender } from "./payment.js";
 import { Rng } from "./random.js";
 import { handleRest, problem } from "./rest.js";
 
-export type { Faults, SimulatorOptions } from "./options.js";
-export type { DeliveryRecord } from "./callbacks.js";
-export type { PaymentDelivery } from "./payment.js";
-export type { SimulatorStats } from "./context.js";
+export type { SimulatorOptions } from "./options.js";
 
-export type SimEndpoint = ReturnType<typeof endpointView>;
+type SimEndpoint = ReturnType<typeof endpointView>;
 export type SimJob = ProviderJob & { endpointId: string; key: string; executions: number };
 
 export interface Simulator {

@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import type { EndpointHealthReport, ProviderJob, ProviderJobStatus } from "../provider/schemas.js";
+import type { EndpointHealthReport, ProviderJob, ProviderJobStatus } from "../../src/provider/schemas.js";
 import type { Clock, TimerHandle } from "./clock.js";
 import { honoursClientId, type Faults, type ResolvedOptions } from "./options.js";
 import { failureFor, outputFor, workerControls, type Workload } from "./outputs.js";

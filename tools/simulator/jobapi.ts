@@ -1,6 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { SimContext } from "./context.js";
-import type { EndpointHealthReport } from "../provider/schemas.js";
+import type { EndpointHealthReport } from "../../src/provider/schemas.js";
 import { statusView } from "./engine.js";
 import { isRecord, json, readJson, type Reply } from "./http.js";
 
@@ -17,8 +17,8 @@ const SEVEN_DAYS_MS = 7 * 24 * 3_600_000;
 const WAIT = { min: 1_000, max: 300_000, default: 90_000 };
 const NOT_SIMULATED = new Set(["stream", "retry"]);
 
-export const endpointNotFound = (): Reply => json(404, { error: "endpoint not found" });
-export const jobNotFound = (): Reply => json(404, { error: "job not found" });
+const endpointNotFound = (): Reply => json(404, { error: "endpoint not found" });
+const jobNotFound = (): Reply => json(404, { error: "job not found" });
 
 export async function handleJobApi(ctx: SimContext, req: IncomingMessage, parts: string[]): Promise<Reply> {
   const [endpointId = "", op = "", jobId, ...rest] = parts;
