@@ -8,6 +8,7 @@ import { stateNamespace, webhookSecrets, type Env } from "../config/env.js";
 import type { KubeApi } from "../k8s/api.js";
 import type { GpuProviderClient } from "../provider/index.js";
 import { describeError } from "../k8s/errors.js";
+import { EventRecorder } from "../k8s/events.js";
 import { registerCallbackRoute } from "./callbacks.js";
 import { redactUrl, webhookLogger } from "./logging.js";
 import { WebhookMetrics } from "./metrics.js";
@@ -196,6 +197,8 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
   registerCallbackRoute(app, {
     api: opts.api,
     secret: opts.env.CALLBACK_SECRET,
+    previousSecret: opts.env.CALLBACK_SECRET_PREVIOUS,
+    events: new EventRecorder(opts.api, "webhooks", log),
     provider: opts.provider,
     now,
     metrics,

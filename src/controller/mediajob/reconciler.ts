@@ -6,7 +6,8 @@ import type { Logger } from "pino";
 import { ADMITTING_STATES, billingAccountName, type BillingAccount } from "../../crds/billingaccount.js";
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../crds/mediajob.js";
-import { callbackUrl } from "../../callback/token.js";
+import { adoptedWithoutEvidence, confirmAdoption } from "../../callback/adoption.js";
+import { callbackExpiry, callbackUrl } from "../../callback/token.js";
 import type { KubeApi } from "../../k8s/api.js";
 import { describeError, isAlreadyExists, isConflict, isNotFound } from "../../k8s/errors.js";
 import type { EventSink, EventType } from "../../k8s/events.js";
@@ -431,7 +432,7 @@ export class MediaJobReconciler {
             jobId,
             attempt,
             submission: intent.submission!.id,
-          }),
+          }, { expiresAt: callbackExpiry(Date.parse(now), timeoutSeconds) }),
           // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that
           // is still running is left alone. The provider's queue+run TTL is made explicit instead.
           policy: { ttl: PROVIDER_JOB_TTL_MS },
@@ -523,7 +524,10 @@ export class MediaJobReconciler {
     now: string,
   ): Promise<MediaJob> {
     return this.writeOnto(stored, (cur) => {
-      const recorded = recordAccepted(cur.status, attempt, providerJobId);
+      const accepted = recordAccepted(cur.status, attempt, providerJobId);
+      // A callback that adopted this very id is confirmed by the answer: its next step may go on.
+      const confirmed = confirmAdoption(accepted ?? cur.status, providerJobId, now, cur.metadata.generation);
+      const recorded = confirmed ?? accepted;
       if (!recorded) return undefined;
       return recorded.phase === "Processing"
         ? this.condition(
@@ -708,6 +712,9 @@ export class MediaJobReconciler {
 
   private async completed(job: MediaJob, status: MediaJobStatus, events: PendingEvent[]): Promise<Outcome> {
     if (status.nextJob || !job.spec.then?.length) return { status };
+    // An output adopted from a callback alone is not fed forward until the /run answer or an
+    // operator (kubectl media accept) vouches for it: it may be another tenant's job.
+    if (adoptedWithoutEvidence({ ...job, status })) return { status };
     const next = nextStepObject({ ...job, status });
     if (!next) return { status };
     const name = (next.metadata as { name: string }).name;
