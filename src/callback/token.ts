@@ -55,7 +55,9 @@ export const CALLBACK_EXPIRY_MARGIN_MS = 10 * 60_000;
 
 /** When a callback URL minted at `nowMs` for a job of `timeoutSeconds` stops being accepted. */
 export function callbackExpiry(nowMs: number, timeoutSeconds: number): number {
-  return Math.ceil((nowMs + timeoutSeconds * 1000 + PROVIDER_RESULT_RETENTION_MS + CALLBACK_EXPIRY_MARGIN_MS) / 1000);
+  return Math.ceil(
+    (nowMs + timeoutSeconds * 1000 + PROVIDER_RESULT_RETENTION_MS + CALLBACK_EXPIRY_MARGIN_MS) / 1000,
+  );
 }
 
 /**
@@ -89,7 +91,12 @@ const PARAMS: Record<(typeof FIELDS)[number], string> = {
 };
 
 /** The webhook URL of one submission; with a grant (the controller's), a version 3 URL. */
-export function callbackUrl(baseUrl: string, secret: string, t: CallbackTarget, grant?: CallbackGrant): string {
+export function callbackUrl(
+  baseUrl: string,
+  secret: string,
+  t: CallbackTarget,
+  grant?: CallbackGrant,
+): string {
   const u = new URL(CALLBACK_PATH, `${baseUrl.replace(/\/+$/, "")}/`);
   for (const f of FIELDS) u.searchParams.set(PARAMS[f], String(t[f]));
   if (grant) {
@@ -134,8 +141,7 @@ export function parseCallbackQuery(query: Record<string, unknown>): ParsedCallba
 
 /** Why a callback URL was refused, or the version it verified as. */
 export type CallbackVerdict =
-  | { ok: true; version: 2 | 3 }
-  | { ok: false; reason: "no_secret" | "unknown_key" | "bad_token" | "expired" };
+  { ok: true; version: 2 | 3 } | { ok: false; reason: "no_secret" | "unknown_key" | "bad_token" | "expired" };
 
 /**
  * Checks a parsed URL against the keys in use (the current secret first, then the previous one

@@ -6,15 +6,7 @@ import { UsageError } from "./errors.js";
 import { parseFormat, type Format } from "./output.js";
 
 export type CommandName =
-  | "check-key"
-  | "status"
-  | "stuck"
-  | "reset"
-  | "complete"
-  | "recover"
-  | "redeliver"
-  | "doctor"
-  | "accept";
+  "check-key" | "status" | "stuck" | "reset" | "complete" | "recover" | "redeliver" | "doctor" | "accept";
 
 interface CommandSpec {
   name: CommandName;

@@ -122,7 +122,11 @@ export function storedOutput(output: unknown): Record<string, unknown> {
       ? (output as Record<string, unknown>)
       : { value: output ?? null };
   if (deeperThan(obj, OUTPUT_MAX_DEPTH))
-    return { truncated: true, reason: `nested deeper than ${OUTPUT_MAX_DEPTH} levels`, maxDepth: OUTPUT_MAX_DEPTH };
+    return {
+      truncated: true,
+      reason: `nested deeper than ${OUTPUT_MAX_DEPTH} levels`,
+      maxDepth: OUTPUT_MAX_DEPTH,
+    };
   const text = JSON.stringify(obj);
   const bytes = Buffer.byteLength(text, "utf8");
   if (bytes <= OUTPUT_MAX_BYTES) return obj;

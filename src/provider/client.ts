@@ -357,7 +357,8 @@ function enc(segment: string): string {
 
 /** A job id as a path segment, refused before any request when it is not of a job id's shape. */
 function jobIdSegment(id: string): string {
-  if (!isProviderJobId(id)) throw new ProviderError("BAD_REQUEST", "not a provider job id", { retryable: false });
+  if (!isProviderJobId(id))
+    throw new ProviderError("BAD_REQUEST", "not a provider job id", { retryable: false });
   return enc(id);
 }
 

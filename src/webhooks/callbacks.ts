@@ -24,12 +24,7 @@ import type { IncomingMessage } from "node:http";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Counter } from "prom-client";
 import { z } from "zod";
-import {
-  CALLBACK_PATH,
-  parseCallbackQuery,
-  verifyCallback,
-  type CallbackTarget,
-} from "../callback/token.js";
+import { CALLBACK_PATH, parseCallbackQuery, verifyCallback, type CallbackTarget } from "../callback/token.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeApi } from "../k8s/api.js";
 import { isConflict } from "../k8s/errors.js";
@@ -196,7 +191,11 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
     const slot = `${target.namespace}/${target.name}`;
     if (inFlight.has(slot)) {
       req.log.info(who, "gpu callback refused: another callback for this job is in flight");
-      return early(req, reply, refuse(429, "in_flight", { "retry-after": String(CALLBACK_RETRY_AFTER_SECONDS) }));
+      return early(
+        req,
+        reply,
+        refuse(429, "in_flight", { "retry-after": String(CALLBACK_RETRY_AFTER_SECONDS) }),
+      );
     }
     inFlight.add(slot);
     reply.raw.once("close", () => inFlight.delete(slot));
@@ -209,116 +208,127 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
     scope.addContentTypeParser("application/json", async (req: FastifyRequest, payload: IncomingMessage) => {
       const declared = Number(req.headers["content-length"] ?? 0);
       if (declared > bodyLimit)
-        throw Object.assign(new Error("body too large"), { statusCode: 413, code: "FST_ERR_CTP_BODY_TOO_LARGE" });
+        throw Object.assign(new Error("body too large"), {
+          statusCode: 413,
+          code: "FST_ERR_CTP_BODY_TOO_LARGE",
+        });
       if (admitted.get(req)?.needsHint) return readCallbackHint(payload, bodyLimit);
       await discardBody(payload, bodyLimit);
       return null;
     });
 
-    scope.post(CALLBACK_PATH, { onRequest: [deps.guard.refuseFailingSource, checkToken, admitJob] }, async (req, reply) => {
-      const { target, job, needsHint } = admitted.get(req)!;
-      const who = { namespace: target.namespace, name: target.name, attempt: target.attempt };
-      const status = job.status!;
-      let providerJobId = status.providerJobId;
-      let hinted: string | undefined;
-      if (needsHint) {
-        const hint = Hint.safeParse(req.body);
-        if (!hint.success) {
-          const fields = [...new Set(hint.error.issues.map((i) => i.path.join(".") || "body"))].join(", ");
-          req.log.warn({ ...who, fields }, "gpu callback body invalid");
-          return send(req, reply, refuse(400, "bad_request"));
+    scope.post(
+      CALLBACK_PATH,
+      { onRequest: [deps.guard.refuseFailingSource, checkToken, admitJob] },
+      async (req, reply) => {
+        const { target, job, needsHint } = admitted.get(req)!;
+        const who = { namespace: target.namespace, name: target.name, attempt: target.attempt };
+        const status = job.status!;
+        let providerJobId = status.providerJobId;
+        let hinted: string | undefined;
+        if (needsHint) {
+          const hint = Hint.safeParse(req.body);
+          if (!hint.success) {
+            const fields = [...new Set(hint.error.issues.map((i) => i.path.join(".") || "body"))].join(", ");
+            req.log.warn({ ...who, fields }, "gpu callback body invalid");
+            return send(req, reply, refuse(400, "bad_request"));
+          }
+          providerJobId = hint.data.id;
+          hinted = hint.data.status;
+          const owner = recorded.ownerOf(providerJobId);
+          if (owner !== undefined && owner !== ownerKey(job)) {
+            adoptions.inc({ outcome: "refused_recorded_elsewhere" });
+            req.log.warn(
+              { ...who, named: providerJobId },
+              "gpu callback names a provider job another MediaJob holds; not adopted",
+            );
+            return send(req, reply, {
+              statusCode: 200,
+              body: { received: true, applied: false },
+              outcome: "refused_adoption",
+            });
+          }
         }
-        providerJobId = hint.data.id;
-        hinted = hint.data.status;
-        const owner = recorded.ownerOf(providerJobId);
-        if (owner !== undefined && owner !== ownerKey(job)) {
-          adoptions.inc({ outcome: "refused_recorded_elsewhere" });
-          req.log.warn(
-            { ...who, named: providerJobId },
-            "gpu callback names a provider job another MediaJob holds; not adopted",
-          );
-          return send(req, reply, {
-            statusCode: 200,
-            body: { received: true, applied: false },
-            outcome: "refused_adoption",
-          });
+        if (!deps.provider || !status.endpointId || !providerJobId) {
+          req.log.error(who, "gpu callback cannot be confirmed: no provider client or no endpoint id");
+          return send(req, reply, refuse(503, "unavailable"));
         }
-      }
-      if (!deps.provider || !status.endpointId || !providerJobId) {
-        req.log.error(who, "gpu callback cannot be confirmed: no provider client or no endpoint id");
-        return send(req, reply, refuse(503, "unavailable"));
-      }
 
-      // The provider says what became of the job: the recorded one, or the one the hint names.
-      let confirmed: ProviderJob;
-      try {
-        confirmed = await deps.provider.status(status.endpointId, providerJobId);
-      } catch (err) {
-        if (isProviderError(err, "JOB_NOT_FOUND") || isProviderError(err, "ENDPOINT_NOT_FOUND")) {
+        // The provider says what became of the job: the recorded one, or the one the hint names.
+        let confirmed: ProviderJob;
+        try {
+          confirmed = await deps.provider.status(status.endpointId, providerJobId);
+        } catch (err) {
+          if (isProviderError(err, "JOB_NOT_FOUND") || isProviderError(err, "ENDPOINT_NOT_FOUND")) {
+            req.log.warn(
+              { ...who, named: providerJobId },
+              "gpu callback names a job the provider does not know; ignored",
+            );
+            return send(req, reply, {
+              statusCode: 200,
+              body: { received: true, applied: false },
+              outcome: "unconfirmed",
+            });
+          }
+          req.log.warn(
+            { ...who, err: isProviderError(err) ? err.code : "error" },
+            "gpu callback: provider status unavailable",
+          );
+          return send(req, reply, refuse(503, "unavailable"));
+        }
+        // Answers must speak of the job asked about; anything else is not confirmation.
+        if (confirmed.id !== providerJobId) {
           req.log.warn(
             { ...who, named: providerJobId },
-            "gpu callback names a job the provider does not know; ignored",
+            "gpu callback: the provider answered about another job",
           );
-          return send(req, reply, {
-            statusCode: 200,
-            body: { received: true, applied: false },
-            outcome: "unconfirmed",
-          });
+          return send(req, reply, refuse(503, "unavailable"));
         }
-        req.log.warn(
-          { ...who, err: isProviderError(err) ? err.code : "error" },
-          "gpu callback: provider status unavailable",
+
+        let res: Awaited<ReturnType<typeof writeProviderResult>>;
+        try {
+          res = await writeProviderResult(deps.api, target.namespace, target.name, {
+            result: confirmed,
+            now: deps.now().toISOString(),
+            submission: { uid: target.uid, attempt: target.attempt, id: target.submission },
+            adopt: true,
+            conflictAttempts: deps.conflictAttempts ?? 8,
+            // The read the checks above made: a conflict (the job changed while the provider was
+            // asked) re-reads, so one read and one write is the usual cost of a callback.
+            read: job,
+          });
+        } catch (err) {
+          if (isConflict(err))
+            deps.metrics.conflicts.inc({ resource: "mediajobs" }, deps.conflictAttempts ?? 8);
+          throw err; // the error handler answers 503: the provider (or the controller's poll) tries again
+        }
+        if (res.conflicts) deps.metrics.conflicts.inc({ resource: "mediajobs" }, res.conflicts);
+        if (res.outcome === "gone") return send(req, reply, refuse(404, "not_found"));
+        if (res.outcome === "superseded") return send(req, reply, refuse(401, "superseded"));
+        if (res.outcome === "terminal") return send(req, reply, duplicate(req, who));
+        if (res.job?.status?.providerJobId)
+          recorded.remember(res.job.status.providerJobId, ownerKey(res.job));
+        if (res.adopted && res.job) await adopted(req, res.job, confirmed);
+        const applied = res.outcome === "applied" || res.outcome === "adopted";
+        req.log.info(
+          {
+            ...who,
+            providerJobId: confirmed.id,
+            hinted,
+            confirmed: confirmed.status,
+            outcome: res.outcome,
+            phase: res.job?.status?.phase,
+            conflicts: res.conflicts,
+          },
+          applied ? "gpu callback applied" : "gpu callback changed nothing",
         );
-        return send(req, reply, refuse(503, "unavailable"));
-      }
-      // Answers must speak of the job asked about; anything else is not confirmation.
-      if (confirmed.id !== providerJobId) {
-        req.log.warn({ ...who, named: providerJobId }, "gpu callback: the provider answered about another job");
-        return send(req, reply, refuse(503, "unavailable"));
-      }
-
-      let res: Awaited<ReturnType<typeof writeProviderResult>>;
-      try {
-        res = await writeProviderResult(deps.api, target.namespace, target.name, {
-          result: confirmed,
-          now: deps.now().toISOString(),
-          submission: { uid: target.uid, attempt: target.attempt, id: target.submission },
-          adopt: true,
-          conflictAttempts: deps.conflictAttempts ?? 8,
-          // The read the checks above made: a conflict (the job changed while the provider was
-          // asked) re-reads, so one read and one write is the usual cost of a callback.
-          read: job,
+        return send(req, reply, {
+          statusCode: 200,
+          body: { received: true, applied: res.outcome === "applied" },
+          outcome: res.outcome === "applied" ? "applied" : res.outcome,
         });
-      } catch (err) {
-        if (isConflict(err))
-          deps.metrics.conflicts.inc({ resource: "mediajobs" }, deps.conflictAttempts ?? 8);
-        throw err; // the error handler answers 503: the provider (or the controller's poll) tries again
-      }
-      if (res.conflicts) deps.metrics.conflicts.inc({ resource: "mediajobs" }, res.conflicts);
-      if (res.outcome === "gone") return send(req, reply, refuse(404, "not_found"));
-      if (res.outcome === "superseded") return send(req, reply, refuse(401, "superseded"));
-      if (res.outcome === "terminal") return send(req, reply, duplicate(req, who));
-      if (res.job?.status?.providerJobId) recorded.remember(res.job.status.providerJobId, ownerKey(res.job));
-      if (res.adopted && res.job) await adopted(req, res.job, confirmed);
-      const applied = res.outcome === "applied" || res.outcome === "adopted";
-      req.log.info(
-        {
-          ...who,
-          providerJobId: confirmed.id,
-          hinted,
-          confirmed: confirmed.status,
-          outcome: res.outcome,
-          phase: res.job?.status?.phase,
-          conflicts: res.conflicts,
-        },
-        applied ? "gpu callback applied" : "gpu callback changed nothing",
-      );
-      return send(req, reply, {
-        statusCode: 200,
-        body: { received: true, applied: res.outcome === "applied" },
-        outcome: res.outcome === "applied" ? "applied" : res.outcome,
-      });
-    });
+      },
+    );
   });
 
   async function adopted(req: FastifyRequest, job: MediaJob, confirmed: ProviderJob): Promise<void> {

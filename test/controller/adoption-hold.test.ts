@@ -22,10 +22,14 @@ afterAll(() => s?.stop());
 async function kubectlMedia(args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = "";
   let err = "";
-  const code = await main([...args, "--kubeconfig", testKubeconfigPath()], {}, {
-    stdout: { write: (t: string) => (out += t) },
-    stderr: { write: (t: string) => (err += t) },
-  });
+  const code = await main(
+    [...args, "--kubeconfig", testKubeconfigPath()],
+    {},
+    {
+      stdout: { write: (t: string) => (out += t) },
+      stderr: { write: (t: string) => (err += t) },
+    },
+  );
   return { code, out, err };
 }
 
@@ -57,7 +61,9 @@ describe("a result adopted from a callback", () => {
     const res = await kubectlMedia(["accept", "steer", "-n", ns]);
     expect(res.code, res.err).toBe(0);
     expect(res.out).toContain(`accepted: provider job ${done.status!.providerJobId}`);
-    const next = await eventually(async () => (await api.get<MediaJob>("mediajobs", ns, "steer"))?.status?.nextJob);
+    const next = await eventually(
+      async () => (await api.get<MediaJob>("mediajobs", ns, "steer"))?.status?.nextJob,
+    );
     expect(next).toBe(nextStepName(held!));
     expect(await api.get("mediajobs", ns, next)).toBeDefined();
     // Accepting twice is refused: there is nothing left to accept.

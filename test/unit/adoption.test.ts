@@ -7,7 +7,12 @@ import {
   confirmAdoption,
 } from "../../src/callback/adoption.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import { applyProviderResult, intentStatus, OUTPUT_MAX_DEPTH, storedOutput } from "../../src/mediajob/lifecycle.js";
+import {
+  applyProviderResult,
+  intentStatus,
+  OUTPUT_MAX_DEPTH,
+  storedOutput,
+} from "../../src/mediajob/lifecycle.js";
 import { decideResult } from "../../src/mediajob/result.js";
 
 const NOW = "2026-01-01T00:00:00.000Z";
@@ -19,7 +24,10 @@ function unconfirmed(): MediaJob {
     metadata: { name: "a", namespace: "tenant-a", uid: "uid-a", generation: 1 },
     spec: { workload: "asr", then: [{ workload: "tts" }] },
     status: {
-      ...intentStatus({ phase: "Pending", jobId: "uid-a" }, { endpointId: "ep", submissionId: "sub-1", now: NOW }),
+      ...intentStatus(
+        { phase: "Pending", jobId: "uid-a" },
+        { endpointId: "ep", submissionId: "sub-1", now: NOW },
+      ),
     },
   } as MediaJob;
 }
@@ -37,9 +45,15 @@ describe("adoption", () => {
     expect(adoptedWithoutEvidence(adopted)).toBe(true);
 
     // An operator's accept names the very id.
-    const accepted = { ...adopted, metadata: { ...adopted.metadata, annotations: { [ACCEPTED_PROVIDER_JOB_ANNOTATION]: result.id } } };
+    const accepted = {
+      ...adopted,
+      metadata: { ...adopted.metadata, annotations: { [ACCEPTED_PROVIDER_JOB_ANNOTATION]: result.id } },
+    };
     expect(adoptedWithoutEvidence(accepted)).toBe(false);
-    const otherId = { ...adopted, metadata: { ...adopted.metadata, annotations: { [ACCEPTED_PROVIDER_JOB_ANNOTATION]: "x" } } };
+    const otherId = {
+      ...adopted,
+      metadata: { ...adopted.metadata, annotations: { [ACCEPTED_PROVIDER_JOB_ANNOTATION]: "x" } },
+    };
     expect(adoptedWithoutEvidence(otherId)).toBe(true);
 
     // The /run answer naming the same id confirms it; another id does not.
@@ -51,7 +65,11 @@ describe("adoption", () => {
 
   it("does not mark a result whose provider id was recorded from /run", () => {
     const job = unconfirmed();
-    job.status = { ...job.status, providerJobId: result.id, submission: { ...job.status!.submission!, state: "Accepted" } };
+    job.status = {
+      ...job.status,
+      providerJobId: result.id,
+      submission: { ...job.status!.submission!, state: "Accepted" },
+    };
     const d = decideResult(job, { result, now: NOW, submission, adopt: true });
     expect(d.adopted).toBe(false);
     expect(adoptedWithoutEvidence({ ...job, status: d.status })).toBe(false);

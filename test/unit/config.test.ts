@@ -166,8 +166,14 @@ describe("callback tokens", () => {
     expect(verifyCallback([S], q, now)).toEqual({ ok: true, version: 3 });
     expect(verifyCallback([S], q, expiresAt * 1000 + 1)).toEqual({ ok: false, reason: "expired" });
     // The expiry is signed: moving it forward breaks the token.
-    expect(verifyCallback([S], { ...q, expiresAt: expiresAt + 3600 }, now)).toEqual({ ok: false, reason: "bad_token" });
-    expect(verifyCallback([S], { ...q, target: { ...t, attempt: 2 } }, now)).toEqual({ ok: false, reason: "bad_token" });
+    expect(verifyCallback([S], { ...q, expiresAt: expiresAt + 3600 }, now)).toEqual({
+      ok: false,
+      reason: "bad_token",
+    });
+    expect(verifyCallback([S], { ...q, target: { ...t, attempt: 2 } }, now)).toEqual({
+      ok: false,
+      reason: "bad_token",
+    });
     expect(verifyCallback([], q, now)).toEqual({ ok: false, reason: "no_secret" });
   });
 

@@ -62,7 +62,11 @@ function open(url: string, length: number, first: Buffer): Opened {
         res.setEncoding("utf8");
         res.on("data", (c: string) => (text += c));
         res.on("end", () =>
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, json: text ? JSON.parse(text) : undefined }),
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            json: text ? JSON.parse(text) : undefined,
+          }),
         );
       });
       req.on("error", reject);
@@ -77,7 +81,9 @@ function open(url: string, length: number, first: Buffer): Opened {
 const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
   Promise.race([
     p,
-    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms: ${what}`)), ms)),
+    new Promise<T>((_, reject) =>
+      setTimeout(() => reject(new Error(`no answer within ${ms} ms: ${what}`)), ms),
+    ),
   ]);
 
 /** `[{},{},...]` of `bytes` bytes: the cheapest body to make a JSON.parse allocate millions of objects. */
@@ -183,12 +189,18 @@ describe("tokens that expire and keys that rotate", () => {
     await jobs.finished(submitted.status!.jobId!);
     const nowS = Math.floor(Date.now() / 1000);
     const requests = sim.stats().requests;
-    const expired = await callback(jobs.url(submitted, server.url, nowS - 1), { id: providerJobId, status: "COMPLETED" });
+    const expired = await callback(jobs.url(submitted, server.url, nowS - 1), {
+      id: providerJobId,
+      status: "COMPLETED",
+    });
     expect(expired).toMatchObject({ status: 401, json: { error: "unauthorized" } });
     expect(sim.stats().requests).toBe(requests);
     expect((await job(name))?.metadata.resourceVersion).toBe(submitted.metadata.resourceVersion);
     // The same URL with a later expiry is the job's genuine callback.
-    const valid = await callback(jobs.url(submitted, server.url, nowS + 60), { id: providerJobId, status: "COMPLETED" });
+    const valid = await callback(jobs.url(submitted, server.url, nowS + 60), {
+      id: providerJobId,
+      status: "COMPLETED",
+    });
     expect(valid).toMatchObject({ status: 200, json: { received: true, applied: true } });
   });
 
@@ -211,7 +223,12 @@ describe("tokens that expire and keys that rotate", () => {
       const { job: submitted, providerJobId } = await jobs.submitted(name, { webhook: false });
       await jobs.finished(submitted.status!.jobId!);
       const exp = { expiresAt: callbackExpiry(Date.now(), 600) };
-      const stranger = callbackUrl(rotated.url, `some-other-secret-${randomBytes(8).toString("hex")}`, targetOf(submitted), exp);
+      const stranger = callbackUrl(
+        rotated.url,
+        `some-other-secret-${randomBytes(8).toString("hex")}`,
+        targetOf(submitted),
+        exp,
+      );
       expect((await callback(stranger, { id: providerJobId, status: "COMPLETED" })).status).toBe(401);
       // Minted before the rotation, with the secret that is now the previous one.
       const minted = jobs.url(submitted, rotated.url);
@@ -305,7 +322,10 @@ describe("outputs the status cannot hold", () => {
     // The simulator's outputs are plain; this provider answers the simulator's status with a deep one.
     const real = simulatorClient(sim);
     const deepProvider = {
-      status: async (endpointId: string, id: string) => ({ ...(await real.status(endpointId, id)), output: deep }),
+      status: async (endpointId: string, id: string) => ({
+        ...(await real.status(endpointId, id)),
+        output: deep,
+      }),
     };
     const s = await startWebhookServer({
       api,

@@ -484,14 +484,19 @@ describe("applying confirmed provider results", () => {
     // One replica takes one callback per job at a time: the others are answered 429 (RunPod
     // retries them). Replicas do not share that, so the race between them is settled by the
     // status write's resourceVersion: each burst spreads its callbacks over four replicas.
-    const replicas = [server, ...(await Promise.all([1, 2, 3].map(() => startTestSidecar(api, env, ns, sim))))];
+    const replicas = [
+      server,
+      ...(await Promise.all([1, 2, 3].map(() => startTestSidecar(api, env, ns, sim)))),
+    ];
     const conflicts = async () => {
       let n = 0;
       for (const r of replicas) {
         const res = await request(`${r.url}/metrics`);
         const line = (await res.body.text())
           .split("\n")
-          .find((l) => l.startsWith('media_orchestrator_webhooks_patch_conflicts_total{resource="mediajobs"}'));
+          .find((l) =>
+            l.startsWith('media_orchestrator_webhooks_patch_conflicts_total{resource="mediajobs"}'),
+          );
         n += line ? Number(line.split(" ").at(-1)) : 0;
       }
       return n;
@@ -512,7 +517,9 @@ describe("applying confirmed provider results", () => {
         );
         const path = new URL(jobs.url(submitted));
         const answers = await Promise.all(
-          bodies.map((b, i) => callback(`${replicas[i % replicas.length]!.url}${path.pathname}${path.search}`, b)),
+          bodies.map((b, i) =>
+            callback(`${replicas[i % replicas.length]!.url}${path.pathname}${path.search}`, b),
+          ),
         );
         // Each is answered: 200, or 429 while another callback for the job is in flight there.
         expect(answers.every((a) => a.status === 200 || a.status === 429)).toBe(true);

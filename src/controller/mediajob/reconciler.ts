@@ -425,14 +425,19 @@ export class MediaJobReconciler {
         {
           id: submissionId(status, jobId),
           input: job.spec.input ?? {},
-          webhook: callbackUrl(this.d.settings.callbackBaseUrl, this.d.settings.callbackSecret, {
-            namespace,
-            name,
-            uid: job.metadata.uid ?? "",
-            jobId,
-            attempt,
-            submission: intent.submission!.id,
-          }, { expiresAt: callbackExpiry(Date.parse(now), timeoutSeconds) }),
+          webhook: callbackUrl(
+            this.d.settings.callbackBaseUrl,
+            this.d.settings.callbackSecret,
+            {
+              namespace,
+              name,
+              uid: job.metadata.uid ?? "",
+              jobId,
+              attempt,
+              submission: intent.submission!.id,
+            },
+            { expiresAt: callbackExpiry(Date.parse(now), timeoutSeconds) },
+          ),
           // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that
           // is still running is left alone. The provider's queue+run TTL is made explicit instead.
           policy: { ttl: PROVIDER_JOB_TTL_MS },
