@@ -73,6 +73,7 @@ function open(url: string, length: number, first: Buffer): Opened {
     },
   );
   answer.catch(() => undefined);
+  req.flushHeaders();
   req.write(first);
   written += first.length;
   return { req, answer, written: () => written };
@@ -162,7 +163,8 @@ describe("memory bounded by configuration, not by the caller", () => {
           const res = await callback(url, body.toString());
           return res.status === 429 ? res : undefined;
         },
-        { timeoutMs: 5_000, message: "a concurrent callback to be answered 429" },
+        // Spaced so the per-job rate limit (2/s) never answers first.
+        { timeoutMs: 10_000, intervalMs: 500, message: "a concurrent callback to be answered 429" },
       );
       expect(second.headers["retry-after"]).toBe("10");
       expect(second.json).toEqual({ error: "too many requests" });

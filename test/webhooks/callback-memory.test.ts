@@ -14,6 +14,7 @@ import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RUNTIME_FLAGS } from "../../bench/lib.js";
 import { KubeApi } from "../../src/k8s/api.js";
+import { CALLBACK_BODY_LIMIT } from "../../src/webhooks/callbacks.js";
 import type { Simulator } from "../../src/simulator/server.js";
 import { CallbackJobs } from "../support/callbacks.js";
 import { createTestNamespace, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
@@ -102,6 +103,7 @@ async function post(url: string, body: string | Buffer): Promise<number> {
 
 describe("the sidecar process under 16 MiB callback bodies", () => {
   it("stays within the chart's memory limit, and answers every genuine callback 2xx", async () => {
+    const bigString = JSON.stringify("x".repeat(CALLBACK_BODY_LIMIT - 1024));
     const junk = `[${"{},".repeat(Math.floor((16 * 1024 * 1024) / 3) - 1)}{}]`;
     const { job: finished } = await jobs.submitted(`finished-${randomBytes(3).toString("hex")}`);
     await waitForPhase(api, ns, finished.metadata.name, "Completed");
@@ -125,10 +127,11 @@ describe("the sidecar process under 16 MiB callback bodies", () => {
     })();
     const attack = Promise.all([
       ...[1, 2, 3, 4].map(() => post(jobs.url(finished), junk)),
-      ...unconfirmed.map((u) =>
+      ...unconfirmed.map((u, i) =>
         post(
           jobs.url(u.job),
-          `{"id":${JSON.stringify(u.providerJobId)},"status":"COMPLETED","output":${junk}}`,
+          // Half carry millions of objects, half one string as large as the limit allows.
+          `{"id":${JSON.stringify(u.providerJobId)},"status":"COMPLETED","output":${i % 2 ? junk : bigString}}`,
         ),
       ),
     ]);
@@ -138,7 +141,7 @@ describe("the sidecar process under 16 MiB callback bodies", () => {
     const attackAnswers = await attack;
     sampling = false;
     await sampler;
-    console.log(
+    process.stdout.write(
       `sidecar RSS: ${(before / 2 ** 20).toFixed(0)} MiB before, ${(peak / 2 ** 20).toFixed(0)} MiB peak ` +
         `(limit ${CHART_LIMIT_BYTES / 2 ** 20} MiB); attack answers ${attackAnswers.join(",")}`,
     );
