@@ -143,7 +143,7 @@ describe("the sidecar process under 16 MiB callback bodies", () => {
     await sampler;
     process.stdout.write(
       `sidecar RSS: ${(before / 2 ** 20).toFixed(0)} MiB before, ${(peak / 2 ** 20).toFixed(0)} MiB peak ` +
-        `(limit ${CHART_LIMIT_BYTES / 2 ** 20} MiB); attack answers ${attackAnswers.join(",")}`,
+        `(limit ${CHART_LIMIT_BYTES / 2 ** 20} MiB); attack answers ${attackAnswers.join(",")}\n`,
     );
     expect(genuineAnswers).toEqual([200, 200, 200]);
     // The unconfirmed submissions' callbacks were genuine too (their bodies held the right id).
