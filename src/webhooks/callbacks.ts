@@ -107,7 +107,12 @@ class RecordedProviderJobs {
   }
 }
 
-const ownerKey = (job: MediaJob) => `${job.metadata.namespace}/${job.metadata.name}/${job.metadata.uid}`;
+/**
+ * Who holds a provider job: the MediaJob's namespace and name. Not its uid: an object re-created
+ * under the same name (restored from a backup, with its job id) is the same user's job, and a
+ * provider that honours client ids answers it with the same provider job.
+ */
+const ownerKey = (job: MediaJob) => `${job.metadata.namespace}/${job.metadata.name}`;
 
 function adoptionCounter(metrics: WebhookMetrics): Counter<"outcome"> {
   const name = "media_orchestrator_webhooks_callback_adoptions_total";
@@ -276,15 +281,6 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
           );
           return send(req, reply, refuse(503, "unavailable"));
         }
-        // Answers must speak of the job asked about; anything else is not confirmation.
-        if (confirmed.id !== providerJobId) {
-          req.log.warn(
-            { ...who, named: providerJobId },
-            "gpu callback: the provider answered about another job",
-          );
-          return send(req, reply, refuse(503, "unavailable"));
-        }
-
         let res: Awaited<ReturnType<typeof writeProviderResult>>;
         try {
           res = await writeProviderResult(deps.api, target.namespace, target.name, {
