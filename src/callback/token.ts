@@ -35,7 +35,7 @@ export interface CallbackTarget {
 
 const FIELDS = ["namespace", "name", "uid", "jobId", "attempt", "submission"] as const;
 
-/** What a version 3 token adds to the target: when it stops being valid, and which key signed it. */
+/** What a version 3 token adds to the target, besides the signing key's id: when it stops being valid. */
 export interface CallbackGrant {
   /** Unix seconds after which the URL is refused. */
   expiresAt: number;
