@@ -87,7 +87,7 @@ type Rng = ReturnType<typeof rng>;
 const PAY = "/webhooks/payment_provider";
 const CB = "/reports/gpu_provider";
 const SECRET = `whsec_fuzz_${randomBytes(8).toString("hex")}`;
-const CALLBACK_SECRET = `cb_fuzz_${randomBytes(8).toString("hex")}`;
+const CALLBACK_SECRET = `cb_fuzz_${randomBytes(16).toString("hex")}`;
 const BODY_LIMIT = 1024 * 1024;
 const HUGE = Buffer.alloc(BODY_LIMIT + 4096, "a");
 

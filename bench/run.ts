@@ -106,7 +106,7 @@ function baseEnv(ns: string, simUrl: string, extra: Record<string, string> = {})
     GPU_PROVIDER_API_URL: simUrl,
     GPU_PROVIDER_API_KEY: "sim-key",
     MEDIA_ENV: "bench",
-    CALLBACK_SECRET: "bench-callback-secret",
+    CALLBACK_SECRET: "bench-callback-secret-of-at-least-32-bytes",
     PAYMENT_PROVIDER_WEBHOOK_SECRET: "whsec_bench",
     WATCH_NAMESPACE: ns,
     POD_NAMESPACE: ns,
@@ -632,7 +632,7 @@ async function intake() {
       ),
     });
     const cbUrl = new URL(
-      callbackUrl(roomy.base, "bench-callback-secret", {
+      callbackUrl(roomy.base, "bench-callback-secret-of-at-least-32-bytes", {
         namespace: ns,
         name: "cb",
         uid: created.metadata.uid ?? "",

@@ -6,7 +6,7 @@ import { UsageError } from "./errors.js";
 import { parseFormat, type Format } from "./output.js";
 
 export type CommandName =
-  "check-key" | "status" | "stuck" | "reset" | "complete" | "recover" | "redeliver" | "doctor";
+  "check-key" | "status" | "stuck" | "reset" | "complete" | "recover" | "redeliver" | "doctor" | "accept";
 
 interface CommandSpec {
   name: CommandName;
@@ -78,6 +78,20 @@ const COMMANDS: readonly CommandSpec[] = [
       "For a job the provider shows COMPLETED: takes the provider's output and marks the MediaJob\n" +
       "Completed, exactly as the callback would have. The controller then creates the next pipeline\n" +
       "step. Refused (exit 1) when the provider shows anything but COMPLETED.",
+    flags: [],
+    output: false,
+    allNamespaces: false,
+  },
+  {
+    name: "accept",
+    args: ["mediajob"],
+    summary: "vouch for a provider job adopted from a callback, so the next pipeline step runs",
+    details:
+      "For a job whose provider id was learnt from its callback alone (condition Submitted, reason\n" +
+      "AdoptedByCallback: the submission's answer was lost): records that an operator accepts that\n" +
+      "provider job as this job's (annotation media-orchestrator.io/accepted-provider-job), and the\n" +
+      "controller creates the next pipeline step. Check the output first: anyone holding the job's\n" +
+      "callback URL could have named another job. Refused (exit 1) for any other job.",
     flags: [],
     output: false,
     allNamespaces: false,

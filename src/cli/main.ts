@@ -19,6 +19,7 @@ const COMMANDS: Record<CommandName, () => Promise<Command>> = {
   recover: () => import("./recover.js"),
   redeliver: () => import("./redeliver.js"),
   doctor: () => import("./doctor.js"),
+  accept: () => import("./accept.js"),
 };
 
 export async function main(

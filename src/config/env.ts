@@ -2,6 +2,7 @@
 // with a message naming the variable; values themselves are never echoed (some are secrets).
 import type { Logger } from "pino";
 import { z } from "zod";
+import { CALLBACK_SECRET_MIN_BYTES } from "../callback/token.js";
 import { UNCONFIRMED_SUBMISSION_POLICIES } from "../mediajob/lifecycle.js";
 import { parseRateLimits } from "./rate-limits.js";
 import {
@@ -61,6 +62,11 @@ export const EnvSchema = z.object({
   CALLBACK_BASE_URL: url.optional(),
   /** Key of the per-job callback tokens (HMAC). Required by the controller and the sidecar. */
   CALLBACK_SECRET: optionalText,
+  /**
+   * The secret CALLBACK_SECRET replaced, during a rotation: URLs it signed stay valid until they
+   * expire. Read by the sidecar only (the controller signs with CALLBACK_SECRET).
+   */
+  CALLBACK_SECRET_PREVIOUS: optionalText,
   /** Deadline of every Kubernetes API call (a lease renewal's own is shorter). */
   KUBE_API_TIMEOUT_SECONDS: seconds(30),
   /** The reconciliation tick: every object is reconciled at least this often. */
@@ -244,10 +250,29 @@ export function requireVars(env: Env, names: Array<keyof Env>, component: string
  */
 export function requireSidecarVars(env: Env): void {
   requireVars(env, ["CALLBACK_SECRET", "GPU_PROVIDER_API_KEY"], "webhooks sidecar");
+  requireStrongCallbackSecrets(env, "webhooks sidecar");
   if (env.PAYMENT_WEBHOOKS_ENABLED && webhookSecrets(env).length === 0)
     throw new ConfigError([
       "PAYMENT_PROVIDER_WEBHOOK_SECRET: required by the webhooks sidecar (set PAYMENT_WEBHOOKS_ENABLED=false to run without payment webhooks)",
     ]);
+}
+
+/**
+ * CALLBACK_SECRET (and CALLBACK_SECRET_PREVIOUS) keys the HMAC of every callback URL: shorter
+ * than 32 bytes, it is easier to guess than the token it signs. Checked at start by both
+ * components that read it; the message names the variable, never the value.
+ */
+export function requireStrongCallbackSecrets(env: Env, component: string): void {
+  const weak = (["CALLBACK_SECRET", "CALLBACK_SECRET_PREVIOUS"] as const).filter(
+    (n) => env[n] !== undefined && Buffer.byteLength(env[n], "utf8") < CALLBACK_SECRET_MIN_BYTES,
+  );
+  if (weak.length)
+    throw new ConfigError(
+      weak.map(
+        (n) =>
+          `${n}: must be at least ${CALLBACK_SECRET_MIN_BYTES} bytes for the ${component} (e.g. openssl rand -base64 48)`,
+      ),
+    );
 }
 
 export function webhookSecrets(env: Env): string[] {

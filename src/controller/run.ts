@@ -1,6 +1,6 @@
 // Builds the controller from the configuration: provider client, manager, health server.
 import type { Logger } from "pino";
-import { managementUrl, requireVars, type Env } from "../config/env.js";
+import { managementUrl, requireStrongCallbackSecrets, requireVars, type Env } from "../config/env.js";
 import { rebuiltOnChange } from "../config/secret-files.js";
 import { KubeApi } from "../k8s/api.js";
 import { loadKubeConfig } from "../k8s/config.js";
@@ -21,6 +21,7 @@ export async function runController(
   opts: { kubeconfig?: string; onLeadershipLost?: () => void } = {},
 ): Promise<RunningController> {
   requireVars(env, ["GPU_PROVIDER_API_KEY", "CALLBACK_BASE_URL", "CALLBACK_SECRET"], "controller");
+  requireStrongCallbackSecrets(env, "controller");
   const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }), {
     timeoutMs: env.KUBE_API_TIMEOUT_SECONDS * 1000,
   });

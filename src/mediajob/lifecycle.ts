@@ -99,12 +99,37 @@ function errorText(error: unknown, fallback: string): string {
   return typeof error === "string" ? error : JSON.stringify(error);
 }
 
-/** The provider's output as status.output stores it: an object, within OUTPUT_MAX_BYTES. */
+/**
+ * status.output's nesting cap. A worker's output nested thousands deep makes JSON.stringify (and
+ * every writer of the object after it) overflow the stack; such an output is stored as a marker
+ * instead, so the job still ends Completed rather than staying Processing on a write that throws.
+ */
+export const OUTPUT_MAX_DEPTH = 64;
+
+/** Whether a value nests deeper than `max` levels of objects and arrays (iterative: never recurses). */
+function deeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (!v || typeof v !== "object") continue;
+    if (depth >= max) return true;
+    for (const child of Object.values(v as Record<string, unknown>)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+/** The provider's output as status.output stores it: an object, within OUTPUT_MAX_BYTES and OUTPUT_MAX_DEPTH. */
 export function storedOutput(output: unknown): Record<string, unknown> {
   const obj =
     output && typeof output === "object" && !Array.isArray(output)
       ? (output as Record<string, unknown>)
       : { value: output ?? null };
+  if (deeperThan(obj, OUTPUT_MAX_DEPTH))
+    return {
+      truncated: true,
+      reason: `nested deeper than ${OUTPUT_MAX_DEPTH} levels`,
+      maxDepth: OUTPUT_MAX_DEPTH,
+    };
   const text = JSON.stringify(obj);
   const bytes = Buffer.byteLength(text, "utf8");
   if (bytes <= OUTPUT_MAX_BYTES) return obj;

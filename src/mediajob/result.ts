@@ -2,7 +2,8 @@
 // (callbacks), the controller's CLI (`kubectl media complete` / `recover`) and anything else. A
 // read-modify-write with the resourceVersion, retried on conflict with a fresh read, so concurrent
 // and repeated deliveries of the same result converge on one final state.
-import type { MediaJob } from "../crds/mediajob.js";
+import { ADOPTED_BY_CALLBACK } from "../callback/adoption.js";
+import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import type { KubeApi } from "../k8s/api.js";
 import {
   applyProviderResult,
@@ -60,13 +61,15 @@ export interface ResultWriteOutcome {
   outcome: ResultOutcome;
   job?: MediaJob;
   conflicts: number;
+  /** The provider's id was taken from the result (a callback), not from a recorded /run answer. */
+  adopted?: boolean;
 }
 
 /** The decision for one read of the object: the status to write and what it means. */
 export function decideResult(
   current: MediaJob,
   w: ResultWrite,
-): { outcome: ResultOutcome; status?: MediaJob["status"] } {
+): { outcome: ResultOutcome; status?: MediaJobStatus; adopted?: boolean } {
   const status = current.status;
   if (w.submission) {
     if (current.metadata.uid !== w.submission.uid) return { outcome: "superseded" };
@@ -78,27 +81,30 @@ export function decideResult(
   if (isTerminal(status?.phase)) return { outcome: "terminal" };
   if (w.requireProcessing && status?.phase !== "Processing") return { outcome: "not-processing" };
   const adopt = w.adopt === true && w.submission !== undefined;
+  // Adopting: the provider's id comes from the callback alone, and the result is marked so
+  // (AdoptedByCallback), whether it completes the job now or only records the id.
+  const adopting = adopt && !status?.providerJobId;
+  const marked = (s: MediaJobStatus): MediaJobStatus => ({
+    ...s,
+    conditions: setCondition(
+      s.conditions,
+      {
+        type: "Submitted",
+        status: "True",
+        reason: ADOPTED_BY_CALLBACK,
+        message:
+          `submitted as ${w.result.id}; the provider's id was learnt from the job's callback, not from the ` +
+          "submission's answer: the next pipeline step waits for that answer or for `kubectl media accept`",
+      },
+      w.now,
+      current.metadata.generation,
+    ),
+  });
   const applied = applyProviderResult(current, w.result, w.now, { adopt });
-  if (applied) return { outcome: "applied", status: applied };
-  if (adopt && w.submission) {
+  if (applied) return { outcome: "applied", status: adopting ? marked(applied) : applied, adopted: adopting };
+  if (adopting && w.submission) {
     const recorded = recordAccepted(status, w.submission.attempt, w.result.id);
-    if (recorded && !status?.providerJobId) {
-      const withCondition = {
-        ...recorded,
-        conditions: setCondition(
-          recorded.conditions,
-          {
-            type: "Submitted",
-            status: "True",
-            reason: "AdoptedByCallback",
-            message: `submitted as ${w.result.id}; the provider's id was learnt from the job's callback`,
-          },
-          w.now,
-          current.metadata.generation,
-        ),
-      };
-      return { outcome: "adopted", status: withCondition };
-    }
+    if (recorded) return { outcome: "adopted", status: marked(recorded), adopted: true };
   }
   return { outcome: "unchanged" };
 }
@@ -110,6 +116,7 @@ export async function writeProviderResult(
   w: ResultWrite,
 ): Promise<ResultWriteOutcome> {
   let outcome: ResultOutcome = "gone";
+  let adopted = false;
   const res = await api.updateStatusWithRetry<MediaJob>(
     "mediajobs",
     namespace,
@@ -117,6 +124,7 @@ export async function writeProviderResult(
     (current) => {
       const decision = decideResult(current, w);
       outcome = decision.outcome;
+      adopted = decision.adopted === true;
       if (!decision.status) return undefined;
       return { ...current, status: withPhaseConditions(decision.status, current.metadata.generation, w.now) };
     },
@@ -124,5 +132,5 @@ export async function writeProviderResult(
     w.read,
   );
   if (!res.object) return { outcome: "gone", conflicts: res.conflicts };
-  return { outcome, job: res.object, conflicts: res.conflicts };
+  return { outcome, job: res.object, conflicts: res.conflicts, ...(adopted ? { adopted } : {}) };
 }

@@ -16,6 +16,7 @@ import {
 } from "./management.js";
 import { GraphQLManagement } from "./management-graphql.js";
 import { RestManagement } from "./management-rest.js";
+import { isProviderJobId } from "./job-id.js";
 import { parseBody } from "./parse.js";
 import { DEFAULT_RETRY_POLICY, withRetries, type RetryPolicy } from "./retry.js";
 import {
@@ -134,12 +135,14 @@ export class GpuProviderClient {
     return { id: res.id, status: res.status };
   }
 
-  status(endpointId: string, jobId: string): Promise<ProviderJob> {
-    return this.#jobApi({ op: "status", endpointId, jobId }, "GET", `/status/${enc(jobId)}`, ProviderJob);
+  async status(endpointId: string, jobId: string): Promise<ProviderJob> {
+    const path = `/status/${jobIdSegment(jobId)}`;
+    return this.#jobApi({ op: "status", endpointId, jobId }, "GET", path, ProviderJob);
   }
 
-  cancel(endpointId: string, jobId: string): Promise<ProviderJob> {
-    return this.#jobApi({ op: "cancel", endpointId, jobId }, "POST", `/cancel/${enc(jobId)}`, ProviderJob);
+  async cancel(endpointId: string, jobId: string): Promise<ProviderJob> {
+    const path = `/cancel/${jobIdSegment(jobId)}`;
+    return this.#jobApi({ op: "cancel", endpointId, jobId }, "POST", path, ProviderJob);
   }
 
   /**
@@ -350,6 +353,13 @@ const NOT_SENT_CODES = new Set([
 
 function enc(segment: string): string {
   return encodeURIComponent(segment);
+}
+
+/** A job id as a path segment, refused before any request when it is not of a job id's shape. */
+function jobIdSegment(id: string): string {
+  if (!isProviderJobId(id))
+    throw new ProviderError("BAD_REQUEST", "not a provider job id", { retryable: false });
+  return enc(id);
 }
 
 function baseUrl(value: string, name: string): string {

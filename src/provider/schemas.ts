@@ -23,7 +23,7 @@ export const TERMINAL_STATUSES: ReadonlySet<ProviderJobStatus> = new Set<Provide
 
 // RunPod's job-states page also lists RUNNING ("a worker has picked up the job") although no SDK
 // tests for it; read it as IN_PROGRESS instead of rejecting the whole answer.
-const ProviderJobStatusSchema = z.preprocess(
+export const ProviderJobStatusSchema = z.preprocess(
   (v) => (v === "RUNNING" ? "IN_PROGRESS" : v),
   z.enum(PROVIDER_JOB_STATUSES),
 );

@@ -113,13 +113,6 @@ export class VerifyThenLimit {
   }
 
   /**
-   * Refuses nothing. Routes once refused a source that had spent its failure budget here, before
-   * verifying its request; behind a proxy that let forgers lock genuine senders out. Kept as a
-   * hook so routes registered with it keep working; `failed` now answers failing sources.
-   */
-  readonly refuseFailingSource = async (): Promise<undefined> => undefined;
-
-  /**
    * Records a failed signature or token check against the request's source. Returns the 429 to
    * send instead of the route's own refusal when the source had already spent its failure budget
    * (with `connection: close`, so a flood pays for a new connection each time); else undefined.

@@ -11,6 +11,7 @@ import { DEFAULT_RATE_LIMITS, parseRateLimits, type RateLimitSettings } from "..
 import type { KubeApi } from "../k8s/api.js";
 import type { GpuProviderClient } from "../provider/index.js";
 import { describeError } from "../k8s/errors.js";
+import { EventRecorder } from "../k8s/events.js";
 import { registerCallbackRoute } from "./callbacks.js";
 import { redactUrl, webhookLogger } from "./logging.js";
 import { WebhookMetrics } from "./metrics.js";
@@ -43,7 +44,7 @@ export interface WebhookServerOptions {
   duplicateWaitMs?: number;
   /** After this long, a Processing PaymentEvent counts as a crashed attempt and is claimed again. Default 60 s. */
   staleClaimMs?: number;
-  /** The GPU callback route's body limit (413 above it). Default CALLBACK_BODY_LIMIT (16 MiB). */
+  /** The GPU callback route's body limit (413 above it). Default CALLBACK_BODY_LIMIT (24 MiB). */
   callbackBodyLimit?: number;
   /** The GPU provider's status API, which confirms every callback. Without it callbacks answer 503. */
   provider?: Pick<GpuProviderClient, "status">;
@@ -241,6 +242,10 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
     get secret() {
       return opts.env.CALLBACK_SECRET;
     },
+    get previousSecret() {
+      return opts.env.CALLBACK_SECRET_PREVIOUS;
+    },
+    events: new EventRecorder(opts.api, "webhooks", log),
     provider: opts.provider,
     now,
     metrics,

@@ -30,7 +30,7 @@ let proxy: Server;
 let proxyUrl = "";
 let runsForwarded = 0;
 let sidecar: RunningWebhookServer;
-const CALLBACK_SECRET = "crash-test-callback-secret";
+const CALLBACK_SECRET = "crash-test-callback-secret-of-32-bytes";
 const children: ChildProcess[] = [];
 
 /** Forwards everything to the simulator, but swallows the answer to /run: the submit never returns. */

@@ -3,7 +3,7 @@
 // webhook is that submission's callback URL, and the URL itself. No controller runs: every change
 // a test sees after this is the sidecar's.
 import { randomBytes } from "node:crypto";
-import { callbackUrl, type CallbackTarget } from "../../src/callback/token.js";
+import { callbackExpiry, callbackUrl, type CallbackTarget } from "../../src/callback/token.js";
 import { API_VERSION, type MediaJob, type MediaJobStatus } from "../../src/crds/index.js";
 import type { KubeApi } from "../../src/k8s/api.js";
 import {
@@ -114,10 +114,13 @@ export class CallbackJobs {
     });
   }
 
-  /** The callback URL of the job's current submission, on the sidecar unless `base` is given. */
-  url(job: MediaJob, base = this.o.sidecarUrl?.()): string {
+  /**
+   * The callback URL of the job's current submission, on the sidecar unless `base` is given, as the
+   * controller mints it (it expires after the default timeout plus the provider's retention).
+   */
+  url(job: MediaJob, base = this.o.sidecarUrl?.(), expiresAt = callbackExpiry(Date.now(), 600)): string {
     if (base === undefined) throw new Error("no sidecar URL to make a callback URL with");
-    return callbackUrl(base, this.o.secret, targetOf(job));
+    return callbackUrl(base, this.o.secret, targetOf(job), { expiresAt });
   }
 
   /** POST /run to the simulator for the job's current submission; the provider's job id. */

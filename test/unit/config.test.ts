@@ -1,9 +1,18 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, parseEnv, requireSidecarVars, webhookSecrets } from "../../src/config/env.js";
+import {
+  ConfigError,
+  parseEnv,
+  requireSidecarVars,
+  requireStrongCallbackSecrets,
+  webhookSecrets,
+} from "../../src/config/env.js";
 import {
   callbackToken,
   callbackUrl,
+  callbackExpiry,
+  callbackKeyId,
   parseCallbackQuery,
+  verifyCallback,
   verifyCallbackToken,
 } from "../../src/callback/token.js";
 
@@ -52,7 +61,7 @@ describe("configuration", () => {
 });
 
 describe("the webhooks sidecar's required variables", () => {
-  const base = { CALLBACK_SECRET: "cb", GPU_PROVIDER_API_KEY: "gpu-key" };
+  const base = { CALLBACK_SECRET: "cb-0123456789abcdef0123456789abcdef", GPU_PROVIDER_API_KEY: "gpu-key" };
   const problem = (vars: Record<string, string>) => {
     try {
       requireSidecarVars(parseEnv(vars));
@@ -84,6 +93,18 @@ describe("the webhooks sidecar's required variables", () => {
     expect(problem({ ...base, PAYMENT_PROVIDER_WEBHOOK_SECRET: "whsec_a" })).toBeUndefined();
     expect(problem({ ...base, PAYMENT_WEBHOOKS_ENABLED: "false" })).toBeUndefined();
     expect(parseEnv({}).PAYMENT_WEBHOOKS_ENABLED).toBe(true);
+  });
+
+  it("refuses a callback secret (or the previous one) shorter than 32 bytes, naming it, never its value", () => {
+    const ok = { ...base, PAYMENT_WEBHOOKS_ENABLED: "false" };
+    expect(problem({ ...ok, CALLBACK_SECRET: "x" })).toMatch(/CALLBACK_SECRET: must be at least 32 bytes/);
+    const msg = problem({ ...ok, CALLBACK_SECRET_PREVIOUS: "short-DO-NOT-PRINT" });
+    expect(msg).toMatch(/CALLBACK_SECRET_PREVIOUS: must be at least 32 bytes/);
+    expect(msg).not.toContain("DO-NOT-PRINT");
+    expect(problem({ ...ok, CALLBACK_SECRET: "y".repeat(32) })).toBeUndefined();
+    expect(() => requireStrongCallbackSecrets(parseEnv({ CALLBACK_SECRET: "x" }), "controller")).toThrow(
+      /CALLBACK_SECRET: must be at least 32 bytes for the controller/,
+    );
   });
 
   it("names PAYMENT_WEBHOOKS_ENABLED when its value is not a boolean", () => {
@@ -129,5 +150,43 @@ describe("callback tokens", () => {
       token: callbackToken("s", t),
     });
     expect(parseCallbackQuery({ ...Object.fromEntries(u.searchParams), attempt: "0" })).toBeUndefined();
+  });
+
+  const S = "s".repeat(32);
+  const OLD = "o".repeat(32);
+  const query = (url: string) => parseCallbackQuery(Object.fromEntries(new URL(url).searchParams))!;
+
+  it("carry an expiry and a key id, and are refused once expired", () => {
+    const now = Date.parse("2026-01-01T00:00:00Z");
+    const expiresAt = callbackExpiry(now, 600);
+    // The job's timeout, the provider's 30-minute retention and a 10-minute margin.
+    expect(expiresAt).toBe((now + 600_000 + 30 * 60_000 + 10 * 60_000) / 1000);
+    const q = query(callbackUrl("https://hooks.example.com", S, t, { expiresAt }));
+    expect(q).toMatchObject({ expiresAt, keyId: callbackKeyId(S) });
+    expect(verifyCallback([S], q, now)).toEqual({ ok: true, version: 3 });
+    expect(verifyCallback([S], q, expiresAt * 1000 + 1)).toEqual({ ok: false, reason: "expired" });
+    // The expiry is signed: moving it forward breaks the token.
+    expect(verifyCallback([S], { ...q, expiresAt: expiresAt + 3600 }, now)).toEqual({
+      ok: false,
+      reason: "bad_token",
+    });
+    expect(verifyCallback([S], { ...q, target: { ...t, attempt: 2 } }, now)).toEqual({
+      ok: false,
+      reason: "bad_token",
+    });
+    expect(verifyCallback([], q, now)).toEqual({ ok: false, reason: "no_secret" });
+  });
+
+  it("of the previous secret verify during a rotation; version 2 tokens verify without an expiry", () => {
+    const now = Date.now();
+    const q = query(callbackUrl("https://h.example.com", OLD, t, { expiresAt: callbackExpiry(now, 60) }));
+    expect(verifyCallback([S], q, now)).toEqual({ ok: false, reason: "unknown_key" });
+    expect(verifyCallback([S, OLD], q, now)).toEqual({ ok: true, version: 3 });
+    const v2 = query(callbackUrl("https://h.example.com", OLD, t));
+    expect(v2.expiresAt).toBeUndefined();
+    expect(verifyCallback([S, OLD], v2, now)).toEqual({ ok: true, version: 2 });
+    expect(verifyCallback([S], v2, now)).toEqual({ ok: false, reason: "bad_token" });
+    expect(callbackKeyId(S)).not.toBe(callbackKeyId(OLD));
+    expect(callbackKeyId(S)).not.toContain(S.slice(0, 4));
   });
 });

@@ -481,30 +481,57 @@ describe("applying confirmed provider results", () => {
   });
 
   it("applies exactly one of many concurrent, contradictory callbacks", async () => {
-    const conflicts = () =>
-      metric("media_orchestrator_webhooks_patch_conflicts_total", 'resource="mediajobs"');
-    const before = await conflicts();
-    // A burst only races when its requests overlap at the apiserver; on a loaded machine one may
-    // run nearly in sequence. Every burst must apply exactly one callback; bursts repeat (on fresh
-    // jobs) until one of them has gone through the conflict path.
-    for (let round = 0; round < 8 && (await conflicts()) === before; round++) {
-      const name = `race-${uid()}`;
-      const { job: submitted, providerJobId } = await jobs.submitted(name, { webhook: false });
-      const result = await jobs.finished(submitted.status!.jobId!);
-      const bodies = Array.from({ length: 16 }, (_, i) =>
-        i % 2
-          ? { id: providerJobId, status: "COMPLETED", output: { n: i } }
-          : { id: providerJobId, status: "FAILED", error: `e${i}` },
-      );
-      const url = jobs.url(submitted);
-      const answers = await Promise.all(bodies.map((b) => callback(url, b)));
-      expect(answers.every((a) => a.status === 200)).toBe(true);
-      expect(answers.filter((a) => a.json.applied)).toHaveLength(1);
-      // Whichever body won, the provider's result is what was written.
-      const final = await job(name);
-      expect(final?.status?.phase).toBe("Completed");
-      expect(final?.status?.output).toEqual(result.output);
+    // One replica takes one callback per job at a time: the others are answered 429 (RunPod
+    // retries them). Replicas do not share that, so the race between them is settled by the
+    // status write's resourceVersion: each burst spreads its callbacks over four replicas.
+    const replicas = [
+      server,
+      ...(await Promise.all([1, 2, 3].map(() => startTestSidecar(api, env, ns, sim)))),
+    ];
+    const conflicts = async () => {
+      let n = 0;
+      for (const r of replicas) {
+        const res = await request(`${r.url}/metrics`);
+        const line = (await res.body.text())
+          .split("\n")
+          .find((l) =>
+            l.startsWith('media_orchestrator_webhooks_patch_conflicts_total{resource="mediajobs"}'),
+          );
+        n += line ? Number(line.split(" ").at(-1)) : 0;
+      }
+      return n;
+    };
+    try {
+      const before = await conflicts();
+      // A burst only races when its requests overlap at the apiserver; on a loaded machine one may
+      // run nearly in sequence. Every burst must apply exactly one callback; bursts repeat (on fresh
+      // jobs) until one of them has gone through the conflict path.
+      for (let round = 0; round < 8 && (await conflicts()) === before; round++) {
+        const name = `race-${uid()}`;
+        const { job: submitted, providerJobId } = await jobs.submitted(name, { webhook: false });
+        const result = await jobs.finished(submitted.status!.jobId!);
+        const bodies = Array.from({ length: 16 }, (_, i) =>
+          i % 2
+            ? { id: providerJobId, status: "COMPLETED", output: { n: i } }
+            : { id: providerJobId, status: "FAILED", error: `e${i}` },
+        );
+        const path = new URL(jobs.url(submitted));
+        const answers = await Promise.all(
+          bodies.map((b, i) =>
+            callback(`${replicas[i % replicas.length]!.url}${path.pathname}${path.search}`, b),
+          ),
+        );
+        // Each is answered: 200, or 429 while another callback for the job is in flight there.
+        expect(answers.every((a) => a.status === 200 || a.status === 429)).toBe(true);
+        expect(answers.filter((a) => a.json.applied)).toHaveLength(1);
+        // Whichever body won, the provider's result is what was written.
+        const final = await job(name);
+        expect(final?.status?.phase).toBe("Completed");
+        expect(final?.status?.output).toEqual(result.output);
+      }
+      expect(await conflicts()).toBeGreaterThan(before);
+    } finally {
+      await Promise.all(replicas.slice(1).map((r) => r.close()));
     }
-    expect(await conflicts()).toBeGreaterThan(before);
   });
 });

@@ -7,7 +7,7 @@ import { Writable } from "node:stream";
 import { KubeConfig } from "@kubernetes/client-node";
 import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { callbackToken, callbackUrl, type CallbackTarget } from "../../src/callback/token.js";
+import { callbackExpiry, callbackToken, callbackUrl, type CallbackTarget } from "../../src/callback/token.js";
 import type { Env } from "../../src/config/env.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { createLogger } from "../../src/log.js";
@@ -58,8 +58,9 @@ function signed(body: string, secret: string, t = nowS()) {
 
 /** A callback URL for `target`, its token noted as a secret. */
 function cb(base: string, target: CallbackTarget) {
-  secrets.push(callbackToken(env.CALLBACK_SECRET!, target));
-  return callbackUrl(base, env.CALLBACK_SECRET!, target);
+  const grant = { expiresAt: callbackExpiry(Date.now(), 600) };
+  secrets.push(callbackToken(env.CALLBACK_SECRET!, target, grant));
+  return callbackUrl(base, env.CALLBACK_SECRET!, target, grant);
 }
 
 /** A target no MediaJob answers to. */
@@ -147,10 +148,14 @@ describe("logs", () => {
     expect(await post(url, JSON.stringify({ id: providerJobId, status: "COMPLETED", webhook: url }))).toBe(
       200,
     );
-    expect(await post(url, `{"id":"${providerJobId}","webhook":"${url}`)).toBe(400);
-    expect(await post(url, JSON.stringify({ webhook: url, status: "WHATEVER" }))).toBe(400);
-    expect(await post(url, "x".repeat(17 * 1024 * 1024))).toBe(413);
-    expect(await post(url, "{}", { "content-type": "text/plain" })).toBe(415);
+    // A finished job's callbacks are answered before their body is read: bodies are refused on a
+    // submission whose provider id is not recorded (the only one whose body is read).
+    const { job: unconfirmed } = await jobs.submitted(`${name}-u`, { webhook: false, record: false });
+    const hinted = cb(server.url, targetOf(unconfirmed));
+    expect(await post(hinted, `{"id":"${providerJobId}","webhook":"${hinted}`)).toBe(400);
+    expect(await post(hinted, JSON.stringify({ webhook: hinted, status: "WHATEVER" }))).toBe(400);
+    expect(await post(hinted, "x".repeat(25 * 1024 * 1024))).toBe(413);
+    expect(await post(hinted, "{}", { "content-type": "text/plain" })).toBe(415);
     const forged = new URL(url);
     forged.searchParams.set("token", `${forged.searchParams.get("token")!.slice(0, -2)}zz`);
     secrets.push(forged.searchParams.get("token")!);

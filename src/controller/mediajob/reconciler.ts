@@ -7,7 +7,8 @@ import { ADMITTING_STATES, billingAccountName, type BillingAccount } from "../..
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../crds/mediajob.js";
 import { API_VERSION } from "../../crds/common.js";
-import { callbackUrl } from "../../callback/token.js";
+import { adoptedWithoutEvidence, confirmAdoption } from "../../callback/adoption.js";
+import { callbackExpiry, callbackUrl } from "../../callback/token.js";
 import type { KubeApi } from "../../k8s/api.js";
 import { describeError, isAlreadyExists, isConflict, isNotFound } from "../../k8s/errors.js";
 import type { EventSink, EventType } from "../../k8s/events.js";
@@ -575,14 +576,19 @@ export class MediaJobReconciler {
         {
           id: submissionId(status, jobId),
           input: job.spec.input ?? {},
-          webhook: callbackUrl(this.d.settings.callbackBaseUrl, this.d.settings.callbackSecret, {
-            namespace,
-            name,
-            uid: job.metadata.uid ?? "",
-            jobId,
-            attempt,
-            submission: intent.submission!.id,
-          }),
+          webhook: callbackUrl(
+            this.d.settings.callbackBaseUrl,
+            this.d.settings.callbackSecret,
+            {
+              namespace,
+              name,
+              uid: job.metadata.uid ?? "",
+              jobId,
+              attempt,
+              submission: intent.submission!.id,
+            },
+            { expiresAt: callbackExpiry(Date.parse(now), timeoutSeconds) },
+          ),
           // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that
           // is still running is left alone. The provider's queue+run TTL is made explicit instead,
           // and spec.activeDeadlineSeconds, a hard limit, is handed to the provider where it fits.
@@ -675,7 +681,10 @@ export class MediaJobReconciler {
     now: string,
   ): Promise<MediaJob> {
     return this.writeOnto(stored, (cur) => {
-      const recorded = recordAccepted(cur.status, attempt, providerJobId);
+      const accepted = recordAccepted(cur.status, attempt, providerJobId);
+      // A callback that adopted this very id is confirmed by the answer: its next step may go on.
+      const confirmed = confirmAdoption(accepted ?? cur.status, providerJobId, now, cur.metadata.generation);
+      const recorded = confirmed ?? accepted;
       if (!recorded) return undefined;
       return recorded.phase === "Processing"
         ? this.condition(
@@ -947,6 +956,9 @@ export class MediaJobReconciler {
 
   private async completed(job: MediaJob, status: MediaJobStatus, events: PendingEvent[]): Promise<Outcome> {
     if (status.nextJob || !job.spec.then?.length) return { status };
+    // An output adopted from a callback alone is not fed forward until the /run answer or an
+    // operator (kubectl media accept) vouches for it: it may be another tenant's job.
+    if (adoptedWithoutEvidence({ ...job, status })) return { status };
     const next = nextStepObject({ ...job, status });
     if (!next) return { status };
     const name = (next.metadata as { name: string }).name;
