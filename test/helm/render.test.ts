@@ -96,9 +96,19 @@ const WEBHOOKS_RULES = [
   { apiGroups: [G], resources: ["billingaccounts/status"], verbs: ["update"] },
   { apiGroups: [G], resources: ["paymentevents"], verbs: ["get", "list", "watch", "create", "delete"] },
   { apiGroups: [G], resources: ["paymentevents/status"], verbs: ["update"] },
+  // A result adopted by a callback without a recorded /run answer is a Warning Event on its job.
+  { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
 ];
 
 const ENVIRONMENTS = ["dev", "staging", "prod"] as const;
+
+/** The chart's one Secret, decoded. */
+const secretOf = (objs: Manifest[]) => {
+  const s = one<Manifest & { data: Record<string, string> | null }>(objs, "Secret");
+  return Object.fromEntries(
+    Object.entries(s.data ?? {}).map(([k, v]) => [k, Buffer.from(v, "base64").toString()]),
+  );
+};
 const WORKLOADS = ["asr", "tts", "render"] as const;
 
 const find = <T extends Manifest>(objs: Manifest[], kind: string, name?: string): T[] =>
@@ -372,6 +382,8 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
     expect(seen("controller")).toEqual([
       [secret, true, [{ key: "GPU_PROVIDER_API_KEY", path: "GPU_PROVIDER_API_KEY" }]],
       [callback, false, [{ key: "CALLBACK_SECRET", path: "CALLBACK_SECRET" }]],
+      // The key before a rotation, while one is kept: URLs minted with it stay good.
+      [callback, true, [{ key: "CALLBACK_SECRET_PREVIOUS", path: "CALLBACK_SECRET_PREVIOUS" }]],
     ]);
     // The sidecar: the payment secrets, the callback key, and a GPU key only to confirm callbacks.
     expect(seen("webhooks")).toEqual([
@@ -385,6 +397,7 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
         ],
       ],
       [callback, false, [{ key: "CALLBACK_SECRET", path: "CALLBACK_SECRET" }]],
+      [callback, true, [{ key: "CALLBACK_SECRET_PREVIOUS", path: "CALLBACK_SECRET_PREVIOUS" }]],
     ]);
     // Every file is named after a variable the product reads from SECRETS_DIR.
     for (const v of pod.volumes.filter((x) => x.projected))
@@ -495,12 +508,6 @@ describe("helm template, options", () => {
   });
 
   it("renders no generated secret: a render is the same every time (GitOps), the hook creates it", () => {
-    const secretOf = (objs: Manifest[]) => {
-      const s = one<Manifest & { data: Record<string, string> | null }>(objs, "Secret");
-      return Object.fromEntries(
-        Object.entries(s.data ?? {}).map(([k, v]) => [k, Buffer.from(v, "base64").toString()]),
-      );
-    };
     const render = () =>
       helm(["template", "mo-dev", CHART_DIR, "-n", "media-dev", "-f", valuesFile("values-dev.yaml")]);
     expect(render().stdout).toBe(render().stdout);
@@ -544,14 +551,14 @@ describe("helm template, options", () => {
 
     const given = renderEnv("dev", [
       "--set",
-      "callback.secret=cb-1",
+      "callback.secret=cb-1-0123456789abcdef0123456789abcdef",
       "--set",
       "secrets.gpuProviderApiKey=gpu-1",
       "--set",
       "secrets.paymentProviderWebhookSecret=whsec_a\\,whsec_b",
     ]);
     expect(secretOf(given)).toEqual({
-      CALLBACK_SECRET: "cb-1",
+      CALLBACK_SECRET: "cb-1-0123456789abcdef0123456789abcdef",
       GPU_PROVIDER_API_KEY: "gpu-1",
       PAYMENT_PROVIDER_WEBHOOK_SECRET: "whsec_a,whsec_b",
     });
@@ -567,6 +574,30 @@ describe("helm template, options", () => {
       ).toBe("my-callback");
   });
 
+  it("callback.previousSecret keeps the key before a rotation beside the new one, for both containers", () => {
+    const objs = renderEnv("prod", [
+      "--set",
+      "callback.secret=new-0123456789abcdef0123456789abcdef",
+      "--set",
+      "callback.previousSecret=old-0123456789abcdef0123456789abcdef",
+    ]);
+    expect(secretOf(objs)).toMatchObject({
+      CALLBACK_SECRET: "new-0123456789abcdef0123456789abcdef",
+      CALLBACK_SECRET_PREVIOUS: "old-0123456789abcdef0123456789abcdef",
+    });
+    const pod = one<Deployment>(objs, "Deployment").spec.template.spec as PodSpecWithVolumes;
+    for (const volume of ["controller-secrets", "webhooks-secrets"])
+      expect(
+        pod.volumes
+          .find((v) => v.name === volume)!
+          .projected!.sources.filter((s) => s.secret.items.some((i) => i.key.startsWith("CALLBACK_SECRET")))
+          .map((s) => [s.secret.name, s.secret.items.map((i) => i.path)]),
+      ).toEqual([
+        ["mo-prod-media-orchestrator", ["CALLBACK_SECRET"]],
+        ["mo-prod-media-orchestrator", ["CALLBACK_SECRET_PREVIOUS"]],
+      ]);
+  });
+
   it("an existing Secret supplies every credential and the chart creates none", () => {
     const objs = renderEnv("prod", ["--set", "secrets.existingSecret=media-credentials"]);
     expect(find(objs, "Secret")).toEqual([]);
@@ -579,10 +610,12 @@ describe("helm template, options", () => {
     expect(refs).toEqual([
       "controller-secrets: media-credentials/GPU_PROVIDER_API_KEY",
       "controller-secrets: mo-prod-media-orchestrator-callback/CALLBACK_SECRET",
+      "controller-secrets: mo-prod-media-orchestrator-callback/CALLBACK_SECRET_PREVIOUS",
       "webhooks-secrets: media-credentials/GPU_PROVIDER_API_KEY",
       "webhooks-secrets: media-credentials/PAYMENT_PROVIDER_API_KEY",
       "webhooks-secrets: media-credentials/PAYMENT_PROVIDER_WEBHOOK_SECRET",
       "webhooks-secrets: mo-prod-media-orchestrator-callback/CALLBACK_SECRET",
+      "webhooks-secrets: mo-prod-media-orchestrator-callback/CALLBACK_SECRET_PREVIOUS",
     ]);
   });
 
@@ -1322,7 +1355,12 @@ describe("bad values are refused by install and lint alike, with a message namin
       "leaderElection.renewDeadlineSeconds (10) must be greater",
     ],
     [["--set", "leaderElection.enabled=false", "--set", "replicaCount=2"], "leaderElection.enabled=false"],
-    [["--set", "callback.secret=a", "--set", "callback.existingSecret=b"], "callback.existingSecret"],
+    [
+      ["--set", "callback.secret=a-0123456789abcdef0123456789abcdef", "--set", "callback.existingSecret=b"],
+      "callback.existingSecret",
+    ],
+    [["--set", "callback.secret=short"], "/callback/secret"],
+    [["--set", "callback.previousSecret=short"], "/callback/previousSecret"],
     [["--set", "podSecurityContext.runAsUsr=1000"], "/podSecurityContext"],
     [
       [

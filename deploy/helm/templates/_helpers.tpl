@@ -109,6 +109,15 @@ The Secret holding CALLBACK_SECRET: the chart's own (callback.secret given), you
 {{- end }}
 {{- end }}
 
+{{/* Where CALLBACK_SECRET_PREVIOUS is: the chart's Secret (callback.previousSecret), else the callback key's. */}}
+{{- define "media-orchestrator.previousCallbackSecretName" -}}
+{{- if .Values.callback.previousSecret }}
+{{- include "media-orchestrator.fullname" . }}
+{{- else }}
+{{- include "media-orchestrator.callbackSecretName" . }}
+{{- end }}
+{{- end }}
+
 {{- define "media-orchestrator.generatedCallbackSecretName" -}}
 {{- printf "%s-callback" (include "media-orchestrator.fullname" . | trunc 54 | trimSuffix "-") }}
 {{- end }}
@@ -312,6 +321,13 @@ projected:
         items:
           - key: CALLBACK_SECRET
             path: CALLBACK_SECRET
+    # The key before a rotation, while it is kept (src/callback/token.ts accepts both).
+    - secret:
+        name: {{ include "media-orchestrator.previousCallbackSecretName" $ }}
+        optional: true
+        items:
+          - key: CALLBACK_SECRET_PREVIOUS
+            path: CALLBACK_SECRET_PREVIOUS
 {{- end }}
 
 {{/*
@@ -379,8 +395,9 @@ With webhooks.separateDeployment each process's ServiceAccount gets only its own
 - apiGroups: ["media-orchestrator.io"]
   resources: ["paymentevents/status"]
   verbs: ["update"]
-# c: Kubernetes Events on the objects (src/k8s/events.ts: events.k8s.io/v1, created, then patched
-#    to count a series of the same Event, as client-go's events recorder does)
+# c, w: Kubernetes Events on the objects (src/k8s/events.ts: events.k8s.io/v1, created, then
+#    patched to count a series of the same Event, as client-go's events recorder does; the sidecar
+#    records AdoptedByCallback)
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
@@ -432,6 +449,10 @@ With webhooks.separateDeployment each process's ServiceAccount gets only its own
 - apiGroups: ["media-orchestrator.io"]
   resources: ["paymentevents/status"]
   verbs: ["update"]
+# a result adopted by a callback without a recorded /run answer is a Warning Event on the job
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
 {{- end }}
 
 {{/* The pods of a component: the release's selector labels, plus the component when separate. */}}
