@@ -1031,7 +1031,9 @@ describe("upgrading and uninstalling", () => {
       "--set",
       "callback.secret=rotated-1-0123456789abcdef0123456789abcdef",
     ]);
-    expect(await callbackSecret(STAGING.ns, FULLNAME(STAGING))).toBe("rotated-1-0123456789abcdef0123456789abcdef");
+    expect(await callbackSecret(STAGING.ns, FULLNAME(STAGING))).toBe(
+      "rotated-1-0123456789abcdef0123456789abcdef",
+    );
     // The CRD release upgrades in place (how a new chart version brings new CRD schemas).
     expect(
       await ok(["upgrade", CRD_RELEASE[0], CHART_DIR, "-n", CRD_RELEASE[1], "--set", "crds.only=true"]),
