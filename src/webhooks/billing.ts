@@ -13,8 +13,8 @@ import {
   type BillingAccountStatus,
   type SubscriptionStatus,
 } from "../crds/index.js";
+import type { KubeApi } from "../k8s/api.js";
 import { isAlreadyExists, isConflict } from "../k8s/errors.js";
-import type { KubeJson } from "./kubejson.js";
 import type { WebhookMetrics } from "./metrics.js";
 import type { SubscriptionLookup } from "./paymentapi.js";
 
@@ -101,7 +101,7 @@ export interface ApplyResult {
 }
 
 export interface BillingDeps {
-  kube: KubeJson;
+  kube: KubeApi;
   namespace: string;
   metrics?: WebhookMetrics;
   /** Settles same-second ties; without it ties fall back to the order of event ids. */

@@ -18,10 +18,10 @@ import {
   type PaymentEventStatus,
   type PaymentOutcome,
 } from "../crds/index.js";
+import type { KubeApi } from "../k8s/api.js";
 import { describeError, isAlreadyExists, isConflict } from "../k8s/errors.js";
 import { applySubscriptionChange, type SubscriptionChange } from "./billing.js";
 import type { FinishedEvents } from "./finished.js";
-import type { KubeJson } from "./kubejson.js";
 import { paymentTypeLabel, type WebhookMetrics } from "./metrics.js";
 import type { SubscriptionLookup } from "./paymentapi.js";
 import { ignoredMessage, isFinished, newPaymentRecord, recordedOutcome } from "./paymentrecord.js";
@@ -87,7 +87,8 @@ function subscriptionChange(event: EventEnvelope): SubscriptionChange {
 }
 
 export interface PaymentDeps {
-  kube: KubeJson;
+  /** Every call with the client's deadline (KUBE_API_TIMEOUT_SECONDS). */
+  kube: KubeApi;
   namespace: string;
   metrics: WebhookMetrics;
   now: () => Date;
