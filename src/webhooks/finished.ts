@@ -8,7 +8,6 @@ import type { PaymentEvent } from "../crds/index.js";
 import type { KubeApi } from "../k8s/api.js";
 import { describeError, isGone } from "../k8s/errors.js";
 import type { WatchObject } from "../k8s/http.js";
-import { KubeTimeoutError } from "../k8s/transport.js";
 import { isFinished, recordedOutcome } from "./paymentrecord.js";
 
 export const DEFAULT_FINISHED_CAPACITY = 100_000;
@@ -47,15 +46,13 @@ export class FinishedEvents {
   }
 }
 
-/** How a watch of the finished-events memory ended: renewed from the same resourceVersion, or not. */
+/** How a watch ended: renewed from its last resourceVersion, or from a fresh list (410 Gone). */
 type WatchEnd = "ended" | "expired";
 
-export interface FinishedWatchOptions {
-  /** Server-side watch timeout; the watch is renewed after it (default 300 s). */
-  timeoutSeconds?: number;
-  /** Renew a watch that sent nothing, not even a bookmark, for this long (default timeout + 30 s). */
-  silenceMs?: number;
-}
+/** Server-side timeout of one watch; it is renewed after it. */
+const WATCH_TIMEOUT_SECONDS = 300;
+/** A watch that sent nothing, not even a bookmark, for this long is renewed. */
+const WATCH_SILENCE_MS = (WATCH_TIMEOUT_SECONDS + 30) * 1000;
 
 /**
  * Watches the namespace's PaymentEvents from now on and keeps `finished` up to date; restarts after
@@ -69,16 +66,9 @@ export function watchFinishedEvents(
   namespace: string,
   finished: FinishedEvents,
   log: FastifyBaseLogger,
-  opts: FinishedWatchOptions = {},
 ): { stop(): Promise<void> } {
   const abort = new AbortController();
   const path = api.objectPath("paymentevents", namespace);
-  const onEvent = (type: string, obj: WatchObject) => {
-    const ev = obj as unknown as PaymentEvent;
-    if (type === "BOOKMARK" || !ev.spec) return;
-    if (type === "DELETED") finished.delete(ev.spec.eventId);
-    else finished.observe(ev);
-  };
   const loop = (async () => {
     let rv: string | undefined;
     let backoffMs = 500;
@@ -92,18 +82,18 @@ export function watchFinishedEvents(
           );
           rv = page.metadata?.resourceVersion ?? "";
         }
-        const from: string = rv;
         const how = await watchOnce(
           api,
           path,
-          from,
+          rv,
           (type, obj) => {
-            const seen = obj.metadata?.resourceVersion;
-            if (seen) rv = seen;
-            onEvent(type, obj);
+            if (obj.metadata?.resourceVersion) rv = obj.metadata.resourceVersion;
+            const ev = obj as unknown as PaymentEvent;
+            if (type === "BOOKMARK" || !ev.spec) return;
+            if (type === "DELETED") finished.delete(ev.spec.eventId);
+            else finished.observe(ev);
           },
           abort.signal,
-          opts,
         );
         if (how === "expired") rv = undefined;
         backoffMs = 500;
@@ -135,10 +125,7 @@ function watchOnce(
   resourceVersion: string,
   onEvent: (type: string, obj: WatchObject) => void,
   stop: AbortSignal,
-  opts: FinishedWatchOptions,
 ): Promise<WatchEnd> {
-  const timeoutSeconds = opts.timeoutSeconds ?? 300;
-  const silenceMs = opts.silenceMs ?? (timeoutSeconds + 30) * 1000;
   const cut = new AbortController();
   const signal = AbortSignal.any([stop, cut.signal]);
   return new Promise<WatchEnd>((resolve, reject) => {
@@ -151,20 +138,19 @@ function watchOnce(
       if (err !== undefined && !stop.aborted) reject(err);
       else resolve(how);
     };
-    let deadlineHit: KubeTimeoutError | undefined;
-    let timer = setTimeout(() => {
-      deadlineHit = new KubeTimeoutError("GET", path, api.timeoutMs);
-      finish("ended", deadlineHit);
-    }, api.timeoutMs);
-    const quiet = () => finish("ended");
+    let timer = setTimeout(
+      () =>
+        finish("ended", new Error(`watch ${path}: no answer from the Kubernetes API in ${api.timeoutMs} ms`)),
+      api.timeoutMs,
+    );
     const alive = () => {
       clearTimeout(timer);
-      timer = setTimeout(quiet, silenceMs);
+      timer = setTimeout(() => finish("ended"), WATCH_SILENCE_MS);
     };
     api
       .watch(
         path,
-        { resourceVersion, allowWatchBookmarks: true, timeoutSeconds },
+        { resourceVersion, allowWatchBookmarks: true, timeoutSeconds: WATCH_TIMEOUT_SECONDS },
         (type, obj) => {
           if (settled) return;
           alive();
@@ -182,7 +168,7 @@ function watchOnce(
           else finish("ended", err);
         },
         signal,
-        silenceMs,
+        WATCH_SILENCE_MS,
       )
       .then(
         () => {
@@ -190,7 +176,7 @@ function watchOnce(
         },
         (err: unknown) => {
           if (isGone(err)) finish("expired");
-          else finish("ended", deadlineHit ?? err);
+          else finish("ended", err);
         },
       );
   });

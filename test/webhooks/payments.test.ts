@@ -99,6 +99,17 @@ class CountingKube extends KubeApi {
     return super.rawJson<T>(method, path, body, contentType, opts);
   }
 }
+/** The test kubeconfig, pointed at a proxy in front of the apiserver (same credentials and TLS). */
+function through(proxy: TcpProxy): KubeConfig {
+  const copy = new KubeConfig();
+  copy.loadFromOptions({
+    clusters: kc.getClusters().map((c) => ({ ...c, server: proxy.url })),
+    users: kc.getUsers(),
+    contexts: kc.getContexts(),
+    currentContext: kc.getCurrentContext(),
+  });
+  return copy;
+}
 const account = (customer: string) =>
   api.get<BillingAccount>("billingaccounts", ns, billingAccountName(customer));
 
@@ -388,14 +399,7 @@ describe("deadlines", () => {
     const proxy = await TcpProxy.start(kc.getCurrentCluster()!.server);
     const dir = await mkdtemp(join(tmpdir(), "sidecar-deadline-"));
     const kubeconfig = join(dir, "kubeconfig");
-    const viaProxy = new KubeConfig();
-    viaProxy.loadFromOptions({
-      clusters: kc.getClusters().map((c) => ({ ...c, server: proxy.url })),
-      users: kc.getUsers(),
-      contexts: kc.getContexts(),
-      currentContext: kc.getCurrentContext(),
-    });
-    await writeFile(kubeconfig, viaProxy.exportConfig());
+    await writeFile(kubeconfig, through(proxy).exportConfig());
     const sidecar = await runWebhooks(
       { ...env, KUBE_API_TIMEOUT_SECONDS: 2, WEBHOOKS_HOST: "127.0.0.1", WEBHOOKS_PORT: 0 },
       silent,
