@@ -101,7 +101,7 @@ export interface ApplyResult {
 }
 
 export interface BillingDeps {
-  kube: KubeApi;
+  api: KubeApi;
   namespace: string;
   metrics?: WebhookMetrics;
   /** Settles same-second ties; without it ties fall back to the order of event ids. */
@@ -117,14 +117,14 @@ export async function applySubscriptionChange(
   change: SubscriptionChange,
   nowIso: string,
 ): Promise<ApplyResult> {
-  const { kube, namespace, metrics } = deps;
+  const { api, namespace, metrics } = deps;
   const name = billingAccountName(change.customerId);
   let providerStatus: SubscriptionStatus | undefined;
   for (let round = 0; round < 8; round++) {
-    const current = await kube.get<BillingAccount>("billingaccounts", namespace, name);
+    const current = await api.get<BillingAccount>("billingaccounts", namespace, name);
     if (!current) {
       try {
-        await kube.create("billingaccounts", namespace, {
+        await api.create("billingaccounts", namespace, {
           apiVersion: API_VERSION,
           kind: "BillingAccount",
           metadata: { name, namespace },
@@ -157,7 +157,7 @@ export async function applySubscriptionChange(
       };
     }
     try {
-      const written = await kube.replaceStatus<BillingAccount>("billingaccounts", {
+      const written = await api.replaceStatus<BillingAccount>("billingaccounts", {
         ...current,
         status: accountStatusAfter(current, next, nowIso),
       });

@@ -207,7 +207,7 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
   });
   const apiKey = opts.env.PAYMENT_PROVIDER_API_KEY;
   const events = new PaymentEvents({
-    kube: opts.api,
+    api: opts.api,
     namespace,
     metrics,
     now,
