@@ -115,7 +115,7 @@ export class KubeApi {
     else signal.addEventListener("abort", () => controller.abort(), { once: true });
   }
 
-  private objectPath(plural: Plural, namespace: string | undefined, name?: string, sub?: string): string {
+  objectPath(plural: Plural, namespace: string | undefined, name?: string, sub?: string): string {
     const base = namespace
       ? `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/${plural}`
       : `/apis/${GROUP}/${VERSION}/${plural}`;
