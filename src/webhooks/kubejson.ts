@@ -2,11 +2,11 @@
 // keep-alive pool, and a deadline on every call (a request that never answers would otherwise hold
 // a delivery, and the provider's retry, forever). Errors carry `code` and `body` as
 // @kubernetes/client-node's do, so ../k8s/errors.js classifies both the same way.
-import type { KubeConfig } from "@kubernetes/client-node";
 import type { RequestOptions } from "node:https";
 import { Agent, request, type Dispatcher } from "undici";
 import { GROUP, VERSION } from "../crds/common.js";
 import type { KubeObject, Plural } from "../k8s/api.js";
+import { tlsMaterial, type ClusterConfig } from "../k8s/cluster-config.js";
 
 /** Deadline of one Kubernetes call on the delivery path. */
 export const DEFAULT_KUBE_TIMEOUT_MS = 10_000;
@@ -26,13 +26,14 @@ export interface WatchEvent<T> {
 }
 
 export class KubeJson {
-  readonly #kc: KubeConfig;
+  readonly #kc: ClusterConfig;
   readonly #server: string;
   readonly timeoutMs: number;
   #dispatcher: Dispatcher | undefined;
   #auth: { headers: Record<string, string>; at: number } | undefined;
+  #material: string | undefined;
 
-  constructor(kc: KubeConfig, opts: { timeoutMs?: number } = {}) {
+  constructor(kc: ClusterConfig, opts: { timeoutMs?: number } = {}) {
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error("no current cluster in kubeconfig");
     this.#kc = kc;
@@ -50,6 +51,13 @@ export class KubeJson {
         if (typeof v === "string") headers[k.toLowerCase()] = v;
       if (opts.auth) headers.authorization = `Basic ${Buffer.from(opts.auth).toString("base64")}`;
       this.#auth = { headers, at: now };
+      // A rotated CA or client certificate: a new pool (the old one closes once idle).
+      const material = tlsMaterial(null, opts);
+      if (material !== this.#material) {
+        this.#dispatcher?.close().catch(() => {});
+        this.#dispatcher = undefined;
+        this.#material = material;
+      }
       this.#dispatcher ??= new Agent({
         connections: 64,
         keepAliveTimeout: 30_000,
@@ -114,6 +122,7 @@ export class KubeJson {
     });
     const text = await res.body.text();
     if (res.statusCode >= 200 && res.statusCode < 300) return (text ? JSON.parse(text) : undefined) as T;
+    if (res.statusCode === 401) this.#auth = undefined; // a rotated token: read it again next call
     throw Object.assign(new Error(`HTTP ${res.statusCode} ${method} ${path.split("?")[0]}`), {
       code: res.statusCode,
       body: text,
