@@ -39,6 +39,13 @@ async function main(argv: string[]): Promise<void> {
       const { runWebhooks } = await import("./webhooks/run.js");
       stops.push((await runWebhooks(env, log)).stop);
     }
+    // The controller collects after its own bursts (controller/idle-compaction.ts); the sidecar
+    // alone after its event loop's.
+    if (mode === "webhooks") {
+      const { collectWhenIdle } = await import("./idle-collection.js");
+      const stop = collectWhenIdle();
+      stops.push(async () => stop());
+    }
     // Losing the lease ends the process, as controller-runtime does: the pod restarts as a candidate.
     if (mode === "controller" || mode === "all") {
       const { runController } = await import("./controller/run.js");
