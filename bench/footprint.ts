@@ -121,7 +121,10 @@ function compile(): void {
   if (res.status !== 0) throw new Error(`footprint: tsc failed: ${res.stdout}${res.stderr}`);
 }
 
-/** The packages (node_modules) a container's code loads, from a process that only imports it. */
+/**
+ * The packages (node_modules) a container's code loads, from a process that only imports it: the
+ * entry point's own modules (log, config) and the mode's.
+ */
 function packagesLoaded(mode: "controller" | "webhooks"): string[] {
   const dir = mkdtempSync(join(tmpdir(), "mo-footprint-hook-"));
   const hook = join(dir, "hook.mjs");
@@ -141,7 +144,7 @@ process.on("exit", () => process.stdout.write(JSON.stringify([...seen].sort())))
         hook,
         "--input-type=module",
         "-e",
-        `await import("./dist/src/${mode}/run.js"); process.exit(0);`,
+        `for (const m of ["log", "config/env", "${mode}/run"]) await import(\`./dist/src/\${m}.js\`); process.exit(0);`,
       ],
       { cwd: REPO_ROOT, encoding: "utf8", env: { PATH: process.env.PATH ?? "", NODE_ENV: "production" } },
     );
@@ -386,21 +389,23 @@ export async function footprint(ctx: FootprintContext, opts: { starts?: number }
     return { c, port };
   };
   const measureController = async (size: number) => {
-    const runs: Array<{ rss: number; hwm: number }> = [];
+    const runs: Array<{ rss: number; hwm: number; name: string }> = [];
     for (let i = 0; i < starts; i++) {
       const { c } = await controller(`${size}-${i}`, size);
       try {
         const rss = await settled(c, Date.now());
-        runs.push({ rss, hwm: peakRssMiB(c.child.pid!) });
+        runs.push({ rss: round(rss), hwm: peakRssMiB(c.child.pid!), name: c.name });
       } finally {
         await stop(c);
       }
     }
-    const rss = runs.map((r) => round(r.rss));
+    const rss = runs.map((r) => r.rss);
+    const median = [...runs].sort((a, b) => a.rss - b.rss)[Math.floor(runs.length / 2)]!;
     log(`  controller, ${size} jobs cached: RSS ${JSON.stringify(rss)} MiB`);
     return {
-      rssMiB: percentile(rss, 50),
+      rssMiB: median.rss,
       rssRunsMiB: rss,
+      ...breakdowns.get(median.name),
       startupPeakMiB: round(Math.max(...runs.map((r) => r.hwm))),
     };
   };
