@@ -156,12 +156,13 @@ process.on("exit", () => process.stdout.write(JSON.stringify([...seen].sort())))
 
 /**
  * What importing one package costs a fresh Node process started as the image starts one: RSS
- * after the import (after a full collection) less a bare process's, the median of `runs` starts.
+ * after the import and a memory-reducing collection (what the package keeps, not the young
+ * generation its loading grew) less a bare process's, the median of `runs` starts.
  */
 export function importCosts(runs = 3): Array<{ package: string; rssMiB: number; ms: number }> {
   const measure = (pkg: string | undefined) => {
     const code = `const t = performance.now(); ${pkg ? `await import(${JSON.stringify(pkg)});` : ""} const ms = performance.now() - t;
-globalThis.gc(); await new Promise((r) => setTimeout(r, 100)); globalThis.gc();
+globalThis.gc({ type: "major", execution: "sync", flavor: "last-resort" }); await new Promise((r) => setTimeout(r, 100));
 process.stdout.write(JSON.stringify({ rss: process.memoryUsage().rss / 2 ** 20, ms }));`;
     const samples = Array.from({ length: runs }, () => {
       const out = execFileSync(process.execPath, [...RUNTIME_FLAGS, "--input-type=module", "-e", code], {

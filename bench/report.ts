@@ -277,7 +277,7 @@ export function writeReport(r: Json): void {
       out.push(
         "## Import costs",
         "",
-        "What importing each package costs a fresh Node process started with the image's flags and environment: RSS after the import and a full collection, less a bare process's (first row), the median of 3 starts. The costs overlap (much of each is the node binary's own pages, touched by the first package that needs them), so they do not add up.",
+        "What importing each package costs a fresh Node process started with the image's flags and environment: RSS after the import and a memory-reducing collection, less a bare process's (first row), the median of 3 starts. The costs overlap (much of each is the node binary's own pages, touched by the first package that needs them), so they do not add up.",
         "",
         "| package | RSS MiB | import ms | loaded by |",
         "|---|---:|---:|---|",

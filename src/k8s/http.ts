@@ -94,8 +94,9 @@ export class KubeHttp {
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(opts.headers ?? {}))
       if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : String(v);
-    // Basic authentication (a kubeconfig's username and password) comes as `auth`.
-    if (opts.auth) headers.Authorization = `Basic ${Buffer.from(opts.auth).toString("base64")}`;
+    const user = this.kc.getCurrentUser();
+    if (user?.username)
+      headers.Authorization = `Basic ${Buffer.from(`${user.username}:${user.password ?? ""}`).toString("base64")}`;
     const material = tlsMaterial(this.kc.getCurrentCluster(), opts);
     const prev = this.current;
     let dispatcher: Agent;
