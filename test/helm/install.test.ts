@@ -645,9 +645,11 @@ describe("the operator as the chart's ServiceAccount", () => {
       );
     expect(await status(asSa.delete("mediajobs", DEV.ns, "podcast"))).toBe(403);
     expect(await status(asSa.list("mediajobs", STAGING.ns))).toBe(403);
-    expect(await status(asSa.core.readNamespacedSecret({ namespace: DEV.ns, name: FULLNAME(DEV) }))).toBe(
-      403,
-    );
+    expect(
+      await status(
+        (await asSa.typed()).core.readNamespacedSecret({ namespace: DEV.ns, name: FULLNAME(DEV) }),
+      ),
+    ).toBe(403);
     expect(await admin.get("mediajobs", DEV.ns, "podcast")).toBeDefined();
   });
 
