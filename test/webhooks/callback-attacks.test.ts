@@ -155,11 +155,20 @@ describe("memory bounded by configuration, not by the caller", () => {
     const { job: held, providerJobId } = await jobs.submitted(name, { hold: true, webhook: false });
     const url = jobs.url(held);
     const body = Buffer.from(JSON.stringify({ id: providerJobId, status: "COMPLETED" }));
-    // The first callback is in flight: its headers are in, its body is not complete.
+    // The first callback is in flight: its headers are in, its body is not complete. Its socket
+    // connects first and the server is given time to admit it: a second callback that overtook it
+    // would take the job's slot itself, and the first would be the one answered 429.
     const first = open(url, body.length, body.subarray(0, 5));
+    let firstAnswered = false;
+    void first.answer.then(() => (firstAnswered = true));
+    await new Promise<void>((resolve) =>
+      first.req.once("socket", (s) => (s.connecting ? s.once("connect", () => resolve()) : resolve())),
+    );
+    await new Promise((r) => setTimeout(r, 300));
     try {
       const second = await eventually(
         async () => {
+          if (firstAnswered) throw new Error("the first callback was answered before its body was complete");
           const res = await callback(url, body.toString());
           return res.status === 429 ? res : undefined;
         },
