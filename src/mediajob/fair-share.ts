@@ -158,15 +158,18 @@ export function fairShareBound(b: BoundInput): number {
 }
 
 /**
- * The longest a job waits in Kubernetes before it is submitted, seconds, when the window is kept
- * full: slots free as jobs finish, at least `workers` every `jobSeconds` (the longest job), and the
- * controller notices a freed slot within one tick. `picks` is fairShareBound's answer.
+ * The longest a job waits in Kubernetes before it is submitted, seconds, while the window holds
+ * `slots` jobs and waiting jobs keep it full: the controller sees a job's arrival and a freed slot
+ * within one tick, and a slot frees within `jobSeconds` (the longest job) of being filled. So from
+ * the first tick after the arrival every slot is filled again at least once every
+ * jobSeconds + tickSeconds, and the `picks`-th pick (fairShareBound's answer) comes within
+ * tick + ceil(picks / slots) × (jobSeconds + tick).
  */
 export function waitBoundSeconds(
   picks: number,
-  workers: number,
+  slots: number,
   jobSeconds: number,
   tickSeconds: number,
 ): number {
-  return Math.ceil(picks / Math.max(1, workers)) * jobSeconds + tickSeconds;
+  return tickSeconds + Math.ceil(picks / Math.max(1, slots)) * (jobSeconds + tickSeconds);
 }

@@ -205,14 +205,100 @@ describe("the bound on being passed over (fairShareBound)", () => {
     );
   });
 
-  it("as time: account B's job behind A's 10,000-job burst waits about one job, not the burst", () => {
-    // 10 workers, 30 s jobs, a 1 s tick: B's job is next in line (ahead 0), A and B have weight 1.
+  it("as time: a job behind another account's 10,000-job burst waits about one job, not the burst", () => {
+    // 10 slots, 30 s jobs, a 1 s tick: B's job is next in line (ahead 0), A and B have weight 1.
     const picks = fairShareBound({ ahead: 0, weight: 1, totalWeight: 2, accounts: 2 });
     expect(picks).toBe(3);
-    expect(waitBoundSeconds(picks, 10, 30, 1)).toBe(31);
-    // With C (weight 2) also busy, B's 5th job: (4 + 1) x 4 / 1 + 2 = 22 picks, 3 rounds of 30 s.
+    expect(waitBoundSeconds(picks, 10, 30, 1)).toBe(32);
+    // With C (weight 2) also busy, B's 5th job: (4 + 1) x 4 / 1 + 2 = 22 picks, 3 rounds of 31 s.
     const fifth = fairShareBound({ ahead: 4, weight: 1, totalWeight: 4, accounts: 3 });
     expect(fifth).toBe(22);
-    expect(waitBoundSeconds(fifth, 10, 30, 1)).toBe(91);
+    expect(waitBoundSeconds(fifth, 10, 30, 1)).toBe(94);
+  });
+
+  it("as time, simulated: no job waits longer than waitBoundSeconds of its fairShareBound", () => {
+    // A controller that ticks every `tick` seconds and fills the free slots of a window of `slots`
+    // jobs, each running 1..jobSeconds seconds; jobs arrive at random times, accounts, priorities.
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 8 }),
+        fc.integer({ min: 1, max: 20 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 3, maxLength: 3 }),
+        fc.array(
+          fc.record({
+            at: fc.integer({ min: 0, max: 200 }),
+            account: fc.integer({ min: 0, max: 2 }),
+            priority: fc.constantFrom<Priority>("high", "normal", "low"),
+            seconds: fc.integer({ min: 1, max: 20 }),
+          }),
+          { maxLength: 150 },
+        ),
+        fc.integer({ min: 0, max: 200 }),
+        (slots, jobSeconds, tick, weightList, later, burst) => {
+          // Account 0 starts with a burst; the others' jobs come later.
+          const arrivals = [
+            ...Array.from({ length: burst }, () => ({
+              at: 0,
+              account: 0,
+              priority: "normal" as Priority,
+              seconds: jobSeconds,
+            })),
+            ...later,
+          ];
+          const weights = new Map(weightList.map((w, i) => [`acct${i}`, w]));
+          const runFor = new Map<string, number>();
+          const jobs = arrivals
+            .map((a, i) => {
+              const j = job(`j${i}`, `acct${a.account}`, a.at * 1000 + i, a.priority);
+              runFor.set(j.id, Math.min(a.seconds, jobSeconds));
+              return j;
+            })
+            .sort((a, b) => a.createdAt - b.createdAt);
+          let state = fairShareState();
+          let waiting: WaitingJob[] = [];
+          let running: number[] = []; // end times
+          let picks = 0;
+          let next = 0;
+          const arrivedAt = new Map<string, { t: number; picks: number; debt: number }>();
+          const submitted = new Map<string, { t: number; index: number }>();
+          const order: WaitingJob[] = [];
+          for (let t = 0; next < jobs.length || waiting.length > 0; t++) {
+            running = running.filter((end) => end > t);
+            while (next < jobs.length && Math.floor(jobs[next]!.createdAt / 1000) <= t) {
+              const j = jobs[next++]!;
+              waiting.push(j);
+              const w = weightOf(weights, j.account!);
+              arrivedAt.set(j.id, { t, picks, debt: debtOf(state, j.account!, w) });
+            }
+            if (t % tick !== 0) continue;
+            const r = pickNext({ waiting, n: slots - running.length, weights, state });
+            state = r.state;
+            for (const p of r.picked) {
+              submitted.set(p.id, { t, index: ++picks });
+              order.push(p);
+              running.push(t + runFor.get(p.id)!);
+            }
+            const gone = new Set(r.picked.map((p) => p.id));
+            waiting = waiting.filter((w) => !gone.has(w.id));
+          }
+          for (const j of order) {
+            const arrival = arrivedAt.get(j.id)!;
+            const { t, index } = submitted.get(j.id)!;
+            const between = order.slice(arrival.picks, index - 1);
+            const accounts = new Set([j.account!, ...between.map((p) => p.account!)]);
+            const bound = fairShareBound({
+              ahead: between.filter((p) => p.account === j.account).length,
+              weight: weightOf(weights, j.account!),
+              totalWeight: [...accounts].reduce((s, a) => s + weightOf(weights, a), 0),
+              accounts: accounts.size,
+              debt: arrival.debt,
+            });
+            expect(t - arrival.t).toBeLessThanOrEqual(waitBoundSeconds(bound, slots, jobSeconds, tick));
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
   });
 });
