@@ -506,7 +506,7 @@ export class Engine {
 }
 
 /** The endpoint's scaler settings (scalerType, scalerValue), RunPod's defaults when unset. */
-export function scalerOf(config: EndpointConfig): { type: ScalerType; value: number } {
+function scalerOf(config: EndpointConfig): { type: ScalerType; value: number } {
   const s = config.settings;
   const value = typeof s.scalerValue === "number" && s.scalerValue >= 1 ? s.scalerValue : 4;
   return { type: s.scalerType === "REQUEST_COUNT" ? "REQUEST_COUNT" : "QUEUE_DELAY", value };
