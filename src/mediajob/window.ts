@@ -18,12 +18,14 @@ export type Scaler =
   | { type: "QUEUE_DELAY"; /** seconds a job may wait before a worker is added */ seconds: number }
   | { type: "REQUEST_COUNT"; /** jobs (queued plus in progress) per worker */ perWorker: number };
 
-/** What the provider reports of an endpoint: its settings and its /health counts. */
+/**
+ * What the provider reports of an endpoint: its settings and its /health queue counts. The running
+ * workers are left out on purpose: while fewer than workersMax run, the jobs past them are what
+ * makes either scaler add the missing workers, so they must not lower the ceiling.
+ */
 export interface EndpointCapacity {
   workersMax: number;
   scaler: Scaler;
-  /** /health workers.running */
-  runningWorkers: number;
   /** /health jobs.inQueue and jobs.inProgress: every client's jobs, not only ours. */
   inQueue: number;
   inProgress: number;

@@ -20,7 +20,7 @@ const rc = (perWorker = 4) => ({ type: "REQUEST_COUNT" as const, perWorker });
 
 function input(capacity: Partial<EndpointCapacity>, rest: Partial<CeilingInput> = {}): CeilingInput {
   return {
-    capacity: { workersMax: 10, scaler: qd(), runningWorkers: 0, inQueue: 0, inProgress: 0, ...capacity },
+    capacity: { workersMax: 10, scaler: qd(), inQueue: 0, inProgress: 0, ...capacity },
     ownInFlight: 0,
     jobSeconds: 30,
     tickSeconds: 1,
@@ -86,7 +86,7 @@ describe("ceiling", () => {
         fc.integer({ min: 0, max: 200 }),
         (workersMax, jobSeconds, tickSeconds, running) => {
           const runningWorkers = Math.min(running, workersMax);
-          const c = ceiling(input({ workersMax, runningWorkers }, { jobSeconds, tickSeconds }));
+          const c = ceiling(input({ workersMax }, { jobSeconds, tickSeconds }));
           const queued = c - runningWorkers;
           // Jobs wait whenever fewer than workersMax workers run, so the scaler adds workers...
           expect(c).toBeGreaterThan(workersMax);
