@@ -338,8 +338,11 @@ describe("workers (ids honoured, to address jobs by the id sent)", () => {
   });
 
   it("keeps workersMin warm (no cold start) and stops idle extra workers after idleTimeout", async () => {
+    // A queue delay of 1 s: the two jobs the warm worker cannot take add two workers after it.
     const s = await sim({
-      endpoints: [{ id: "warm", name: "media-asr-warm", workersMin: 1, workersMax: 3, idleTimeout: 5 }],
+      endpoints: [
+        { id: "warm", name: "media-asr-warm", workersMin: 1, workersMax: 3, idleTimeout: 5, scalerValue: 1 },
+      ],
     });
     await until(
       async () => (await call(s, "GET", "/v2/warm/health")).body.workers.idle,

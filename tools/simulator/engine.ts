@@ -4,10 +4,12 @@ import type { Clock, TimerHandle } from "./clock.js";
 import { honoursClientId, type Faults, type ResolvedOptions } from "./options.js";
 import { failureFor, outputFor, workerControls, type Workload } from "./outputs.js";
 import { chance, unit, type Rng } from "./random.js";
+import { scale, type ScalerType } from "./scaler.js";
 
 // The provider's queue and workers: jobs go IN_QUEUE -> IN_PROGRESS -> COMPLETED | FAILED |
-// TIMED_OUT, or CANCELLED. Workers scale between workersMin and workersMax with a cold start;
-// workersMax = 0 leaves jobs in the queue. Pure in-memory state driven by the scaled clock.
+// TIMED_OUT, or CANCELLED. Workers scale between workersMin and workersMax with a cold start, by
+// the endpoint's scaler (scaler.ts: QUEUE_DELAY or REQUEST_COUNT); workersMax = 0 leaves jobs in
+// the queue. Pure in-memory state driven by the scaled clock.
 
 export interface EndpointConfig {
   id: string;
@@ -45,6 +47,8 @@ export interface Job {
   finishPending?: () => void;
   /** Submitted with /runsync: its result is kept 1 minute instead of 30. */
   sync?: boolean;
+  /** policy.lowPriority: the job does not trigger scaling. */
+  lowPriority?: boolean;
 }
 
 interface Worker {
@@ -60,6 +64,8 @@ interface EndpointRuntime {
   queue: Job[];
   completed: number;
   failed: number;
+  /** QUEUE_DELAY: wakes the scaler when the next queued job crosses the threshold. */
+  scaleTimer?: TimerHandle;
 }
 
 export interface SubmitArgs {
@@ -75,6 +81,7 @@ export interface SubmitArgs {
   ttlMs?: number;
   /** /runsync: a `sync-` id and the shorter result retention. */
   sync?: boolean;
+  lowPriority?: boolean;
 }
 
 export type SubmitResult = { job: Job; created: boolean } | { conflict: string };
@@ -125,6 +132,7 @@ export class Engine {
     if (ep === undefined) return false;
     for (const job of [...this.#jobs.values()]) if (job.endpointId === id) this.#drop(job);
     for (const w of ep.workers) this.#d.clock.cancel(w.timer);
+    this.#d.clock.cancel(ep.scaleTimer);
     this.#endpoints.delete(id);
     return true;
   }
@@ -188,6 +196,7 @@ export class Engine {
       submittedAt: this.#d.clock.now(),
       timers: {},
       ...(args.sync === true && { sync: true }),
+      ...(args.lowPriority === true && { lowPriority: true }),
     };
     // TTL covers queue and execution; when it runs out the job is removed
     // (https://docs.runpod.io/serverless/endpoints/send-requests, Execution policies).
@@ -322,11 +331,51 @@ export class Engine {
         this.#terminate(ep, w);
       }
     }
-    const running = ep.workers.filter((w) => w.state === "running").length;
-    const wanted = Math.min(cfg.workersMax, Math.max(cfg.workersMin, running + ep.queue.length));
-    while (ep.workers.length < wanted) this.#spawn(ep);
-    for (const w of ep.workers)
-      if (w.state === "idle" && w.timer === undefined) this.#scheduleIdleStop(ep, w);
+    const now = this.#d.clock.now();
+    const count = (state: Worker["state"]) => ep.workers.filter((w) => w.state === state).length;
+    const decision = scale({
+      ...scalerOf(cfg),
+      workersMin: cfg.workersMin,
+      workersMax: cfg.workersMax,
+      initializing: count("initializing"),
+      idle: count("idle"),
+      running: count("running"),
+      queued: this.#scalerQueue(ep, now),
+    });
+    while (ep.workers.length < decision.target) this.#spawn(ep);
+    if (decision.stopSurplusNow) {
+      for (const w of ep.workers.filter((x) => x.state === "idle")) {
+        if (ep.workers.length <= decision.target) break;
+        this.#terminate(ep, w);
+      }
+    } else {
+      for (const w of ep.workers)
+        if (w.state === "idle" && w.timer === undefined) this.#scheduleIdleStop(ep, w);
+    }
+    this.#d.clock.cancel(ep.scaleTimer);
+    ep.scaleTimer =
+      decision.recheckInMs === undefined || ep.workers.length >= cfg.workersMax
+        ? undefined
+        : this.#d.clock.after(decision.recheckInMs, () => {
+            ep.scaleTimer = undefined;
+            this.#pump(ep);
+          });
+  }
+
+  /**
+   * The queued jobs that may trigger scaling, oldest first, as many as can change the scaler's
+   * answer: past workersMax x (scalerValue + 1) the target is workersMax under either scaler. The
+   * cap keeps a burst of thousands of queued jobs from making every submission scan the queue.
+   */
+  #scalerQueue(ep: EndpointRuntime, now: number): Array<{ waitedMs: number; lowPriority: boolean }> {
+    const cap = ep.config.workersMax * (scalerOf(ep.config).value + 1) + 1;
+    const out: Array<{ waitedMs: number; lowPriority: boolean }> = [];
+    for (const job of ep.queue) {
+      if (out.length >= cap) break;
+      if (job.lowPriority !== true)
+        out.push({ waitedMs: this.#d.clock.toSim(now - job.submittedAt), lowPriority: false });
+    }
+    return out;
   }
 
   #spawn(ep: EndpointRuntime): void {
@@ -454,6 +503,13 @@ export class Engine {
     this.#waiters.delete(job);
     for (const done of [...waiters]) done();
   }
+}
+
+/** The endpoint's scaler settings (scalerType, scalerValue), RunPod's defaults when unset. */
+function scalerOf(config: EndpointConfig): { type: ScalerType; value: number } {
+  const s = config.settings;
+  const value = typeof s.scalerValue === "number" && s.scalerValue >= 1 ? s.scalerValue : 4;
+  return { type: s.scalerType === "REQUEST_COUNT" ? "REQUEST_COUNT" : "QUEUE_DELAY", value };
 }
 
 const TERMINAL: ReadonlySet<ProviderJobStatus> = new Set(["COMPLETED", "FAILED", "TIMED_OUT", "CANCELLED"]);

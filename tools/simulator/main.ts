@@ -15,7 +15,8 @@ const USAGE = `Usage: tsx tools/simulator/main.ts [options]
   --api-key KEY               accepted GPU provider key (repeatable; default sim-key)
   --account-problem-key KEY   key whose account is suspended (repeatable)
   --payment-api-key KEY       key accepted by the payment redeliver call (repeatable; default sim-payment-key)
-  --endpoint SPEC             NAME[,id=ID][,workload=asr|tts|render][,min=N][,max=N][,idle=SECONDS] (repeatable)
+  --endpoint SPEC             NAME[,id=ID][,workload=asr|tts|render][,min=N][,max=N][,idle=SECONDS]
+                              [,scaler=QUEUE_DELAY|REQUEST_COUNT][,scaler-value=N] (repeatable)
   --time-scale X              multiply simulated delays (0.01 = 100x faster; default 1)
   --seed N                    seed for faults and generated ids (default 1)
   --cold-start-ms N           worker cold start, simulated ms (default 2000)
@@ -47,7 +48,14 @@ export function parseEndpoint(spec: string): EndpointSpec {
     } else if (k === "min") out.workersMin = int();
     else if (k === "max") out.workersMax = int();
     else if (k === "idle") out.idleTimeout = int();
-    else throw new Error(`--endpoint ${spec}: unknown key ${k}`);
+    else if (k === "scaler") {
+      if (v !== "QUEUE_DELAY" && v !== "REQUEST_COUNT")
+        throw new Error(`--endpoint ${spec}: scaler must be QUEUE_DELAY or REQUEST_COUNT`);
+      out.scalerType = v;
+    } else if (k === "scaler-value") {
+      out.scalerValue = int();
+      if (out.scalerValue < 1) throw new Error(`--endpoint ${spec}: scaler-value must be at least 1`);
+    } else throw new Error(`--endpoint ${spec}: unknown key ${k}`);
   }
   return out;
 }

@@ -70,6 +70,10 @@ export const EndpointSpecSchema = z.strictObject({
   workersMax: z.number().int().min(0).optional(),
   /** Seconds, like the provider's field. */
   idleTimeout: z.number().min(0).optional(),
+  /** RunPod's autoscaler (scaler.ts). Default QUEUE_DELAY, as on RunPod. */
+  scalerType: z.enum(["QUEUE_DELAY", "REQUEST_COUNT"]).optional(),
+  /** Seconds of queue delay, or requests per worker. Default 4, as on RunPod. */
+  scalerValue: z.number().int().min(1).optional(),
 });
 export type EndpointSpec = z.infer<typeof EndpointSpecSchema>;
 

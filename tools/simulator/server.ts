@@ -250,15 +250,22 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     if (head === "v2" && rest.length >= 2)
       return guarded(req, url, "job", async (key) => {
         // Only for live endpoints: ids a client makes up must not grow the limiter's state.
-        const limited =
-          engine.endpoint(rest[0] ?? "") === undefined
-            ? undefined
-            : limits.check(key, rest[0] ?? "", rest[1] ?? "");
-        if (limited !== undefined) {
+        if (engine.endpoint(rest[0] ?? "") === undefined) return handleJobApi(ctx, req, rest);
+        const entered = limits.enter(key, rest[0] ?? "", rest[1] ?? "");
+        if (typeof entered !== "function") {
           ctx.stats.rateLimited++;
-          return limited;
+          return entered;
         }
-        return handleJobApi(ctx, req, rest);
+        try {
+          const limited = limits.check(key, rest[0] ?? "", rest[1] ?? "");
+          if (limited !== undefined) {
+            ctx.stats.rateLimited++;
+            return limited;
+          }
+          return await handleJobApi(ctx, req, rest);
+        } finally {
+          entered();
+        }
       });
     if (
       head === "v1" &&
