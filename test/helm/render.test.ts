@@ -987,6 +987,7 @@ describe("helm template, production options", () => {
       "MediaOrchestratorEndpointNotReady",
       "MediaOrchestratorWorkQueueGrowing",
       "MediaOrchestratorCallbacksUnauthorized",
+      "MediaOrchestratorCallbackAdoptionHeld",
       "MediaOrchestratorPaymentSignatureFailures",
     ]);
     const forced = renderEnv("prod", [
