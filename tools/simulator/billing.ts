@@ -33,11 +33,11 @@ interface StripeError {
   param?: string;
 }
 
-export const stripeError = (status: number, error: StripeError, headers?: Record<string, string>): Reply =>
+const stripeError = (status: number, error: StripeError, headers?: Record<string, string>): Reply =>
   json(status, { error }, headers);
 
 /** Parses `a=1&payload[value]=2` into { a: "1", payload: { value: "2" } } (one level, as Stripe's params here need). */
-export function parseForm(text: string): Record<string, unknown> {
+function parseForm(text: string): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, value] of new URLSearchParams(text)) {
     const m = /^([^[\]]+)\[([^[\]]*)\]$/.exec(key);

@@ -43,6 +43,7 @@ export function jobView(ctx: SimContext, id: string) {
     endpointId: job.endpointId,
     key: job.key,
     executions: ctx.engine.executions(job.key),
+    timeline: { ...job.timeline },
   };
 }
 

@@ -10,9 +10,9 @@ import type { Rng } from "./random.js";
 //   boundaries (https://docs.stripe.com/api/billing/meter-event-summary/list).
 // Time is real time plus an offset tests can advance (advance()), so a day can pass in a test.
 
-export const DEDUP_WINDOW_S = 24 * 3600;
-export const TIMESTAMP_PAST_S = 35 * 24 * 3600;
-export const TIMESTAMP_FUTURE_S = 5 * 60;
+const DEDUP_WINDOW_S = 24 * 3600;
+const TIMESTAMP_PAST_S = 35 * 24 * 3600;
+const TIMESTAMP_FUTURE_S = 5 * 60;
 
 export type Formula = "sum" | "count" | "last";
 
@@ -64,7 +64,7 @@ export interface MeterErrorReport {
 }
 
 /** A validation failure of one event, Stripe-shaped (`param` names the field). */
-export interface EventProblem {
+interface EventProblem {
   message: string;
   param?: string;
   code?: string;

@@ -6,7 +6,7 @@ import { CallbackSender, type DeliveryRecord } from "./callbacks.js";
 import { Clock } from "./clock.js";
 import type { SimContext, SimulatorStats } from "./context.js";
 import { configFromSpec } from "./endpoints.js";
-import { Engine } from "./engine.js";
+import { Engine, type JobTimeline } from "./engine.js";
 import { BadJson, BodyTooLarge, json, readJson, requestKey, writeReply, type Reply } from "./http.js";
 import { applyEndpoint, countRequest, endpointView, handleInspection, jobView } from "./inspection.js";
 import { handleJobApi } from "./jobapi.js";
@@ -33,7 +33,12 @@ import { handleRest, problem } from "./rest.js";
 export type { SimulatorOptions } from "./options.js";
 
 type SimEndpoint = ReturnType<typeof endpointView>;
-export type SimJob = ProviderJob & { endpointId: string; key: string; executions: number };
+export type SimJob = ProviderJob & {
+  endpointId: string;
+  key: string;
+  executions: number;
+  timeline: JobTimeline;
+};
 
 export interface Simulator {
   /**
