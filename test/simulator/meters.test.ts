@@ -5,6 +5,7 @@
 import Stripe from "stripe";
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
+import { optionsFromArgs } from "../../tools/simulator/main.js";
 import { startSimulator, type Simulator, type SimulatorOptions } from "../../tools/simulator/server.js";
 
 const sims: Simulator[] = [];
@@ -151,6 +152,7 @@ describe("Billing Meters over the official stripe library", () => {
   it.each([
     ["a fractional value", { ...event("cus_a", "1.5") }, "payload[value]"],
     ["a value that is not a number", { ...event("cus_a", "ten") }, "payload[value]"],
+    ["a negative value", { ...event("cus_a", "-3") }, "payload[value]"],
     ["no value", { event_name: EVENT, payload: { stripe_customer_id: "cus_a" } }, "payload[value]"],
     ["no customer", { event_name: EVENT, payload: { value: "3" } }, "payload[stripe_customer_id]"],
     ["no event name", { event_name: "", payload: { stripe_customer_id: "cus_a", value: "3" } }, "event_name"],
@@ -297,6 +299,20 @@ describe("Billing Meters over the official stripe library", () => {
     );
     expect(missing.statusCode).toBe(404);
     expect(missing.code).toBe("resource_missing");
+  });
+});
+
+describe("meters from the command line", () => {
+  it("--meter EVENT[,id=][,formula=] configures meters, and a bad one is refused", () => {
+    expect(
+      optionsFromArgs(["--meter", "gpu_seconds,id=mtr_gpu", "--meter", "jobs,formula=count"]).meters,
+    ).toEqual([
+      { event_name: "gpu_seconds", id: "mtr_gpu" },
+      { event_name: "jobs", formula: "count" },
+    ]);
+    expect(() => optionsFromArgs(["--meter", "x,formula=avg"])).toThrow(/--meter/);
+    expect(() => optionsFromArgs(["--meter", "x,colour=red"])).toThrow(/unknown key colour/);
+    expect(() => optionsFromArgs(["--meter", ""])).toThrow(/--meter/);
   });
 });
 

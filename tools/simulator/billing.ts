@@ -258,8 +258,12 @@ export class BillingApi {
         payload: params.payload,
         timestamp: e.timestamp,
       });
-      if (idemKey !== undefined)
-        this.#idempotent.set(idemKey, { params: canonical, reply, at: this.#store.now() });
+      if (idemKey !== undefined) {
+        const now = this.#store.now();
+        for (const [k, v] of this.#idempotent)
+          if (now - v.at >= IDEMPOTENCY_TTL_S) this.#idempotent.delete(k);
+        this.#idempotent.set(idemKey, { params: canonical, reply, at: now });
+      }
       return reply;
     } finally {
       this.#inFlight.delete(lock);

@@ -82,7 +82,9 @@ type Accepted =
   | { ok: true; event: RecordedMeterEvent }
   | { ok: false; problem: EventProblem; errorCode: MeterErrorReport["code"] };
 
-const WHOLE_NUMBER = /^-?\d{1,15}$/;
+// A whole number of units, at most 15 digits (exact in a double). Corrections are not negative
+// events at Stripe but meter event adjustments, which the simulator does not serve.
+const WHOLE_NUMBER = /^\d{1,15}$/;
 
 export class MeterStore {
   readonly #rng: Rng;
