@@ -192,9 +192,12 @@ describe("job API (ids honoured, to address jobs by the id sent)", () => {
       async () => (await status(s, "running")).body.status,
       (st) => st === "IN_PROGRESS",
     );
+    // It waited in the queue until the cancel and no worker ran it.
     expect((await call(s, "POST", "/v2/ep/cancel/queued")).body).toEqual({
       id: "queued",
       status: "CANCELLED",
+      delayTime: expect.any(Number) as number,
+      executionTime: 0,
     });
     const c = await call(s, "POST", "/v2/ep/cancel/running");
     expect(c.body).toMatchObject({ id: "running", status: "CANCELLED", workerId: expect.any(String) });

@@ -37,6 +37,8 @@ export interface Job {
   status: ProviderJobStatus;
   submittedAt: number;
   startedAt?: number;
+  /** What the provider did with the job, in simulated ms since its clock started (Clock.simNow). */
+  timeline: JobTimeline;
   delayTime?: number;
   executionTime?: number;
   output?: unknown;
@@ -51,9 +53,25 @@ export interface Job {
   lowPriority?: boolean;
 }
 
+/**
+ * A job's life at the provider, simulated ms since the clock started. delayTime = started -
+ * submitted (queue wait, with `coldStartMs` of it spent waiting for the worker that took the job to
+ * boot); executionTime = ended - started. A job cancelled in the queue has no `started`.
+ */
+export interface JobTimeline {
+  submitted: number;
+  started?: number;
+  ended?: number;
+  /** The part of the delay its worker spent in cold start after the job arrived. */
+  coldStartMs?: number;
+}
+
 interface Worker {
   id: string;
   state: "initializing" | "idle" | "running";
+  /** Simulated ms (Clock.simNow) when the worker was started and when its cold start ended. */
+  spawned: number;
+  ready?: number;
   job?: Job;
   timer?: TimerHandle;
 }
@@ -194,6 +212,7 @@ export class Engine {
       executionTimeoutMs: args.executionTimeoutMs ?? ep.config.executionTimeoutMs,
       status: "IN_QUEUE",
       submittedAt: this.#d.clock.now(),
+      timeline: { submitted: this.#d.clock.simNow() },
       timers: {},
       ...(args.sync === true && { sync: true }),
       ...(args.lowPriority === true && { lowPriority: true }),
@@ -232,8 +251,12 @@ export class Engine {
     if (job.status === "IN_QUEUE") {
       const ep = this.#endpoints.get(job.endpointId);
       if (ep !== undefined) ep.queue = ep.queue.filter((j) => j !== job);
+      // It waited until the cancel and no worker ran it.
+      job.timeline.ended = this.#d.clock.simNow();
+      job.delayTime = job.timeline.ended - job.timeline.submitted;
+      job.executionTime = 0;
     } else if (job.status === "IN_PROGRESS") {
-      job.executionTime = this.#d.clock.toSim(this.#d.clock.now() - (job.startedAt ?? job.submittedAt));
+      this.#ended(job);
       this.#releaseWorker(job);
     } else {
       return;
@@ -379,11 +402,12 @@ export class Engine {
   }
 
   #spawn(ep: EndpointRuntime): void {
-    const w: Worker = { id: this.#d.rng.token(14), state: "initializing" };
+    const w: Worker = { id: this.#d.rng.token(14), state: "initializing", spawned: this.#d.clock.simNow() };
     const coldStart = this.#d.opts.coldStartMs * (0.8 + 0.4 * unit(this.#d.opts.seed, w.id, "cold"));
     w.timer = this.#d.clock.after(coldStart, () => {
       w.timer = undefined;
       w.state = "idle";
+      w.ready = this.#d.clock.simNow();
       this.#pump(ep);
     });
     ep.workers.push(w);
@@ -412,7 +436,13 @@ export class Engine {
     job.status = "IN_PROGRESS";
     job.workerId = w.id;
     job.startedAt = now;
-    job.delayTime = clock.toSim(now - job.submittedAt);
+    const started = clock.simNow();
+    const t = job.timeline;
+    t.started = started;
+    // Of the wait, the part after both the job's arrival and the worker's start, until it was ready.
+    const booting = (w.ready ?? started) - Math.max(w.spawned, t.submitted);
+    t.coldStartMs = Math.min(Math.max(0, booting), started - t.submitted);
+    job.delayTime = started - t.submitted;
     const n = (this.#executions.get(job.key) ?? 0) + 1;
     this.#executions.set(job.key, n);
     this.#d.log?.debug({ jobId: job.id, workerId: w.id, execution: n }, "job started");
@@ -437,10 +467,13 @@ export class Engine {
       return;
     }
     const ep = this.#endpoints.get(job.endpointId);
-    job.executionTime = this.#d.clock.toSim(this.#d.clock.now() - (job.startedAt ?? job.submittedAt));
-    // A timer can fire a millisecond before the wall clock says it is due, and one real ms is many
-    // simulated ones at a small time scale: a timed-out job has run for its whole timeout.
-    if (status === "TIMED_OUT") job.executionTime = Math.max(job.executionTime, job.executionTimeoutMs);
+    this.#ended(job);
+    // The provider stops a job at its timeout: it ran exactly that long. A real timer fires a little
+    // early or late, and one real ms is many simulated ones at a small time scale.
+    if (status === "TIMED_OUT") {
+      job.executionTime = job.executionTimeoutMs;
+      job.timeline.ended = (job.timeline.started ?? job.timeline.submitted) + job.executionTimeoutMs;
+    }
     const workload = ep?.config.workload ?? "render";
     if (status === "COMPLETED") job.output = outputFor(workload, job.input);
     else if (status === "FAILED") job.error = failureFor(workload, job.workerId ?? "unknown", job.input);
@@ -448,6 +481,13 @@ export class Engine {
     job.status = status;
     this.#releaseWorker(job);
     this.#terminal(job);
+  }
+
+  /** A running job stops now: its execution time is the worker's time on it. */
+  #ended(job: Job): void {
+    const t = job.timeline;
+    t.ended = this.#d.clock.simNow();
+    job.executionTime = t.ended - (t.started ?? t.submitted);
   }
 
   #releaseWorker(job: Job): void {

@@ -3,7 +3,13 @@ import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { pino } from "pino";
-import { FaultsSchema, type EndpointSpec, type SimulatorOptions } from "./options.js";
+import {
+  FaultsSchema,
+  MeterSpecSchema,
+  type EndpointSpec,
+  type MeterSpec,
+  type SimulatorOptions,
+} from "./options.js";
 import { startSimulator } from "./server.js";
 
 // Command line: `tsx tools/simulator/main.ts --port 0 --endpoint media-asr-dev ...`. Prints exactly
@@ -14,7 +20,7 @@ const USAGE = `Usage: tsx tools/simulator/main.ts [options]
   --port N                    listen port on 127.0.0.1 (default 0 = any free port)
   --api-key KEY               accepted GPU provider key (repeatable; default sim-key)
   --account-problem-key KEY   key whose account is suspended (repeatable)
-  --payment-api-key KEY       key accepted by the payment redeliver call (repeatable; default sim-payment-key)
+  --payment-api-key KEY       key accepted by the payment API (repeatable; default sim-payment-key)
   --endpoint SPEC             NAME[,id=ID][,workload=asr|tts|render][,min=N][,max=N][,idle=SECONDS]
                               [,scaler=QUEUE_DELAY|REQUEST_COUNT][,scaler-value=N] (repeatable)
   --time-scale X              multiply simulated delays (0.01 = 100x faster; default 1)
@@ -25,6 +31,7 @@ const USAGE = `Usage: tsx tools/simulator/main.ts [options]
   --faults JSON               fault set, e.g. '{"dropCallback":0.2,"serverErrors":0.1}'
   --payment-webhook-url URL   where /_sim/payment/send posts signed events
   --payment-webhook-secret S  signing secret for those events
+  --meter SPEC                billing meter EVENT_NAME[,id=mtr_ID][,formula=sum|count|last] (repeatable)
   --config FILE               JSON file with any SimulatorOptions (flags override it)
   --log-level LEVEL           pino level on stderr (default info)`;
 
@@ -60,6 +67,20 @@ export function parseEndpoint(spec: string): EndpointSpec {
   return out;
 }
 
+export function parseMeter(spec: string): MeterSpec {
+  const [eventName = "", ...pairs] = spec.split(",").map((s) => s.trim());
+  const out: Record<string, string> = { event_name: eventName };
+  for (const pair of pairs) {
+    const [k = "", v = ""] = pair.split("=", 2);
+    if (k !== "id" && k !== "formula") throw new Error(`--meter ${spec}: unknown key ${k}`);
+    out[k] = v;
+  }
+  const parsed = MeterSpecSchema.safeParse(out);
+  if (!parsed.success)
+    throw new Error(`--meter ${spec}: ${parsed.error.issues.map((i) => i.message).join("; ")}`);
+  return parsed.data;
+}
+
 function number(flag: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
@@ -85,6 +106,7 @@ export function optionsFromArgs(argv: string[]): SimulatorOptions & { logLevel: 
       faults: { type: "string" },
       "payment-webhook-url": { type: "string" },
       "payment-webhook-secret": { type: "string" },
+      meter: { type: "string", multiple: true },
       config: { type: "string" },
       "log-level": { type: "string" },
       help: { type: "boolean" },
@@ -106,6 +128,7 @@ export function optionsFromArgs(argv: string[]): SimulatorOptions & { logLevel: 
   set("accountProblemKeys", values["account-problem-key"]);
   set("paymentApiKeys", values["payment-api-key"]);
   set("endpoints", values.endpoint?.map(parseEndpoint));
+  set("meters", values.meter?.map(parseMeter));
   set("timeScale", number("time-scale", values["time-scale"]));
   set("seed", number("seed", values.seed));
   set("coldStartMs", number("cold-start-ms", values["cold-start-ms"]));
