@@ -88,7 +88,7 @@ export function rssPeak(pid: number): { stop: () => number; now: () => number } 
 let rendered: Record<string, string> | undefined;
 
 /** NODE_OPTIONS of the webhooks container in the chart rendered with its defaults ({} if none). */
-export function chartNodeOptions(): Record<string, string> {
+function chartNodeOptions(): Record<string, string> {
   if (rendered) return rendered;
   const res = helm(["template", "fuzz", "deploy/helm"]);
   if (res.status !== 0) throw new Error(`helm template failed: ${res.stderr}`);
