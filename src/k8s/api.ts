@@ -145,7 +145,7 @@ export class KubeApi {
   async list<T extends KubeObject>(
     plural: Plural,
     namespace?: string,
-    opts: { labelSelector?: string; pageSize?: number } & CallOptions = {},
+    opts: { labelSelector?: string; fieldSelector?: string; pageSize?: number } & CallOptions = {},
   ): Promise<ListResult<T>> {
     const items: T[] = [];
     let token: string | undefined;
@@ -154,6 +154,7 @@ export class KubeApi {
       const query = new URLSearchParams({ limit: String(opts.pageSize ?? 500) });
       if (token) query.set("continue", token);
       if (opts.labelSelector) query.set("labelSelector", opts.labelSelector);
+      if (opts.fieldSelector) query.set("fieldSelector", opts.fieldSelector);
       // Each page has its own deadline: a long list is many calls, not one.
       const res = await this.rawJson<{
         items: T[];

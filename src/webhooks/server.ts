@@ -240,6 +240,7 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
       return opts.env.CALLBACK_SECRET_PREVIOUS;
     },
     events: new EventRecorder(opts.api, "webhooks", log),
+    watchNamespace: opts.env.WATCH_NAMESPACE,
     provider: opts.provider,
     now,
     metrics,
