@@ -1433,6 +1433,10 @@ describe("bad values are refused by install and lint alike, with a message namin
       ["--set", "environment=prod", "--set", "callback.baseUrl=https://h.example.com"],
       "at '/image/digest': minLength",
     ],
+    [
+      ["--set", "environment=production", "--set", "callback.baseUrl=https://h.example.com"],
+      "at '/image/digest': minLength",
+    ],
     [["--set", "unconfirmedSubmissionPolicy=retry"], "/unconfirmedSubmissionPolicy"],
     [["--set", "probes.webhooks.liveness.periodSecond=1"], "/probes/webhooks/liveness"],
     [["--set", "networkPolicy.egress.providers.ports[0]=https"], "/networkPolicy/egress/providers/ports/0"],

@@ -179,8 +179,8 @@ message in the template's name). What install refuses, lint refuses too.
 {{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.egress.apiServer.cidrs) }}
 {{- include "media-orchestrator.refuse" "networkPolicy.egress.apiServer.cidrs is required when networkPolicy.enabled=true: a rule without addresses allows every address (kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes lists the API server's)" }}
 {{- end }}
-{{- if and (not .Values.crds.only) (eq .Values.environment "prod") (not .Values.image.digest) }}
-{{- include "media-orchestrator.refuse" "image.digest is required with environment=prod: a tag can be moved, a digest cannot" }}
+{{- if and (not .Values.crds.only) (has .Values.environment (list "prod" "production")) (not .Values.image.digest) }}
+{{- include "media-orchestrator.refuse" (printf "image.digest is required with environment=%s: a tag can be moved, a digest cannot" .Values.environment) }}
 {{- end }}
 {{- if and (not .Values.crds.only) (ne .Values.environment "dev") }}
 {{- $url := include "media-orchestrator.callbackBaseUrl" . }}
