@@ -816,6 +816,8 @@ describe("webhooks.separateDeployment: the sidecar with a ServiceAccount of its 
     // A callback reads its job and writes its status.
     expect(await can(at({ resource: "mediajobs", verb: "get" }))).toBe(true);
     expect(await can(at({ resource: "mediajobs", subresource: "status", verb: "update" }))).toBe(true);
+    // Its AdoptedByCallback Warning (docs/helm.md, RBAC).
+    expect(await can(at({ group: "events.k8s.io", resource: "events", verb: "create" }))).toBe(true);
     // None of the controller's rights.
     for (const a of [
       at({ resource: "mediajobs", verb: "create" }),
@@ -823,7 +825,6 @@ describe("webhooks.separateDeployment: the sidecar with a ServiceAccount of its 
       at({ resource: "mediajobs", verb: "list" }),
       at({ resource: "gpuendpoints", verb: "list" }),
       at({ resource: "gpuendpoints", subresource: "status", verb: "update" }),
-      at({ group: "events.k8s.io", resource: "events", verb: "create" }),
       at({ group: "coordination.k8s.io", resource: "leases", verb: "create" }),
       at({ group: "coordination.k8s.io", resource: "leases", verb: "get", name: leaseName(SEP.ns) }),
       at({ group: "", resource: "secrets", verb: "get" }),
