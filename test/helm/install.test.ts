@@ -424,7 +424,10 @@ describe("the operator as the chart's ServiceAccount", () => {
       expect(e.GPU_PROVIDER_API_KEY).toBe(SIM_KEY);
       expect(e.CALLBACK_SECRET).toMatch(/^[0-9a-f]{64}$/);
     }
-    const { PAYMENT_PROVIDER_WEBHOOK_SECRET: _w, ...shared } = webhooksEnv;
+    // The sidecar's heap is bounded by its container's memory limit (docs/webhooks.md, "Memory").
+    expect(webhooksEnv.NODE_OPTIONS).toMatch(/^--max-old-space-size=\d+$/);
+    expect(controllerEnv.NODE_OPTIONS).toBeUndefined();
+    const { PAYMENT_PROVIDER_WEBHOOK_SECRET: _w, NODE_OPTIONS: _n, ...shared } = webhooksEnv;
     expect(shared).toEqual(controllerEnv);
     // The provider endpoints the dev GpuEndpoints resolve to by name.
     sim = await startTestSimulator({
@@ -818,11 +821,12 @@ describe("webhooks.separateDeployment: the sidecar with a ServiceAccount of its 
     expect(await can(at({ resource: "mediajobs", subresource: "status", verb: "update" }))).toBe(true);
     // Its AdoptedByCallback Warning (docs/helm.md, RBAC).
     expect(await can(at({ group: "events.k8s.io", resource: "events", verb: "create" }))).toBe(true);
+    // Before adopting a provider job, it asks which MediaJobs hold it (a field selector).
+    expect(await can(at({ resource: "mediajobs", verb: "list" }))).toBe(true);
     // None of the controller's rights.
     for (const a of [
       at({ resource: "mediajobs", verb: "create" }),
       at({ resource: "mediajobs", verb: "patch" }),
-      at({ resource: "mediajobs", verb: "list" }),
       at({ resource: "gpuendpoints", verb: "list" }),
       at({ resource: "gpuendpoints", subresource: "status", verb: "update" }),
       at({ group: "coordination.k8s.io", resource: "leases", verb: "create" }),

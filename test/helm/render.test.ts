@@ -836,10 +836,10 @@ describe("helm template, production options", () => {
     const nodeOptions = (args: string[]) =>
       podOf(args).containers.map((c) => [c.name, envOf(c).get("NODE_OPTIONS")?.value]);
     // Without the bound V8 sized its heap from the node's memory and let garbage take the
-    // sidecar past its 256 MiB limit (docs/webhooks.md, "Memory").
+    // sidecar past its memory limit (docs/webhooks.md, "Memory"). The default limit is 288Mi.
     expect(nodeOptions([])).toEqual([
       ["controller", undefined],
-      ["webhooks", "--max-old-space-size=102"],
+      ["webhooks", "--max-old-space-size=115"],
     ]);
     for (const [limit, mib] of [
       ["512Mi", 204],
@@ -877,7 +877,7 @@ describe("helm template, production options", () => {
       "mo-prod-media-orchestrator-webhooks",
     );
     expect(envOf(separate[0]!.spec.template.spec.containers[0]!).get("NODE_OPTIONS")?.value).toBe(
-      "--max-old-space-size=102",
+      "--max-old-space-size=115",
     );
   });
 
