@@ -7,10 +7,12 @@
 // must not depend on what a caller sends, so everything that can refuse a request is decided before
 // its body is read. In order:
 //   1. onRequest, no I/O: the token, its key and its expiry (401); then the route's rate limit;
-//   2. onRequest, one in flight per job: a second callback for a job whose first is still being
+//   2. onRequest, one read of the MediaJob: a job that is gone (404), re-created or of another
+//      attempt (401), or finished (200, a duplicate) is answered at once, its body never read. A
+//      submission seen finished is remembered (FinishedSubmissions), so its duplicates, and the
+//      requests of whoever holds a leaked URL of it, cost no read at all;
+//   3. onRequest, one in flight per job: a second callback for a job whose first is still being
 //      handled is answered 429 with Retry-After (RunPod retries it 10 s later);
-//   3. onRequest, one read of the MediaJob: a job that is gone (404), re-created or of another
-//      attempt (401), or finished (200, a duplicate) is answered at once, its body never read;
 //   4. the body, streamed and capped (callback-body.ts): only its top-level `id` and `status` are
 //      kept, and only when the provider's id is not recorded yet; otherwise it is discarded unread;
 //   5. the body is a hint, never the truth: the provider's status API is asked about the recorded
@@ -56,6 +58,8 @@ export interface CallbackRouteDeps {
   /** Failures per source address, then genuine traffic: a forged flood cannot crowd out real callbacks. */
   guard: VerifyThenLimit;
   perJobLimiter: TokenBuckets;
+  /** Submissions seen finished (tests share one between sidecars). Default: a new one. */
+  finishedSubmissions?: FinishedSubmissions;
   /**
    * The namespace the operator watches (WATCH_NAMESPACE); undefined: every namespace. Where the
    * MediaJobs that may hold a provider job are looked for before a callback adopts it.
@@ -115,6 +119,32 @@ class RecordedProviderJobs {
 }
 
 /**
+ * Submissions (uid and submission id) this replica has seen finished, least recently used first.
+ * A finished submission never becomes unfinished (a reset or a retry makes a new submission id),
+ * so remembering it is always right; the bound only decides how many duplicates skip the read.
+ */
+export class FinishedSubmissions {
+  readonly #keys = new Set<string>();
+
+  constructor(private readonly max = 10_000) {}
+
+  has(t: CallbackTarget): boolean {
+    const key = `${t.uid}/${t.submission}`;
+    if (!this.#keys.has(key)) return false;
+    this.#keys.delete(key);
+    this.#keys.add(key);
+    return true;
+  }
+
+  add(t: CallbackTarget): void {
+    const key = `${t.uid}/${t.submission}`;
+    this.#keys.delete(key);
+    this.#keys.add(key);
+    if (this.#keys.size > this.max) this.#keys.delete(this.#keys.values().next().value!);
+  }
+}
+
+/**
  * Who holds a provider job: the MediaJob's namespace and name. Not its uid: an object re-created
  * under the same name (restored from a backup, with its job id) is the same user's job, and a
  * provider that honours client ids answers it with the same provider job.
@@ -141,6 +171,7 @@ function adoptionCounter(metrics: WebhookMetrics): Counter<"outcome"> {
 export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteDeps): void {
   const bodyLimit = deps.bodyLimit ?? CALLBACK_BODY_LIMIT;
   const inFlight = new Set<string>();
+  const finished = deps.finishedSubmissions ?? new FinishedSubmissions();
   const recorded = new RecordedProviderJobs();
   const adoptions = adoptionCounter(deps.metrics);
 
@@ -176,11 +207,13 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
   };
 
   const admitJob = async (req: FastifyRequest, reply: FastifyReply) => {
+    const target = targets.get(req)!;
+    const who = { namespace: target.namespace, name: target.name, attempt: target.attempt };
+    // A duplicate of a submission seen finished is answered from memory: no read, no budget.
+    if (finished.has(target)) return early(req, reply, duplicate(req, who));
     // Spent only by callbacks with a valid token: forged floods cannot crowd out real ones.
     const shed = deps.guard.admit("callbacks");
     if (shed) return early(req, reply, shed);
-    const target = targets.get(req)!;
-    const who = { namespace: target.namespace, name: target.name, attempt: target.attempt };
     const t = deps.perJobLimiter.take(`${target.namespace}/${target.name}/${target.attempt}`);
     if (!t.ok)
       return early(req, reply, refuse(429, "rate_limited", { "retry-after": String(t.retryAfterSeconds) }));
@@ -202,7 +235,10 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
       req.log.info({ ...who, current: sub?.attempt }, "gpu callback refused: an earlier attempt");
       return early(req, reply, refuse(401, "superseded"));
     }
-    if (isTerminal(status.phase)) return early(req, reply, duplicate(req, who));
+    if (isTerminal(status.phase)) {
+      finished.add(target);
+      return early(req, reply, duplicate(req, who));
+    }
 
     // One callback per job at a time reads its body and asks the provider: a second one waits for
     // the provider's retry (a finished job's duplicates were answered above, side by side).
@@ -310,6 +346,7 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
       if (res.conflicts) deps.metrics.conflicts.inc({ resource: "mediajobs" }, res.conflicts);
       if (res.outcome === "gone") return send(req, reply, refuse(404, "not_found"));
       if (res.outcome === "superseded") return send(req, reply, refuse(401, "superseded"));
+      if (res.outcome === "terminal" || isTerminal(res.job?.status?.phase)) finished.add(target);
       if (res.outcome === "terminal") return send(req, reply, duplicate(req, who));
       if (res.job?.status?.providerJobId) recorded.remember(res.job.status.providerJobId, ownerKey(res.job));
       if (res.adopted && res.job) await adopted(req, res.job, confirmed);

@@ -151,6 +151,34 @@ describe("memory bounded by configuration, not by the caller", () => {
     expect(after?.status?.output).toEqual(sim.getJob(providerJobId)?.output);
   });
 
+  it("answers a finished submission's duplicates from memory: one read of the job, however many come", async () => {
+    // Whoever holds a leaked URL of a finished job can send it as often as they like: after the
+    // first answer, neither the apiserver nor the route's budget pays for it.
+    class CountingKube extends KubeApi {
+      gets = 0;
+      override rawJson<T>(method: string, path: string, ...rest: unknown[]): Promise<T> {
+        if (method === "GET" && path.includes("/mediajobs/")) this.gets++;
+        return (super.rawJson as (...a: unknown[]) => Promise<T>).call(this, method, path, ...rest);
+      }
+    }
+    const counting = new CountingKube(kc);
+    const own = await startTestSidecar(counting, env, ns, sim);
+    try {
+      const name = `dup-${uid()}`;
+      const { job: done, providerJobId } = await jobs.submitted(name, { webhook: false });
+      await jobs.finished(done.status!.jobId!);
+      const url = jobs.url(done, own.url);
+      const body = JSON.stringify({ id: providerJobId, status: "COMPLETED" });
+      expect(await callback(url, body)).toMatchObject({ status: 200, json: { applied: true } });
+      const reads = counting.gets;
+      for (let i = 0; i < 50; i++)
+        expect(await callback(url, body)).toMatchObject({ status: 200, json: { applied: false } });
+      expect(counting.gets - reads).toBeLessThanOrEqual(1);
+    } finally {
+      await own.close();
+    }
+  });
+
   it("takes one callback per job at a time: a concurrent one is answered 429 with Retry-After", async () => {
     const name = `busy-${uid()}`;
     const { job: held, providerJobId } = await jobs.submitted(name, { hold: true, webhook: false });
