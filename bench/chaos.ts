@@ -18,7 +18,7 @@ import { parseArgs } from "node:util";
 import { CoordinationV1Api, KubeConfig } from "@kubernetes/client-node";
 import type { GpuEndpoint } from "../src/crds/gpuendpoint.js";
 import { KubeApi } from "../src/k8s/api.js";
-import { PIPELINE_LABEL } from "../src/mediajob/lifecycle.js";
+import { PIPELINE_LABEL } from "../src/mediajob/pipeline.js";
 import { isAlreadyExists } from "../src/k8s/errors.js";
 import { freePort } from "../scripts/devstack-lib.js";
 import { REPO_ROOT } from "../test/support/controlplane.js";

@@ -5,14 +5,9 @@
 import { userInfo } from "node:os";
 import type { Logger } from "pino";
 import type { MediaJob } from "../crds/mediajob.js";
-import {
-  effectiveJobId,
-  failedUnconfirmed,
-  msUntilStuck,
-  resetPatch,
-  resetUnconfirmedPatch,
-  submissionId,
-} from "../mediajob/lifecycle.js";
+import { effectiveJobId, submissionId } from "../mediajob/job.js";
+import { failedUnconfirmed } from "../mediajob/unconfirmed.js";
+import { msUntilStuck, resetPatch, resetUnconfirmedPatch } from "../mediajob/recovery.js";
 import { writeProviderResult } from "../mediajob/result.js";
 import type { KubeApi } from "../k8s/api.js";
 import { isNotFound } from "../k8s/errors.js";

@@ -1,7 +1,7 @@
 // status <mediajob>: the job as Kubernetes sees it, beside the provider's actual status, and a
 // verdict: do they agree, and if not, what to run.
 import type { MediaJob } from "../crds/mediajob.js";
-import { isTerminal } from "../mediajob/lifecycle.js";
+import { isTerminal } from "../mediajob/job.js";
 import type { CliContext } from "./context.js";
 import { humanDuration } from "./duration.js";
 import { EXIT_OK, EXIT_PROBLEM } from "./errors.js";

@@ -13,7 +13,7 @@
 //    PUT /status, takes only the status from the object sent), and loses its input and steps.
 import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeObject } from "../k8s/api.js";
-import { atRest, settled } from "./job-at-rest.js";
+import { atRest, settled } from "../mediajob/at-rest.js";
 import { keptVersion, versionString, type KeptVersion } from "./resource-version.js";
 
 const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";

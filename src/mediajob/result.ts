@@ -5,13 +5,10 @@
 import { ADOPTED_BY_CALLBACK } from "../callback/adoption.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import type { KubeApi } from "../k8s/api.js";
-import {
-  applyProviderResult,
-  isTerminal,
-  recordAccepted,
-  withPhaseConditions,
-  type ProviderResult,
-} from "./lifecycle.js";
+import { applyProviderResult } from "./provider-result.js";
+import { isTerminal, type ProviderResult } from "./job.js";
+import { recordAccepted } from "./submission.js";
+import { withPhaseConditions } from "./conditions.js";
 import { setCondition } from "../crds/conditions.js";
 
 /** Which submission a result is for, when the writer knows it (a callback URL carries it). */

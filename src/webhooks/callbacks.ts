@@ -29,7 +29,7 @@ import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeApi } from "../k8s/api.js";
 import { isConflict } from "../k8s/errors.js";
 import type { EventSink } from "../k8s/events.js";
-import { isTerminal } from "../mediajob/lifecycle.js";
+import { isTerminal } from "../mediajob/job.js";
 import { writeProviderResult } from "../mediajob/result.js";
 import { isProviderError, type GpuProviderClient } from "../provider/index.js";
 import { PROVIDER_JOB_ID } from "../provider/job-id.js";

@@ -19,40 +19,42 @@ import { StaleCacheGuard } from "../stale-cache.js";
 import type { ReconcileResult } from "../workqueue.js";
 import {
   FINALIZER,
+  SKIP_CANCEL_ANNOTATION,
+  effectiveJobId,
+  initialStatus,
+  isTerminal,
+  submissionId,
+} from "../../mediajob/job.js";
+import {
   PIPELINE_ANNOTATION,
   PIPELINE_LABEL,
   PIPELINE_SUCCEEDED,
   PIPELINE_UID_ANNOTATION,
-  SKIP_CANCEL_ANNOTATION,
-  afterProviderLostJob,
-  deadlineExceeded,
-  failureText,
   firstStepMetadata,
-  msUntilDeadline,
-  msUntilExpiry,
   ownPipelineCondition,
-  providerPolicy,
   stepPipelineCondition,
+  nextStepObject,
+} from "../../mediajob/pipeline.js";
+import { afterProviderLostJob, msUntilStuck, resetToPending } from "../../mediajob/recovery.js";
+import {
+  deadlineExceeded,
+  msUntilDeadline,
+  providerPolicy,
   suspendedStatus,
-  applyProviderResult,
-  decideUnconfirmed,
-  effectiveJobId,
-  initialStatus,
+} from "../../mediajob/deadline.js";
+import { failureText, withPhaseConditions } from "../../mediajob/conditions.js";
+import { msUntilExpiry } from "../../mediajob/ttl.js";
+import { applyProviderResult } from "../../mediajob/provider-result.js";
+import { decideUnconfirmed, type UnconfirmedSubmissionPolicy } from "../../mediajob/unconfirmed.js";
+import {
   intentStatus,
-  isTerminal,
   isUnconfirmed,
   markUnconfirmed,
   msUntilConfirmationDeadline,
-  msUntilStuck,
-  type UnconfirmedSubmissionPolicy,
-  nextStepObject,
   recordAccepted,
-  resetToPending,
-  sameStatus,
-  submissionId,
   withdrawIntent,
-  withPhaseConditions,
-} from "../../mediajob/lifecycle.js";
+} from "../../mediajob/submission.js";
+import { sameStatus } from "../same-status.js";
 
 export interface MediaJobSettings {
   callbackBaseUrl: string;
