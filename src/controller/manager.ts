@@ -17,6 +17,7 @@ import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "./idle-compaction.js";
 import { Informer, objectKey } from "./informer.js";
+import { endpointMatches } from "../mediajob/admission.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
 import { jobEventWorthALook } from "./job-at-rest.js";
 import { LeaderElector } from "./leader.js";
@@ -213,13 +214,7 @@ export class Manager {
         return;
       for (const job of this.jobs.list(ep.metadata.namespace)) {
         if (job.status?.phase !== "Pending" && job.status?.phase !== undefined) continue;
-        if (
-          job.spec.endpointRef
-            ? job.spec.endpointRef === ep.metadata.name
-            : job.spec.workload === ep.spec.workload
-        ) {
-          this.jobQueue.add(objectKey(job));
-        }
+        if (endpointMatches(job, ep)) this.jobQueue.add(objectKey(job));
       }
     });
     this.accounts.on((_e, acct) => {

@@ -1,6 +1,6 @@
 // The conditions that follow from a status (Succeeded, Submitted) and the summary columns.
 import type { Condition } from "../crds/common.js";
-import { getCondition, setCondition } from "../crds/conditions.js";
+import { getCondition, setCondition, type ConditionInput } from "../crds/conditions.js";
 import type { JobPhase, MediaJobStatus } from "../crds/mediajob.js";
 import { DEADLINE_EXCEEDED } from "./deadline.js";
 import { isTerminal } from "./job.js";
@@ -86,4 +86,38 @@ export function failureText(status: MediaJobStatus): string {
   const reason = why?.reason ?? status.phase ?? "Failed";
   const message = why?.message ?? status.error ?? `the job ended ${status.phase}`;
   return message.startsWith(`${reason}:`) ? message : `${reason}: ${message}`;
+}
+
+/** One condition set on a status, for the job's current generation. */
+export function withCondition(
+  status: MediaJobStatus,
+  generation: number | undefined,
+  c: ConditionInput,
+  now: string,
+): MediaJobStatus {
+  return { ...status, conditions: setCondition(status.conditions, c, now, generation) };
+}
+
+/** An Event planned by the domain: its type, reason and message. */
+export type PlannedEvent = [type: "Normal" | "Warning", reason: string, message: string];
+
+/**
+ * A condition changed, with an Event only when its status or reason changes (no Event storms).
+ * Every Event is an apiserver write: warnings and recoveries are told, not the expected first pass
+ * of every job (admitted, endpoint ready).
+ */
+export function noteCondition(
+  status: MediaJobStatus,
+  generation: number | undefined,
+  c: ConditionInput,
+  now: string,
+  events: PlannedEvent[],
+  eventType: PlannedEvent[0],
+): MediaJobStatus {
+  const prev = getCondition(status.conditions, c.type);
+  const changed = !prev || prev.status !== c.status || prev.reason !== c.reason;
+  const worthTelling =
+    eventType === "Warning" || (prev !== undefined && prev.status !== "True" && c.status === "True");
+  if (changed && worthTelling) events.push([eventType, c.reason, c.message]);
+  return withCondition(status, generation, c, now);
 }

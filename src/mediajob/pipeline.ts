@@ -1,7 +1,7 @@
 // Pipelines: a job's `then` steps, each created once by the step before it, and the
 // PipelineSucceeded condition on the pipeline's first job.
 import { createHash } from "node:crypto";
-import { type ConditionInput, getCondition } from "../crds/conditions.js";
+import { type ConditionInput, getCondition, setCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { failureText } from "./conditions.js";
 
@@ -181,4 +181,21 @@ export function nextStepObject(job: MediaJob): Record<string, unknown> | undefin
       ...(rest.length ? { then: rest } : {}),
     },
   };
+}
+
+/**
+ * A later step's end written onto the pipeline's first job as it is now (`cur`): undefined when
+ * `cur` is a namesake (another uid) or already says so. The first failure told stays (a pipeline
+ * stops at its first failed step anyway).
+ */
+export function pipelineReportStatus(
+  cur: MediaJob,
+  c: ConditionInput,
+  uid: string | undefined,
+  now: string,
+): MediaJobStatus | undefined {
+  if (uid && cur.metadata.uid !== uid) return undefined;
+  const told = getCondition(cur.status?.conditions, PIPELINE_SUCCEEDED);
+  if (told?.status === "False" || (told?.status === c.status && told.reason === c.reason)) return undefined;
+  return { ...cur.status, conditions: setCondition(cur.status?.conditions, c, now, cur.metadata.generation) };
 }
