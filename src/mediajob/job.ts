@@ -59,3 +59,9 @@ export function errorText(error: unknown, fallback: string): string {
   if (error === undefined || error === null || error === "") return fallback;
   return typeof error === "string" ? error : JSON.stringify(error);
 }
+
+/** The provider id the current submission is known by: the recorded one, else the id it was sent with. */
+export function currentProviderJobId(job: MediaJob): string {
+  const status = job.status;
+  return status?.providerJobId ?? submissionId(status, status?.jobId ?? effectiveJobId(job));
+}

@@ -5,7 +5,7 @@ import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { TERMINAL_STATUSES, type ProviderJobStatus } from "../provider/schemas.js";
 import { withCondition, type PlannedEvent } from "./conditions.js";
 import { msUntilDeadline } from "./deadline.js";
-import { effectiveJobId, submissionId } from "./job.js";
+import { currentProviderJobId } from "./job.js";
 import { retry, type Facts, type Plan } from "./plan.js";
 import { applyProviderResult } from "./provider-result.js";
 import { afterProviderLostJob, msUntilStuck, resetToPending } from "./recovery.js";
@@ -32,7 +32,7 @@ export function providerReadDue(
 }
 
 const providerIdOf = (job: MediaJob, status: MediaJobStatus): string =>
-  status.providerJobId ?? submissionId(status, status.jobId ?? effectiveJobId(job));
+  currentProviderJobId({ ...job, status });
 
 export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Facts): Plan {
   const nowMs = facts.now.getTime();

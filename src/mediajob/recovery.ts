@@ -79,8 +79,72 @@ export function resetUnconfirmedPatch(
   ];
 }
 
+/** When the job entered Processing (its submission), as the stuck rule measures it. */
+export function processingSinceMs(status: MediaJobStatus | undefined): number | undefined {
+  const t = Date.parse(status?.submittedAt ?? status?.updatedAt ?? "");
+  return Number.isNaN(t) ? undefined : t;
+}
+
+/** How long a Processing job runs before it counts as stuck: its timeout, else the default. */
+export const stuckLimitMs = (job: MediaJob, defaultTimeoutSeconds: number): number =>
+  (job.spec.timeoutSeconds ?? defaultTimeoutSeconds) * 1000;
+
+/** Milliseconds until a Processing job counts as stuck after `limitMs` (negative once it is). */
+export function msUntilStuckAfter(job: MediaJob, nowMs: number, limitMs: number): number {
+  return (processingSinceMs(job.status) || nowMs) + limitMs - nowMs;
+}
+
 /** Milliseconds until a Processing job counts as stuck (negative once it is). */
 export function msUntilStuck(job: MediaJob, nowMs: number, defaultTimeoutSeconds: number): number {
-  const since = Date.parse(job.status?.submittedAt ?? job.status?.updatedAt ?? "") || nowMs;
-  return since + (job.spec.timeoutSeconds ?? defaultTimeoutSeconds) * 1000 - nowMs;
+  return msUntilStuckAfter(job, nowMs, stuckLimitMs(job, defaultTimeoutSeconds));
+}
+
+/** What an operator's reset may reset: a Processing job, or (when asked) one Failed unconfirmed. */
+export function resettable(
+  status: MediaJobStatus | undefined,
+  opts: { failedUnconfirmed?: boolean },
+): boolean {
+  return status?.phase === "Processing" || (opts.failedUnconfirmed === true && failedUnconfirmed(status));
+}
+
+/** Why a job may not be reset. */
+export function resetRefusal(
+  status: MediaJobStatus | undefined,
+  opts: { failedUnconfirmed?: boolean },
+): string {
+  return (
+    `it is ${status?.phase ?? "without a phase"}, not Processing` +
+    (opts.failedUnconfirmed && status?.phase === "Failed" ? " or Failed with SubmissionUnconfirmed" : "")
+  );
+}
+
+type JsonPatch = Array<{ op: "test" | "replace" | "add" | "remove"; path: string; value?: unknown }>;
+
+/**
+ * An operator's reset of the job as it was read: the patch (its `test` ops bind it to that very
+ * job and submission) and what it resets, or why it may not be reset.
+ */
+export function planReset(
+  status: MediaJobStatus | undefined,
+  now: string,
+  opts: { failedUnconfirmed?: boolean },
+): { patch: JsonPatch; from: "Processing" | "Failed" } | { refused: string } {
+  if (!resettable(status, opts) || !status?.jobId) return { refused: resetRefusal(status, opts) };
+  if (status.phase === "Processing") return { patch: resetPatch(now, status.jobId), from: "Processing" };
+  return { patch: resetUnconfirmedPatch(status, now)!, from: "Failed" };
+}
+
+/**
+ * Why a reset's patch was refused, from the job as it is now (`current`) against the job it was
+ * planned from (`seen`); undefined when neither explains it (the patch failed for another reason).
+ */
+export function resetLostRace(
+  seen: MediaJobStatus,
+  current: MediaJobStatus | undefined,
+  opts: { failedUnconfirmed?: boolean },
+): string | undefined {
+  if (!current || current.jobId !== seen.jobId) return "it was re-created under the same name meanwhile";
+  if (current.phase !== seen.phase || !resettable(current, opts)) return resetRefusal(current, opts);
+  if (current.submission?.id !== seen.submission?.id) return "it was submitted again meanwhile";
+  return undefined;
 }

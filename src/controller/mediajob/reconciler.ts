@@ -1,25 +1,21 @@
 // The MediaJob executor: gathers the facts of one job (the caches, the clock, a provider status
 // only when one is due), asks the domain for the pass (src/mediajob/plan.ts), and carries out its
 // actions in order. Level-triggered: the same object in the same world always leads to the same
-// actions, so a repeated or concurrent trigger is harmless. Only the write-ahead submission writes
-// status more than once in a pass, and it does so by name (writeIntent, withdraw, recordAnswer).
+// actions, so a repeated or concurrent trigger is harmless. Only the write-ahead submission
+// (submit.ts) writes status more than once in a pass, and it does so by name.
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { billingAccountName, type BillingAccount } from "../../crds/billingaccount.js";
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
-import type { MediaJob, MediaJobStatus } from "../../crds/mediajob.js";
-import { API_VERSION } from "../../crds/common.js";
-import { callbackUrl } from "../../callback/token.js";
-import type { KubeApi } from "../../k8s/api.js";
-import { describeError, isAlreadyExists, isConflict, isNotFound } from "../../k8s/errors.js";
+import type { MediaJob } from "../../crds/mediajob.js";
+import { describeError, isAlreadyExists } from "../../k8s/errors.js";
 import type { EventSink } from "../../k8s/events.js";
 import { isProviderError, type GpuProviderClient } from "../../provider/index.js";
 import { pickEndpoint } from "../../mediajob/admission.js";
-import { withPhaseConditions, type PlannedEvent } from "../../mediajob/conditions.js";
+import type { PlannedEvent } from "../../mediajob/conditions.js";
 import { cancelFailedEvent, cancelledEvent, planDeletion } from "../../mediajob/deletion.js";
-import { FINALIZER } from "../../mediajob/job.js";
+import { acceptedStatus } from "../../mediajob/write-ahead.js";
 import { afterNextStep, type CreateAnswer } from "../../mediajob/next-step.js";
-import { pipelineReportStatus } from "../../mediajob/pipeline.js";
 import {
   finalStatus,
   planFinish,
@@ -37,17 +33,12 @@ import {
 } from "../../mediajob/plan.js";
 import { providerReadDue } from "../../mediajob/processing.js";
 import { afterStop, type CancelAnswer } from "../../mediajob/stop.js";
-import {
-  acceptedStatus,
-  unconfirmedNote,
-  unconfirmedStatus,
-  withdrawnStatus,
-  type SubmissionPlan,
-} from "../../mediajob/write-ahead.js";
 import { sameStatus } from "../same-status.js";
 import type { Informer } from "../informer.js";
 import { StaleCacheGuard } from "../stale-cache.js";
 import type { ReconcileResult } from "../workqueue.js";
+import { submit } from "./submit.js";
+import { JobWrites, jobKey, type JobApi } from "./writes.js";
 
 export interface MediaJobSettings extends PlanSettings {
   callbackBaseUrl: string;
@@ -55,7 +46,7 @@ export interface MediaJobSettings extends PlanSettings {
 }
 
 export interface MediaJobDeps {
-  api: Pick<KubeApi, "replaceStatus" | "mergePatch" | "updateStatusWithRetry" | "create" | "get" | "rawJson">;
+  api: JobApi;
   jobs: Pick<Informer<MediaJob>, "getByKey" | "get">;
   endpoints: Pick<Informer<GpuEndpoint>, "get" | "list">;
   accounts: Pick<Informer<BillingAccount>, "get">;
@@ -79,8 +70,6 @@ export interface MediaJobDeps {
   onRecovery?: (kind: RecoveryKind) => void;
 }
 
-export type { RecoveryKind, SubmissionOutcome } from "../../mediajob/plan.js";
-
 /** A pass's retryable error: the key is retried with backoff (the cause is in a condition). */
 export class RetryLater extends Error {
   override readonly name = "RetryLater";
@@ -92,6 +81,13 @@ export interface PassResult {
   error?: PassError;
 }
 
+interface Step {
+  job: MediaJob;
+  plan: Plan;
+  /** The action wrote the job's status itself (the write-ahead sequence): no final write. */
+  written?: MediaJob;
+}
+
 export class MediaJobReconciler {
   /** The manager forgets a key here once its job has settled (nothing will read it again). */
   readonly stale = new StaleCacheGuard();
@@ -101,16 +97,17 @@ export class MediaJobReconciler {
    * submission stays Processing (never resubmitted) and its callback adopts it.
    */
   private readonly unrecorded = new Map<string, { attempt: number; providerJobId: string }>();
+  private readonly writes: JobWrites;
 
-  constructor(private readonly d: MediaJobDeps) {}
+  constructor(private readonly d: MediaJobDeps) {
+    this.writes = new JobWrites(d.api, this.stale, () => this.now(), d.log);
+  }
 
   private now(): Date {
     return this.d.now?.() ?? new Date();
   }
 
-  private fenceHolds(): boolean {
-    return this.d.fence?.() ?? true;
-  }
+  private fenceHolds = (): boolean => this.d.fence?.() ?? true;
 
   /** The work queue's entry: a retryable error is thrown (backoff), a terminal one only logged. */
   readonly reconcile = async (key: string): Promise<ReconcileResult | void> => {
@@ -137,38 +134,31 @@ export class MediaJobReconciler {
     let plan = planJob(job, await this.gather(job, nowDate));
     let written: MediaJob | undefined;
     for (const action of plan.actions) {
-      const done = await this.execute(job, plan, action, now);
-      job = done.job;
-      plan = done.plan;
-      written = done.written ?? written;
-      if (done.written) break;
+      ({ job, plan, written } = await this.execute(job, plan, action, now));
+      if (written) break;
     }
     if (plan.submission) this.d.onSubmission?.(plan.submission);
     if (plan.recovery) this.d.onRecovery?.(plan.recovery);
 
     if (written) job = written;
-    else if (!sameStatus(plan.status, before)) job = await this.writeStatus(job, plan.status, before);
+    else if (!sameStatus(plan.status, before)) {
+      job = await this.writes.replaceStatus(job, plan.status);
+      if (before?.phase !== plan.status.phase) this.d.onTransition?.(before?.phase, plan.status.phase);
+    }
     for (const e of plan.events) await this.record(job, e);
 
+    const next = job.status?.nextJob;
     const finish = planFinish(job, {
       nowMs: nowDate.getTime(),
       requeueAfterMs: plan.requeueAfterMs,
-      nextStepCached:
-        job.status?.nextJob !== undefined &&
-        this.d.jobs.get(job.metadata.namespace!, job.status.nextJob) !== undefined,
+      nextStepCached: next !== undefined && this.d.jobs.get(job.metadata.namespace!, next) !== undefined,
       failed: plan.error !== undefined && !plan.error.terminal,
     });
     let kept = true;
     for (const action of finish.actions) kept = (await this.finish(job, action, now)) && kept;
-    if (plan.error)
-      return {
-        error: plan.error,
-        ...(plan.error.terminal &&
-          finish.requeueAfterMs !== undefined && { result: { requeueAfterMs: finish.requeueAfterMs } }),
-      };
-    return kept && finish.requeueAfterMs !== undefined
-      ? { result: { requeueAfterMs: finish.requeueAfterMs } }
-      : {};
+    const result =
+      kept && finish.requeueAfterMs !== undefined ? { requeueAfterMs: finish.requeueAfterMs } : undefined;
+    return { ...(result && { result }), ...(plan.error && { error: plan.error }) };
   }
 
   private async gather(job: MediaJob, now: Date): Promise<Facts> {
@@ -178,13 +168,14 @@ export class MediaJobReconciler {
       now,
       settings,
       newSubmissionId: randomBytes(12).toString("base64url"),
-      unrecorded: this.unrecorded.get(`${ns}/${job.metadata.name}`),
+      unrecorded: this.unrecorded.get(jobKey(job)),
     };
     if ((job.status?.phase ?? "Pending") === "Pending") {
-      if (job.spec.account)
+      const account = job.spec.account;
+      if (account)
         facts.subscriptionState = this.d.accounts.get(
           this.d.accountNamespace ?? ns,
-          billingAccountName(job.spec.account),
+          billingAccountName(account),
         )?.status?.subscriptionStatus;
       const ref = job.spec.endpointRef;
       const candidates = ref
@@ -207,22 +198,18 @@ export class MediaJobReconciler {
   }
 
   /** One planned action; an action with an answer hands it to the domain for the rest of the pass. */
-  private async execute(
-    job: MediaJob,
-    plan: Plan,
-    action: Action,
-    now: string,
-  ): Promise<{ job: MediaJob; plan: Plan; written?: MediaJob }> {
+  private async execute(job: MediaJob, plan: Plan, action: Action, now: string): Promise<Step> {
     switch (action.type) {
       case "addFinalizer":
-        return { job: await this.addFinalizer(job, action.metadata), plan };
+        return { job: await this.writes.addFinalizer(job, action.metadata), plan };
       case "submit":
-        return this.submit(job, plan, action.submission, now);
+        return { job, ...(await submit(this.submitDeps(), job, plan, action.submission, now)) };
       case "recordProviderId": {
-        const written = await this.writeOnto(job, (cur) =>
-          acceptedStatus(cur, action.attempt, action.providerJobId, now),
+        const { attempt, providerJobId } = action;
+        const written = await this.writes.writeOnto(job, (cur) =>
+          acceptedStatus(cur, attempt, providerJobId, now),
         );
-        this.unrecorded.delete(key(job));
+        this.unrecorded.delete(jobKey(job));
         return { job, plan, written };
       }
       case "cancel": {
@@ -243,6 +230,7 @@ export class MediaJobReconciler {
           answer = { created: true };
         } catch (err) {
           if (!isAlreadyExists(err)) throw err;
+          // Created by an earlier pass whose status write did not land? Adopted if it is ours.
           answer = { existing: await this.d.api.get<MediaJob>("mediajobs", ns, action.name) };
         }
         return {
@@ -263,183 +251,18 @@ export class MediaJobReconciler {
     };
   }
 
-  private async addFinalizer(
-    job: MediaJob,
-    pipeline?: Extract<Action, { type: "addFinalizer" }>["metadata"],
-  ): Promise<MediaJob> {
-    const patched = await this.d.api.mergePatch<MediaJob>(
-      "mediajobs",
-      job.metadata.namespace!,
-      job.metadata.name,
-      {
-        metadata: {
-          finalizers: [...(job.metadata.finalizers ?? []), FINALIZER],
-          resourceVersion: job.metadata.resourceVersion,
-          ...pipeline,
-        },
-      },
-    );
+  private submitDeps() {
     return {
-      ...job,
-      metadata: {
-        ...job.metadata,
-        finalizers: patched.metadata.finalizers,
-        resourceVersion: patched.metadata.resourceVersion,
-        ...(pipeline && { labels: patched.metadata.labels, annotations: patched.metadata.annotations }),
-      },
+      writes: this.writes,
+      provider: this.d.provider,
+      settings: this.d.settings,
+      fence: this.fenceHolds,
+      leadership: this.d.leadership,
+      log: this.d.log,
+      unrecorded: this.unrecorded,
+      onSubmission: this.d.onSubmission,
+      onTransition: this.d.onTransition,
     };
-  }
-
-  /** The write-ahead submission (src/mediajob/write-ahead.ts), step by step. */
-  private async submit(
-    job: MediaJob,
-    plan: Plan,
-    p: SubmissionPlan,
-    now: string,
-  ): Promise<{ job: MediaJob; plan: Plan; written?: MediaJob }> {
-    const k = key(job);
-    const outcome = (o: SubmissionOutcome, more: Partial<Plan>, written?: MediaJob) => {
-      this.d.onSubmission?.(o);
-      return { job, plan: { ...plan, ...more, events: [...plan.events, ...(more.events ?? [])] }, written };
-    };
-    if (!this.fenceHolds()) return outcome("fenced", { error: retry("not the leader: no submission") });
-
-    // (1) The intent.
-    let stored: MediaJob;
-    try {
-      const res = await this.d.api.replaceStatus("mediajobs", { ...job, status: p.intent });
-      stored = { ...job, status: p.intent, metadata: { ...job.metadata, ...res.metadata } };
-    } catch (err) {
-      if (!isConflict(err)) throw err;
-      // Someone else wrote first (the sidecar, another replica, an operator): decide again from
-      // their version, which the watch delivers.
-      return outcome("intent-conflict", { requeueAfterMs: 1_000 }, job);
-    }
-    this.stale.remember(k, job.metadata.resourceVersion, stored.metadata.resourceVersion);
-    this.d.onTransition?.(p.before.phase, "Processing");
-
-    // (2) The fence, immediately before the side effect. Nothing was sent: withdraw the intent.
-    if (!this.fenceHolds()) {
-      const withdrawn = withdrawnStatus(stored, p, now);
-      if (withdrawn)
-        await this.d.api
-          .replaceStatus("mediajobs", {
-            ...stored,
-            status: withPhaseConditions(withdrawn, stored.metadata.generation, now),
-          })
-          .catch(() => undefined); // left as it is, it is resubmitted after its deadline: late, not twice
-      return outcome("fenced", { error: retry("lost the leadership before submitting") }, stored);
-    }
-
-    // (3) /run, once.
-    let providerJobId: string;
-    try {
-      const signal = this.d.leadership?.();
-      const res = await this.d.provider.submit(
-        p.endpointId,
-        {
-          ...p.request,
-          webhook: callbackUrl(this.d.settings.callbackBaseUrl, this.d.settings.callbackSecret, p.callback, {
-            expiresAt: p.callbackExpiresAt,
-          }),
-        },
-        { ...(signal && { signal }) },
-      );
-      providerJobId = res.id;
-    } catch (err) {
-      const refused = isProviderError(err) && !err.mayHaveBeenAccepted;
-      const message = `submission to endpoint ${p.endpointId} ${refused ? "failed" : "is unconfirmed"}: ${describeError(err)}`;
-      if (refused) {
-        const reason = isProviderError(err) ? err.code : "SubmitFailed";
-        const written = await this.writeOnto(stored, (cur) =>
-          withdrawnStatus(cur, p, now, { reason, message }),
-        );
-        return outcome("refused", { events: [["Warning", reason, message]], error: retry(message) }, written);
-      }
-      const { note, waitMs } = unconfirmedNote(stored, message, Date.parse(now), this.d.settings);
-      const written = await this.writeOnto(stored, (cur) =>
-        unconfirmedStatus(cur, p.attempt, note, now),
-      ).catch((e: unknown) => {
-        this.d.log.warn({ job: k, err: describeError(e) }, "could not record an unconfirmed submission");
-        return stored;
-      });
-      return outcome(
-        "unconfirmed",
-        { events: [["Warning", "SubmissionUnconfirmed", note]], requeueAfterMs: Math.max(1_000, waitMs) },
-        written,
-      );
-    }
-
-    // (4) The provider's id. A failed write here does not resubmit: the job stays Processing.
-    const submitted: PlannedEvent = [
-      "Normal",
-      "Submitted",
-      `submitted to endpoint ${p.endpointId} as ${providerJobId}${p.before.replay ? " (replay)" : ""}, attempt ${p.attempt}`,
-    ];
-    try {
-      const written = await this.writeOnto(stored, (cur) =>
-        acceptedStatus(cur, p.attempt, providerJobId, now),
-      );
-      this.unrecorded.delete(k);
-      return outcome("accepted", { events: [submitted], requeueAfterMs: p.timeoutMs }, written);
-    } catch (err) {
-      this.unrecorded.set(k, { attempt: p.attempt, providerJobId });
-      this.d.log.warn(
-        { job: k, providerJobId, err: describeError(err) },
-        "submitted, but could not record the provider's job id yet; retrying the record (never the submission)",
-      );
-      return outcome("accepted", { events: [submitted], requeueAfterMs: 1_000 }, stored);
-    }
-  }
-
-  /** The pass's one status write, when the status changed. */
-  private async writeStatus(
-    job: MediaJob,
-    status: MediaJobStatus,
-    before: MediaJobStatus | undefined,
-  ): Promise<MediaJob> {
-    const written = await this.d.api.replaceStatus("mediajobs", { ...job, status });
-    this.stale.remember(key(job), job.metadata.resourceVersion, written.metadata.resourceVersion);
-    if (before?.phase !== status.phase) this.d.onTransition?.(before?.phase, status.phase);
-    return {
-      ...job,
-      status,
-      metadata: { ...job.metadata, resourceVersion: written.metadata.resourceVersion },
-    };
-  }
-
-  /**
-   * Writes `change(object)` onto the copy this pass wrote last (no read: the usual case), and on a
-   * conflict onto a fresh read, as client-go's RetryOnConflict. Returns the object as stored.
-   */
-  private async writeOnto(
-    stored: MediaJob,
-    change: (cur: MediaJob) => MediaJobStatus | undefined,
-  ): Promise<MediaJob> {
-    const ns = stored.metadata.namespace!;
-    const name = stored.metadata.name;
-    const now = this.now().toISOString();
-    const first = change(stored);
-    if (!first) return stored;
-    try {
-      const status = withPhaseConditions(first, stored.metadata.generation, now);
-      const written = await this.d.api.replaceStatus("mediajobs", { ...stored, status });
-      this.stale.remember(`${ns}/${name}`, stored.metadata.resourceVersion, written.metadata.resourceVersion);
-      return { ...stored, status, metadata: { ...stored.metadata, ...written.metadata } };
-    } catch (err) {
-      if (!isConflict(err)) throw err;
-    }
-    const res = await this.d.api.updateStatusWithRetry<MediaJob>("mediajobs", ns, name, (cur) => {
-      const next = change(cur);
-      return next ? { ...cur, status: withPhaseConditions(next, cur.metadata.generation, now) } : undefined;
-    });
-    if (res.object)
-      this.stale.remember(
-        `${ns}/${name}`,
-        stored.metadata.resourceVersion,
-        res.object.metadata.resourceVersion,
-      );
-    return res.object ?? stored;
   }
 
   /** One action after the status write; false when it deleted the job (nothing more to look at). */
@@ -448,42 +271,20 @@ export class MediaJobReconciler {
     switch (action.type) {
       case "reportToPipeline":
         // Before the step's finalizer goes, so a failed write is retried.
-        await this.d.api.updateStatusWithRetry<MediaJob>("mediajobs", ns, action.first, (cur) => {
-          const status = pipelineReportStatus(cur, action.condition, action.uid, now);
-          return status ? { ...cur, status } : undefined;
-        });
+        await this.writes.reportToPipeline(ns, action.first, action.uid, action.condition, now);
         return true;
       case "releaseFinalizer":
-        if (await this.removeFinalizer(job)) await this.record(job, action.endEvent);
+        if (await this.writes.removeFinalizer(job)) await this.record(job, action.endEvent);
         return true;
       case "deleteExpired":
+        // A step just created may not be cached yet: its absence is confirmed by a read.
         if (
           action.unlessStepExists &&
           (await this.d.api.get<MediaJob>("mediajobs", ns, action.unlessStepExists))
         )
           return true;
-        await this.deleteExpired(job);
+        await this.writes.deleteExpired(job);
         return false;
-    }
-  }
-
-  /** Deletes a job past its TTL: this very object (its uid), as Job's TTL controller does. */
-  private async deleteExpired(job: MediaJob): Promise<void> {
-    const ns = job.metadata.namespace!;
-    try {
-      await this.d.api.rawJson(
-        "DELETE",
-        `/apis/${API_VERSION}/namespaces/${ns}/mediajobs/${job.metadata.name}`,
-        {
-          apiVersion: "v1",
-          kind: "DeleteOptions",
-          preconditions: { uid: job.metadata.uid },
-        },
-      );
-      this.d.log.info({ job: `${ns}/${job.metadata.name}` }, "deleted: its ttlSecondsAfterFinished expired");
-    } catch (err) {
-      // Gone already, or a new object of the same name (another uid): nothing of ours to delete.
-      if (!isNotFound(err) && !isConflict(err)) throw err;
     }
   }
 
@@ -492,42 +293,23 @@ export class MediaJobReconciler {
     const plan = planDeletion(job, this.now().getTime(), this.d.settings.cancelGiveUpMs);
     for (const step of plan.steps) {
       if (step.type === "event") await this.record(job, step.event);
-      else if (step.type === "removeFinalizer") await this.removeFinalizer(job);
+      else if (step.type === "removeFinalizer") await this.writes.removeFinalizer(job);
       else {
         if (!this.fenceHolds()) return { error: retry("not the leader: no cancel") };
         try {
           const res = await this.d.provider.cancel(step.endpointId, step.providerJobId);
           await this.record(job, cancelledEvent(step.providerJobId, res.status));
         } catch (err) {
-          if (!isProviderError(err, "JOB_NOT_FOUND") && !isProviderError(err, "ENDPOINT_NOT_FOUND")) {
-            await this.record(job, cancelFailedEvent(step.providerJobId, describeError(err), step.giveUp));
-            if (!step.giveUp) throw err;
-          }
+          if (isProviderError(err, "JOB_NOT_FOUND") || isProviderError(err, "ENDPOINT_NOT_FOUND")) continue;
+          await this.record(job, cancelFailedEvent(step.providerJobId, describeError(err), step.giveUp));
+          if (!step.giveUp) throw err;
         }
       }
     }
     return plan.requeueAfterMs === undefined ? {} : { result: { requeueAfterMs: plan.requeueAfterMs } };
   }
 
-  /** True when this call removed it (false: the job was gone). */
-  private async removeFinalizer(job: MediaJob): Promise<boolean> {
-    try {
-      await this.d.api.mergePatch("mediajobs", job.metadata.namespace!, job.metadata.name, {
-        metadata: {
-          finalizers: (job.metadata.finalizers ?? []).filter((f) => f !== FINALIZER),
-          resourceVersion: job.metadata.resourceVersion,
-        },
-      });
-      return true;
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-      return false;
-    }
-  }
-
   private async record(job: MediaJob, [type, reason, message]: PlannedEvent): Promise<void> {
     await this.d.events.record(job, type, reason, message);
   }
 }
-
-const key = (job: MediaJob): string => `${job.metadata.namespace}/${job.metadata.name}`;
