@@ -303,7 +303,7 @@ export class Manager {
 
   /**
    * A settled job is cached as a record (cache-transform.ts) that no pass may start from: it lacks
-   * most of the status a pass writes back. A pass would change nothing anyway (job-at-rest.ts), so
+   * most of the status a pass writes back. A pass would change nothing anyway (mediajob/at-rest.ts), so
    * none runs. A key queued before its job settled ends here.
    */
   private readonly reconcileJob = async (key: string): Promise<ReconcileResult | void> => {
