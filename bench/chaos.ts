@@ -18,7 +18,7 @@ import { parseArgs } from "node:util";
 import { CoordinationV1Api, KubeConfig } from "@kubernetes/client-node";
 import type { GpuEndpoint } from "../src/crds/gpuendpoint.js";
 import { KubeApi } from "../src/k8s/api.js";
-import { PIPELINE_LABEL } from "../src/mediajob/pipeline.js";
+import { isFirstStep } from "../src/mediajob/pipeline.js";
 import { isAlreadyExists } from "../src/k8s/errors.js";
 import { freePort } from "../scripts/devstack-lib.js";
 import { REPO_ROOT } from "../test/support/controlplane.js";
@@ -263,7 +263,7 @@ async function observe(): Promise<void> {
     try {
       const jobs = await listJobs(api, NAMESPACE);
       terminal = jobs.filter(isTerminal).length;
-      terminalTopLevel = jobs.filter((j) => isTerminal(j) && !j.metadata.labels?.[PIPELINE_LABEL]).length;
+      terminalTopLevel = jobs.filter((j) => isTerminal(j) && isFirstStep(j)).length;
       const left = outstanding(jobs);
       if (created === JOBS && jobs.length >= JOBS && left.unfinished.length + left.missingSteps.length === 0)
         settled = true;
@@ -400,7 +400,7 @@ const result: ChaosResult = {
   durationSeconds: Math.round((Date.now() - started) / 1000),
   lost:
     jobCheck.lost.length +
-    Math.max(0, JOBS - jobs.filter((j) => !j.metadata.labels?.[PIPELINE_LABEL]).length),
+    Math.max(0, JOBS - jobs.filter(isFirstStep).length),
   executedMoreThanOnce: jobCheck.executedMoreThanOnce.length,
   executedAgainAfterUnconfirmed: jobCheck.executedAgainAfterUnconfirmed,
   executedAgainCallbackDropped: jobCheck.executedAgainCallbackDropped,
