@@ -17,7 +17,10 @@ import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { CoordinationV1Api, KubeConfig } from "@kubernetes/client-node";
 import type { GpuEndpoint } from "../src/crds/gpuendpoint.js";
+import type { MediaJob } from "../src/crds/mediajob.js";
 import { KubeApi } from "../src/k8s/api.js";
+import { ACCEPTED_PROVIDER_JOB_ANNOTATION, adoptedWithoutEvidence } from "../src/callback/adoption.js";
+import { submissionId } from "../src/mediajob/job.js";
 import { isFirstStep } from "../src/mediajob/pipeline.js";
 import { isAlreadyExists } from "../src/k8s/errors.js";
 import { freePort } from "../scripts/devstack-lib.js";
@@ -262,6 +265,7 @@ async function observe(): Promise<void> {
     const listStarted = Date.now();
     try {
       const jobs = await listJobs(api, NAMESPACE);
+      await acceptAdoptions(jobs);
       terminal = jobs.filter(isTerminal).length;
       terminalTopLevel = jobs.filter((j) => isTerminal(j) && isFirstStep(j)).length;
       const left = outstanding(jobs);
@@ -272,6 +276,33 @@ async function observe(): Promise<void> {
     }
     // Every 2 s, or less often when a list is slow: watching must not be the load.
     if (!settled) await sleep(Math.max(2_000, 3 * (Date.now() - listStarted)));
+  }
+}
+
+/**
+ * The runbook's step for a result adopted from a callback alone (MediaOrchestratorCallbackAdoptionHeld):
+ * look the provider job up at the provider (here the simulator's record of what was submitted for
+ * it), and accept it when it is the job's own submission. One that is not is counted, never accepted.
+ */
+const adoptions = new Map<string, "accepted" | "another job">();
+async function acceptAdoptions(jobs: MediaJob[]): Promise<void> {
+  for (const job of jobs) {
+    const uid = job.metadata.uid!;
+    const providerJobId = job.status?.providerJobId;
+    if (!providerJobId || adoptions.has(uid) || !adoptedWithoutEvidence(job)) continue;
+    const seen = await sim<{ key: string }>(`jobs/${providerJobId}`).catch(() => undefined);
+    if (!seen) continue; // not known (yet): looked at again next time
+    const own = seen.key === submissionId(job.status, job.status!.jobId!);
+    adoptions.set(uid, own ? "accepted" : "another job");
+    if (!own) continue;
+    await api
+      .mergePatch("mediajobs", NAMESPACE, job.metadata.name!, {
+        metadata: {
+          resourceVersion: job.metadata.resourceVersion,
+          annotations: { [ACCEPTED_PROVIDER_JOB_ANNOTATION]: providerJobId },
+        },
+      })
+      .catch(() => adoptions.delete(uid)); // changed meanwhile, or the control plane restarts
   }
 }
 
@@ -398,9 +429,7 @@ const result: ChaosResult = {
   mediaJobs: jobCheck.mediaJobs,
   pipelines,
   durationSeconds: Math.round((Date.now() - started) / 1000),
-  lost:
-    jobCheck.lost.length +
-    Math.max(0, JOBS - jobs.filter(isFirstStep).length),
+  lost: jobCheck.lost.length + Math.max(0, JOBS - jobs.filter(isFirstStep).length),
   executedMoreThanOnce: jobCheck.executedMoreThanOnce.length,
   executedAgainAfterUnconfirmed: jobCheck.executedAgainAfterUnconfirmed,
   executedAgainCallbackDropped: jobCheck.executedAgainCallbackDropped,
@@ -411,6 +440,8 @@ const result: ChaosResult = {
   endedUnconfirmed: jobCheck.endedUnconfirmed.length,
   endedUnconfirmedExecuted: jobCheck.endedUnconfirmed.filter((j) => j.executed).length,
   duplicateSteps: jobCheck.duplicateSteps.length,
+  adoptedByCallback: adoptions.size,
+  adoptedAnotherJob: [...adoptions.values()].filter((a) => a === "another job").length,
   paymentEvents: paymentCheck.events,
   paymentEventsDuplicated: paymentCheck.duplicated,
   paymentEventsUnrecorded: paymentCheck.unrecorded,

@@ -21,6 +21,14 @@ export interface ChaosResult {
   /** Of those, jobs whose unconfirmed submission did run at the provider (its result never arrived). */
   endedUnconfirmedExecuted: number;
   duplicateSteps: number;
+  /**
+   * Results adopted from a callback alone (AdoptedByCallback), their next step held: the run plays
+   * the operator of the runbook, checks at the provider that the provider job is the job's own,
+   * then accepts it (kubectl media accept). Not an invariant: the cost of a lost /run answer.
+   */
+  adoptedByCallback: number;
+  /** Of those, adoptions of a provider job submitted for another job: invariant 0. */
+  adoptedAnotherJob: number;
   paymentEvents: number;
   paymentEventsDuplicated: number;
   paymentEventsUnrecorded: number;
@@ -53,6 +61,7 @@ export const INVARIANTS = [
   "lost",
   "executedMoreThanOnce",
   "duplicateSteps",
+  "adoptedAnotherJob",
   "paymentEventsDuplicated",
   "paymentEventsUnrecorded",
   "staleAccounts",
@@ -99,6 +108,12 @@ export function table(r: ChaosResult): string {
       "the rest were never accepted by the provider",
     ],
     ["duplicated pipeline steps", r.duplicateSteps, "invariant: 0"],
+    [
+      "results adopted from a callback alone",
+      r.adoptedByCallback,
+      "not an invariant: checked at the provider, then accepted, as the runbook says",
+    ],
+    ["  of a provider job submitted for another job", r.adoptedAnotherJob, "invariant: 0"],
     [
       "PaymentEvent records > 1 per event id",
       r.paymentEventsDuplicated,

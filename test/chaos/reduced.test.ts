@@ -46,6 +46,7 @@ describe("make chaos, reduced", () => {
         "lost",
         "executedMoreThanOnce",
         "duplicateSteps",
+        "adoptedAnotherJob",
         "paymentEventsDuplicated",
         "staleAccounts",
       ])
