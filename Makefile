@@ -124,7 +124,7 @@ demo: deps ## the main job: control plane, simulator, operator, a sample ASR -> 
 bench: deps controlplane ## the benchmarks; results in docs/benchmarks.md and bench/results/
 	$(TSX) bench/run.ts $(BENCH_ARGS)
 
-fuzz: deps controlplane ## generated requests against both sidecar routes (FUZZ_ARGS="--requests N --seed S"); docs/reliability.md
+fuzz: deps controlplane build ## the sidecar as the image runs it (compiled), under generated requests and attacks on both routes (FUZZ_ARGS="--requests N --seed S"); docs/reliability.md
 	$(TSX) bench/fuzz.ts $(FUZZ_ARGS)
 
 chaos: deps controlplane ## the whole stack under combined faults; CHAOS_ARGS="--jobs N --seed S"; bench/results/chaos.json

@@ -505,7 +505,13 @@ try {
       Object.assign(invariants, {
         attacksWithinMemoryLimit: attacks.every((x) => x.withinLimit),
         attacksGenuineAnswered2xx: attacks.every((x) => x.allGenuine2xx),
-        noAdoptionOfAnotherTenantsJob: attacks.every((x) => x.notes?.otherTenantsJobAdopted !== true),
+        // The other tenant's recorded job is refused; a job nothing records may be adopted only
+        // marked AdoptedByCallback (its next step held): another tenant's output is never fed
+        // forward silently.
+        noAdoptionOfAnotherTenantsJob: attacks
+          .filter((x) => x.name === "adoption")
+          .every((x) => x.notes?.otherTenantsJobRefused === true),
+        noUnmarkedAdoption: attacks.every((x) => x.notes?.unrecordedJobAdoptedUnmarked !== true),
       });
     } finally {
       await attackSim.close();

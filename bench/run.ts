@@ -3,6 +3,7 @@
 //   tsx bench/run.ts [--jobs 1000,10000] [--scale 1000,10000,50000] [--active 1000,10000]
 //                    [--only throughput,intake,scale,recovery,rest]
 //   --only rest [--rest-jobs 1000] [--tick 5]: the stack at rest, which must be quiet
+//   --only footprint [--footprint-starts 3]: the built containers' memory, idle and at peak
 //   --split-cores: each throughput size again with the control plane on a core of its own
 //   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
 //   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`)
@@ -49,6 +50,7 @@ import {
   waitHttp,
   watchWrites,
 } from "./lib.js";
+import { footprint } from "./footprint.js";
 import { writeReport } from "./report.js";
 
 const { values: args } = parseArgs({
@@ -60,6 +62,7 @@ const { values: args } = parseArgs({
     only: { type: "string", default: "throughput,intake,scale,recovery" },
     concurrency: { type: "string", default: "32" },
     "rest-jobs": { type: "string", default: "1000" },
+    "footprint-starts": { type: "string", default: "3" },
     tick: { type: "string", default: "5" },
     profile: { type: "boolean", default: false },
     // Each throughput size once more with the control plane on core 0 and everything else (the
@@ -1218,6 +1221,13 @@ try {
   if (only.has("recovery")) {
     log("recovery latency (dropped callbacks)...");
     results.recovery = await recovery();
+  }
+  if (only.has("footprint")) {
+    log("footprint of the built containers...");
+    results.footprint = await footprint(
+      { server: cp.url, api, namespace, concurrency: CONCURRENCY, log },
+      { starts: Number(args["footprint-starts"]) },
+    );
   }
   if (only.has("scale")) {
     log("memory and scaling...");

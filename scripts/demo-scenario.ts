@@ -145,7 +145,7 @@ export async function runDemoScenario(ctx: DemoContext): Promise<DemoSummary> {
   // The controller writes Events in the background, just after the status they explain: give the
   // recovery's Event a moment to land.
   const recoveries = async () =>
-    (await api.core.listNamespacedEvent({ namespace: ns })).items
+    (await (await api.typed()).core.listNamespacedEvent({ namespace: ns })).items
       .filter(
         (e) =>
           PIPELINE.includes(e.involvedObject.name ?? "") &&

@@ -1,9 +1,9 @@
 // The operator's processes: `controller`, `webhooks` (the sidecar) or `all` (both in one process,
 // for `make run` and local development). In the cluster the chart runs them as two containers.
+// Each mode imports only its own code: the controller's container never loads the sidecar's
+// HTTP server (fastify), nor the sidecar the controller's.
 import { ConfigError, parseEnv, watchEnvSecretFiles } from "./config/env.js";
-import { runController } from "./controller/run.js";
 import { createLogger } from "./log.js";
-import { runWebhooks } from "./webhooks/run.js";
 
 async function main(argv: string[]): Promise<void> {
   const mode = argv[0] ?? "all";
@@ -38,10 +38,22 @@ async function main(argv: string[]): Promise<void> {
   const secretFiles = watchEnvSecretFiles(env, log);
   stops.push(async () => secretFiles.stop());
   try {
-    if (mode === "webhooks" || mode === "all") stops.push((await runWebhooks(env, log)).stop);
+    if (mode === "webhooks" || mode === "all") {
+      const { runWebhooks } = await import("./webhooks/run.js");
+      stops.push((await runWebhooks(env, log)).stop);
+    }
+    // The controller collects after its own bursts (controller/idle-compaction.ts); the sidecar
+    // alone after its event loop's.
+    if (mode === "webhooks") {
+      const { collectWhenIdle } = await import("./idle-collection.js");
+      const stop = collectWhenIdle();
+      stops.push(async () => stop());
+    }
     // Losing the lease ends the process, as controller-runtime does: the pod restarts as a candidate.
-    if (mode === "controller" || mode === "all")
+    if (mode === "controller" || mode === "all") {
+      const { runController } = await import("./controller/run.js");
       stops.push((await runController(env, log, { onLeadershipLost: () => void shutdown(1) })).stop);
+    }
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(err.message);

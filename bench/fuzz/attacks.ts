@@ -148,7 +148,8 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
     GPU_PROVIDER_API_URL: stack.sim.url,
     GPU_PROVIDER_API_KEY: SIM_KEY,
     PAYMENT_PROVIDER_WEBHOOK_SECRET: stack.paymentSecret,
-    WATCH_NAMESPACE: stack.namespace,
+    // One operator for every tenant's namespace (watchAllNamespaces): tenant B's jobs are in its
+    // scope. The sidecar's own state (PaymentEvents) lives in its pod's namespace.
     POD_NAMESPACE: stack.namespace,
   };
 
@@ -382,7 +383,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
 
   await attack(
     "adoption",
-    "a callback on an unconfirmed submission's URL naming another tenant's finished provider job on the same endpoint, and one naming `..`",
+    "a callback on an unconfirmed submission's URL naming another tenant's finished provider job on the same endpoint, one naming `..`, and one on another unconfirmed submission's URL naming a provider job no MediaJob holds",
     async (s) => {
       const unconfirmed = await jobs.submitted(`unconfirmed-${randomBytes(4).toString("hex")}`, {
         webhook: false,
@@ -410,6 +411,31 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
         unconfirmed.job.metadata.name,
       );
       const adoptedOther = after?.status?.providerJobId === other.providerJobId;
+      // A provider job no MediaJob records (its submitter's /run answer was lost too, or it is
+      // another installation's): nothing refuses it, so its adoption must be marked and held.
+      const orphan = await tenantB.intent(`orphan-${randomBytes(4).toString("hex")}`);
+      const orphanProviderJobId = await tenantB.submit(orphan, { webhook: false });
+      await tenantB.finished(orphan.status!.jobId!);
+      const second = await jobs.submitted(`unconfirmed-${randomBytes(4).toString("hex")}`, {
+        webhook: false,
+        record: false,
+        hold: true,
+      });
+      const unheld = await post(
+        jobs.url(second.job, s.base),
+        { "content-type": "application/json" },
+        JSON.stringify({ id: orphanProviderJobId, status: "COMPLETED" }),
+        ATTACKER,
+      );
+      const secondAfter = await stack.api.get<MediaJob>(
+        "mediajobs",
+        stack.namespace,
+        second.job.metadata.name,
+      );
+      const orphanAdopted = secondAfter?.status?.providerJobId === orphanProviderJobId;
+      const orphanMarked =
+        secondAfter?.status?.conditions?.find((c) => c.type === "Submitted")?.reason === "AdoptedByCallback";
+      stack.sim.releaseJob(second.job.status!.jobId!);
       stack.sim.releaseJob(unconfirmed.job.status!.jobId!);
       await jobs.finished(unconfirmed.job.status!.jobId!);
       const own = await post(
@@ -424,7 +450,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
         unconfirmed.job.metadata.name,
       );
       return {
-        attacker: [steal.status, dots.status],
+        attacker: [steal.status, dots.status, unheld.status],
         genuine: [
           {
             delivery: "the unconfirmed job's own callback, after",
@@ -435,6 +461,10 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
         ],
         notes: {
           otherTenantsJobAdopted: adoptedOther,
+          otherTenantsJobRefused: !adoptedOther && steal.json?.applied === false,
+          unrecordedJobAdoptedUnmarked: orphanAdopted && !orphanMarked,
+          answerToTheUnrecorded: unheld.json,
+          unrecordedJobAdoptedMarked: orphanAdopted && orphanMarked,
           answerToTheSteal: steal.json,
           answerToDots: dots.json,
           finalProviderJobIdIsOwn: final?.status?.providerJobId === unconfirmed.providerJobId,

@@ -1,12 +1,14 @@
 // The sidecar as the image runs it, for the fuzz and the attacks: the compiled dist/src/main.js
 // with the image's Node flags and malloc settings (Dockerfile, bench/lib.ts), else (no build) the
-// sources through tsx with the same flags. Its memory limit is the chart's (values.yaml).
+// sources through tsx with the same flags. Its memory limit is the chart's (values.yaml), and so
+// is its heap bound: the NODE_OPTIONS the rendered chart gives the webhooks container.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parse } from "yaml";
+import { parse, parseAllDocuments } from "yaml";
 import { freePort } from "../../scripts/devstack-lib.js";
 import { REPO_ROOT } from "../../test/support/controlplane.js";
+import { helm } from "../../test/support/helm.js";
 import { RUNTIME_ENV, RUNTIME_FLAGS, rssMiB, waitHttp } from "../lib.js";
 
 export interface Sidecar {
@@ -39,6 +41,7 @@ export async function startSidecar(name: string, env: Record<string, string>): P
       WEBHOOKS_PORT: String(port),
       LEADER_ELECTION: "false",
       LOG_LEVEL: "warn",
+      ...chartNodeOptions(),
       ...env,
     },
     stdio: ["ignore", out, out],
@@ -80,4 +83,23 @@ export function rssPeak(pid: number): { stop: () => number; now: () => number } 
       return peak;
     },
   };
+}
+
+let rendered: Record<string, string> | undefined;
+
+/** NODE_OPTIONS of the webhooks container in the chart rendered with its defaults ({} if none). */
+function chartNodeOptions(): Record<string, string> {
+  if (rendered) return rendered;
+  const res = helm(["template", "fuzz", "deploy/helm"]);
+  if (res.status !== 0) throw new Error(`helm template failed: ${res.stderr}`);
+  type Container = { name: string; env?: Array<{ name: string; value?: string }> };
+  const containers = parseAllDocuments(res.stdout)
+    .map((d) => d.toJS() as { kind?: string; spec?: { template?: { spec?: { containers?: Container[] } } } })
+    .filter((o) => o?.kind === "Deployment")
+    .flatMap((o) => o.spec?.template?.spec?.containers ?? []);
+  const value = containers
+    .find((c) => c.name === "webhooks")
+    ?.env?.find((e) => e.name === "NODE_OPTIONS")?.value;
+  rendered = value ? { NODE_OPTIONS: value } : {};
+  return rendered;
 }

@@ -172,7 +172,7 @@ export class CliContext {
     const { kubeError } = await import("../k8s/errors.js");
     let secret;
     try {
-      secret = await api.core.readNamespacedSecret({ name: ref.name, namespace });
+      secret = await (await api.typed()).core.readNamespacedSecret({ name: ref.name, namespace });
     } catch (err) {
       const code = kubeError(err)?.code;
       if (code === 404) {

@@ -80,6 +80,15 @@ export async function askProvider(gpu: GpuProviderClient, job: MediaJob): Promis
   if (!endpointId) {
     return { state: "not-submitted", message: "no endpoint id recorded: the job was never submitted" };
   }
+  // Pending with neither a provider id nor a submission (suspended, or a refused submission
+  // withdrawn): the provider has nothing of the next attempt yet, and its id is not the last one's.
+  const status = job.status;
+  if (status?.phase === "Pending" && !status.providerJobId && !status.submission) {
+    return {
+      state: "not-submitted",
+      message: "no submission in flight: the job waits to be submitted (again)",
+    };
+  }
   const id = providerJobId(job);
   try {
     return { state: "found", id, endpointId, job: await gpu.status(endpointId, id) };

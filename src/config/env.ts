@@ -232,6 +232,12 @@ export function watchEnvSecretFiles(env: Env, log: Logger): SecretFilesWatch {
       if (!res.success)
         return { ok: false, problem: res.error.issues[0]?.message.replace(/received .*/i, "") ?? "invalid" };
       if (res.data === undefined) return { ok: false, problem: "empty" };
+      // As at start (requireStrongCallbackSecrets): a rotation cannot bring in a weak callback key.
+      if (
+        (name === "CALLBACK_SECRET" || name === "CALLBACK_SECRET_PREVIOUS") &&
+        Buffer.byteLength(text, "utf8") < CALLBACK_SECRET_MIN_BYTES
+      )
+        return { ok: false, problem: `must be at least ${CALLBACK_SECRET_MIN_BYTES} bytes` };
       return { ok: true, value: res.data };
     },
   });

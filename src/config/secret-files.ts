@@ -63,7 +63,15 @@ export function withSecretFiles(
     }
   }
   if (problems.length) throw new SecretFileError(problems);
-  return { env, files };
+  // Watched as well: the directory's file of every variable not set at start, for a key the Secret
+  // gains later (the previous callback key of a rotation: CALLBACK_SECRET_PREVIOUS).
+  const dir = source[SECRETS_DIR_VARIABLE]?.trim();
+  const watched = new Map(files);
+  if (dir)
+    for (const name of names)
+      if (!watched.has(name) && (source[name] === undefined || source[name] === ""))
+        watched.set(name, join(dir, name));
+  return { env, files: watched };
 }
 
 /** Which files each parsed configuration came from (set by parseEnv, read by watchSecretFiles). */
@@ -105,6 +113,8 @@ export function watchSecretFiles<C extends object>(
     reported.set(name, problem);
     opts.log.error({ variable: name, problem }, "secret file not usable; the value in use is kept");
   };
+  // The files read so far: one that disappears afterwards is reported, one never seen is not.
+  const seen = new Set([...files].filter(([, path]) => existsSync(path)).map(([name]) => name));
   const check = (): string[] => {
     const changed: string[] = [];
     for (const [name, path] of files) {
@@ -112,7 +122,10 @@ export function watchSecretFiles<C extends object>(
       try {
         text = readSecretFile(path);
       } catch (err) {
-        report(name, `unreadable (${(err as NodeJS.ErrnoException).code ?? "error"})`);
+        const code = (err as NodeJS.ErrnoException).code;
+        // A file that has never been there (a key the Secret does not hold yet): nothing to do.
+        if (code === "ENOENT" && !seen.has(name)) continue;
+        report(name, `unreadable (${code ?? "error"})`);
         continue;
       }
       const parsed = opts.parse(name, text);
@@ -120,6 +133,7 @@ export function watchSecretFiles<C extends object>(
         report(name, parsed.problem);
         continue;
       }
+      seen.add(name);
       reported.delete(name);
       if (parsed.value === current[name]) continue;
       current[name] = parsed.value;

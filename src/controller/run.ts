@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import { managementUrl, requireStrongCallbackSecrets, requireVars, type Env } from "../config/env.js";
 import { rebuiltOnChange } from "../config/secret-files.js";
 import { KubeApi } from "../k8s/api.js";
-import { loadKubeConfig } from "../k8s/config.js";
+import { loadClusterConfig } from "../k8s/cluster-config.js";
 import { GpuProviderClient } from "../provider/index.js";
 import { startControllerHealthServer } from "./health.js";
 import { Manager } from "./manager.js";
@@ -22,7 +22,7 @@ export async function runController(
 ): Promise<RunningController> {
   requireVars(env, ["GPU_PROVIDER_API_KEY", "CALLBACK_BASE_URL", "CALLBACK_SECRET"], "controller");
   requireStrongCallbackSecrets(env, "controller");
-  const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }), {
+  const api = new KubeApi(await loadClusterConfig({ path: opts.kubeconfig }), {
     timeoutMs: env.KUBE_API_TIMEOUT_SECONDS * 1000,
   });
   const metrics = new ControllerMetrics();

@@ -21,12 +21,33 @@ export const BillingAccountSpec = z.object({
   customerId: z.string().min(1).max(255).describe("The payment provider's customer id."),
 });
 
+/** GPU seconds of the current billing period, whole seconds as src/mediajob/usage.ts bills them. */
+export const BillingAccountUsage = z.object({
+  periodStart: Timestamp.describe("Start of the billing period the figures are for."),
+  periodEnd: Timestamp.optional().describe("End of the billing period the figures are for."),
+  usedSeconds: z.int().min(0).describe("Billable GPU seconds of the period's ended jobs, reported or not."),
+  reportedSeconds: z.int().min(0).describe("Of those, the seconds the payment provider has accepted."),
+  limitSeconds: z
+    .int()
+    .min(0)
+    .optional()
+    .describe("The plan's GPU seconds for the period; absent: no plan limit."),
+});
+
 export const BillingAccountStatus = z.object({
-  subscriptionId: z.string().max(255).optional(),
-  subscriptionStatus: SubscriptionStatus.optional(),
-  lastEventId: z.string().max(255).optional(),
+  subscriptionId: z.string().max(255).optional().describe("The payment provider's subscription id."),
+  subscriptionStatus: SubscriptionStatus.optional().describe(
+    "The subscription's state; the account's jobs are admitted while it is active or trialing.",
+  ),
+  priceIds: z
+    .array(z.string().min(1).max(255))
+    .max(20)
+    .optional()
+    .describe("The subscription's price ids, which select its plan."),
+  usage: BillingAccountUsage.optional().describe("GPU seconds of the current billing period."),
+  lastEventId: z.string().max(255).optional().describe("event.id of the event that set this state."),
   lastEventCreated: z.int().min(0).optional().describe("event.created of the event that set this state."),
-  updatedAt: Timestamp.optional(),
+  updatedAt: Timestamp.optional().describe("When this state was written."),
   conditions: Conditions.optional(),
 });
 export type BillingAccountStatus = z.infer<typeof BillingAccountStatus>;
@@ -63,6 +84,8 @@ export const billingAccountDefinition: ResourceDefinition = {
   printerColumns: [
     { name: "Customer", type: "string", jsonPath: ".spec.customerId" },
     { name: "Subscription", type: "string", jsonPath: ".status.subscriptionStatus" },
+    { name: "Used", type: "integer", jsonPath: ".status.usage.usedSeconds", priority: 1 },
+    { name: "Limit", type: "integer", jsonPath: ".status.usage.limitSeconds", priority: 1 },
     { name: "Updated", type: "date", jsonPath: ".status.updatedAt" },
     AGE_COLUMN,
   ],

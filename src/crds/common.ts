@@ -111,6 +111,12 @@ export interface ResourceDefinition {
    */
   objectValidations?: CelRule[];
   printerColumns: PrinterColumn[];
+  /**
+   * Fields a list may filter on (`fieldSelector`), beyond metadata.name and metadata.namespace:
+   * spec.versions[].selectableFields, GA in Kubernetes 1.32
+   * (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#crd-selectable-fields).
+   */
+  selectableFields?: Array<{ jsonPath: string }>;
   description: string;
 }
 

@@ -42,30 +42,59 @@ export const GpuEndpointSpec = z.object({
 });
 export type GpuEndpointSpec = z.output<typeof GpuEndpointSpec>;
 
-export const EndpointHealth = z.object({
-  jobsInQueue: z.int().min(0).optional(),
-  jobsInProgress: z.int().min(0).optional(),
-  jobsCompleted: z.int().min(0).optional(),
-  jobsFailed: z.int().min(0).optional(),
-  workersIdle: z.int().min(0).optional(),
-  workersRunning: z.int().min(0).optional(),
-  workersInitializing: z.int().min(0).optional(),
-  workersUnhealthy: z.int().min(0).optional(),
-  workersThrottled: z.int().min(0).optional(),
-});
+export const EndpointHealth = z
+  .object({
+    jobsInQueue: z.int().min(0).optional().describe("Jobs waiting in the endpoint's queue."),
+    jobsInProgress: z.int().min(0).optional().describe("Jobs running on a worker."),
+    jobsCompleted: z.int().min(0).optional().describe("Jobs completed, as the provider counts them."),
+    jobsFailed: z.int().min(0).optional().describe("Jobs failed, as the provider counts them."),
+    workersIdle: z.int().min(0).optional().describe("Workers up and waiting for a job."),
+    workersRunning: z.int().min(0).optional().describe("Workers running a job."),
+    workersInitializing: z
+      .int()
+      .min(0)
+      .optional()
+      .describe("Workers starting (a cold start); read while jobs are queued."),
+    workersUnhealthy: z
+      .int()
+      .min(0)
+      .optional()
+      .describe("Workers the provider reports unhealthy; read while jobs are queued."),
+    workersThrottled: z
+      .int()
+      .min(0)
+      .optional()
+      .describe("Workers the provider reports throttled; read while jobs are queued."),
+  })
+  .describe(
+    "The endpoint's queue and workers at the last look: /health, and while jobs are queued the " +
+      "provider's worker summary (REST API v2).",
+  );
 export type EndpointHealth = z.infer<typeof EndpointHealth>;
 
 export const GpuEndpointStatus = z.object({
-  endpointId: z.string().max(256).optional(),
-  endpointName: z.string().max(256).optional(),
-  resolvedBy: z.enum(["spec", "environment", "name", "created"]).optional(),
+  endpointId: z.string().max(256).optional().describe("The provider's id of the endpoint in use."),
+  endpointName: z.string().max(256).optional().describe("The provider's name of that endpoint."),
+  resolvedBy: z
+    .enum(["spec", "environment", "name", "created"])
+    .optional()
+    .describe(
+      "How the endpoint was found: spec (spec.endpointId), environment (GPU_PROVIDER_ENDPOINT_<WORKLOAD>), " +
+        "name (<prefix>-<workload>-<env>) or created (spec.create).",
+    ),
   workersMin: z.int().min(0).optional().describe("minWorkers as the provider has it."),
   workersMax: z.int().min(0).optional().describe("maxWorkers as the provider has it."),
-  idleTimeoutSeconds: z.int().min(0).optional(),
+  idleTimeoutSeconds: z.int().min(0).optional().describe("idleTimeoutSeconds as the provider has it."),
   health: EndpointHealth.optional(),
-  lastSyncedAt: Timestamp.optional(),
+  lastSyncedAt: Timestamp.optional().describe(
+    "When the status last changed (it is written only when it changes, not at every look).",
+  ),
   conditions: Conditions.optional(),
-  observedGeneration: z.int().min(0).optional(),
+  observedGeneration: z
+    .int()
+    .min(0)
+    .optional()
+    .describe("The metadata.generation the controller last acted on."),
 });
 export type GpuEndpointStatus = z.infer<typeof GpuEndpointStatus>;
 

@@ -289,4 +289,7 @@ export const mediaJobDefinition: ResourceDefinition = {
     { name: "Provider Job", type: "string", jsonPath: ".status.providerJobId", priority: 1 },
     { name: "Replay", type: "boolean", jsonPath: ".status.replay", priority: 1 },
   ],
+  // The sidecar asks which MediaJob holds a provider job before a callback may adopt it
+  // (src/callback/adoption.ts): one indexed list call, on any replica, however fresh.
+  selectableFields: [{ jsonPath: ".status.providerJobId" }],
 };

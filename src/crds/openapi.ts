@@ -63,6 +63,7 @@ export function customResourceDefinition(def: ResourceDefinition): Json {
           storage: true,
           subresources: { status: {} },
           additionalPrinterColumns: def.printerColumns,
+          ...(def.selectableFields?.length && { selectableFields: def.selectableFields }),
           schema: {
             openAPIV3Schema: {
               type: "object",

@@ -1,34 +1,17 @@
-// A small typed door to the project's custom resources, on @kubernetes/client-node's
-// CustomObjectsApi. Status is written with PUT on the status subresource carrying the
-// resourceVersion we read: the apiserver answers 409 when someone else wrote in between
-// (optimistic concurrency), and the status becomes exactly what we computed (no merge surprises).
-// Every call has a deadline (src/k8s/transport.ts): the client's, or the call's own CallOptions.
-import {
-  CoreV1Api,
-  createConfiguration,
-  CustomObjectsApi,
-  PatchStrategy,
-  RequestContext,
-  ServerConfiguration,
-  setHeaderMiddleware,
-  wrapHttpLibrary,
-  type HttpMethod,
-  type KubeConfig,
-} from "@kubernetes/client-node";
+// A small typed door to the project's custom resources: JSON over undici (./http.ts). Status is
+// written with PUT on the status subresource carrying the resourceVersion we read: the apiserver
+// answers 409 when someone else wrote in between (optimistic concurrency), and the status becomes
+// exactly what we computed (no merge surprises). Every call has a deadline: the client's, or the
+// call's own CallOptions. @kubernetes/client-node is not imported here: its typed clients and its
+// HTTP path (a cluster behind a proxy) load on first use, from ./typed.ts.
 import { GROUP, VERSION } from "../crds/common.js";
-import { withConnectionReuse } from "./config.js";
+import type { ClusterConfig } from "./cluster-config.js";
+import { DEFAULT_KUBE_TIMEOUT_MS, type CallOptions } from "./deadline.js";
 import { isConflict, isNotFound } from "./errors.js";
 import { KubeHttp, type WatchObject } from "./http.js";
-import { watchWithInactivityLimit } from "./watch.js";
-import {
-  callOptions,
-  DEFAULT_KUBE_TIMEOUT_MS,
-  DeadlineHttpLibrary,
-  deadlineSignal,
-  type CallOptions,
-} from "./transport.js";
+import type { TypedClients } from "./typed.js";
 
-export type { CallOptions } from "./transport.js";
+export type { CallOptions } from "./deadline.js";
 
 export interface KubeObject {
   apiVersion?: string;
@@ -59,37 +42,41 @@ export interface JsonPatchOp {
 export interface KubeApiOptions {
   /** Deadline of every call that names none (default 30 s). */
   timeoutMs?: number;
+  /** How long TLS material and credentials read from the configuration are reused (default 10 s). */
+  credentialsTtlMs?: number;
 }
 
+/** Content types of the patches the apiserver accepts. */
+const JSON_PATCH = "application/json-patch+json";
+const MERGE_PATCH = "application/merge-patch+json";
+
 export class KubeApi {
-  /** Typed clients; a call made on them directly gets the client's default deadline. */
-  readonly custom: CustomObjectsApi;
-  readonly core: CoreV1Api;
   readonly timeoutMs: number;
-  private readonly http: DeadlineHttpLibrary;
   /** The fast path (src/k8s/http.ts); absent for a cluster behind a proxy. */
   private readonly fast?: KubeHttp;
+  private typedClients?: Promise<TypedClients>;
 
   constructor(
-    readonly kubeConfig: KubeConfig,
+    /** The cluster's configuration: client-node's KubeConfig, or the in-cluster one. */
+    readonly kubeConfig: ClusterConfig,
     opts: KubeApiOptions = {},
   ) {
-    withConnectionReuse(kubeConfig);
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_KUBE_TIMEOUT_MS;
-    this.http = new DeadlineHttpLibrary(this.timeoutMs);
-    const cluster = kubeConfig.getCurrentCluster();
-    if (!cluster) throw new Error("no current cluster in kubeconfig");
-    // As KubeConfig.makeApiClient builds it, with the deadline-bound HTTP library in place of
-    // the default one.
-    const config = createConfiguration({
-      baseServer: new ServerConfiguration(cluster.server, {}),
-      authMethods: { default: kubeConfig },
-      httpApi: wrapHttpLibrary(this.http),
-      middleware: [setHeaderMiddleware("User-Agent", "media-orchestrator")],
-    });
-    this.custom = new CustomObjectsApi(config);
-    this.core = new CoreV1Api(config);
-    if (KubeHttp.serves(kubeConfig)) this.fast = new KubeHttp(kubeConfig, this.timeoutMs);
+    if (!kubeConfig.getCurrentCluster()) throw new Error("no current cluster in kubeconfig");
+    if (KubeHttp.serves(kubeConfig))
+      this.fast = new KubeHttp(kubeConfig, this.timeoutMs, opts.credentialsTtlMs);
+  }
+
+  /**
+   * client-node's typed clients (CoreV1Api, CustomObjectsApi) on the same configuration, with the
+   * client's deadline. Loads client-node (about 85 MiB of memory) on first use: the CLI and the
+   * tests use them, the containers do not.
+   */
+  typed(): Promise<TypedClients> {
+    this.typedClients ??= import("./typed.js").then(
+      ({ TypedClients }) => new TypedClients(this.kubeConfig, this.timeoutMs),
+    );
+    return this.typedClients;
   }
 
   /**
@@ -105,26 +92,14 @@ export class KubeApi {
     inactivityMs: number,
   ): Promise<void> {
     if (this.fast) return this.fast.watch(path, query, onEvent, done, signal);
-    const controller = await watchWithInactivityLimit(this.kubeConfig, inactivityMs).watch(
-      path,
-      query,
-      onEvent,
-      (err: unknown) => done(signal.aborted ? undefined : err),
-    );
-    if (signal.aborted) controller.abort();
-    else signal.addEventListener("abort", () => controller.abort(), { once: true });
+    return (await this.typed()).watch(path, query, onEvent, done, signal, inactivityMs);
   }
 
-  private objectPath(plural: Plural, namespace: string | undefined, name?: string, sub?: string): string {
+  objectPath(plural: Plural, namespace: string | undefined, name?: string, sub?: string): string {
     const base = namespace
       ? `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/${plural}`
       : `/apis/${GROUP}/${VERSION}/${plural}`;
     return name === undefined ? base : `${base}/${encodeURIComponent(name)}${sub ? `/${sub}` : ""}`;
-  }
-
-  /** Options for one typed call: its deadline and, for patches, the body's content type. */
-  private call(opts?: CallOptions, contentType?: string) {
-    return callOptions(this.timeoutMs, opts, contentType);
   }
 
   /**
@@ -140,23 +115,10 @@ export class KubeApi {
     opts: CallOptions = {},
   ): Promise<T> {
     if (this.fast) return this.fast.json<T>(method, path, body, contentType, opts);
-    const signal = deadlineSignal(opts.timeoutMs ?? this.timeoutMs, opts.signal);
-    const cluster = this.kubeConfig.getCurrentCluster();
-    if (!cluster) throw new Error("no current cluster in kubeconfig");
-    const url = new URL(path, cluster.server);
-    const request = new RequestContext(url.toString(), method.toUpperCase() as HttpMethod);
-    await this.kubeConfig.applySecurityAuthentication(request);
-    request.setHeaderParam("Accept", "application/json");
-    if (body !== undefined) {
-      request.setHeaderParam("Content-Type", contentType);
-      request.setBody(JSON.stringify(body));
-    }
-    request.setSignal(signal);
-    const res = await this.http.send(request);
-    const text = await res.body.text();
-    const code = res.httpStatusCode;
-    if (code >= 200 && code < 300) return (text ? JSON.parse(text) : undefined) as T;
-    throw Object.assign(new Error(`HTTP ${code} ${method} ${url.pathname}`), { code, body: text });
+    return (await this.typed()).rawJson<T>(method, path, body, contentType, {
+      ...opts,
+      timeoutMs: opts.timeoutMs ?? this.timeoutMs,
+    });
   }
 
   async get<T extends KubeObject>(
@@ -183,7 +145,7 @@ export class KubeApi {
   async list<T extends KubeObject>(
     plural: Plural,
     namespace?: string,
-    opts: { labelSelector?: string; pageSize?: number } & CallOptions = {},
+    opts: { labelSelector?: string; fieldSelector?: string; pageSize?: number } & CallOptions = {},
   ): Promise<ListResult<T>> {
     const items: T[] = [];
     let token: string | undefined;
@@ -192,6 +154,7 @@ export class KubeApi {
       const query = new URLSearchParams({ limit: String(opts.pageSize ?? 500) });
       if (token) query.set("continue", token);
       if (opts.labelSelector) query.set("labelSelector", opts.labelSelector);
+      if (opts.fieldSelector) query.set("fieldSelector", opts.fieldSelector);
       // Each page has its own deadline: a long list is many calls, not one.
       const res = await this.rawJson<{
         items: T[];
@@ -232,7 +195,7 @@ export class KubeApi {
       "PATCH",
       this.objectPath(plural, namespace, name, "status"),
       ops,
-      PatchStrategy.JsonPatch,
+      JSON_PATCH,
       opts,
     );
   }
@@ -245,13 +208,7 @@ export class KubeApi {
     patch: object,
     opts?: CallOptions,
   ): Promise<T> {
-    return this.rawJson<T>(
-      "PATCH",
-      this.objectPath(plural, namespace, name),
-      patch,
-      PatchStrategy.MergePatch,
-      opts,
-    );
+    return this.rawJson<T>("PATCH", this.objectPath(plural, namespace, name), patch, MERGE_PATCH, opts);
   }
 
   async delete(plural: Plural, namespace: string, name: string, opts?: CallOptions): Promise<boolean> {

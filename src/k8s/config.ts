@@ -1,6 +1,10 @@
-import { createHash } from "node:crypto";
+// client-node's KubeConfig: kubeconfig files (contexts, exec plugins, OIDC), for the CLI, the
+// tests and a container started with a kubeconfig. Importing this module loads client-node; the
+// containers reach it only through loadClusterConfig (./cluster-config.ts), and only when a
+// kubeconfig file is used.
 import type { AgentOptions } from "node:https";
 import { KubeConfig, type Cluster } from "@kubernetes/client-node";
+import { tlsMaterial } from "./cluster-config.js";
 
 type Dispatcher = { close(): Promise<void> };
 type DispatcherFactory = (cluster: Cluster | null, options: AgentOptions) => Dispatcher | undefined;
@@ -66,34 +70,9 @@ export function withConnectionReuse(kc: KubeConfig): KubeConfig {
   return kc;
 }
 
-/** The TLS settings a pool's connections are built from. */
-export type TlsOptions = Pick<
-  AgentOptions,
-  "ca" | "cert" | "key" | "pfx" | "passphrase" | "servername" | "rejectUnauthorized"
->;
-
-/** A digest of what a dispatcher's connections are built from (never the secrets themselves). */
-export function tlsMaterial(cluster: Cluster | null, o: TlsOptions): string {
-  const hash = createHash("sha256");
-  for (const v of [
-    cluster?.proxyUrl,
-    o.ca,
-    o.cert,
-    o.key,
-    o.pfx,
-    o.passphrase,
-    o.servername,
-    o.rejectUnauthorized,
-  ]) {
-    hash.update(v === undefined ? "-" : typeof v === "string" || Buffer.isBuffer(v) ? v : JSON.stringify(v));
-    hash.update("\0");
-  }
-  return hash.digest("hex");
-}
-
 /**
- * The kubeconfig, as kubectl finds it: an explicit path, else $KUBECONFIG, else in-cluster, else
- * ~/.kube/config. An optional context overrides the current one.
+ * The kubeconfig, as client-node's loadFromDefault finds it: an explicit path, else $KUBECONFIG,
+ * else ~/.kube/config, else in-cluster. An optional context overrides the current one.
  */
 export function loadKubeConfig(opts: { path?: string; context?: string } = {}): KubeConfig {
   const kc = new KubeConfig();

@@ -4,17 +4,17 @@
 // BENCH_ARGS="--throughput --profile"`, that path was most of the controller's CPU per job. Here a
 // request is one undici `request()` on a pooled HTTP/1.1 connection, and its body one JSON.parse.
 //
-// The kubeconfig is still client-node's: its TLS material and credentials (certificates, tokens,
-// token files, exec and auth-provider plugins, impersonation) are taken from it, re-read every
-// few seconds so rotated certificates and tokens are picked up, and the pool is rebuilt (the old
-// one closed once idle) when the TLS material changes. Clusters reached through a proxy keep
-// client-node's own path (src/k8s/api.ts).
+// TLS material and credentials come from the configuration (./cluster-config.ts): the in-cluster
+// service account's files, or client-node's KubeConfig (certificates, tokens, token files, exec
+// and auth-provider plugins, impersonation). They are read again every few seconds, and at once
+// after a 401, so rotated certificates and tokens are picked up; the pool is rebuilt (the old one
+// closed once idle) when the TLS material changes. Clusters reached through a proxy keep
+// client-node's own path (src/k8s/typed.ts).
 import type { RequestOptions } from "node:https";
 import { StringDecoder } from "node:string_decoder";
-import type { KubeConfig } from "@kubernetes/client-node";
 import { Agent, type Dispatcher } from "undici";
-import { tlsMaterial } from "./config.js";
-import { KubeTimeoutError, type CallOptions } from "./transport.js";
+import { tlsMaterial, type ClusterConfig } from "./cluster-config.js";
+import { KubeTimeoutError, type CallOptions } from "./deadline.js";
 
 /** How long credentials and TLS material read from the kubeconfig are reused. */
 const CREDENTIALS_TTL_MS = 10_000;
@@ -46,8 +46,6 @@ interface Credentials {
   material: string;
 }
 
-type OptionsApplier = { applyOptions?: (opts: RequestOptions) => Promise<void> };
-
 export class KubeHttp {
   private readonly origin: string;
   private readonly basePath: string;
@@ -55,20 +53,19 @@ export class KubeHttp {
   private current?: Credentials;
 
   constructor(
-    private readonly kc: KubeConfig,
+    private readonly kc: ClusterConfig,
     private readonly defaultTimeoutMs: number,
+    private readonly credentialsTtlMs = CREDENTIALS_TTL_MS,
   ) {
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error("no current cluster in kubeconfig");
     const server = new URL(cluster.server);
     this.origin = server.origin;
     this.basePath = server.pathname.replace(/\/+$/, "");
-    if (typeof (kc as unknown as OptionsApplier).applyOptions !== "function")
-      throw new Error("@kubernetes/client-node's KubeConfig has no applyOptions: revisit src/k8s/http.ts");
   }
 
-  /** Whether this path can serve the kubeconfig's cluster (not through a proxy). */
-  static serves(kc: KubeConfig): boolean {
+  /** Whether this path can serve the configuration's cluster (not through a proxy). */
+  static serves(kc: ClusterConfig): boolean {
     const cluster = kc.getCurrentCluster();
     return !!cluster && !cluster.proxyUrl && /^https?:/.test(cluster.server);
   }
@@ -76,18 +73,28 @@ export class KubeHttp {
   /** Headers and a pool for the kubeconfig's credentials as they are now (cached briefly). */
   private async auth(): Promise<Credentials> {
     const cur = this.current;
-    if (cur && Date.now() - cur.at < CREDENTIALS_TTL_MS) return cur;
+    if (cur && Date.now() - cur.at < this.credentialsTtlMs) return cur;
     this.credentials ??= this.readCredentials().finally(() => (this.credentials = undefined));
     return this.credentials;
   }
 
+  /**
+   * After a 401: the credentials read again at once (a rotated token), unless they were read after
+   * the request started. Whether they changed, so the request is worth one more try.
+   */
+  private async reauthenticate(used: Credentials): Promise<boolean> {
+    if (this.current === used) this.current = { ...used, at: 0 };
+    const now = await this.auth();
+    return now.headers.Authorization !== used.headers.Authorization;
+  }
+
   private async readCredentials(): Promise<Credentials> {
-    const opts: RequestOptions = {};
-    await (this.kc as unknown as Required<OptionsApplier>).applyOptions(opts);
-    const user = this.kc.getCurrentUser();
+    const opts: RequestOptions = { headers: {} };
+    await this.kc.applyToHTTPSOptions(opts);
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(opts.headers ?? {}))
       if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : String(v);
+    const user = this.kc.getCurrentUser();
     if (user?.username)
       headers.Authorization = `Basic ${Buffer.from(`${user.username}:${user.password ?? ""}`).toString("base64")}`;
     const material = tlsMaterial(this.kc.getCurrentCluster(), opts);
@@ -122,20 +129,27 @@ export class KubeHttp {
     contentType: string | undefined,
     signal: AbortSignal,
   ): Promise<Dispatcher.ResponseData> {
-    const { headers, dispatcher } = await this.auth();
-    return dispatcher.request({
-      origin: this.origin,
-      path: this.basePath + path,
-      method,
-      headers: {
-        ...headers,
-        accept: "application/json",
-        "user-agent": "media-orchestrator",
-        ...(contentType !== undefined && { "content-type": contentType }),
-      },
-      ...(body !== undefined && { body }),
-      signal,
-    });
+    const attempt = (credentials: Credentials) =>
+      credentials.dispatcher.request({
+        origin: this.origin,
+        path: this.basePath + path,
+        method,
+        headers: {
+          ...credentials.headers,
+          accept: "application/json",
+          "user-agent": "media-orchestrator",
+          ...(contentType !== undefined && { "content-type": contentType }),
+        },
+        ...(body !== undefined && { body }),
+        signal,
+      });
+    const credentials = await this.auth();
+    const res = await attempt(credentials);
+    // A 401 is decided before the request is handled, so trying again cannot apply it twice;
+    // once, and only with credentials that changed (a token rotated since they were read).
+    if (res.statusCode !== 401 || !(await this.reauthenticate(credentials))) return res;
+    await res.body.dump();
+    return attempt(await this.auth());
   }
 
   /** One JSON request with a deadline over the whole exchange; a non-2xx answer throws KubeHttpError. */

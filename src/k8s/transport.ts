@@ -6,51 +6,13 @@
 // the body) by an AbortSignal: the client's default deadline, or the caller's own.
 import {
   createConfiguration,
-  Observable,
   ResponseContext,
-  type ConfigurationOptions,
-  type ObservableMiddleware,
   type PromiseHttpLibrary,
   type RequestContext,
 } from "@kubernetes/client-node";
+import { DEFAULT_KUBE_TIMEOUT_MS, deadlineOf, deadlineSignal, KubeTimeoutError } from "./deadline.js";
 
-/** The deadline of a Kubernetes API call when neither the client nor the call names one. */
-export const DEFAULT_KUBE_TIMEOUT_MS = 30_000;
-
-/** Per-call limits, for calls whose deadline differs from the client's (e.g. a lease renewal's). */
-export interface CallOptions {
-  /** This call's deadline in milliseconds, instead of the client's default. */
-  timeoutMs?: number;
-  /** Aborts the call early (e.g. on shutdown); the call then fails with the signal's reason. */
-  signal?: AbortSignal;
-}
-
-/** A call that got no complete answer before its deadline. */
-export class KubeTimeoutError extends Error {
-  override readonly name = "KubeTimeoutError";
-  readonly code = "ETIMEDOUT";
-  constructor(
-    readonly method: string,
-    readonly path: string,
-    readonly timeoutMs: number | undefined,
-  ) {
-    super(
-      `${method} ${path}: no complete answer from the Kubernetes API ` +
-        (timeoutMs === undefined ? "before the caller's deadline" : `within ${timeoutMs} ms`),
-    );
-  }
-}
-
-/** The deadline each signal of ours carries, to name it in the error. */
-const deadlines = new WeakMap<AbortSignal, { timeoutMs: number; timer: AbortSignal }>();
-
-/** A signal that fires at the deadline, or earlier when the caller's signal fires. */
-export function deadlineSignal(timeoutMs: number, signal?: AbortSignal): AbortSignal {
-  const timer = AbortSignal.timeout(timeoutMs);
-  const combined = signal ? AbortSignal.any([signal, timer]) : timer;
-  deadlines.set(combined, { timeoutMs, timer });
-  return combined;
-}
+export { KubeTimeoutError, deadlineSignal, type CallOptions } from "./deadline.js";
 
 const isTimeoutReason = (reason: unknown): boolean =>
   reason instanceof Error || reason instanceof DOMException
@@ -82,7 +44,7 @@ export class DeadlineHttpLibrary implements PromiseHttpLibrary {
       });
     } catch (err) {
       if (signal.aborted && isTimeoutReason(signal.reason)) {
-        const deadline = deadlines.get(signal);
+        const deadline = deadlineOf(signal);
         const ours = deadline && deadline.timer.aborted ? deadline.timeoutMs : undefined;
         const path = new URL(request.getUrl()).pathname;
         throw new KubeTimeoutError(request.getHttpMethod(), path, ours);
@@ -90,28 +52,4 @@ export class DeadlineHttpLibrary implements PromiseHttpLibrary {
       throw err;
     }
   }
-}
-
-/**
- * Options for one typed client call: its deadline (and the caller's signal) and, for patches,
- * the body's content type. Typed calls made without them still get the client's default
- * deadline from DeadlineHttpLibrary.
- */
-export function callOptions(
-  timeoutMs: number,
-  opts: CallOptions = {},
-  contentType?: string,
-): ConfigurationOptions {
-  const signal = deadlineSignal(opts.timeoutMs ?? timeoutMs, opts.signal);
-  // The typed clients (client-node's "object" APIs) run call-time middleware as given, so it
-  // answers with client-node's Observable, not a Promise.
-  const middleware: ObservableMiddleware = {
-    pre: (request) => {
-      request.setSignal(signal);
-      if (contentType) request.setHeaderParam("Content-Type", contentType);
-      return new Observable(Promise.resolve(request));
-    },
-    post: (response) => new Observable(Promise.resolve(response)),
-  };
-  return { middleware: [middleware], middlewareMergeStrategy: "append" };
 }

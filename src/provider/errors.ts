@@ -46,9 +46,28 @@ export function isProviderError(err: unknown, code?: ProviderErrorCode): err is 
   return err instanceof ProviderError && (code === undefined || err.code === code);
 }
 
-/** Removes every occurrence of the secret, so a provider that echoes the key cannot leak it. */
+/** What a cut-off copy of the key must have of it to be removed: shorter, it says nothing. */
+const KEY_PREFIX_CHARS = 8;
+
+/**
+ * Removes the secret from text a provider sent back, so a provider (or a proxy in front of it)
+ * that echoes the request cannot leak the key into logs, conditions or Events: every occurrence,
+ * as it is and URL-encoded (an echoed query string), and every cut-off copy (any run of at least
+ * 8 characters the key, or its encoding, starts with: an echo cut short, or cut by a length limit).
+ */
 export function redact(text: string, secret: string): string {
-  return secret.length > 0 ? text.split(secret).join("[REDACTED]") : text;
+  if (secret.length === 0) return text;
+  let out = text;
+  for (const form of new Set([secret, encodeURIComponent(secret)])) {
+    out = out.split(form).join("[REDACTED]");
+    const head = form.slice(0, KEY_PREFIX_CHARS);
+    for (let i = out.indexOf(head); i !== -1; i = out.indexOf(head, i + "[REDACTED]".length)) {
+      let n = head.length;
+      while (n < form.length && out[i + n] === form[n]) n++;
+      out = `${out.slice(0, i)}[REDACTED]${out.slice(i + n)}`;
+    }
+  }
+  return out;
 }
 
 /** Retry-After is either delta-seconds (possibly fractional from lenient servers) or an HTTP date. */
@@ -113,7 +132,11 @@ export interface ResponseContext {
 
 /** Maps a non-2xx answer of the job API (or of /graphql at the HTTP level) to a ProviderError. */
 export function errorFromResponse(status: number, body: string, ctx: ResponseContext): ProviderError {
-  const detail = redact(bodyMessage(body).slice(0, 200), ctx.secret).replace(/\s+/g, " ").trim();
+  // Redacted before it is cut to length: a cut through the key would leave a part the redaction misses.
+  const detail = redact(bodyMessage(body).slice(0, 4096), ctx.secret)
+    .slice(0, 200)
+    .replace(/\s+/g, " ")
+    .trim();
   const message = `GPU provider ${ctx.op}: HTTP ${status}${detail ? `: ${detail}` : ""}`;
   if (status === 401) return new ProviderError("INVALID_API_KEY", message, { status });
   if (status === 402 || (status === 403 && mentionsAccountProblem(detail))) {
@@ -150,7 +173,7 @@ export function errorFromResponse(status: number, body: string, ctx: ResponseCon
 
 /** Maps GraphQL `errors[]` carried by an HTTP 200 answer. */
 export function errorFromGraphQL(messages: string[], ctx: { op: string; secret: string }): ProviderError {
-  const text = redact(messages.join("; ").slice(0, 300), ctx.secret);
+  const text = redact(messages.join("; ").slice(0, 4096), ctx.secret).slice(0, 300);
   const message = `GPU provider ${ctx.op}: ${text}`;
   if (mentionsAccountProblem(text)) return new ProviderError("ACCOUNT_PROBLEM", message);
   if (/unauthori[sz]ed|invalid api key|api key is invalid/i.test(text)) {

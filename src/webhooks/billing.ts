@@ -13,8 +13,8 @@ import {
   type BillingAccountStatus,
   type SubscriptionStatus,
 } from "../crds/index.js";
+import type { KubeApi } from "../k8s/api.js";
 import { isAlreadyExists, isConflict } from "../k8s/errors.js";
-import type { KubeJson } from "./kubejson.js";
 import type { WebhookMetrics } from "./metrics.js";
 import type { SubscriptionLookup } from "./paymentapi.js";
 
@@ -98,7 +98,7 @@ export interface ApplyResult {
 }
 
 export interface BillingDeps {
-  kube: KubeJson;
+  api: KubeApi;
   namespace: string;
   metrics?: WebhookMetrics;
   /** Settles same-second ties; without it ties fall back to the order of event ids. */
@@ -114,14 +114,14 @@ export async function applySubscriptionChange(
   change: SubscriptionChange,
   nowIso: string,
 ): Promise<ApplyResult> {
-  const { kube, namespace, metrics } = deps;
+  const { api, namespace, metrics } = deps;
   const name = billingAccountName(change.customerId);
   let providerStatus: SubscriptionStatus | undefined;
   for (let round = 0; round < 8; round++) {
-    const current = await kube.get<BillingAccount>("billingaccounts", namespace, name);
+    const current = await api.get<BillingAccount>("billingaccounts", namespace, name);
     if (!current) {
       try {
-        await kube.create("billingaccounts", namespace, {
+        await api.create("billingaccounts", namespace, {
           apiVersion: API_VERSION,
           kind: "BillingAccount",
           metadata: { name, namespace },
@@ -154,7 +154,7 @@ export async function applySubscriptionChange(
       };
     }
     try {
-      const written = await kube.replaceStatus<BillingAccount>("billingaccounts", {
+      const written = await api.replaceStatus<BillingAccount>("billingaccounts", {
         ...current,
         status: accountStatusAfter(current, next, nowIso),
       });

@@ -15,8 +15,9 @@
 //      kept, and only when the provider's id is not recorded yet; otherwise it is discarded unread;
 //   5. the body is a hint, never the truth: the provider's status API is asked about the recorded
 //      job (or, for an unconfirmed submission, the one the hint names, once its id has the shape of
-//      a provider job id), and only that answer is written. An adopted id is marked
-//      (AdoptedByCallback, a Warning Event, a metric) and holds the next pipeline step back;
+//      a provider job id and no other MediaJob holds it: the apiserver is asked, by the CRD's
+//      selectable field .status.providerJobId), and only that answer is written. An adopted id is
+//      marked (AdoptedByCallback, a Warning Event, a metric) and holds the next pipeline step back;
 //   6. the result is written with the lifecycle shared with the controller and the CLI
 //      (writeProviderResult) over the read of step 3, with its resourceVersion; on a conflict it is
 //      read again and retried. One read and one write per callback.
@@ -33,6 +34,7 @@ import { matchSubmission, writeProviderResult, type SubmissionRef } from "../med
 import { isProviderError, type GpuProviderClient } from "../provider/index.js";
 import { PROVIDER_JOB_ID } from "../provider/job-id.js";
 import { ProviderJobStatusSchema, type ProviderJob } from "../provider/schemas.js";
+import { holderKey, providerJobHolders } from "../callback/holders.js";
 import { discardBody, readCallbackHint } from "./callback-body.js";
 import type { WebhookMetrics } from "./metrics.js";
 import type { TokenBuckets, VerifyThenLimit } from "./ratelimit.js";
@@ -53,6 +55,11 @@ export interface CallbackRouteDeps {
   /** Failures per source address, then genuine traffic: a forged flood cannot crowd out real callbacks. */
   guard: VerifyThenLimit;
   perJobLimiter: TokenBuckets;
+  /**
+   * The namespace the operator watches (WATCH_NAMESPACE); undefined: every namespace. Where the
+   * MediaJobs that may hold a provider job are looked for before a callback adopts it.
+   */
+  watchNamespace?: string | undefined;
   /** Where the Warning Event of an adoption goes. Without it, only the log and the metric tell. */
   events?: EventSink;
   conflictAttempts?: number;
@@ -119,7 +126,7 @@ class RecordedProviderJobs {
  * under the same name (restored from a backup, with its job id) is the same user's job, and a
  * provider that honours client ids answers it with the same provider job.
  */
-const ownerKey = (job: MediaJob) => `${job.metadata.namespace}/${job.metadata.name}`;
+const ownerKey = holderKey;
 
 function adoptionCounter(metrics: WebhookMetrics): Counter<"outcome"> {
   const name = "media_orchestrator_webhooks_callback_adoptions_total";
@@ -252,8 +259,7 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
         }
         providerJobId = hint.data.id;
         hinted = hint.data.status;
-        const owner = recorded.ownerOf(providerJobId);
-        if (owner !== undefined && owner !== ownerKey(job)) {
+        if (await heldElsewhere(req, job, providerJobId)) {
           adoptions.inc({ outcome: "refused_recorded_elsewhere" });
           req.log.warn(
             { ...who, named: providerJobId },
@@ -336,6 +342,29 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
       });
     });
   });
+
+  /**
+   * Whether a MediaJob other than `job` holds `providerJobId`: this replica's memory first, then
+   * the apiserver (a fresh replica has seen nothing). Where the apiserver cannot filter on the
+   * field (before Kubernetes 1.31), only the memory answers, and an adoption stays marked and held.
+   */
+  let unsupportedLogged = false;
+  async function heldElsewhere(req: FastifyRequest, job: MediaJob, providerJobId: string): Promise<boolean> {
+    const mine = ownerKey(job);
+    const owner = recorded.ownerOf(providerJobId);
+    if (owner !== undefined && owner !== mine) return true;
+    const holders = await providerJobHolders(deps.api, deps.watchNamespace, providerJobId);
+    if (holders === "unsupported") {
+      if (!unsupportedLogged)
+        req.log.warn(
+          "the apiserver cannot list MediaJobs by status.providerJobId (selectableFields needs Kubernetes 1.31 or later): callbacks adopt on this replica's memory of recorded ids only",
+        );
+      unsupportedLogged = true;
+      return false;
+    }
+    for (const h of holders) recorded.remember(providerJobId, h);
+    return holders.some((h) => h !== mine);
+  }
 
   async function adopted(req: FastifyRequest, job: MediaJob, confirmed: ProviderJob): Promise<void> {
     adoptions.inc({ outcome: "adopted" });

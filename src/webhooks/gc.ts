@@ -13,7 +13,6 @@ import type { Logger } from "pino";
 import type { PaymentEvent } from "../crds/paymentevent.js";
 import type { KubeApi } from "../k8s/api.js";
 import { describeError, isConflict, isNotFound } from "../k8s/errors.js";
-import { KubeJson } from "./kubejson.js";
 import type { WebhookMetrics } from "./metrics.js";
 
 export interface PaymentEventGcOptions {
@@ -57,11 +56,10 @@ export function whileControllerLeads(
   podName: string,
   now: () => Date = () => new Date(),
 ): () => Promise<boolean> {
-  const kube = new KubeJson(api.kubeConfig);
   return async () => {
     let l: Lease;
     try {
-      l = await kube.call<Lease>(
+      l = await api.rawJson<Lease>(
         "GET",
         `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(lease.namespace)}/leases/${encodeURIComponent(lease.name)}`,
       );
@@ -85,7 +83,8 @@ export function startPaymentEventGc(opts: PaymentEventGcOptions): {
   const log = opts.log.child({ component: "paymentevent-gc" });
   const now = opts.now ?? (() => new Date());
   const intervalMs = opts.intervalMs ?? 10 * 60_000;
-  const kube = new KubeJson(opts.api.kubeConfig);
+  const { api } = opts;
+  const collection = api.objectPath("paymentevents", opts.namespace);
   let running: Promise<number> | undefined;
   let stopped = false;
 
@@ -98,10 +97,13 @@ export function startPaymentEventGc(opts: PaymentEventGcOptions): {
     let deleted = 0;
     let continueToken: string | undefined;
     do {
-      const page = await kube.listPage<PaymentEvent>("paymentevents", opts.namespace, {
-        limit: opts.pageSize ?? 500,
-        ...(continueToken !== undefined && { continueToken }),
-      });
+      const query = new URLSearchParams({ limit: String(opts.pageSize ?? 500) });
+      if (continueToken) query.set("continue", continueToken);
+      // One page at a time, each with its own deadline.
+      const page = await api.rawJson<{ items: PaymentEvent[]; metadata?: { continue?: string } }>(
+        "GET",
+        `${collection}?${query.toString()}`,
+      );
       for (const ev of page.items) {
         if (stopped) return deleted;
         const last = lastActivityMs(ev);
@@ -109,7 +111,7 @@ export function startPaymentEventGc(opts: PaymentEventGcOptions): {
         const { name, namespace, uid, resourceVersion } = ev.metadata;
         if (!namespace) continue;
         try {
-          await kube.call("DELETE", kube.path("paymentevents", namespace, name), {
+          await api.rawJson("DELETE", api.objectPath("paymentevents", namespace, name), {
             apiVersion: "v1",
             kind: "DeleteOptions",
             preconditions: { uid, resourceVersion },
@@ -121,7 +123,7 @@ export function startPaymentEventGc(opts: PaymentEventGcOptions): {
           if (!isNotFound(err) && !isConflict(err)) throw err;
         }
       }
-      continueToken = page.metadata.continue || undefined;
+      continueToken = page.metadata?.continue || undefined;
     } while (continueToken && !stopped);
     if (deleted)
       log.info({ deleted, retentionHours: opts.retentionMs / 3_600_000 }, "expired PaymentEvents deleted");
@@ -148,7 +150,6 @@ export function startPaymentEventGc(opts: PaymentEventGcOptions): {
       stopped = true;
       clearTimeout(first);
       clearInterval(timer);
-      void kube.close();
     },
     runOnce,
   };

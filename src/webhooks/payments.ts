@@ -18,10 +18,10 @@ import {
   type PaymentEventStatus,
   type PaymentOutcome,
 } from "../crds/index.js";
+import type { KubeApi } from "../k8s/api.js";
 import { describeError, isAlreadyExists, isConflict } from "../k8s/errors.js";
 import { applySubscriptionChange, type SubscriptionChange } from "./billing.js";
 import type { FinishedEvents } from "./finished.js";
-import type { KubeJson } from "./kubejson.js";
 import { paymentTypeLabel, type WebhookMetrics } from "./metrics.js";
 import type { SubscriptionLookup } from "./paymentapi.js";
 import { ignoredMessage, isFinished, newPaymentRecord, recordedOutcome } from "./paymentrecord.js";
@@ -87,7 +87,8 @@ function subscriptionChange(event: EventEnvelope): SubscriptionChange {
 }
 
 export interface PaymentDeps {
-  kube: KubeJson;
+  /** Every call with the client's deadline (KUBE_API_TIMEOUT_SECONDS). */
+  api: KubeApi;
   namespace: string;
   metrics: WebhookMetrics;
   now: () => Date;
@@ -164,7 +165,7 @@ export class PaymentEvents {
       const change = subscriptionChange(event);
       const res = await applySubscriptionChange(
         {
-          kube: this.d.kube,
+          api: this.d.api,
           namespace: this.d.namespace,
           metrics: this.d.metrics,
           ...(this.d.subscriptions && { subscriptions: this.d.subscriptions }),
@@ -217,7 +218,7 @@ export class PaymentEvents {
     nowIso: string,
     log: FastifyBaseLogger,
   ): Promise<Answer> {
-    const { kube, namespace, finished, metrics } = this.d;
+    const { api, namespace, finished, metrics } = this.d;
     const name = paymentEventName(event.id);
     const done = isFinished(result.outcome);
     try {
@@ -225,7 +226,7 @@ export class PaymentEvents {
         let rec: PaymentEvent | undefined;
         try {
           const customerId = customerOf(event);
-          rec = await kube.create<PaymentEvent>(
+          rec = await api.create<PaymentEvent>(
             "paymentevents",
             namespace,
             newPaymentRecord(
@@ -243,7 +244,7 @@ export class PaymentEvents {
         } catch (err) {
           if (!isAlreadyExists(err)) throw err;
         }
-        rec = await kube.get<PaymentEvent>("paymentevents", namespace, name);
+        rec = await api.get<PaymentEvent>("paymentevents", namespace, name);
         if (!rec) continue; // garbage-collected in between: create again
         if (rec.spec.eventId !== event.id) {
           // Two ids hashing to one name (160 bits: not expected in practice). Refuse loudly.
@@ -299,7 +300,7 @@ export class PaymentEvents {
       ...(isFinished(result.outcome) ? { processedAt: nowIso } : {}),
     };
     try {
-      await this.d.kube.replaceStatus<PaymentEvent>("paymentevents", { ...rec, status });
+      await this.d.api.replaceStatus<PaymentEvent>("paymentevents", { ...rec, status });
       return true;
     } catch (err) {
       if (isConflict(err)) {

@@ -1,7 +1,7 @@
 // /readyz: the sidecar is ready when the Kubernetes API answers the request it depends on (a list
 // of PaymentEvents in its namespace, limit 1: reachability, credentials, RBAC and the CRD in one).
-// Answers are cached briefly so a flood of probes cannot become a flood of apiserver calls.
-import { GROUP, VERSION } from "../crds/common.js";
+// Answers are cached briefly so a flood of probes cannot become a flood of apiserver calls. The probe
+// has a deadline of its own (2 s, or the client's if shorter): the kubelet's probe must get an answer.
 import type { KubeApi } from "../k8s/api.js";
 import { describeError } from "../k8s/errors.js";
 
@@ -28,21 +28,12 @@ export class KubeReadiness {
   }
 
   async #probe(): Promise<Readiness> {
-    const timeoutMs = this.opts.timeoutMs ?? 2000;
-    const path = `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(this.namespace)}/paymentevents?limit=1`;
-    let timer: NodeJS.Timeout | undefined;
-    const value = await Promise.race([
-      this.api.rawJson("GET", path).then(
-        (): Readiness => ({ ready: true }),
-        (err: unknown): Readiness => ({ ready: false, reason: describeError(err).slice(0, 300) }),
-      ),
-      new Promise<Readiness>((resolve) => {
-        timer = setTimeout(
-          () => resolve({ ready: false, reason: `no answer from the Kubernetes API in ${timeoutMs} ms` }),
-          timeoutMs,
-        );
-      }),
-    ]).finally(() => clearTimeout(timer));
+    const timeoutMs = Math.min(this.opts.timeoutMs ?? 2000, this.api.timeoutMs);
+    const path = `${this.api.objectPath("paymentevents", this.namespace)}?limit=1`;
+    const value = await this.api.rawJson("GET", path, undefined, undefined, { timeoutMs }).then(
+      (): Readiness => ({ ready: true }),
+      (err: unknown): Readiness => ({ ready: false, reason: describeError(err).slice(0, 300) }),
+    );
     this.#cached = { at: Date.now(), value };
     return value;
   }

@@ -4,7 +4,7 @@ import { Registry } from "prom-client";
 import { requireSidecarVars, type Env } from "../config/env.js";
 import { rebuiltOnChange } from "../config/secret-files.js";
 import { KubeApi } from "../k8s/api.js";
-import { loadKubeConfig } from "../k8s/config.js";
+import { loadClusterConfig } from "../k8s/cluster-config.js";
 import { GpuProviderClient } from "../provider/index.js";
 import { ProviderMetrics } from "../provider/metrics.js";
 import { startPaymentEventGc, whileControllerLeads } from "./gc.js";
@@ -26,7 +26,7 @@ export async function runWebhooks(
   // key no GPU callback could be confirmed with the provider's status API (RunPod does not sign
   // callbacks).
   requireSidecarVars(env);
-  const api = new KubeApi(loadKubeConfig({ path: opts.kubeconfig }), {
+  const api = new KubeApi(await loadClusterConfig({ path: opts.kubeconfig }), {
     timeoutMs: env.KUBE_API_TIMEOUT_SECONDS * 1000,
   });
   const namespace = webhookNamespace(env);

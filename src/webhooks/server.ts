@@ -16,7 +16,6 @@ import { registerCallbackRoute } from "./callbacks.js";
 import { redactUrl, webhookLogger } from "./logging.js";
 import { WebhookMetrics } from "./metrics.js";
 import { FinishedEvents, watchFinishedEvents } from "./finished.js";
-import { KubeJson } from "./kubejson.js";
 import { PaymentApi } from "./paymentapi.js";
 import { PaymentEvents, registerPaymentRoute } from "./payments.js";
 import { InFlight, TokenBuckets, VerifyThenLimit, sourceKey } from "./ratelimit.js";
@@ -24,6 +23,7 @@ import { KubeReadiness } from "./readiness.js";
 import { genericBody, outcomeOf, refuse, send, setOutcome } from "./replies.js";
 
 export interface WebhookServerOptions {
+  /** The Kubernetes client of every route, with its deadline (KUBE_API_TIMEOUT_SECONDS). */
   api: KubeApi;
   /** Secrets come from here: webhookSecrets(env) and env.CALLBACK_SECRET. */
   env: Env;
@@ -48,12 +48,8 @@ export interface WebhookServerOptions {
   callbackBodyLimit?: number;
   /** The GPU provider's status API, which confirms every callback. Without it callbacks answer 503. */
   provider?: Pick<GpuProviderClient, "status">;
-  /** Deadline of each Kubernetes call on the payment path. Default 10 s. */
-  kubeTimeoutMs?: number;
   /** Keep the finished-events memory current from a watch (default true). */
   watchFinished?: boolean;
-  /** The Kubernetes client of the payment path. Default: one on api's kubeconfig (tests count its calls). */
-  kube?: KubeJson;
   /** The finished-events memory. Default: WEBHOOKS_REPLAY_MEMORY ids. */
   finished?: FinishedEvents;
 }
@@ -195,19 +191,17 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
   );
 
-  const kube = opts.kube ?? new KubeJson(opts.api.kubeConfig, { timeoutMs: opts.kubeTimeoutMs });
   const finished = opts.finished ?? new FinishedEvents(opts.env.WEBHOOKS_REPLAY_MEMORY);
   const watch =
     opts.watchFinished === false || opts.env.WEBHOOKS_REPLAY_MEMORY === 0
       ? undefined
-      : watchFinishedEvents(kube, namespace, finished, log);
+      : watchFinishedEvents(opts.api, namespace, finished, log);
   app.addHook("onClose", async () => {
     await watch?.stop();
-    if (!opts.kube) await kube.close();
   });
   const apiKey = opts.env.PAYMENT_PROVIDER_API_KEY;
   const events = new PaymentEvents({
-    kube,
+    api: opts.api,
     namespace,
     metrics,
     now,
@@ -246,6 +240,7 @@ export async function buildWebhookServer(opts: WebhookServerOptions): Promise<Fa
       return opts.env.CALLBACK_SECRET_PREVIOUS;
     },
     events: new EventRecorder(opts.api, "webhooks", log),
+    watchNamespace: opts.env.WATCH_NAMESPACE,
     provider: opts.provider,
     now,
     metrics,

@@ -89,4 +89,26 @@ describe("a job that waits", () => {
     expect(res.stdout).toMatch(/\[ok\] +waiting jobs: no Pending MediaJob is held by a condition/);
     expect(await doctorEvents()).toEqual([]);
   });
+
+  it("status of a job suspended while running: the provider is not asked about a submission not yet made", async () => {
+    stack.sim.holdJob("paused-1");
+    await api.create(
+      "mediajobs",
+      stack.ns,
+      mediaJob("paused", { workload: "asr", id: "paused-1", input: { audio: "a.wav" } }) as never,
+    );
+    await eventually(
+      async () => (await api.get<MediaJob>("mediajobs", stack.ns, "paused"))?.status?.providerJobId,
+    );
+    await api.mergePatch("mediajobs", stack.ns, "paused", { spec: { suspend: true } });
+    await eventually(
+      async () =>
+        condition(await api.get<MediaJob>("mediajobs", stack.ns, "paused"), "Suspended")?.status === "True",
+    );
+    const res = await media(["status", "paused", "-n", stack.ns]);
+    expect(res.stdout).not.toContain("retry-1");
+    expect(res.stdout).not.toContain("NOT_FOUND");
+    expect(res.stdout).toMatch(/Status: +not asked: no submission in flight/);
+    expect(res.stdout).toContain("Verdict: Pending, and it waits: Suspended=True (Suspended)");
+  });
 });

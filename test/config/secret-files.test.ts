@@ -125,6 +125,31 @@ describe("secrets from files", () => {
     }
   });
 
+  it("a callback key rotation without a restart: the previous key's file, absent at start, is read when it appears", () => {
+    // The rotation docs/helm.md describes: CALLBACK_SECRET becomes the new key and the old one is
+    // kept as CALLBACK_SECRET_PREVIOUS, a key the Secret did not hold when the process started.
+    const [oldKey, newKey] = ["o".repeat(40), "n".repeat(40)];
+    const vol = secretVolume();
+    vol.write({ CALLBACK_SECRET: oldKey });
+    const lines: string[] = [];
+    const env = parseEnv({ SECRETS_DIR: vol.dir });
+    const watch = watchEnvSecretFiles(env, pino({ level: "info" }, { write: (l: string) => lines.push(l) }));
+    try {
+      expect(watch.check()).toEqual([]);
+      expect(lines.filter((l) => l.includes("not usable"))).toEqual([]);
+      vol.write({ CALLBACK_SECRET: newKey, CALLBACK_SECRET_PREVIOUS: oldKey });
+      expect(watch.check().sort()).toEqual(["CALLBACK_SECRET", "CALLBACK_SECRET_PREVIOUS"]);
+      expect(env).toMatchObject({ CALLBACK_SECRET: newKey, CALLBACK_SECRET_PREVIOUS: oldKey });
+      // A key the processes refuse at start (under 32 bytes) is refused on a reload too.
+      vol.write({ CALLBACK_SECRET: "short", CALLBACK_SECRET_PREVIOUS: oldKey });
+      expect(watch.check()).toEqual([]);
+      expect(env.CALLBACK_SECRET).toBe(newKey);
+      expect(lines.join("")).not.toContain("short");
+    } finally {
+      watch.stop();
+    }
+  });
+
   it("a client built with a secret is rebuilt with the new value once it changes", () => {
     let key = "old";
     const built: string[] = [];

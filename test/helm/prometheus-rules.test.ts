@@ -232,6 +232,32 @@ function cases(sel: string): Case[] {
       series: [[s("workqueue_depth", 'name="mediajob", pod="a"'), "0+0.1x60"]],
     },
     {
+      alert: "MediaOrchestratorCallbackAdoptionHeld",
+      fires: true,
+      at: "20m",
+      series: [
+        [
+          s("media_orchestrator_webhooks_callback_adoptions_total", 'outcome="adopted", pod="a"'),
+          "0x10 1x30",
+        ],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorCallbackAdoptionHeld",
+      fires: false,
+      at: "20m",
+      // A forged callback refused because another job holds the provider id: nothing waits.
+      series: [
+        [
+          s(
+            "media_orchestrator_webhooks_callback_adoptions_total",
+            'outcome="refused_recorded_elsewhere", pod="a"',
+          ),
+          "0x10 1x30",
+        ],
+      ],
+    },
+    {
       alert: "MediaOrchestratorCallbacksUnauthorized",
       fires: true,
       at: "30m",

@@ -90,7 +90,8 @@ const CONTROLLER_RULES = [
   { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
 ];
 const WEBHOOKS_RULES = [
-  { apiGroups: [G], resources: ["mediajobs"], verbs: ["get"] },
+  // A callback reads its job; before adopting a provider job it lists the jobs that hold it.
+  { apiGroups: [G], resources: ["mediajobs"], verbs: ["get", "list"] },
   { apiGroups: [G], resources: ["mediajobs/status"], verbs: ["update"] },
   { apiGroups: [G], resources: ["billingaccounts"], verbs: ["get", "create"] },
   { apiGroups: [G], resources: ["billingaccounts/status"], verbs: ["update"] },
@@ -321,8 +322,9 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
   });
 
   it("configures only variables the product reads, and the product accepts them", () => {
-    // POD_NAMESPACE is read by the sidecar directly (src/webhooks/server.ts webhookNamespace).
-    const known = new Set([...Object.keys(EnvSchema.shape), "POD_NAMESPACE"]);
+    // POD_NAMESPACE is read by the sidecar directly (src/webhooks/server.ts webhookNamespace),
+    // NODE_OPTIONS by Node (the sidecar's heap bound, the next tests).
+    const known = new Set([...Object.keys(EnvSchema.shape), "POD_NAMESPACE", "NODE_OPTIONS"]);
     expect(known.has("SECRETS_DIR")).toBe(true);
     for (const c of deployment.spec.template.spec.containers) {
       for (const e of c.env)
@@ -830,6 +832,55 @@ describe("helm template, production options", () => {
     });
   });
 
+  it("bounds the sidecar's heap by its container's memory limit (40 %), unless NODE_OPTIONS is given", () => {
+    const nodeOptions = (args: string[]) =>
+      podOf(args).containers.map((c) => [c.name, envOf(c).get("NODE_OPTIONS")?.value]);
+    // Without the bound V8 sized its heap from the node's memory and let garbage take the
+    // sidecar past its 256 MiB limit (docs/webhooks.md, "Memory").
+    expect(nodeOptions([])).toEqual([
+      ["controller", undefined],
+      ["webhooks", "--max-old-space-size=102"],
+    ]);
+    for (const [limit, mib] of [
+      ["512Mi", 204],
+      ["1Gi", 409],
+      ["300M", 114],
+      ["268435456", 102],
+    ] as const)
+      expect(nodeOptions(["--set", `resources.webhooks.limits.memory=${limit}`])[1], limit).toEqual([
+        "webhooks",
+        `--max-old-space-size=${mib}`,
+      ]);
+    expect(nodeOptions(["--set", "resources.webhooks.limits.memory=null"])[1]).toEqual([
+      "webhooks",
+      undefined,
+    ]);
+    expect(
+      nodeOptions([
+        "--set",
+        "extraEnv[0].name=NODE_OPTIONS",
+        "--set",
+        "extraEnv[0].value=--max-old-space-size=150",
+      ]),
+    ).toEqual([
+      ["controller", "--max-old-space-size=150"],
+      ["webhooks", "--max-old-space-size=150"],
+    ]);
+    const bad = helm(["template", "mo", CHART_DIR, "--set", "resources.webhooks.limits.memory=1.5Gi"]);
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain("resources.webhooks.limits.memory");
+    expect(bad.stderr).toContain("1536Mi");
+    // The separate Deployment's sidecar gets the same bound.
+    const separate = find<Deployment>(
+      renderEnv("prod", ["--set", "webhooks.separateDeployment=true"]),
+      "Deployment",
+      "mo-prod-media-orchestrator-webhooks",
+    );
+    expect(envOf(separate[0]!.spec.template.spec.containers[0]!).get("NODE_OPTIONS")?.value).toBe(
+      "--max-old-space-size=102",
+    );
+  });
+
   it("passes the unconfirmed-submission policy through the environment, and the product reads it", () => {
     const pod = podOf(["--set", "unconfirmedSubmissionPolicy=resubmit"]);
     for (const c of pod.containers)
@@ -987,6 +1038,7 @@ describe("helm template, production options", () => {
       "MediaOrchestratorEndpointNotReady",
       "MediaOrchestratorWorkQueueGrowing",
       "MediaOrchestratorCallbacksUnauthorized",
+      "MediaOrchestratorCallbackAdoptionHeld",
       "MediaOrchestratorPaymentSignatureFailures",
     ]);
     const forced = renderEnv("prod", [
@@ -1379,6 +1431,10 @@ describe("bad values are refused by install and lint alike, with a message namin
     [["--set", "networkPolicy.enabled=true"], "at '/networkPolicy/egress/apiServer/cidrs': minItems"],
     [
       ["--set", "environment=prod", "--set", "callback.baseUrl=https://h.example.com"],
+      "at '/image/digest': minLength",
+    ],
+    [
+      ["--set", "environment=production", "--set", "callback.baseUrl=https://h.example.com"],
       "at '/image/digest': minLength",
     ],
     [["--set", "unconfirmedSubmissionPolicy=retry"], "/unconfirmedSubmissionPolicy"],

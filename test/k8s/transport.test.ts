@@ -56,7 +56,8 @@ describe("connections to the apiserver", () => {
   it("the product's client keeps a few connections for 200 calls of every kind", async () => {
     const api = new KubeApi(viaProxy());
     // The typed clients (client-node's path, pooled by withConnectionReuse).
-    await times(200, 1, () => api.core.readNamespace({ name: "default" }));
+    const { core } = await api.typed();
+    await times(200, 1, () => core.readNamespace({ name: "default" }));
     // Sequential calls share one connection; a second may replace one the server closed.
     expect(proxy.connections).toBeLessThanOrEqual(2);
     // Every call of KubeApi's own (src/k8s/http.ts): a call that starts the moment the previous
@@ -93,7 +94,9 @@ describe("deadlines", () => {
       );
 
       // New connections stall too (in the TLS handshake); every kind of call has a deadline.
-      await expect(api.core.readNamespace({ name: "default" })).rejects.toBeInstanceOf(KubeTimeoutError);
+      await expect((await api.typed()).core.readNamespace({ name: "default" })).rejects.toBeInstanceOf(
+        KubeTimeoutError,
+      );
       await expect(api.list("mediajobs", "default")).rejects.toBeInstanceOf(KubeTimeoutError);
       await expect(api.mergePatch("mediajobs", "default", "absent", {})).rejects.toBeInstanceOf(
         KubeTimeoutError,

@@ -100,6 +100,21 @@ describe("helpers", () => {
     expect(redact("abc", "")).toBe("abc");
   });
 
+  // The message reaches the controller's log and the GpuEndpoint's CredentialsValid condition and
+  // Events, which `view` can read: a provider (or a proxy) that echoes the request in its error
+  // must not put the key there URL-encoded, cut by the message's length limit, or cut by itself.
+  it.each([
+    ["URL-encoded", (k: string) => `bad request to /v2/x/health?api_key=${encodeURIComponent(k)}`],
+    ["cut at the message's limit", (k: string) => `${"x".repeat(181)} key ${k}`],
+    ["cut short by the provider", (k: string) => `bad key ${k.slice(0, 16)}...`],
+  ])("never carries the key %s", (_what, echo) => {
+    const key = "rp_GPU+key/with=padding_0123456789abcdef";
+    const leaks = [key, encodeURIComponent(key), key.slice(0, 12), encodeURIComponent(key).slice(0, 12)];
+    const rest = errorFromResponse(400, JSON.stringify({ error: echo(key) }), { op: "health", secret: key });
+    const gql = errorFromGraphQL([echo(key)], { op: "health", secret: key });
+    for (const err of [rest, gql]) for (const leak of leaks) expect(err.message).not.toContain(leak);
+  });
+
   it("finds the message of the usual error bodies", () => {
     expect(bodyMessage('{"error":"x"}')).toBe("x");
     expect(bodyMessage('{"detail":"resource not found","title":"Not Found"}')).toBe("resource not found");

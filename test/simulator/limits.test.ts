@@ -59,6 +59,19 @@ describe("rate limits per operation (timeScale 1: a real 10 s window)", () => {
     expect((await post("/v2/ep-run/cancel/x")).status).toBe(404);
   });
 
+  it("/status: 2000 per 10 s, the 2001st is 429", async () => {
+    sim = await startSimulator({ endpoints: [{ id: "ep-s", name: "s" }] });
+    const get = async () => {
+      const res = await request(`${sim!.url}/v2/ep-s/status/no-such-job`, {
+        headers: { authorization: "Bearer sim-key" },
+      });
+      await res.body.dump();
+      return { status: res.statusCode };
+    };
+    expect(await burst(2000, get, 100)).toEqual(new Map([[404, 2000]]));
+    expect((await get()).status).toBe(429);
+  });
+
   it("/purge-queue: 2 per 10 s", async () => {
     sim = await startSimulator({ endpoints: [{ id: "ep-p", name: "p" }] });
     await post("/v2/ep-p/purge-queue");

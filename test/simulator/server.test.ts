@@ -192,9 +192,12 @@ describe("job API (ids honoured, to address jobs by the id sent)", () => {
       async () => (await status(s, "running")).body.status,
       (st) => st === "IN_PROGRESS",
     );
+    // It waited in the queue until the cancel and no worker ran it.
     expect((await call(s, "POST", "/v2/ep/cancel/queued")).body).toEqual({
       id: "queued",
       status: "CANCELLED",
+      delayTime: expect.any(Number) as number,
+      executionTime: 0,
     });
     const c = await call(s, "POST", "/v2/ep/cancel/running");
     expect(c.body).toMatchObject({ id: "running", status: "CANCELLED", workerId: expect.any(String) });
@@ -338,8 +341,11 @@ describe("workers (ids honoured, to address jobs by the id sent)", () => {
   });
 
   it("keeps workersMin warm (no cold start) and stops idle extra workers after idleTimeout", async () => {
+    // A queue delay of 1 s: the two jobs the warm worker cannot take add two workers after it.
     const s = await sim({
-      endpoints: [{ id: "warm", name: "media-asr-warm", workersMin: 1, workersMax: 3, idleTimeout: 5 }],
+      endpoints: [
+        { id: "warm", name: "media-asr-warm", workersMin: 1, workersMax: 3, idleTimeout: 5, scalerValue: 1 },
+      ],
     });
     await until(
       async () => (await call(s, "GET", "/v2/warm/health")).body.workers.idle,

@@ -54,6 +54,7 @@ function open(url: string, length: number, first: Buffer): Opened {
   const req = httpRequest(url, {
     method: "POST",
     headers: { "content-type": "application/json", "content-length": String(length) },
+    agent: false,
   });
   const answer = new Promise<{ status: number; headers: Record<string, unknown>; json: unknown }>(
     (resolve, reject) => {
@@ -155,11 +156,20 @@ describe("memory bounded by configuration, not by the caller", () => {
     const { job: held, providerJobId } = await jobs.submitted(name, { hold: true, webhook: false });
     const url = jobs.url(held);
     const body = Buffer.from(JSON.stringify({ id: providerJobId, status: "COMPLETED" }));
-    // The first callback is in flight: its headers are in, its body is not complete.
+    // The first callback is in flight: its headers are in, its body is not complete. Its socket
+    // connects first and the server is given time to admit it: a second callback that overtook it
+    // would take the job's slot itself, and the first would be the one answered 429.
     const first = open(url, body.length, body.subarray(0, 5));
+    let firstAnswered = false;
+    void first.answer.then(() => (firstAnswered = true));
+    await new Promise<void>((resolve) =>
+      first.req.once("socket", (s) => (s.connecting ? s.once("connect", () => resolve()) : resolve())),
+    );
+    await new Promise((r) => setTimeout(r, 300));
     try {
       const second = await eventually(
         async () => {
+          if (firstAnswered) throw new Error("the first callback was answered before its body was complete");
           const res = await callback(url, body.toString());
           return res.status === 429 ? res : undefined;
         },
@@ -263,8 +273,44 @@ describe("adoption that cannot be steered", () => {
     sim.releaseJob(unconfirmed.status!.jobId!);
   });
 
+  it("refuses, on a replica that never saw it, a provider job a MediaJob of its watched scope holds", async () => {
+    // Tenant B's job ran on the same endpoint; its id is recorded, its callback never came.
+    const b = `tenant-b-${uid()}`;
+    const { job: bJob, providerJobId: bId } = await tenantB.submitted(b, { webhook: false });
+    await tenantB.finished(bJob.status!.jobId!);
+    const sameNs = `same-ns-b-${uid()}`;
+    const { job: sJob, providerJobId: sId } = await jobs.submitted(sameNs, { webhook: false });
+    await jobs.finished(sJob.status!.jobId!);
+    // Fresh replicas, one watching every namespace, one watching tenant A's only: neither has
+    // seen a callback of B's jobs, so only the apiserver can say who holds them.
+    const cases = [
+      { sidecarEnv: { ...env, WATCH_NAMESPACE: undefined }, named: bId },
+      { sidecarEnv: env, named: sId },
+    ];
+    for (const { sidecarEnv, named } of cases) {
+      const fresh = await startTestSidecar(api, sidecarEnv, ns, sim);
+      try {
+        const a = `tenant-a-${uid()}`;
+        const { job: unconfirmed } = await jobs.submitted(a, { hold: true, record: false, webhook: false });
+        const res = await callback(jobs.url(unconfirmed, fresh.url), { id: named, status: "COMPLETED" });
+        expect(res, named).toMatchObject({ status: 200, json: { received: true, applied: false } });
+        const after = await job(a);
+        expect(after?.metadata.resourceVersion).toBe(unconfirmed.metadata.resourceVersion);
+        expect(after?.status?.providerJobId).toBeUndefined();
+        const metrics = await (await request(`${fresh.url}/metrics`)).body.text();
+        expect(metrics).toMatch(
+          /media_orchestrator_webhooks_callback_adoptions_total\{outcome="refused_recorded_elsewhere"\} 1/,
+        );
+        sim.releaseJob(unconfirmed.status!.jobId!);
+      } finally {
+        await fresh.close();
+      }
+    }
+  });
+
   it("marks a result adopted on a callback's word: AdoptedByCallback, a Warning Event, a metric", async () => {
-    // A sidecar that has not seen tenant B's job: nothing tells the two apart but the callback.
+    // A provider job no MediaJob of the sidecar's scope holds (tenant B is outside it: another
+    // installation on the same endpoint): nothing tells the two apart but the callback.
     const fresh = await startTestSidecar(api, env, ns, sim);
     try {
       const b = `tenant-b-${uid()}`;

@@ -23,7 +23,6 @@ import {
   type RunningWebhookServer,
   type WebhookServerOptions,
 } from "../../src/webhooks/server.js";
-import { KubeJson } from "../../src/webhooks/kubejson.js";
 import { recordedOutcome } from "../../src/webhooks/paymentrecord.js";
 import { runWebhooks } from "../../src/webhooks/run.js";
 import type { Simulator } from "../../tools/simulator/server.js";
@@ -403,19 +402,6 @@ class SlowKubeApi extends KubeApi {
   }
 }
 
-/** The payment path's client, held the same way. */
-class SlowKubeJson extends KubeJson {
-  override async get<T extends KubeObject>(
-    plural: Plural,
-    namespace: string,
-    name: string,
-  ): Promise<T | undefined> {
-    slowReads++;
-    await gate;
-    return super.get<T>(plural, namespace, name);
-  }
-}
-
 describe("graceful shutdown", () => {
   it("finishes the requests in flight, then stops accepting", async () => {
     const slow = new SlowKubeApi(kc);
@@ -423,7 +409,6 @@ describe("graceful shutdown", () => {
     closeGate();
     const s = await startWebhookServer({
       api: slow,
-      kube: new SlowKubeJson(kc),
       env,
       log: silent,
       namespace: ns,

@@ -3,7 +3,10 @@
 // calls a new event costs, ordering of subscription events (same-second ties settled by the
 // payment provider's simulator), failed processing and redelivery, and retention.
 import { randomBytes } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { Registry } from "prom-client";
@@ -17,15 +20,16 @@ import {
   type BillingAccount,
   type PaymentEvent,
 } from "../../src/crds/index.js";
-import { KubeApi, type KubeObject, type Plural } from "../../src/k8s/api.js";
+import { KubeApi, type CallOptions, type KubeObject, type Plural } from "../../src/k8s/api.js";
 import { impersonating } from "../../src/k8s/config.js";
 import { startSimulator } from "../../tools/simulator/server.js";
 import { FinishedEvents } from "../../src/webhooks/finished.js";
 import { startPaymentEventGc, whileControllerLeads } from "../../src/webhooks/gc.js";
-import { KubeJson } from "../../src/webhooks/kubejson.js";
 import { OUTCOME_LABEL, recordedMessage, recordedOutcome } from "../../src/webhooks/paymentrecord.js";
+import { runWebhooks } from "../../src/webhooks/run.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
+import { TcpProxy } from "../k8s/tcp-proxy.js";
 import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
 import { testEnv } from "../support/stack.js";
 
@@ -81,13 +85,30 @@ const outcome = async (eventId: string) => {
   return rec && recordedOutcome(rec);
 };
 
-/** The payment path's Kubernetes client, counting the calls it makes (method and path). */
-class CountingKube extends KubeJson {
+/** The sidecar's Kubernetes client, counting the calls it makes (method and path). */
+class CountingKube extends KubeApi {
   readonly calls: string[] = [];
-  override call<T>(method: string, path: string, body?: unknown, timeoutMs?: number): Promise<T> {
+  override rawJson<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType?: string,
+    opts?: CallOptions,
+  ): Promise<T> {
     this.calls.push(`${method} ${path.split("?")[0]}`);
-    return super.call<T>(method, path, body, timeoutMs);
+    return super.rawJson<T>(method, path, body, contentType, opts);
   }
+}
+/** The test kubeconfig, pointed at a proxy in front of the apiserver (same credentials and TLS). */
+function through(proxy: TcpProxy): KubeConfig {
+  const copy = new KubeConfig();
+  copy.loadFromOptions({
+    clusters: kc.getClusters().map((c) => ({ ...c, server: proxy.url })),
+    users: kc.getUsers(),
+    contexts: kc.getContexts(),
+    currentContext: kc.getCurrentContext(),
+  });
+  return copy;
 }
 const account = (customer: string) =>
   api.get<BillingAccount>("billingaccounts", ns, billingAccountName(customer));
@@ -219,7 +240,7 @@ describe("signature check over HTTP", () => {
 describe("dedupe on event.id", () => {
   it("answers a replay of a processed event 200 from memory: no Kubernetes call at all", async () => {
     const kube = new CountingKube(kc);
-    const s = await start({ kube });
+    const s = await start({ api: kube });
     const c = `cus_replay_${uid()}`;
     const ev = subscriptionEvent(c, "active", { type: "customer.subscription.created" });
     expect((await deliver(ev, s.url)).status).toBe(200);
@@ -243,7 +264,7 @@ describe("dedupe on event.id", () => {
     const kubeB = new CountingKube(kc);
     const finishedB = new FinishedEvents(100);
     const a = await start();
-    const b = await start({ kube: kubeB, finished: finishedB });
+    const b = await start({ api: kubeB, finished: finishedB });
     const ev = subscriptionEvent(`cus_watch_${uid()}`, "active");
     expect((await deliver(ev, a.url)).status).toBe(200);
     await eventually(async () => finishedB.has(ev.id) || undefined, { timeoutMs: 10_000 });
@@ -255,7 +276,7 @@ describe("dedupe on event.id", () => {
 
   it("records a new event with one Kubernetes write when its type needs no action", async () => {
     const kube = new CountingKube(kc);
-    const s = await start({ kube, watchFinished: false });
+    const s = await start({ api: kube, watchFinished: false });
     const ev = {
       id: `evt_${uid()}`,
       object: "event",
@@ -357,7 +378,7 @@ describe("deadlines", () => {
       currentContext: "mute",
     });
     try {
-      const s = await start({ api: new KubeApi(mute), kubeTimeoutMs: 300, watchFinished: false });
+      const s = await start({ api: new KubeApi(mute, { timeoutMs: 300 }), watchFinished: false });
       const ev = {
         id: `evt_${uid()}`,
         object: "event",
@@ -373,22 +394,66 @@ describe("deadlines", () => {
     }
   });
 
+  it("answers 503 at the deadline KUBE_API_TIMEOUT_SECONDS sets when the apiserver stalls, then recovers", async () => {
+    // The sidecar process as the image runs it, its apiserver behind a proxy that can go silent.
+    const proxy = await TcpProxy.start(kc.getCurrentCluster()!.server);
+    const dir = await mkdtemp(join(tmpdir(), "sidecar-deadline-"));
+    const kubeconfig = join(dir, "kubeconfig");
+    await writeFile(kubeconfig, through(proxy).exportConfig());
+    const sidecar = await runWebhooks(
+      { ...env, KUBE_API_TIMEOUT_SECONDS: 2, WEBHOOKS_HOST: "127.0.0.1", WEBHOOKS_PORT: 0 },
+      silent,
+      { kubeconfig },
+    );
+    const invoice = () => ({
+      id: `evt_${uid()}`,
+      object: "event",
+      type: "invoice.paid",
+      created: nowS(),
+      data: { object: {} },
+    });
+    try {
+      expect((await deliver(invoice(), sidecar.url)).status).toBe(200);
+      proxy.stall();
+      const started = Date.now();
+      const res = await deliver(invoice(), sidecar.url);
+      const tookMs = Date.now() - started;
+      expect(res.status).toBe(503);
+      expect(res.json).toEqual({ error: "unavailable, retry later" });
+      // The configured 2 s, not a deadline of the payment path's own.
+      expect(tookMs).toBeGreaterThanOrEqual(1_900);
+      expect(tookMs).toBeLessThan(6_000);
+      proxy.resume();
+      const ev = invoice();
+      await eventually(async () => (await deliver(ev, sidecar.url)).status === 200 || undefined, {
+        timeoutMs: 20_000,
+        intervalMs: 100,
+      });
+      expect(await outcome(ev.id)).toBe("Ignored");
+    } finally {
+      await sidecar.stop();
+      await proxy.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a concurrent duplicate waits for the attempt in flight only so long, then answers 409", async () => {
     let release: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));
     let creates = 0;
-    class GatedKube extends KubeJson {
+    class GatedKube extends KubeApi {
       override async create<T extends KubeObject>(
         plural: Plural,
         namespace: string,
         obj: KubeObject,
+        opts?: CallOptions,
       ): Promise<T> {
         creates++;
         await gate;
-        return super.create<T>(plural, namespace, obj);
+        return super.create<T>(plural, namespace, obj, opts);
       }
     }
-    const s = await start({ kube: new GatedKube(kc), duplicateWaitMs: 200, watchFinished: false });
+    const s = await start({ api: new GatedKube(kc), duplicateWaitMs: 200, watchFinished: false });
     const ev = {
       id: `evt_${uid()}`,
       object: "event",

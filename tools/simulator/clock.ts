@@ -8,6 +8,7 @@ export type TimerHandle = ReturnType<typeof setTimeout>;
 export class Clock {
   readonly timeScale: number;
   readonly #timers = new Set<TimerHandle>();
+  readonly #epoch = Date.now();
   #closed = false;
 
   constructor(timeScale: number) {
@@ -42,7 +43,16 @@ export class Clock {
     return Date.now();
   }
 
-  /** Converts a real duration to simulated milliseconds (what delayTime/executionTime report). */
+  /**
+   * Simulated milliseconds since the clock started, a whole number. A job's reported times are
+   * differences of these readings, so queue wait, cold start and execution add up exactly to the
+   * time from submission to the end.
+   */
+  simNow(): number {
+    return Math.round((Date.now() - this.#epoch) / this.timeScale);
+  }
+
+  /** A real duration as simulated milliseconds. */
   toSim(realMs: number): number {
     return Math.round(realMs / this.timeScale);
   }

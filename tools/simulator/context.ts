@@ -2,6 +2,7 @@ import type { Logger } from "pino";
 import type { CallbackSender } from "./callbacks.js";
 import type { Clock } from "./clock.js";
 import type { Engine } from "./engine.js";
+import type { MeterStore } from "./meters.js";
 import type { Faults, ResolvedOptions } from "./options.js";
 import type { PaymentSender } from "./payment.js";
 import type { Rng } from "./random.js";
@@ -31,6 +32,8 @@ export interface SimContext {
   engine: Engine;
   callbacks: CallbackSender;
   payment: PaymentSender;
+  /** The payment provider's billing meters and the events they hold. */
+  meters: MeterStore;
   /** Per-request randomness (faults); job-level choices hash the job id instead. */
   requestRng: Rng;
   /** Generated ids (endpoints created over GraphQL). */

@@ -43,6 +43,8 @@ export function configFromSpec(spec: EndpointSpec): EndpointConfig {
       ...SETTINGS_DEFAULTS,
       templateId: `sim-${workload}-template`,
       gpuIds: "AMPERE_16",
+      ...(spec.scalerType !== undefined && { scalerType: spec.scalerType }),
+      ...(spec.scalerValue !== undefined && { scalerValue: spec.scalerValue }),
       createdAt: new Date().toISOString(),
       version: 1,
     },
@@ -57,6 +59,11 @@ export function patchConfig(config: EndpointConfig, patch: EndpointPatch): Endpo
     ...(patch.workersMin !== undefined && { workersMin: patch.workersMin }),
     ...(patch.workersMax !== undefined && { workersMax: patch.workersMax }),
     ...(patch.idleTimeout !== undefined && { idleTimeout: patch.idleTimeout }),
+    settings: {
+      ...config.settings,
+      ...(patch.scalerType !== undefined && { scalerType: patch.scalerType }),
+      ...(patch.scalerValue !== undefined && { scalerValue: patch.scalerValue }),
+    },
   };
 }
 

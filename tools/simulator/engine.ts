@@ -4,10 +4,12 @@ import type { Clock, TimerHandle } from "./clock.js";
 import { honoursClientId, type Faults, type ResolvedOptions } from "./options.js";
 import { failureFor, outputFor, workerControls, type Workload } from "./outputs.js";
 import { chance, unit, type Rng } from "./random.js";
+import { scale, type ScalerType } from "./scaler.js";
 
 // The provider's queue and workers: jobs go IN_QUEUE -> IN_PROGRESS -> COMPLETED | FAILED |
-// TIMED_OUT, or CANCELLED. Workers scale between workersMin and workersMax with a cold start;
-// workersMax = 0 leaves jobs in the queue. Pure in-memory state driven by the scaled clock.
+// TIMED_OUT, or CANCELLED. Workers scale between workersMin and workersMax with a cold start, by
+// the endpoint's scaler (scaler.ts: QUEUE_DELAY or REQUEST_COUNT); workersMax = 0 leaves jobs in
+// the queue. Pure in-memory state driven by the scaled clock.
 
 export interface EndpointConfig {
   id: string;
@@ -35,6 +37,8 @@ export interface Job {
   status: ProviderJobStatus;
   submittedAt: number;
   startedAt?: number;
+  /** What the provider did with the job, in simulated ms since its clock started (Clock.simNow). */
+  timeline: JobTimeline;
   delayTime?: number;
   executionTime?: number;
   output?: unknown;
@@ -45,11 +49,29 @@ export interface Job {
   finishPending?: () => void;
   /** Submitted with /runsync: its result is kept 1 minute instead of 30. */
   sync?: boolean;
+  /** policy.lowPriority: the job does not trigger scaling. */
+  lowPriority?: boolean;
+}
+
+/**
+ * A job's life at the provider, simulated ms since the clock started. delayTime = started -
+ * submitted (queue wait, with `coldStartMs` of it spent waiting for the worker that took the job to
+ * boot); executionTime = ended - started. A job cancelled in the queue has no `started`.
+ */
+export interface JobTimeline {
+  submitted: number;
+  started?: number;
+  ended?: number;
+  /** The part of the delay its worker spent in cold start after the job arrived. */
+  coldStartMs?: number;
 }
 
 interface Worker {
   id: string;
   state: "initializing" | "idle" | "running";
+  /** Simulated ms (Clock.simNow) when the worker was started and when its cold start ended. */
+  spawned: number;
+  ready?: number;
   job?: Job;
   timer?: TimerHandle;
 }
@@ -60,6 +82,8 @@ interface EndpointRuntime {
   queue: Job[];
   completed: number;
   failed: number;
+  /** QUEUE_DELAY: wakes the scaler when the next queued job crosses the threshold. */
+  scaleTimer?: TimerHandle;
 }
 
 export interface SubmitArgs {
@@ -75,6 +99,7 @@ export interface SubmitArgs {
   ttlMs?: number;
   /** /runsync: a `sync-` id and the shorter result retention. */
   sync?: boolean;
+  lowPriority?: boolean;
 }
 
 export type SubmitResult = { job: Job; created: boolean } | { conflict: string };
@@ -125,6 +150,7 @@ export class Engine {
     if (ep === undefined) return false;
     for (const job of [...this.#jobs.values()]) if (job.endpointId === id) this.#drop(job);
     for (const w of ep.workers) this.#d.clock.cancel(w.timer);
+    this.#d.clock.cancel(ep.scaleTimer);
     this.#endpoints.delete(id);
     return true;
   }
@@ -186,8 +212,10 @@ export class Engine {
       executionTimeoutMs: args.executionTimeoutMs ?? ep.config.executionTimeoutMs,
       status: "IN_QUEUE",
       submittedAt: this.#d.clock.now(),
+      timeline: { submitted: this.#d.clock.simNow() },
       timers: {},
       ...(args.sync === true && { sync: true }),
+      ...(args.lowPriority === true && { lowPriority: true }),
     };
     // TTL covers queue and execution; when it runs out the job is removed
     // (https://docs.runpod.io/serverless/endpoints/send-requests, Execution policies).
@@ -223,8 +251,12 @@ export class Engine {
     if (job.status === "IN_QUEUE") {
       const ep = this.#endpoints.get(job.endpointId);
       if (ep !== undefined) ep.queue = ep.queue.filter((j) => j !== job);
+      // It waited until the cancel and no worker ran it.
+      job.timeline.ended = this.#d.clock.simNow();
+      job.delayTime = job.timeline.ended - job.timeline.submitted;
+      job.executionTime = 0;
     } else if (job.status === "IN_PROGRESS") {
-      job.executionTime = this.#d.clock.toSim(this.#d.clock.now() - (job.startedAt ?? job.submittedAt));
+      this.#ended(job);
       this.#releaseWorker(job);
     } else {
       return;
@@ -322,19 +354,60 @@ export class Engine {
         this.#terminate(ep, w);
       }
     }
-    const running = ep.workers.filter((w) => w.state === "running").length;
-    const wanted = Math.min(cfg.workersMax, Math.max(cfg.workersMin, running + ep.queue.length));
-    while (ep.workers.length < wanted) this.#spawn(ep);
-    for (const w of ep.workers)
-      if (w.state === "idle" && w.timer === undefined) this.#scheduleIdleStop(ep, w);
+    const now = this.#d.clock.now();
+    const count = (state: Worker["state"]) => ep.workers.filter((w) => w.state === state).length;
+    const decision = scale({
+      ...scalerOf(cfg),
+      workersMin: cfg.workersMin,
+      workersMax: cfg.workersMax,
+      initializing: count("initializing"),
+      idle: count("idle"),
+      running: count("running"),
+      queued: this.#scalerQueue(ep, now),
+    });
+    while (ep.workers.length < decision.target) this.#spawn(ep);
+    if (decision.stopSurplusNow) {
+      for (const w of ep.workers.filter((x) => x.state === "idle")) {
+        if (ep.workers.length <= decision.target) break;
+        this.#terminate(ep, w);
+      }
+    } else {
+      for (const w of ep.workers)
+        if (w.state === "idle" && w.timer === undefined) this.#scheduleIdleStop(ep, w);
+    }
+    this.#d.clock.cancel(ep.scaleTimer);
+    ep.scaleTimer =
+      decision.recheckInMs === undefined || ep.workers.length >= cfg.workersMax
+        ? undefined
+        : this.#d.clock.after(decision.recheckInMs, () => {
+            ep.scaleTimer = undefined;
+            this.#pump(ep);
+          });
+  }
+
+  /**
+   * The queued jobs that may trigger scaling, oldest first, as many as can change the scaler's
+   * answer: past workersMax x (scalerValue + 1) the target is workersMax under either scaler. The
+   * cap keeps a burst of thousands of queued jobs from making every submission scan the queue.
+   */
+  #scalerQueue(ep: EndpointRuntime, now: number): Array<{ waitedMs: number; lowPriority: boolean }> {
+    const cap = ep.config.workersMax * (scalerOf(ep.config).value + 1) + 1;
+    const out: Array<{ waitedMs: number; lowPriority: boolean }> = [];
+    for (const job of ep.queue) {
+      if (out.length >= cap) break;
+      if (job.lowPriority !== true)
+        out.push({ waitedMs: this.#d.clock.toSim(now - job.submittedAt), lowPriority: false });
+    }
+    return out;
   }
 
   #spawn(ep: EndpointRuntime): void {
-    const w: Worker = { id: this.#d.rng.token(14), state: "initializing" };
+    const w: Worker = { id: this.#d.rng.token(14), state: "initializing", spawned: this.#d.clock.simNow() };
     const coldStart = this.#d.opts.coldStartMs * (0.8 + 0.4 * unit(this.#d.opts.seed, w.id, "cold"));
     w.timer = this.#d.clock.after(coldStart, () => {
       w.timer = undefined;
       w.state = "idle";
+      w.ready = this.#d.clock.simNow();
       this.#pump(ep);
     });
     ep.workers.push(w);
@@ -363,7 +436,13 @@ export class Engine {
     job.status = "IN_PROGRESS";
     job.workerId = w.id;
     job.startedAt = now;
-    job.delayTime = clock.toSim(now - job.submittedAt);
+    const started = clock.simNow();
+    const t = job.timeline;
+    t.started = started;
+    // Of the wait, the part after both the job's arrival and the worker's start, until it was ready.
+    const booting = (w.ready ?? started) - Math.max(w.spawned, t.submitted);
+    t.coldStartMs = Math.min(Math.max(0, booting), started - t.submitted);
+    job.delayTime = started - t.submitted;
     const n = (this.#executions.get(job.key) ?? 0) + 1;
     this.#executions.set(job.key, n);
     this.#d.log?.debug({ jobId: job.id, workerId: w.id, execution: n }, "job started");
@@ -388,10 +467,13 @@ export class Engine {
       return;
     }
     const ep = this.#endpoints.get(job.endpointId);
-    job.executionTime = this.#d.clock.toSim(this.#d.clock.now() - (job.startedAt ?? job.submittedAt));
-    // A timer can fire a millisecond before the wall clock says it is due, and one real ms is many
-    // simulated ones at a small time scale: a timed-out job has run for its whole timeout.
-    if (status === "TIMED_OUT") job.executionTime = Math.max(job.executionTime, job.executionTimeoutMs);
+    this.#ended(job);
+    // The provider stops a job at its timeout: it ran exactly that long. A real timer fires a little
+    // early or late, and one real ms is many simulated ones at a small time scale.
+    if (status === "TIMED_OUT") {
+      job.executionTime = job.executionTimeoutMs;
+      job.timeline.ended = (job.timeline.started ?? job.timeline.submitted) + job.executionTimeoutMs;
+    }
     const workload = ep?.config.workload ?? "render";
     if (status === "COMPLETED") job.output = outputFor(workload, job.input);
     else if (status === "FAILED") job.error = failureFor(workload, job.workerId ?? "unknown", job.input);
@@ -399,6 +481,13 @@ export class Engine {
     job.status = status;
     this.#releaseWorker(job);
     this.#terminal(job);
+  }
+
+  /** A running job stops now: its execution time is the worker's time on it. */
+  #ended(job: Job): void {
+    const t = job.timeline;
+    t.ended = this.#d.clock.simNow();
+    job.executionTime = t.ended - (t.started ?? t.submitted);
   }
 
   #releaseWorker(job: Job): void {
@@ -454,6 +543,13 @@ export class Engine {
     this.#waiters.delete(job);
     for (const done of [...waiters]) done();
   }
+}
+
+/** The endpoint's scaler settings (scalerType, scalerValue), RunPod's defaults when unset. */
+function scalerOf(config: EndpointConfig): { type: ScalerType; value: number } {
+  const s = config.settings;
+  const value = typeof s.scalerValue === "number" && s.scalerValue >= 1 ? s.scalerValue : 4;
+  return { type: s.scalerType === "REQUEST_COUNT" ? "REQUEST_COUNT" : "QUEUE_DELAY", value };
 }
 
 const TERMINAL: ReadonlySet<ProviderJobStatus> = new Set(["COMPLETED", "FAILED", "TIMED_OUT", "CANCELLED"]);

@@ -38,7 +38,7 @@ export class BadJson extends Error {}
  * Reads the whole body; past `limit` bytes it keeps draining but drops the data, then throws.
  * Leaving the loop early would destroy the socket and the client would never see the 413.
  */
-async function readBody(req: IncomingMessage, limit: number): Promise<string> {
+export async function readText(req: IncomingMessage, limit: number): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -50,7 +50,7 @@ async function readBody(req: IncomingMessage, limit: number): Promise<string> {
 }
 
 export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
-  const text = await readBody(req, limit);
+  const text = await readText(req, limit);
   if (text.trim() === "") return undefined;
   try {
     return JSON.parse(text);

@@ -4,7 +4,13 @@ import type { SimContext } from "./context.js";
 import { configFromSpec, graphqlView, patchConfig } from "./endpoints.js";
 import { statusView, type EndpointConfig } from "./engine.js";
 import { isRecord, json, readJson, type Reply } from "./http.js";
-import { EndpointPatchSchema, FaultsSchema, PaymentWebhookSchema, type EndpointPatch } from "./options.js";
+import {
+  EndpointPatchSchema,
+  FaultsSchema,
+  MeterSpecSchema,
+  PaymentWebhookSchema,
+  type EndpointPatch,
+} from "./options.js";
 
 // /_sim/*: the simulator's inspection and control API for tests, the CLI tests and the demo
 // (other processes). JSON in and out, no authentication (the server listens on loopback only).
@@ -37,6 +43,7 @@ export function jobView(ctx: SimContext, id: string) {
     endpointId: job.endpointId,
     key: job.key,
     executions: ctx.engine.executions(job.key),
+    timeline: { ...job.timeline },
   };
 }
 
@@ -132,6 +139,36 @@ export async function handleInspection(
       } catch (err) {
         return json(409, { error: err instanceof Error ? err.message : String(err) });
       }
+    }
+    case "GET payment/meters":
+      return json(200, {
+        meters: ctx.meters.meters(),
+        events: ctx.meters.events(),
+        errors: ctx.meters.errors(),
+      });
+    case "POST payment/meters": {
+      const parsed = MeterSpecSchema.safeParse(await readJson(req, LIMIT));
+      if (!parsed.success) return invalid(parsed.error);
+      const m = parsed.data;
+      if (ctx.meters.meterFor(m.event_name) !== undefined)
+        return json(409, { error: `a meter for event_name ${m.event_name} exists` });
+      return json(
+        200,
+        ctx.meters.createMeter({
+          eventName: m.event_name,
+          displayName: m.display_name ?? m.event_name,
+          formula: m.formula ?? "sum",
+          ...(m.id !== undefined && { id: m.id }),
+        }),
+      );
+    }
+    case "POST payment/clock": {
+      const parsed = z
+        .strictObject({ advanceMs: z.number().int().min(0) })
+        .safeParse(await readJson(req, LIMIT));
+      if (!parsed.success) return invalid(parsed.error);
+      ctx.meters.advance(parsed.data.advanceMs);
+      return json(200, { now: ctx.meters.now() });
     }
     default:
       return json(404, { error: "no such inspection route" });

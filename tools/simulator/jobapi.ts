@@ -114,6 +114,10 @@ function submit(ctx: SimContext, endpointId: string, body: unknown, opts: { sync
   if (ttl !== undefined && !inRange(ttl, 10_000, SEVEN_DAYS_MS)) {
     return json(400, { error: "policy.ttl must be between 10000 and 604800000 ms" });
   }
+  const lowPriority = policy?.lowPriority;
+  if (lowPriority !== undefined && typeof lowPriority !== "boolean") {
+    return json(400, { error: "policy.lowPriority must be a boolean" });
+  }
   ctx.stats.submissions++;
   const executionKey = ownJobId(webhook) ?? (typeof id === "string" ? id : undefined);
   const result = ctx.engine.submit(endpointId, {
@@ -124,6 +128,7 @@ function submit(ctx: SimContext, endpointId: string, body: unknown, opts: { sync
     ...(typeof executionTimeout === "number" && { executionTimeoutMs: executionTimeout }),
     ...(typeof ttl === "number" && { ttlMs: ttl }),
     ...(opts.sync === true && { sync: true }),
+    ...(lowPriority === true && { lowPriority: true }),
   });
   if ("conflict" in result) return json(409, { error: result.conflict });
   if (!result.created) ctx.stats.duplicateSubmissions++;

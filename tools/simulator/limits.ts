@@ -17,6 +17,17 @@ const RATE_LIMITS: Readonly<Record<string, number>> = {
   requests: 10,
 };
 const WINDOW_SIM_MS = 10_000;
+// And requests under way at once, per key, endpoint and operation (the same table's "Concurrent"
+// column). A request counts from its arrival to its answer, body upload and /runsync wait included.
+const CONCURRENCY_LIMITS: Readonly<Record<string, number>> = {
+  runsync: 400,
+  run: 200,
+  status: 400,
+  "status-sync": 400,
+  stream: 400,
+  cancel: 20,
+  requests: 2,
+};
 
 // The queue-size rule (RunPod's send-requests page until late 2025): a submission gets 429 while
 // more than 50 jobs are queued and more than workersMax x 500.
@@ -26,6 +37,8 @@ const QUEUED_PER_WORKER = 500;
 export class JobApiLimits {
   /** Arrival times (real ms) in the current window, oldest first, per key|endpoint|operation. */
   readonly #windows = new Map<string, number[]>();
+  /** Requests under way, per key|endpoint|operation (entries removed at zero). */
+  readonly #underWay = new Map<string, number>();
 
   constructor(
     private readonly clock: Clock,
@@ -55,6 +68,33 @@ export class JobApiLimits {
       }
     }
     return undefined;
+  }
+
+  /**
+   * Admits a request against the concurrency limit of its operation: a 429 when as many are
+   * already under way, else a function to call once it has been answered.
+   */
+  enter(apiKey: string, endpointId: string, op: string): Reply | (() => void) {
+    const limit = CONCURRENCY_LIMITS[op];
+    if (limit === undefined) return () => undefined;
+    const key = `${apiKey}|${endpointId}|${op}`;
+    const current = this.#underWay.get(key) ?? 0;
+    if (current >= limit) {
+      return json(
+        429,
+        { error: `concurrency limit exceeded: /${op} allows ${limit} requests at once` },
+        { "retry-after": "1" },
+      );
+    }
+    this.#underWay.set(key, current + 1);
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      const n = (this.#underWay.get(key) ?? 1) - 1;
+      if (n <= 0) this.#underWay.delete(key);
+      else this.#underWay.set(key, n);
+    };
   }
 
   /** Sliding window: undefined when under the limit, else whole seconds until a slot frees. */

@@ -3,7 +3,13 @@ import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { pino } from "pino";
-import { FaultsSchema, type EndpointSpec, type SimulatorOptions } from "./options.js";
+import {
+  FaultsSchema,
+  MeterSpecSchema,
+  type EndpointSpec,
+  type MeterSpec,
+  type SimulatorOptions,
+} from "./options.js";
 import { startSimulator } from "./server.js";
 
 // Command line: `tsx tools/simulator/main.ts --port 0 --endpoint media-asr-dev ...`. Prints exactly
@@ -14,8 +20,9 @@ const USAGE = `Usage: tsx tools/simulator/main.ts [options]
   --port N                    listen port on 127.0.0.1 (default 0 = any free port)
   --api-key KEY               accepted GPU provider key (repeatable; default sim-key)
   --account-problem-key KEY   key whose account is suspended (repeatable)
-  --payment-api-key KEY       key accepted by the payment redeliver call (repeatable; default sim-payment-key)
-  --endpoint SPEC             NAME[,id=ID][,workload=asr|tts|render][,min=N][,max=N][,idle=SECONDS] (repeatable)
+  --payment-api-key KEY       key accepted by the payment API (repeatable; default sim-payment-key)
+  --endpoint SPEC             NAME[,id=ID][,workload=asr|tts|render][,min=N][,max=N][,idle=SECONDS]
+                              [,scaler=QUEUE_DELAY|REQUEST_COUNT][,scaler-value=N] (repeatable)
   --time-scale X              multiply simulated delays (0.01 = 100x faster; default 1)
   --seed N                    seed for faults and generated ids (default 1)
   --cold-start-ms N           worker cold start, simulated ms (default 2000)
@@ -24,6 +31,7 @@ const USAGE = `Usage: tsx tools/simulator/main.ts [options]
   --faults JSON               fault set, e.g. '{"dropCallback":0.2,"serverErrors":0.1}'
   --payment-webhook-url URL   where /_sim/payment/send posts signed events
   --payment-webhook-secret S  signing secret for those events
+  --meter SPEC                billing meter EVENT_NAME[,id=mtr_ID][,formula=sum|count|last] (repeatable)
   --config FILE               JSON file with any SimulatorOptions (flags override it)
   --log-level LEVEL           pino level on stderr (default info)`;
 
@@ -47,9 +55,30 @@ export function parseEndpoint(spec: string): EndpointSpec {
     } else if (k === "min") out.workersMin = int();
     else if (k === "max") out.workersMax = int();
     else if (k === "idle") out.idleTimeout = int();
-    else throw new Error(`--endpoint ${spec}: unknown key ${k}`);
+    else if (k === "scaler") {
+      if (v !== "QUEUE_DELAY" && v !== "REQUEST_COUNT")
+        throw new Error(`--endpoint ${spec}: scaler must be QUEUE_DELAY or REQUEST_COUNT`);
+      out.scalerType = v;
+    } else if (k === "scaler-value") {
+      out.scalerValue = int();
+      if (out.scalerValue < 1) throw new Error(`--endpoint ${spec}: scaler-value must be at least 1`);
+    } else throw new Error(`--endpoint ${spec}: unknown key ${k}`);
   }
   return out;
+}
+
+export function parseMeter(spec: string): MeterSpec {
+  const [eventName = "", ...pairs] = spec.split(",").map((s) => s.trim());
+  const out: Record<string, string> = { event_name: eventName };
+  for (const pair of pairs) {
+    const [k = "", v = ""] = pair.split("=", 2);
+    if (k !== "id" && k !== "formula") throw new Error(`--meter ${spec}: unknown key ${k}`);
+    out[k] = v;
+  }
+  const parsed = MeterSpecSchema.safeParse(out);
+  if (!parsed.success)
+    throw new Error(`--meter ${spec}: ${parsed.error.issues.map((i) => i.message).join("; ")}`);
+  return parsed.data;
 }
 
 function number(flag: string, value: string | undefined): number | undefined {
@@ -77,6 +106,7 @@ export function optionsFromArgs(argv: string[]): SimulatorOptions & { logLevel: 
       faults: { type: "string" },
       "payment-webhook-url": { type: "string" },
       "payment-webhook-secret": { type: "string" },
+      meter: { type: "string", multiple: true },
       config: { type: "string" },
       "log-level": { type: "string" },
       help: { type: "boolean" },
@@ -98,6 +128,7 @@ export function optionsFromArgs(argv: string[]): SimulatorOptions & { logLevel: 
   set("accountProblemKeys", values["account-problem-key"]);
   set("paymentApiKeys", values["payment-api-key"]);
   set("endpoints", values.endpoint?.map(parseEndpoint));
+  set("meters", values.meter?.map(parseMeter));
   set("timeScale", number("time-scale", values["time-scale"]));
   set("seed", number("seed", values.seed));
   set("coldStartMs", number("cold-start-ms", values["cold-start-ms"]));

@@ -55,6 +55,22 @@ export const FaultsSchema = z.strictObject({
   responseDelay: z
     .strictObject({ ms: z.number().min(0), rate: rate.optional(), first: z.number().int().min(0).optional() })
     .optional(),
+  /**
+   * Payment API (Billing Meters): probability of a 500 answer. Half are refused before any work,
+   * half answered after the work was done (a meter event recorded, its answer a 500).
+   */
+  paymentServerErrors: rate.optional(),
+  /** The next N payment API requests answer 500 with nothing recorded: an outage of a known length. */
+  paymentServerErrorsFirst: z.number().int().min(0).optional(),
+  /** Probability that a meter event call (v1 event or v2 batch) is recorded and its answer lost (connection reset). */
+  lostMeterEventAnswers: rate.optional(),
+  /** Token bucket on the payment API, real time; over it: 429 with Stripe's rate_limit error. */
+  paymentRateLimit: z.strictObject({ requestsPerSecond: z.number().positive() }).optional(),
+  /**
+   * Real ms a v1 meter event call takes, holding its customer and meter the while: a second call
+   * for them meanwhile is refused 429, as Stripe allows one concurrent call per customer and meter.
+   */
+  meterEventLatencyMs: z.number().min(0).max(60_000).optional(),
 });
 export type Faults = z.infer<typeof FaultsSchema>;
 
@@ -70,6 +86,10 @@ export const EndpointSpecSchema = z.strictObject({
   workersMax: z.number().int().min(0).optional(),
   /** Seconds, like the provider's field. */
   idleTimeout: z.number().min(0).optional(),
+  /** RunPod's autoscaler (scaler.ts). Default QUEUE_DELAY, as on RunPod. */
+  scalerType: z.enum(["QUEUE_DELAY", "REQUEST_COUNT"]).optional(),
+  /** Seconds of queue delay, or requests per worker. Default 4, as on RunPod. */
+  scalerValue: z.number().int().min(1).optional(),
 });
 export type EndpointSpec = z.infer<typeof EndpointSpecSchema>;
 
@@ -79,6 +99,17 @@ export type EndpointPatch = z.infer<typeof EndpointPatchSchema>;
 
 export const PaymentWebhookSchema = z.strictObject({ url: z.url(), secret: z.string().min(1) });
 export type PaymentWebhook = z.infer<typeof PaymentWebhookSchema>;
+
+export const MeterSpecSchema = z.strictObject({
+  id: z
+    .string()
+    .regex(/^mtr_[A-Za-z0-9_]+$/)
+    .optional(),
+  event_name: z.string().min(1).max(100),
+  display_name: z.string().min(1).max(250).optional(),
+  formula: z.enum(["sum", "count", "last"]).optional(),
+});
+export type MeterSpec = z.infer<typeof MeterSpecSchema>;
 
 export interface SimulatorOptions {
   /** 0 (default) = a free port; the host is always 127.0.0.1. */
@@ -108,6 +139,8 @@ export interface SimulatorOptions {
   callbackTimeoutMs?: number;
   faults?: Faults;
   paymentWebhook?: PaymentWebhook;
+  /** Billing meters the payment provider has from the start (more: POST /v1/billing/meters). */
+  meters?: MeterSpec[];
   logger?: Logger;
 }
 

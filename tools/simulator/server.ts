@@ -6,7 +6,7 @@ import { CallbackSender, type DeliveryRecord } from "./callbacks.js";
 import { Clock } from "./clock.js";
 import type { SimContext, SimulatorStats } from "./context.js";
 import { configFromSpec } from "./endpoints.js";
-import { Engine } from "./engine.js";
+import { Engine, type JobTimeline } from "./engine.js";
 import { BadJson, BodyTooLarge, json, readJson, requestKey, writeReply, type Reply } from "./http.js";
 import { applyEndpoint, countRequest, endpointView, handleInspection, jobView } from "./inspection.js";
 import { handleJobApi } from "./jobapi.js";
@@ -15,6 +15,8 @@ import { GRAPHQL_RETIRED_MESSAGE, handleGraphQL } from "./management.js";
 import {
   EndpointSpecSchema,
   FaultsSchema,
+  MeterSpecSchema,
+  type MeterSpec,
   resolveOptions,
   type EndpointPatch,
   type Faults,
@@ -23,13 +25,20 @@ import {
 } from "./options.js";
 import type { PaymentDelivery, SimSubscription } from "./payment.js";
 import { PaymentSender } from "./payment.js";
+import { BillingApi, type BillingStats } from "./billing.js";
+import { MeterStore, type MeterErrorReport, type RecordedMeterEvent, type SimMeter } from "./meters.js";
 import { Rng } from "./random.js";
 import { handleRest, problem } from "./rest.js";
 
 export type { SimulatorOptions } from "./options.js";
 
 type SimEndpoint = ReturnType<typeof endpointView>;
-export type SimJob = ProviderJob & { endpointId: string; key: string; executions: number };
+export type SimJob = ProviderJob & {
+  endpointId: string;
+  key: string;
+  executions: number;
+  timeline: JobTimeline;
+};
 
 export interface Simulator {
   /**
@@ -70,6 +79,16 @@ export interface Simulator {
   /** The payment provider's current state of a subscription (GET /v1/subscriptions/{id}). */
   setSubscription(sub: { id: string; customer: string; status: string }): void;
   subscription(id: string): SimSubscription | undefined;
+  /** Creates a billing meter (as POST /v1/billing/meters would). */
+  createMeter(spec: MeterSpec): SimMeter;
+  meters(): SimMeter[];
+  /** Every meter event the payment provider accepted, in order. */
+  meterEvents(): RecordedMeterEvent[];
+  /** Events accepted but not aggregated (no meter), and v2 stream events refused afterwards. */
+  meterErrors(): MeterErrorReport[];
+  billingStats(): BillingStats;
+  /** Moves the payment provider's clock forward: identifiers leave the 24 h window, timestamps age. */
+  advancePaymentClock(ms: number): void;
 }
 
 const GRAPHQL_BODY_LIMIT = 1024 * 1024;
@@ -125,12 +144,24 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     ...(log && { log }),
   });
   const idRng = new Rng(opts.seed ^ 0x5bd1e995);
+  const meters = new MeterStore(new Rng(opts.seed ^ 0x27d4eb2f));
+  const createMeter = (spec: MeterSpec): SimMeter => {
+    const m = MeterSpecSchema.parse(spec);
+    return meters.createMeter({
+      eventName: m.event_name,
+      displayName: m.display_name ?? m.event_name,
+      formula: m.formula ?? "sum",
+      ...(m.id !== undefined && { id: m.id }),
+    });
+  };
+  for (const spec of options.meters ?? []) createMeter(spec);
   const ctx: SimContext = {
     opts,
     clock,
     engine,
     callbacks,
     payment: new PaymentSender(agent, idRng, options.paymentWebhook),
+    meters,
     requestRng: new Rng(opts.seed ^ 0x9e3779b9),
     idRng,
     faults: () => faults,
@@ -151,6 +182,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     },
     ...(log && { log }),
   };
+  const billingApi = new BillingApi(ctx, meters);
   const limits = new JobApiLimits(clock, engine);
   for (const spec of options.endpoints ?? [])
     engine.upsertEndpoint(configFromSpec(EndpointSpecSchema.parse(spec)));
@@ -241,6 +273,11 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
         handleGraphQL(ctx, key, await readJson(req, GRAPHQL_BODY_LIMIT)),
       );
     }
+    // The payment provider's Billing Meters (its own host at Stripe; a path prefix here).
+    if ((head === "v1" || head === "v2") && rest[0] === "billing") {
+      const reply = await billingApi.handle(req, url, parts);
+      if (reply !== undefined) return reply;
+    }
     // RunPod serves REST v2 on its management host and the job API on another, so an endpoint id
     // "serverless" cannot clash there; on the simulator's single port REST v2 takes the path.
     if (head === "v2" && rest[0] === "serverless") {
@@ -250,15 +287,22 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     if (head === "v2" && rest.length >= 2)
       return guarded(req, url, "job", async (key) => {
         // Only for live endpoints: ids a client makes up must not grow the limiter's state.
-        const limited =
-          engine.endpoint(rest[0] ?? "") === undefined
-            ? undefined
-            : limits.check(key, rest[0] ?? "", rest[1] ?? "");
-        if (limited !== undefined) {
+        if (engine.endpoint(rest[0] ?? "") === undefined) return handleJobApi(ctx, req, rest);
+        const entered = limits.enter(key, rest[0] ?? "", rest[1] ?? "");
+        if (typeof entered !== "function") {
           ctx.stats.rateLimited++;
-          return limited;
+          return entered;
         }
-        return handleJobApi(ctx, req, rest);
+        try {
+          const limited = limits.check(key, rest[0] ?? "", rest[1] ?? "");
+          if (limited !== undefined) {
+            ctx.stats.rateLimited++;
+            return limited;
+          }
+          return await handleJobApi(ctx, req, rest);
+        } finally {
+          entered();
+        }
       });
     if (
       head === "v1" &&
@@ -389,5 +433,11 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     paymentDeliveries: () => ctx.payment.deliveries(),
     setSubscription: (sub) => ctx.payment.setSubscription(sub),
     subscription: (id) => ctx.payment.subscription(id),
+    createMeter,
+    meters: () => meters.meters(),
+    meterEvents: () => meters.events(),
+    meterErrors: () => meters.errors(),
+    billingStats: () => ({ ...billingApi.stats }),
+    advancePaymentClock: (ms) => meters.advance(ms),
   };
 }

@@ -1,0 +1,127 @@
+// What a finished job is billed, as pure rules: the provider's reported times in, whole seconds
+// and a meter identifier out. Money is exact: every value here is an integer, and milliseconds are
+// summed before the one rounding step, so no fraction of a second is rounded twice.
+import { z } from "zod";
+import type { ProviderJobStatus } from "../provider/schemas.js";
+
+/** Which of the provider's reported times are billed. */
+export const BILLED_TIME = ["execution", "executionAndDelay"] as const;
+export type BilledTime = (typeof BILLED_TIME)[number];
+
+export const BillingRuleSchema = z.strictObject({
+  /**
+   * `execution`: the worker's run only (RunPod's `executionTime`). `executionAndDelay`: also the
+   * time before a worker picked the job up (`delayTime`: queue wait and cold start).
+   */
+  billedTime: z.enum(BILLED_TIME).default("execution"),
+  /** Seconds billed at least for a job with any billable time; a job with none is billed 0. */
+  minimumSeconds: z.int().min(0).max(86_400).default(0),
+  /** Whether FAILED and TIMED_OUT jobs are billed (the provider charges for them either way). */
+  billFailed: z.boolean().default(true),
+});
+export type BillingRule = z.infer<typeof BillingRuleSchema>;
+
+export const DEFAULT_BILLING_RULE: BillingRule = BillingRuleSchema.parse({});
+
+/** What the provider's confirmed status reported for one job attempt. */
+export interface ReportedUsage {
+  status: ProviderJobStatus;
+  /** Milliseconds, as the provider reports them. */
+  executionTime?: number;
+  delayTime?: number;
+}
+
+export type BillableSeconds = { ok: true; seconds: number; billedMs: number } | { ok: false; reason: string };
+
+// One job's time is bounded by the provider's longest policy (7 days) many times over; anything
+// near MAX_SAFE_INTEGER is not a duration and must not reach an integer sum.
+const MAX_REPORTED_MS = 365 * 24 * 3_600_000;
+
+function reportedMs(name: string, v: number | undefined): number | string {
+  if (v === undefined) return 0;
+  if (!Number.isFinite(v) || v < 0 || v > MAX_REPORTED_MS) return `${name} ${String(v)} is not a duration`;
+  // RunPod reports whole milliseconds; a fraction (from another provider) is rounded up, never lost.
+  return Math.ceil(v);
+}
+
+/**
+ * The whole seconds a job attempt is billed under `rule`:
+ * 1. billed ms = executionTime, plus delayTime under `executionAndDelay` (absent values are 0);
+ * 2. a job still queued or running is not billed yet; a FAILED or TIMED_OUT one is billed 0 unless
+ *    `billFailed`; a CANCELLED one is billed what the provider reports (it ran until the cancel);
+ * 3. seconds = ceil(billed ms / 1000), in integer arithmetic;
+ * 4. seconds > 0 is raised to `minimumSeconds`; 0 stays 0 (a job that never ran costs nothing).
+ * A value that is not a duration (negative, NaN, absurdly large) is refused, not guessed at.
+ */
+export function billableSeconds(
+  usage: ReportedUsage,
+  rule: BillingRule = DEFAULT_BILLING_RULE,
+): BillableSeconds {
+  if (usage.status === "IN_QUEUE" || usage.status === "IN_PROGRESS")
+    return { ok: false, reason: `job is ${usage.status}: usage is billed once it ends` };
+  const execution = reportedMs("executionTime", usage.executionTime);
+  if (typeof execution === "string") return { ok: false, reason: execution };
+  const delay = reportedMs("delayTime", usage.delayTime);
+  if (typeof delay === "string") return { ok: false, reason: delay };
+  const failed = usage.status === "FAILED" || usage.status === "TIMED_OUT";
+  if (failed && !rule.billFailed) return { ok: true, seconds: 0, billedMs: 0 };
+  const billedMs = rule.billedTime === "executionAndDelay" ? execution + delay : execution;
+  const rounded = Math.floor((billedMs + 999) / 1000);
+  const seconds = rounded > 0 ? Math.max(rounded, rule.minimumSeconds) : 0;
+  return { ok: true, seconds, billedMs };
+}
+
+// Stripe: "A unique identifier for the event ... Max length: 100"
+// (https://docs.stripe.com/api/billing/meter-event/create).
+const IDENTIFIER_MAX = 100;
+
+/**
+ * The meter event identifier of one job attempt: the same for every report of that attempt (so the
+ * payment provider drops a repeat inside its deduplication window), different for another attempt
+ * or another object that happens to reuse the name (the uid differs).
+ */
+export function meterIdentifier(job: { uid: string; attempt: number }): string {
+  if (!/^[A-Za-z0-9-]{1,64}$/.test(job.uid))
+    throw new RangeError(`uid ${JSON.stringify(job.uid)} is not an object uid`);
+  if (!Number.isSafeInteger(job.attempt) || job.attempt < 1)
+    throw new RangeError(`attempt ${String(job.attempt)} is not a positive integer`);
+  const id = `mj_${job.uid}_${job.attempt}`;
+  if (id.length > IDENTIFIER_MAX) throw new RangeError("meter identifier too long");
+  return id;
+}
+
+// Stripe accepts an event timestamp "within the past 35 calendar days or up to 5 minutes in the
+// future" and deduplicates an identifier over "a rolling period of at least 24 hours"
+// (https://docs.stripe.com/api/billing/meter-event/create).
+export const METER_TIMESTAMP_MAX_AGE_S = 35 * 24 * 3600;
+export const METER_DEDUP_WINDOW_S = 24 * 3600;
+
+export type MeterSendVerdict =
+  /** Send as is: a repeat of this identifier within the window is dropped by the provider. */
+  | { send: "now"; timestamp: number }
+  /** The first attempt may have landed and the provider forgot its identifier since: check the meter's summaries first. */
+  | { send: "reconcileFirst"; timestamp: number }
+  /** The provider refuses the timestamp: surface it, never send it with another time. */
+  | { send: "never"; reason: string };
+
+/**
+ * Whether a recorded usage report may be sent now. `endedAt`: when the job ended (the event's
+ * timestamp), `firstAttemptAt`: when a send was first tried (undefined: never), both unix seconds.
+ */
+export function meterSendVerdict(
+  endedAt: number,
+  firstAttemptAt: number | undefined,
+  now: number,
+): MeterSendVerdict {
+  // A margin of an hour under the provider's limit: the call may be retried for a while.
+  if (now - endedAt > METER_TIMESTAMP_MAX_AGE_S - 3600)
+    return {
+      send: "never",
+      reason: "the job ended too long ago for the payment provider to accept its usage",
+    };
+  const timestamp = Math.min(endedAt, now);
+  // The same margin under the dedup window: "at least 24 hours" is all Stripe promises.
+  if (firstAttemptAt !== undefined && now - firstAttemptAt > METER_DEDUP_WINDOW_S - 3600)
+    return { send: "reconcileFirst", timestamp };
+  return { send: "now", timestamp };
+}
