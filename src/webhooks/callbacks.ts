@@ -130,17 +130,19 @@ const ownerKey = holderKey;
 
 function adoptionCounter(metrics: WebhookMetrics): Counter<"outcome"> {
   const name = "media_orchestrator_webhooks_callback_adoptions_total";
-  return (
-    (metrics.registry.getSingleMetric(name) as Counter<"outcome"> | undefined) ??
-    new Counter({
-      name,
-      help:
-        "Callbacks that named the provider job of a submission whose /run answer was not recorded: " +
-        "adopted (marked AdoptedByCallback, next step held) or refused",
-      labelNames: ["outcome"] as const,
-      registers: [metrics.registry],
-    })
-  );
+  const existing = metrics.registry.getSingleMetric(name) as Counter<"outcome"> | undefined;
+  if (existing) return existing;
+  const counter = new Counter({
+    name,
+    help:
+      "Callbacks that named the provider job of a submission whose /run answer was not recorded: " +
+      "adopted (marked AdoptedByCallback, next step held) or refused",
+    labelNames: ["outcome"] as const,
+    registers: [metrics.registry],
+  });
+  // Exposed at 0 from the start, so the alert on `outcome="adopted"` has a series to query.
+  for (const outcome of ["adopted", "refused_recorded_elsewhere"]) counter.inc({ outcome }, 0);
+  return counter;
 }
 
 export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteDeps): void {
