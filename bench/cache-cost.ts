@@ -13,7 +13,7 @@ import { API_VERSION } from "../src/crds/index.js";
 import { MediaJob } from "../src/crds/mediajob.js";
 import { KubeApi } from "../src/k8s/api.js";
 import { EventRecorder } from "../src/k8s/events.js";
-import { FINALIZER } from "../src/mediajob/lifecycle.js";
+import { FINALIZER } from "../src/mediajob/job.js";
 import { activeJobStatus, finishedJobStatus } from "./jobs.js";
 import { stripMetadata, trimMediaJob } from "../src/controller/cache-transform.js";
 import { OwnWrites } from "../src/controller/own-writes.js";

@@ -21,7 +21,7 @@ import { parse as parseYaml } from "yaml";
 import { API_VERSION, type MediaJob } from "../src/crds/index.js";
 import { callbackUrl } from "../src/callback/token.js";
 import type { KubeApi, KubeObject } from "../src/k8s/api.js";
-import { withPhaseConditions } from "../src/mediajob/lifecycle.js";
+import { withPhaseConditions } from "../src/mediajob/conditions.js";
 import { startSimulator } from "../tools/simulator/server.js";
 import { signStripePayload } from "../src/webhooks/signature.js";
 import { freePort } from "../scripts/devstack-lib.js";

@@ -19,7 +19,7 @@ import { parseArgs } from "node:util";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { Pool } from "undici";
 import { callbackToken, type CallbackTarget } from "../src/callback/token.js";
-import { withPhaseConditions } from "../src/mediajob/lifecycle.js";
+import { withPhaseConditions } from "../src/mediajob/conditions.js";
 import { GpuProviderClient } from "../src/provider/index.js";
 import { startSimulator } from "../tools/simulator/server.js";
 import { API_VERSION, type MediaJob } from "../src/crds/index.js";

@@ -5,12 +5,9 @@
 import { randomBytes } from "node:crypto";
 import { setCondition, type ConditionInput } from "../src/crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../src/crds/mediajob.js";
-import {
-  initialStatus,
-  intentStatus,
-  recordAccepted,
-  withPhaseConditions,
-} from "../src/mediajob/lifecycle.js";
+import { initialStatus } from "../src/mediajob/job.js";
+import { intentStatus, recordAccepted } from "../src/mediajob/submission.js";
+import { withPhaseConditions } from "../src/mediajob/conditions.js";
 import { decideResult } from "../src/mediajob/result.js";
 
 /** A finished job with the conditions the controller would write: nothing left to do. */

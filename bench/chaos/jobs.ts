@@ -3,7 +3,8 @@
 import { API_VERSION } from "../../src/crds/common.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { KubeApi } from "../../src/k8s/api.js";
-import { PIPELINE_LABEL, STEP_LABEL, failedUnconfirmed } from "../../src/mediajob/lifecycle.js";
+import { PIPELINE_LABEL, STEP_LABEL } from "../../src/mediajob/pipeline.js";
+import { failedUnconfirmed } from "../../src/mediajob/unconfirmed.js";
 import type { Rng } from "./rng.js";
 
 const WORKLOADS = ["asr", "tts", "render"] as const;

@@ -1,7 +1,7 @@
 // complete <mediajob>: for a job the provider shows COMPLETED whose callback was missed. The
 // provider's output is applied exactly as the callback would have applied it; the controller then
 // creates the next pipeline step by itself.
-import { nextStepName } from "../mediajob/lifecycle.js";
+import { nextStepName } from "../mediajob/pipeline.js";
 import type { CliContext } from "./context.js";
 import { CliError, EXIT_OK } from "./errors.js";
 import {

@@ -5,14 +5,14 @@
 import { userInfo } from "node:os";
 import type { Logger } from "pino";
 import type { MediaJob } from "../crds/mediajob.js";
+import { currentProviderJobId } from "../mediajob/job.js";
 import {
-  effectiveJobId,
-  failedUnconfirmed,
-  msUntilStuck,
-  resetPatch,
-  resetUnconfirmedPatch,
-  submissionId,
-} from "../mediajob/lifecycle.js";
+  msUntilStuckAfter,
+  planReset,
+  processingSinceMs,
+  resetLostRace,
+  stuckLimitMs,
+} from "../mediajob/recovery.js";
 import { writeProviderResult } from "../mediajob/result.js";
 import type { KubeApi } from "../k8s/api.js";
 import { isNotFound } from "../k8s/errors.js";
@@ -23,16 +23,7 @@ import { CliError, providerProblem } from "./errors.js";
 const key = (job: MediaJob): string => `${job.metadata.namespace}/${job.metadata.name}`;
 
 /** The provider id the current submission is known by. */
-export function providerJobId(job: MediaJob): string {
-  const status = job.status;
-  return status?.providerJobId ?? submissionId(status, status?.jobId ?? effectiveJobId(job));
-}
-
-/** When the job entered Processing (its submission), as the controller measures it. */
-export function processingSinceMs(job: MediaJob): number | undefined {
-  const t = Date.parse(job.status?.submittedAt ?? job.status?.updatedAt ?? "");
-  return Number.isNaN(t) ? undefined : t;
-}
+export const providerJobId = currentProviderJobId;
 
 export interface StuckJob {
   job: MediaJob;
@@ -53,10 +44,9 @@ export function findStuck(
   const stuck: StuckJob[] = [];
   for (const job of jobs) {
     if (job.status?.phase !== "Processing") continue;
-    const limitMs = opts.olderThanMs ?? (job.spec.timeoutSeconds ?? opts.defaultTimeoutSeconds) * 1000;
-    const measured = { ...job, spec: { ...job.spec, timeoutSeconds: undefined } };
-    if (msUntilStuck(measured, nowMs, limitMs / 1000) > 0) continue;
-    stuck.push({ job, processingForMs: nowMs - (processingSinceMs(job) ?? nowMs), limitMs });
+    const limitMs = opts.olderThanMs ?? stuckLimitMs(job, opts.defaultTimeoutSeconds);
+    if (msUntilStuckAfter(job, nowMs, limitMs) > 0) continue;
+    stuck.push({ job, processingForMs: nowMs - (processingSinceMs(job.status) ?? nowMs), limitMs });
   }
   return stuck.sort((a, b) => b.processingForMs - a.processingForMs || key(a.job).localeCompare(key(b.job)));
 }
@@ -193,32 +183,17 @@ export async function resetJob(
 ): Promise<WriteOutcome> {
   const seen = await api.get<MediaJob>("mediajobs", namespace, name);
   if (!seen) return { written: false, message: "the MediaJob does not exist" };
-  const resettable = (job: MediaJob): boolean =>
-    job.status?.phase === "Processing" || (opts.failedUnconfirmed === true && failedUnconfirmed(job.status));
-  const refusal = (job: MediaJob): string =>
-    `it is ${job.status?.phase ?? "without a phase"}, not Processing` +
-    (opts.failedUnconfirmed && job.status?.phase === "Failed" ? " or Failed with SubmissionUnconfirmed" : "");
-  if (!resettable(seen) || !seen.status?.jobId) return { written: false, job: seen, message: refusal(seen) };
-  const patch =
-    seen.status.phase === "Processing"
-      ? resetPatch(now, seen.status.jobId)
-      : resetUnconfirmedPatch(seen.status, now)!;
+  const reset = planReset(seen.status, now, opts);
+  if ("refused" in reset) return { written: false, job: seen, message: reset.refused };
   try {
-    const job = await api.jsonPatchStatus<MediaJob>("mediajobs", namespace, name, patch);
-    return { written: true, job, from: seen.status.phase === "Processing" ? "Processing" : "Failed" };
+    const job = await api.jsonPatchStatus<MediaJob>("mediajobs", namespace, name, reset.patch);
+    return { written: true, job, from: reset.from };
   } catch (err) {
     if (isNotFound(err)) return { written: false, message: "the MediaJob does not exist" };
     const current = await api.get<MediaJob>("mediajobs", namespace, name);
     if (!current) return { written: false, message: "the MediaJob does not exist" };
-    if (current.status?.jobId !== seen.status.jobId) {
-      return { written: false, job: current, message: "it was re-created under the same name meanwhile" };
-    }
-    if (current.status.phase !== seen.status.phase || !resettable(current)) {
-      return { written: false, job: current, message: refusal(current) };
-    }
-    if (current.status.submission?.id !== seen.status.submission?.id) {
-      return { written: false, job: current, message: "it was submitted again meanwhile" };
-    }
+    const why = resetLostRace(seen.status!, current.status, opts);
+    if (why) return { written: false, job: current, message: why };
     throw err;
   }
 }

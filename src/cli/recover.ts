@@ -2,7 +2,7 @@
 // provider, then: COMPLETED -> complete from its output; FAILED/TIMED_OUT/CANCELLED -> record that
 // result as the callback would have; unknown to the provider (or never submitted) -> reset to
 // Pending with replay; still queued or running -> leave it alone.
-import { applyProviderResult } from "../mediajob/lifecycle.js";
+import { applyProviderResult } from "../mediajob/provider-result.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeApi } from "../k8s/api.js";
 import type { CliContext } from "./context.js";

@@ -1,7 +1,8 @@
 // status <mediajob>: the job as Kubernetes sees it, beside the provider's actual status, and a
 // verdict: do they agree, and if not, what to run.
 import type { MediaJob } from "../crds/mediajob.js";
-import { isTerminal } from "../mediajob/lifecycle.js";
+import { isTerminal } from "../mediajob/job.js";
+import { processingSinceMs } from "../mediajob/recovery.js";
 import type { CliContext } from "./context.js";
 import { humanDuration } from "./duration.js";
 import { EXIT_OK, EXIT_PROBLEM } from "./errors.js";
@@ -9,7 +10,6 @@ import {
   askProvider,
   findStuck,
   getJob,
-  processingSinceMs,
   providerErrorHint,
   providerJobId,
   providerState,
@@ -113,7 +113,7 @@ export async function run(ctx: CliContext): Promise<number> {
 
   const status = job.status ?? {};
   const now = Date.now();
-  const since = processingSinceMs(job);
+  const since = processingSinceMs(job.status);
   const timeoutSeconds = job.spec.timeoutSeconds ?? env.JOB_TIMEOUT_SECONDS;
   const processingForMs = status.phase === "Processing" && since !== undefined ? now - since : undefined;
   const stuck = findStuck([job], now, { defaultTimeoutSeconds: env.JOB_TIMEOUT_SECONDS }).length > 0;

@@ -4,6 +4,7 @@
 // two never disagree with the conditions `kubectl describe` shows.
 import type { Condition } from "../crds/common.js";
 import type { MediaJob } from "../crds/mediajob.js";
+import { holdingCondition } from "../mediajob/holds.js";
 import type { Finding } from "./doctor.js";
 
 export interface Wait {
@@ -12,11 +13,6 @@ export interface Wait {
   /** What to do about it. */
   fix: string;
 }
-
-/** A condition that holds a Pending job back: False for these types... */
-const HOLDING_WHEN_FALSE = ["Admitted", "EndpointReady"];
-/** ...True for these (a queueing tool's or a suspension's hold). */
-const HOLDING_WHEN_TRUE = ["Queued", "Suspended"];
 
 function fixFor(job: MediaJob, c: Condition): string {
   const account = job.spec.account ?? "";
@@ -41,14 +37,9 @@ function fixFor(job: MediaJob, c: Condition): string {
   }
 }
 
-/** Why a job waits, or undefined when it is not Pending or nothing holds it. */
+/** Why a job waits (the domain's holding condition) and the fix, or undefined when nothing holds it. */
 export function waitOf(job: MediaJob): Wait | undefined {
-  if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
-  const holding = (job.status?.conditions ?? []).find(
-    (c) =>
-      (HOLDING_WHEN_FALSE.includes(c.type) && c.status === "False") ||
-      (HOLDING_WHEN_TRUE.includes(c.type) && c.status === "True"),
-  );
+  const holding = holdingCondition(job.status);
   return holding ? { condition: holding, fix: fixFor(job, holding) } : undefined;
 }
 

@@ -3,7 +3,7 @@
 import type { Logger } from "pino";
 import { z } from "zod";
 import { CALLBACK_SECRET_MIN_BYTES } from "../callback/token.js";
-import { UNCONFIRMED_SUBMISSION_POLICIES } from "../mediajob/lifecycle.js";
+import { UNCONFIRMED_SUBMISSION_POLICIES } from "../mediajob/unconfirmed.js";
 import { parseRateLimits } from "./rate-limits.js";
 import {
   SecretFileError,

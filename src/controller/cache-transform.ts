@@ -4,7 +4,7 @@
 // follows active work, not history:
 //  - every object loses managedFields and the last-applied annotation (client-go's
 //    TransformStripManagedFields), which the controller never reads;
-//  - a settled job (job-at-rest.ts: finished for good, let go of, its spec observed) is kept as a
+//  - a settled job (src/mediajob/at-rest.ts: finished for good, let go of, its spec observed) is kept as a
 //    small record of what the controller reads of such a job (its key and identity, phase, next
 //    step, workload): the manager never reconciles it, it only tells a change (a spec edit, a
 //    reset, a deletion), and the watch event of that change brings the whole object back;
@@ -13,7 +13,7 @@
 //    PUT /status, takes only the status from the object sent), and loses its input and steps.
 import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeObject } from "../k8s/api.js";
-import { atRest, settled } from "./job-at-rest.js";
+import { atRest, settled } from "../mediajob/at-rest.js";
 import { keptVersion, versionString, type KeptVersion } from "./resource-version.js";
 
 const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";

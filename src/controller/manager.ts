@@ -17,7 +17,9 @@ import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "./idle-compaction.js";
 import { Informer, objectKey } from "./informer.js";
-import { atRest, jobEventWorthALook, settled } from "./job-at-rest.js";
+import { endpointMatches } from "../mediajob/admission.js";
+import { atRest, settled } from "../mediajob/at-rest.js";
+import { jobEventWorthALook } from "./job-at-rest.js";
 import { LeaderElector } from "./leader.js";
 import { MediaJobReconciler, RetryLater } from "./mediajob/reconciler.js";
 import { ControllerMetrics } from "./metrics.js";
@@ -212,13 +214,7 @@ export class Manager {
         return;
       for (const job of this.jobs.list(ep.metadata.namespace)) {
         if (job.status?.phase !== "Pending" && job.status?.phase !== undefined) continue;
-        if (
-          job.spec.endpointRef
-            ? job.spec.endpointRef === ep.metadata.name
-            : job.spec.workload === ep.spec.workload
-        ) {
-          this.jobQueue.add(objectKey(job));
-        }
+        if (endpointMatches(job, ep)) this.jobQueue.add(objectKey(job));
       }
     });
     this.accounts.on((_e, acct) => {
@@ -307,7 +303,7 @@ export class Manager {
 
   /**
    * A settled job is cached as a record (cache-transform.ts) that no pass may start from: it lacks
-   * most of the status a pass writes back. A pass would change nothing anyway (job-at-rest.ts), so
+   * most of the status a pass writes back. A pass would change nothing anyway (mediajob/at-rest.ts), so
    * none runs. A key queued before its job settled ends here.
    */
   private readonly reconcileJob = async (key: string): Promise<ReconcileResult | void> => {

@@ -11,7 +11,9 @@ import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import { Workload, type Condition } from "../crds/common.js";
 import type { GpuEndpoint } from "../crds/gpuendpoint.js";
 import { JobPhase, type MediaJob } from "../crds/mediajob.js";
-import { isTerminal, isUnconfirmed, msUntilStuck } from "../mediajob/lifecycle.js";
+import { isTerminal } from "../mediajob/job.js";
+import { isUnconfirmed } from "../mediajob/submission.js";
+import { msUntilStuck } from "../mediajob/recovery.js";
 import type { InformerEvent } from "./informer.js";
 
 export interface CacheSource {

@@ -5,21 +5,37 @@
 import { ADOPTED_BY_CALLBACK } from "../callback/adoption.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import type { KubeApi } from "../k8s/api.js";
-import {
-  applyProviderResult,
-  isTerminal,
-  recordAccepted,
-  withPhaseConditions,
-  type ProviderResult,
-} from "./lifecycle.js";
+import { applyProviderResult } from "./provider-result.js";
+import { isTerminal, type ProviderResult } from "./job.js";
+import { recordAccepted } from "./submission.js";
+import { withPhaseConditions } from "./conditions.js";
 import { setCondition } from "../crds/conditions.js";
 
 /** Which submission a result is for, when the writer knows it (a callback URL carries it). */
 export interface SubmissionRef {
   uid: string;
+  /** status.jobId the submission was made for, when the writer knows it (a callback URL carries it). */
+  jobId?: string;
   attempt: number;
   /** status.submission.id of that attempt. */
   id: string;
+}
+
+/**
+ * How a result bound to one submission relates to the job as it is now: its current submission, or
+ * an object re-created under the same name, or an earlier attempt, or a job that has finished (a
+ * duplicate). The one check the controller's writes, the CLI and the sidecar's callbacks share.
+ */
+export type SubmissionMatch = "current" | "recreated" | "earlier" | "finished";
+
+export function matchSubmission(job: MediaJob, ref: SubmissionRef): SubmissionMatch {
+  const status = job.status;
+  const sub = status?.submission;
+  if (job.metadata.uid !== ref.uid || (ref.jobId !== undefined && status?.jobId !== ref.jobId))
+    return "recreated";
+  if (sub?.attempt !== ref.attempt || sub.id !== ref.id)
+    return isTerminal(status?.phase) && !sub ? "finished" : "earlier";
+  return isTerminal(status?.phase) ? "finished" : "current";
 }
 
 export interface ResultWrite {
@@ -72,11 +88,8 @@ export function decideResult(
 ): { outcome: ResultOutcome; status?: MediaJobStatus; adopted?: boolean } {
   const status = current.status;
   if (w.submission) {
-    if (current.metadata.uid !== w.submission.uid) return { outcome: "superseded" };
-    const sub = status?.submission;
-    if (sub?.attempt !== w.submission.attempt || sub.id !== w.submission.id) {
-      return { outcome: isTerminal(status?.phase) && !sub ? "terminal" : "superseded" };
-    }
+    const match = matchSubmission(current, w.submission);
+    if (match === "recreated" || match === "earlier") return { outcome: "superseded" };
   }
   if (isTerminal(status?.phase)) return { outcome: "terminal" };
   if (w.requireProcessing && status?.phase !== "Processing") return { outcome: "not-processing" };

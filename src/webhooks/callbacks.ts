@@ -32,8 +32,8 @@ import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeApi } from "../k8s/api.js";
 import { isConflict } from "../k8s/errors.js";
 import type { EventSink } from "../k8s/events.js";
-import { isTerminal } from "../mediajob/lifecycle.js";
-import { writeProviderResult } from "../mediajob/result.js";
+import { matchSubmission, writeProviderResult, type SubmissionRef } from "../mediajob/result.js";
+import { isTerminal } from "../mediajob/job.js";
 import { isProviderError, type GpuProviderClient } from "../provider/index.js";
 import { PROVIDER_JOB_ID } from "../provider/job-id.js";
 import { ProviderJobStatusSchema, type ProviderJob } from "../provider/schemas.js";
@@ -81,6 +81,14 @@ export const CALLBACK_BODY_LIMIT = 24 * 1024 * 1024;
 
 /** What RunPod waits between two attempts of a callback: the Retry-After of a busy job. */
 export const CALLBACK_RETRY_AFTER_SECONDS = 10;
+
+/** The submission a callback URL was made for, as the domain's checks take it. */
+const submissionOf = (t: CallbackTarget): SubmissionRef => ({
+  uid: t.uid,
+  jobId: t.jobId,
+  attempt: t.attempt,
+  id: t.submission,
+});
 
 /** The hint's shape: a provider job id (never a path) and a provider status. */
 const Hint = z.object({
@@ -224,20 +232,22 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
       return early(req, reply, refuse(404, "not_found"));
     }
     const status = job.status;
-    const sub = status?.submission;
     if (status?.providerJobId) recorded.remember(status.providerJobId, ownerKey(job));
-    if (job.metadata.uid !== target.uid || status?.jobId !== target.jobId) {
-      req.log.warn(who, "gpu callback refused: the MediaJob was re-created under the same name");
-      return early(req, reply, refuse(401, "superseded"));
-    }
-    if (sub?.attempt !== target.attempt || sub.id !== target.submission) {
-      if (isTerminal(status.phase) && !sub) return early(req, reply, duplicate(req, who));
-      req.log.info({ ...who, current: sub?.attempt }, "gpu callback refused: an earlier attempt");
-      return early(req, reply, refuse(401, "superseded"));
-    }
-    if (isTerminal(status.phase)) {
-      finished.add(target);
-      return early(req, reply, duplicate(req, who));
+    switch (matchSubmission(job, submissionOf(target))) {
+      case "recreated":
+        req.log.warn(who, "gpu callback refused: the MediaJob was re-created under the same name");
+        return early(req, reply, refuse(401, "superseded"));
+      case "earlier":
+        req.log.info(
+          { ...who, current: status?.submission?.attempt },
+          "gpu callback refused: an earlier attempt",
+        );
+        return early(req, reply, refuse(401, "superseded"));
+      case "finished":
+        finished.add(target);
+        return early(req, reply, duplicate(req, who));
+      case "current":
+        break;
     }
 
     // One callback per job at a time reads its body and asks the provider: a second one waits for
@@ -253,7 +263,7 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
     }
     inFlight.add(slot);
     reply.raw.once("close", () => inFlight.delete(slot));
-    admitted.set(req, { target, job, needsHint: !status.providerJobId });
+    admitted.set(req, { target, job, needsHint: !status?.providerJobId });
   };
 
   app.register(async (scope) => {
@@ -331,7 +341,7 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
         res = await writeProviderResult(deps.api, target.namespace, target.name, {
           result: confirmed,
           now: deps.now().toISOString(),
-          submission: { uid: target.uid, attempt: target.attempt, id: target.submission },
+          submission: submissionOf(target),
           adopt: true,
           conflictAttempts: deps.conflictAttempts ?? 8,
           // The read the checks above made: a conflict (the job changed while the provider was

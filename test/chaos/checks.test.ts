@@ -2,7 +2,7 @@
 // what counts as lost, and what counts as a duplicated pipeline step.
 import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import { PIPELINE_LABEL, STEP_LABEL } from "../../src/mediajob/lifecycle.js";
+import { PIPELINE_LABEL, STEP_LABEL } from "../../src/mediajob/pipeline.js";
 import { checkJobs } from "../../bench/chaos/jobs.js";
 
 function job(

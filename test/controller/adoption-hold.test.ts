@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../src/cli/main.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import { nextStepName } from "../../src/mediajob/lifecycle.js";
+import { nextStepName } from "../../src/mediajob/pipeline.js";
 import { eventsOf, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
 

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import { SKIP_CANCEL_ANNOTATION } from "../../src/mediajob/lifecycle.js";
+import { SKIP_CANCEL_ANNOTATION } from "../../src/mediajob/job.js";
 import type { Simulator } from "../../tools/simulator/server.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
 import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { objectKey } from "../../src/controller/informer.js";
-import { nextStepName, withPhaseConditions } from "../../src/mediajob/lifecycle.js";
+import { withPhaseConditions } from "../../src/mediajob/conditions.js";
 import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
@@ -192,22 +192,29 @@ describe("the idle collection", () => {
 
 describe("the resync tick", () => {
   it("leaves a failing key on its backoff instead of retrying it every tick", async () => {
-    // A Completed pipeline step whose next step's name is taken by a stranger: every reconcile
-    // fails and retries with exponential backoff.
+    // A Processing job past its timeout whose endpoint the provider does not know: every status
+    // read fails (StatusCheckFailed), so every reconcile fails and retries with exponential backoff.
     const blocked = mediaJob("blocked-step", {
       workload: "asr",
-      endpointRef: "nowhere", // never submitted: it is completed by hand below
-      then: [{ workload: "tts" }],
+      endpointRef: "nowhere", // never submitted: it is set Processing by hand below
+      timeoutSeconds: 1,
     });
     const created = await api.create<MediaJob>("mediajobs", ns, blocked as never);
-    await api.create("mediajobs", ns, {
-      ...mediaJob(nextStepName(created), { workload: "tts", endpointRef: "nowhere" }),
-    } as never);
     const now = new Date().toISOString();
+    const anHourAgo = new Date(Date.now() - 3_600_000).toISOString();
     await api.updateStatusWithRetry<MediaJob>("mediajobs", ns, "blocked-step", (current) => ({
       ...current,
       status: withPhaseConditions(
-        { phase: "Completed", jobId: "blocked", attempts: 1, completedAt: now, output: {} },
+        {
+          phase: "Processing",
+          jobId: "blocked",
+          attempts: 1,
+          endpointId: "no-such-endpoint",
+          providerJobId: "gone-u1",
+          submittedAt: anHourAgo,
+          startedAt: anHourAgo,
+          submission: { attempt: 1, id: "blocked-submission", startedAt: anHourAgo, state: "Accepted" },
+        },
         current.metadata.generation,
         now,
       ),

@@ -6,13 +6,9 @@ import { randomBytes } from "node:crypto";
 import { callbackExpiry, callbackUrl, type CallbackTarget } from "../../src/callback/token.js";
 import { API_VERSION, type MediaJob, type MediaJobStatus } from "../../src/crds/index.js";
 import type { KubeApi } from "../../src/k8s/api.js";
-import {
-  initialStatus,
-  intentStatus,
-  recordAccepted,
-  resetToPending,
-  submissionId,
-} from "../../src/mediajob/lifecycle.js";
+import { initialStatus, submissionId } from "../../src/mediajob/job.js";
+import { intentStatus, recordAccepted } from "../../src/mediajob/submission.js";
+import { resetToPending } from "../../src/mediajob/recovery.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import type { SimJob, Simulator } from "../../tools/simulator/server.js";
 import { eventually } from "./kube.js";

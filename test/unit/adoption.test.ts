@@ -7,12 +7,8 @@ import {
   confirmAdoption,
 } from "../../src/callback/adoption.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import {
-  applyProviderResult,
-  intentStatus,
-  OUTPUT_MAX_DEPTH,
-  storedOutput,
-} from "../../src/mediajob/lifecycle.js";
+import { applyProviderResult, OUTPUT_MAX_DEPTH, storedOutput } from "../../src/mediajob/provider-result.js";
+import { intentStatus } from "../../src/mediajob/submission.js";
 import { decideResult } from "../../src/mediajob/result.js";
 
 const NOW = "2026-01-01T00:00:00.000Z";

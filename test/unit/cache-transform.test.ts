@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { settledJobRecord, stripMetadata, trimMediaJob } from "../../src/controller/cache-transform.js";
-import { atRest, finishedForGood, jobEventWorthALook, settled } from "../../src/controller/job-at-rest.js";
-import { FINALIZER } from "../../src/mediajob/lifecycle.js";
+import { atRest, finishedForGood, settled } from "../../src/mediajob/at-rest.js";
+import { jobEventWorthALook } from "../../src/controller/job-at-rest.js";
+import { FINALIZER } from "../../src/mediajob/job.js";
 
 const job = (
   phase: NonNullable<MediaJob["status"]>["phase"],

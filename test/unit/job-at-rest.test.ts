@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import { atRest, jobEventWorthALook } from "../../src/controller/job-at-rest.js";
-import { FINALIZER } from "../../src/mediajob/lifecycle.js";
+import { atRest } from "../../src/mediajob/at-rest.js";
+import { jobEventWorthALook } from "../../src/controller/job-at-rest.js";
+import { FINALIZER } from "../../src/mediajob/job.js";
 
 const job = (
   status: MediaJob["status"],

@@ -5,39 +5,42 @@ import { describe, expect, it } from "vitest";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import {
   CALLBACK_RETRY_WINDOW_MS,
-  ERROR_MAX_CHARS,
-  MAX_REPLAYS,
-  OUTPUT_MAX_BYTES,
-  afterProviderLostJob,
-  afterUnconfirmedDeadline,
-  decideUnconfirmed,
-  failedUnconfirmed,
   intentStatus,
   isUnconfirmed,
   markUnconfirmed,
   msUntilConfirmationDeadline,
   recordAccepted,
-  storedOutput,
   withdrawIntent,
-  applyProviderResult,
-  concernsCurrentSubmission,
-  initialStatus,
+} from "../../src/mediajob/submission.js";
+import { ERROR_MAX_CHARS, initialStatus, submissionId } from "../../src/mediajob/job.js";
+import {
+  MAX_REPLAYS,
+  afterProviderLostJob,
   msUntilStuck,
-  nextStepName,
-  nextStepObject,
   resetPatch,
   resetToPending,
-  submissionId,
-  withPhaseConditions,
+} from "../../src/mediajob/recovery.js";
+import {
+  OUTPUT_MAX_BYTES,
+  storedOutput,
+  applyProviderResult,
+  concernsCurrentSubmission,
+} from "../../src/mediajob/provider-result.js";
+import {
+  afterUnconfirmedDeadline,
+  decideUnconfirmed,
+  failedUnconfirmed,
+} from "../../src/mediajob/unconfirmed.js";
+import {
+  nextStepName,
+  nextStepObject,
   firstStepMetadata,
-  msUntilDeadline,
-  msUntilExpiry,
   ownPipelineCondition,
-  providerPolicy,
   stepPipelineCondition,
-  summaryOf,
-  suspendedStatus,
-} from "../../src/mediajob/lifecycle.js";
+} from "../../src/mediajob/pipeline.js";
+import { withPhaseConditions, summaryOf } from "../../src/mediajob/conditions.js";
+import { msUntilDeadline, providerPolicy, suspendedStatus } from "../../src/mediajob/deadline.js";
+import { msUntilExpiry } from "../../src/mediajob/ttl.js";
 import { setCondition } from "../../src/crds/conditions.js";
 
 const NOW = "2026-11-22T10:00:00.000Z";

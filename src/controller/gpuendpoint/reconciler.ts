@@ -19,7 +19,7 @@ import {
 import { getCondition, setCondition, type ConditionInput } from "../../crds/conditions.js";
 import type { Informer } from "../informer.js";
 import { StaleCacheGuard } from "../stale-cache.js";
-import { sameStatus } from "../../mediajob/lifecycle.js";
+import { sameStatus } from "../same-status.js";
 import type { ReconcileResult } from "../workqueue.js";
 import {
   FIX_ENDPOINT,

@@ -1,0 +1,136 @@
+// The write-ahead submission (src/mediajob/write-ahead.ts), carried out step by step: the only
+// sequence of a pass that writes status more than once, each write by name. (1) the intent, with
+// the resourceVersion the pass read; (2) the leader fence; (3) /run, once; (4) the provider's id.
+import type { Logger } from "pino";
+import { callbackUrl } from "../../callback/token.js";
+import type { MediaJob } from "../../crds/mediajob.js";
+import { describeError, isConflict } from "../../k8s/errors.js";
+import { withPhaseConditions, type PlannedEvent } from "../../mediajob/conditions.js";
+import { retry, type Plan, type SubmissionOutcome } from "../../mediajob/plan.js";
+import {
+  acceptedStatus,
+  unconfirmedNote,
+  unconfirmedStatus,
+  withdrawnStatus,
+  type SubmissionPlan,
+} from "../../mediajob/write-ahead.js";
+import { isProviderError, type GpuProviderClient } from "../../provider/index.js";
+import { jobKey, type JobWrites } from "./writes.js";
+
+export interface SubmitDeps {
+  writes: JobWrites;
+  provider: Pick<GpuProviderClient, "submit">;
+  settings: {
+    callbackBaseUrl: string;
+    callbackSecret: string;
+    defaultTimeoutSeconds: number;
+    confirmationWindowMs?: number;
+  };
+  fence: () => boolean;
+  leadership?: () => AbortSignal | undefined;
+  log: Logger;
+  /**
+   * Provider ids of accepted submissions whose record write failed, by key: retried on the next
+   * pass so the id is not left to the callback alone.
+   */
+  unrecorded: Map<string, { attempt: number; providerJobId: string }>;
+  onSubmission?: (outcome: SubmissionOutcome) => void;
+  onTransition?: (from: string | undefined, to: string | undefined) => void;
+}
+
+/** What the sequence leaves: the pass's plan with its Events, requeue or error, and the job as stored. */
+export interface Submitted {
+  plan: Plan;
+  written?: MediaJob;
+}
+
+export async function submit(
+  d: SubmitDeps,
+  job: MediaJob,
+  plan: Plan,
+  p: SubmissionPlan,
+  now: string,
+): Promise<Submitted> {
+  const key = jobKey(job);
+  const outcome = (o: SubmissionOutcome, more: Partial<Plan>, written?: MediaJob): Submitted => {
+    d.onSubmission?.(o);
+    return { plan: { ...plan, ...more, events: [...plan.events, ...(more.events ?? [])] }, written };
+  };
+  if (!d.fence()) return outcome("fenced", { error: retry("not the leader: no submission") });
+
+  // (1) The intent.
+  let stored: MediaJob;
+  try {
+    stored = await d.writes.replaceStatus(job, p.intent);
+  } catch (err) {
+    if (!isConflict(err)) throw err;
+    // Someone else wrote first (the sidecar, another replica, an operator): decide again from
+    // their version, which the watch delivers.
+    return outcome("intent-conflict", { requeueAfterMs: 1_000 }, job);
+  }
+  d.onTransition?.(p.before.phase, "Processing");
+
+  // (2) The fence, immediately before the side effect. Nothing was sent: withdraw the intent.
+  if (!d.fence()) {
+    const withdrawn = withdrawnStatus(stored, p, now);
+    if (withdrawn)
+      await d.writes
+        .replaceStatus(stored, withPhaseConditions(withdrawn, stored.metadata.generation, now), false)
+        .catch(() => undefined); // left as it is, it is resubmitted after its deadline: late, not twice
+    return outcome("fenced", { error: retry("lost the leadership before submitting") }, stored);
+  }
+
+  // (3) /run, once.
+  let providerJobId: string;
+  try {
+    const signal = d.leadership?.();
+    const webhook = callbackUrl(d.settings.callbackBaseUrl, d.settings.callbackSecret, p.callback, {
+      expiresAt: p.callbackExpiresAt,
+    });
+    providerJobId = (
+      await d.provider.submit(p.endpointId, { ...p.request, webhook }, { ...(signal && { signal }) })
+    ).id;
+  } catch (err) {
+    const refused = isProviderError(err) && !err.mayHaveBeenAccepted;
+    const message = `submission to endpoint ${p.endpointId} ${refused ? "failed" : "is unconfirmed"}: ${describeError(err)}`;
+    if (refused) {
+      const reason = isProviderError(err) ? err.code : "SubmitFailed";
+      const written = await d.writes.writeOnto(stored, (cur) =>
+        withdrawnStatus(cur, p, now, { reason, message }),
+      );
+      return outcome("refused", { events: [["Warning", reason, message]], error: retry(message) }, written);
+    }
+    const { note, waitMs } = unconfirmedNote(stored, message, Date.parse(now), d.settings);
+    const written = await d.writes
+      .writeOnto(stored, (cur) => unconfirmedStatus(cur, p.attempt, note, now))
+      .catch((e: unknown) => {
+        d.log.warn({ job: key, err: describeError(e) }, "could not record an unconfirmed submission");
+        return stored;
+      });
+    const events: PlannedEvent[] = [["Warning", "SubmissionUnconfirmed", note]];
+    return outcome("unconfirmed", { events, requeueAfterMs: Math.max(1_000, waitMs) }, written);
+  }
+
+  // (4) The provider's id. A failed write here does not resubmit: the job stays Processing.
+  const events: PlannedEvent[] = [
+    [
+      "Normal",
+      "Submitted",
+      `submitted to endpoint ${p.endpointId} as ${providerJobId}${p.before.replay ? " (replay)" : ""}, attempt ${p.attempt}`,
+    ],
+  ];
+  try {
+    const written = await d.writes.writeOnto(stored, (cur) =>
+      acceptedStatus(cur, p.attempt, providerJobId, now),
+    );
+    d.unrecorded.delete(key);
+    return outcome("accepted", { events, requeueAfterMs: p.timeoutMs }, written);
+  } catch (err) {
+    d.unrecorded.set(key, { attempt: p.attempt, providerJobId });
+    d.log.warn(
+      { job: key, providerJobId, err: describeError(err) },
+      "submitted, but could not record the provider's job id yet; retrying the record (never the submission)",
+    );
+    return outcome("accepted", { events, requeueAfterMs: 1_000 }, stored);
+  }
+}

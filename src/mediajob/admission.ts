@@ -1,0 +1,91 @@
+// What a Pending job waits for before it is submitted: its billing account's subscription (the
+// Admitted condition) and a Ready GpuEndpoint for its workload (the EndpointReady condition).
+import { ADMITTING_STATES } from "../crds/billingaccount.js";
+import { getCondition, type ConditionInput } from "../crds/conditions.js";
+import type { GpuEndpoint } from "../crds/gpuendpoint.js";
+import type { MediaJob } from "../crds/mediajob.js";
+
+/** Admitted: no account named, or the account's subscription is active or trialing. */
+export function admission(job: MediaJob, subscriptionState: string | undefined): ConditionInput {
+  const account = job.spec.account;
+  if (!account)
+    return {
+      type: "Admitted",
+      status: "True",
+      reason: "NoAccount",
+      message: "the job names no billing account",
+    };
+  const state = subscriptionState;
+  if (state && ADMITTING_STATES.has(state)) {
+    return {
+      type: "Admitted",
+      status: "True",
+      reason: "AccountActive",
+      message: `account ${account} is ${state}`,
+    };
+  }
+  return {
+    type: "Admitted",
+    status: "False",
+    reason: state ? "AccountNotActive" : "AccountUnknown",
+    message: state
+      ? `account ${account} is ${state}; the job waits until it is active or trialing`
+      : `no subscription state is known for account ${account}; the job waits for one`,
+  };
+}
+
+/** Whether a job would run on this endpoint: the one it names, else one serving its workload. */
+export function endpointMatches(job: MediaJob, endpoint: GpuEndpoint): boolean {
+  return job.spec.endpointRef
+    ? job.spec.endpointRef === endpoint.metadata.name
+    : job.spec.workload === endpoint.spec.workload;
+}
+
+/**
+ * The job's endpoint among those of its namespace: spec.endpointRef, else the GpuEndpoint whose
+ * workload matches (first by name).
+ */
+export function pickEndpoint(job: MediaJob, endpoints: readonly GpuEndpoint[]): GpuEndpoint | undefined {
+  return endpoints
+    .filter((e) => endpointMatches(job, e))
+    .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))[0];
+}
+
+/** EndpointReady for the picked endpoint: it exists, serves the job's workload, and is Ready. */
+export function endpointReadiness(job: MediaJob, endpoint: GpuEndpoint | undefined): ConditionInput {
+  const ns = job.metadata.namespace ?? "";
+  const ref = job.spec.endpointRef;
+  if (!endpoint) {
+    return {
+      type: "EndpointReady",
+      status: "False",
+      reason: "EndpointMissing",
+      message: ref
+        ? `GpuEndpoint ${ref} does not exist in namespace ${ns}`
+        : `no GpuEndpoint for workload ${job.spec.workload} in namespace ${ns}`,
+    };
+  }
+  if (endpoint.spec.workload !== job.spec.workload) {
+    return {
+      type: "EndpointReady",
+      status: "False",
+      reason: "WorkloadMismatch",
+      message: `GpuEndpoint ${endpoint.metadata.name} serves ${endpoint.spec.workload}, not ${job.spec.workload}`,
+    };
+  }
+  const ready = getCondition(endpoint.status?.conditions, "Ready");
+  if (ready?.status !== "True" || !endpoint.status?.endpointId) {
+    return {
+      type: "EndpointReady",
+      status: "False",
+      reason: ready?.status === "False" ? ready.reason : "EndpointNotReady",
+      message: `GpuEndpoint ${endpoint.metadata.name} is not Ready${ready?.message ? `: ${ready.message}` : ""}`,
+    };
+  }
+  return {
+    type: "EndpointReady",
+    status: "True",
+    reason: "EndpointReady",
+    message: `GpuEndpoint ${endpoint.metadata.name} (${endpoint.status.endpointId}) is Ready`,
+  };
+}

@@ -1,0 +1,36 @@
+// Which MediaJobs have nothing left for the controller to do. A finished job is most of what a
+// cluster holds; reconciling it on every tick or every watch event would change nothing and cost
+// a pass per job.
+import type { MediaJob } from "../crds/mediajob.js";
+import { FINALIZER, isTerminal } from "./job.js";
+
+/**
+ * Failed, Cancelled, or Completed with its next pipeline step created (or none to create), and no
+ * spec.ttlSecondsAfterFinished: a job to be deleted after a while still needs that pass.
+ */
+export function finishedForGood(job: MediaJob): boolean {
+  const status = job.status;
+  if (!isTerminal(status?.phase) || job.spec.ttlSecondsAfterFinished !== undefined) return false;
+  return status?.phase !== "Completed" || Boolean(status.nextJob) || !job.spec.then?.length;
+}
+
+/** Finished for good and let go of (no finalizer of ours, not being deleted). */
+export function atRest(job: MediaJob): boolean {
+  return (
+    finishedForGood(job) && !job.metadata.deletionTimestamp && !job.metadata.finalizers?.includes(FINALIZER)
+  );
+}
+
+/**
+ * At rest, and its current spec observed (status.observedGeneration is the object's generation):
+ * a reconcile would change nothing, so the manager never runs one, and the cache keeps such a job
+ * as a small record (cache-transform.ts). A spec edit makes the job unobserved until the reconcile
+ * it triggers writes the new observedGeneration.
+ */
+export function settled(job: MediaJob): boolean {
+  return (
+    atRest(job) &&
+    job.metadata.generation !== undefined &&
+    job.status?.observedGeneration === job.metadata.generation
+  );
+}

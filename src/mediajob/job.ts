@@ -1,0 +1,67 @@
+// What every other rule of the MediaJob state machine reads: the finalizer, the terminal phases,
+// the job's ids and its first status.
+import type { JobPhase, MediaJob, MediaJobStatus } from "../crds/mediajob.js";
+
+export const FINALIZER = "media-orchestrator.io/cancel-at-provider";
+/** Set to "true" on a MediaJob to delete it without cancelling its job at the provider. */
+export const SKIP_CANCEL_ANNOTATION = "media-orchestrator.io/skip-provider-cancel";
+
+export const TERMINAL_PHASES: ReadonlySet<JobPhase> = new Set(["Completed", "Failed", "Cancelled"]);
+export const isTerminal = (phase: JobPhase | undefined): boolean =>
+  phase !== undefined && TERMINAL_PHASES.has(phase);
+
+/** The provider's job status object, as far as the lifecycle reads it. */
+export interface ProviderResult {
+  id: string;
+  status: string;
+  output?: unknown;
+  error?: unknown;
+}
+
+/** spec.id, else metadata.uid: the idempotency key, fixed in status.jobId once set. */
+export function effectiveJobId(job: MediaJob): string {
+  return job.status?.jobId ?? job.spec.id ?? job.metadata.uid ?? job.metadata.name;
+}
+
+/**
+ * The id sent to the provider for the next submission. Resets resubmit the same id (a provider
+ * that honours it answers with the job it already has instead of running it again); a retry after
+ * the provider reported a failure needs a fresh id, or it would get the failed job back.
+ */
+export function submissionId(status: MediaJobStatus | undefined, jobId: string): string {
+  // A submission cancelled by a suspension is over at the provider too: resuming needs a fresh id.
+  const ended = (status?.failures ?? 0) + (status?.suspensions ?? 0);
+  return ended === 0 ? jobId : `${jobId}-retry-${ended}`;
+}
+
+export const maxAttempts = (job: MediaJob): number => job.spec.maxAttempts ?? 1;
+
+/** A new object's status: the job id fixed, Pending. */
+export function initialStatus(job: MediaJob, now: string): MediaJobStatus {
+  const status: MediaJobStatus = {
+    ...job.status,
+    phase: job.status?.phase ?? "Pending",
+    jobId: effectiveJobId(job),
+    attempts: job.status?.attempts ?? 0,
+  };
+  if (!job.status?.updatedAt) status.updatedAt = now;
+  return status;
+}
+
+/** status.error's limit in the CRD: anything written there must fit, or the write fails forever. */
+export const ERROR_MAX_CHARS = 4096;
+
+export function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 16)}… [truncated]`;
+}
+
+export function errorText(error: unknown, fallback: string): string {
+  if (error === undefined || error === null || error === "") return fallback;
+  return typeof error === "string" ? error : JSON.stringify(error);
+}
+
+/** The provider id the current submission is known by: the recorded one, else the id it was sent with. */
+export function currentProviderJobId(job: MediaJob): string {
+  const status = job.status;
+  return status?.providerJobId ?? submissionId(status, status?.jobId ?? effectiveJobId(job));
+}

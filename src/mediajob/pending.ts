@@ -1,0 +1,87 @@
+// A Pending job: held while suspended, failed past its deadline, admitted by its account, matched
+// to a Ready endpoint, then submitted (the finalizer first, so a deletion always cancels it).
+import { getCondition } from "../crds/conditions.js";
+import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
+import { admission, endpointReadiness } from "./admission.js";
+import { noteCondition, withCondition, type PlannedEvent } from "./conditions.js";
+import { deadlineExceeded, msUntilDeadline } from "./deadline.js";
+import { FINALIZER } from "./job.js";
+import { firstStepMetadata } from "./pipeline.js";
+import type { Action, Facts, Plan } from "./plan.js";
+import { planSubmission } from "./write-ahead.js";
+
+export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts): Plan {
+  const now = facts.now.toISOString();
+  const gen = job.metadata.generation;
+  const events: PlannedEvent[] = [];
+  const wait = (s: MediaJobStatus): Plan => ({
+    status: s,
+    events,
+    actions: [],
+    requeueAfterMs: facts.settings.tickMs,
+  });
+  // A suspended job is not submitted; it waits for spec.suspend to be false (a watch event).
+  const suspended = getCondition(status.conditions, "Suspended");
+  if (job.spec.suspend) {
+    if (suspended?.status !== "True") {
+      const message = "spec.suspend is true: the job is not submitted until it is false";
+      events.push(["Normal", "Suspended", message]);
+      status = withCondition(
+        status,
+        gen,
+        { type: "Suspended", status: "True", reason: "Suspended", message },
+        now,
+      );
+    }
+    return { status, events, actions: [] };
+  }
+  if (suspended && suspended.status !== "False") {
+    const message = "spec.suspend is false: the job is submitted again";
+    events.push(["Normal", "Resumed", message]);
+    status = withCondition(
+      status,
+      gen,
+      { type: "Suspended", status: "False", reason: "Resumed", message },
+      now,
+    );
+  }
+  // Waiting to be retried past its deadline: it ends here, it is not submitted again.
+  if (msUntilDeadline(job.spec, status, facts.now.getTime()) <= 0) {
+    const failed = deadlineExceeded(status, now, "waiting to be submitted again");
+    events.push(["Warning", "DeadlineExceeded", failed.error!]);
+    return { status: failed, events, actions: [] };
+  }
+  const admitted = admission(job, facts.subscriptionState);
+  status = noteCondition(
+    status,
+    gen,
+    admitted,
+    now,
+    events,
+    admitted.status === "True" ? "Normal" : "Warning",
+  );
+  if (admitted.status !== "True") return wait(status);
+
+  const ready = endpointReadiness(job, facts.endpoint);
+  status = noteCondition(status, gen, ready, now, events, ready.status === "True" ? "Normal" : "Warning");
+  const endpointId = facts.endpoint?.status?.endpointId;
+  if (ready.status !== "True" || !endpointId) return wait(status);
+
+  const actions: Action[] = [];
+  // The finalizer goes on before the job exists at the provider, so a deletion always cancels it.
+  // A pipeline's first job gets the pipeline's label in the same write, as its later steps have.
+  if (!job.metadata.finalizers?.includes(FINALIZER)) {
+    const metadata = firstStepMetadata(job);
+    actions.push({ type: "addFinalizer", ...(metadata && { metadata }) });
+  }
+  actions.push({
+    type: "submit",
+    submission: planSubmission(job, status, {
+      endpointId,
+      newSubmissionId: facts.newSubmissionId,
+      now,
+      defaultTimeoutSeconds: facts.settings.defaultTimeoutSeconds,
+    }),
+  });
+  return { status, events, actions };
+}

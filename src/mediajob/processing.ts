@@ -1,0 +1,193 @@
+// A Processing job: stopped at its deadline or when suspended, its unconfirmed submission waited
+// for, and past its timeout checked with the provider (the automated "missed callback" runbook).
+import { getCondition } from "../crds/conditions.js";
+import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
+import { TERMINAL_STATUSES, type ProviderJobStatus } from "../provider/schemas.js";
+import { withCondition, type PlannedEvent } from "./conditions.js";
+import { msUntilDeadline } from "./deadline.js";
+import { currentProviderJobId } from "./job.js";
+import { retry, type Facts, type Plan } from "./plan.js";
+import { applyProviderResult } from "./provider-result.js";
+import { afterProviderLostJob, msUntilStuck, resetToPending } from "./recovery.js";
+import { planStop } from "./stop.js";
+import { isUnconfirmed } from "./submission.js";
+import { decideUnconfirmed } from "./unconfirmed.js";
+import { unconfirmedStatus } from "./write-ahead.js";
+
+/**
+ * The provider status read a pass needs, if any: only for a job past its timeout with a known
+ * endpoint, not stopped, not suspended and not unconfirmed (its outcome can come only by callback).
+ */
+export function providerReadDue(
+  job: MediaJob,
+  nowMs: number,
+  defaultTimeoutSeconds: number,
+): { endpointId: string; providerJobId: string } | undefined {
+  const status = job.status;
+  if (status?.phase !== "Processing" || job.metadata.deletionTimestamp) return undefined;
+  if (msUntilDeadline(job.spec, status, nowMs) <= 0 || job.spec.suspend || isUnconfirmed(status))
+    return undefined;
+  if (msUntilStuck(job, nowMs, defaultTimeoutSeconds) > 0 || !status.endpointId) return undefined;
+  return { endpointId: status.endpointId, providerJobId: providerIdOf(job, status) };
+}
+
+const providerIdOf = (job: MediaJob, status: MediaJobStatus): string =>
+  currentProviderJobId({ ...job, status });
+
+export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Facts): Plan {
+  const nowMs = facts.now.getTime();
+  const now = facts.now.toISOString();
+  const gen = job.metadata.generation;
+  if (msUntilDeadline(job.spec, status, nowMs) <= 0) return planStop(job, status, "deadline", now);
+  if (job.spec.suspend) {
+    if (!isUnconfirmed(status)) return planStop(job, status, "suspend", now);
+    // Its provider id is unknown, so it cannot be cancelled, and it may be running: it is not
+    // submitted again either. It is cancelled once its id arrives (its callback), or ends as any
+    // unconfirmed submission does at its deadline.
+    const o = planUnconfirmed(job, status, facts);
+    if (o.actions.length || o.status.phase !== "Processing") return o;
+    return {
+      ...o,
+      status: withCondition(
+        o.status,
+        gen,
+        {
+          type: "Suspended",
+          status: "Unknown",
+          reason: "SuspendPending",
+          message:
+            "spec.suspend is true, but the submission is unconfirmed (its provider id is unknown): it " +
+            "is cancelled once its id arrives with its callback, and never submitted again meanwhile",
+        },
+        now,
+      ),
+    };
+  }
+  // Resumed before a suspension could cancel anything (its submission was unconfirmed).
+  if (getCondition(status.conditions, "Suspended")?.status === "Unknown")
+    status = withCondition(
+      status,
+      gen,
+      { type: "Suspended", status: "False", reason: "Resumed", message: "spec.suspend is false again" },
+      now,
+    );
+  if (isUnconfirmed(status)) return planUnconfirmed(job, status, facts);
+  const remaining = msUntilStuck(job, nowMs, facts.settings.defaultTimeoutSeconds);
+  if (remaining > 0) return { status, events: [], actions: [], requeueAfterMs: remaining };
+  const events: PlannedEvent[] = [];
+  if (!status.endpointId) {
+    events.push(["Warning", "ResetToPending", "Processing without an endpoint id; resubmitting"]);
+    return { status: resetToPending(status, now)!, events, actions: [] };
+  }
+  const providerId = providerIdOf(job, status);
+  const read = facts.provider;
+  if (!read) return { status, events, actions: [], error: retry("the provider's status was not read") };
+  if ("lost" in read) {
+    const next = afterProviderLostJob(status, now);
+    events.push([
+      "Warning",
+      "ProviderLostJob",
+      next.phase === "Failed"
+        ? `the provider no longer knows job ${providerId}, for the ${next.providerLosses}th time; not replaying it again`
+        : `the provider no longer knows job ${providerId}; reset to Pending and replayed`,
+    ]);
+    return {
+      status: next,
+      events,
+      actions: [],
+      ...(next.phase !== "Failed" && { recovery: "provider_lost_job" }),
+    };
+  }
+  if ("error" in read) {
+    const message = `could not read the job's status at the provider: ${read.error}`;
+    events.push(["Warning", "StatusCheckFailed", message]);
+    return { status, events, actions: [], error: retry(message) };
+  }
+  const result = read.result;
+  if (!TERMINAL_STATUSES.has(result.status as ProviderJobStatus)) {
+    // Told once, as a condition and one Event, not on every tick it stays that way.
+    if (getCondition(status.conditions, "Overdue")?.status !== "True") {
+      status = withCondition(
+        status,
+        gen,
+        {
+          type: "Overdue",
+          status: "True",
+          reason: "StillRunning",
+          message: `past its timeout, but the provider reports ${result.status}; checking again every tick`,
+        },
+        now,
+      );
+      events.push([
+        "Normal",
+        "StillRunning",
+        `past its timeout, but the provider reports ${result.status}; checking again later`,
+      ]);
+    }
+    return { status, events, actions: [], requeueAfterMs: facts.settings.tickMs };
+  }
+  const applied = applyProviderResult({ ...job, status }, result, now);
+  if (!applied) return { status, events, actions: [], requeueAfterMs: facts.settings.tickMs };
+  if (result.status === "COMPLETED") {
+    events.push([
+      "Normal",
+      "RecoveredMissedCallback",
+      "the provider completed the job but its callback never arrived; completed from the status API",
+    ]);
+    return { status: applied, events, actions: [], recovery: "missed_callback" };
+  }
+  const kind =
+    result.status === "TIMED_OUT" ? "TimedOut" : result.status === "CANCELLED" ? "Cancelled" : "Failed";
+  events.push([
+    "Warning",
+    `Provider${kind}`,
+    `the provider reports ${result.status}${applied.phase === "Pending" ? "; retrying" : ""}`,
+  ]);
+  return { status: applied, events, actions: [] };
+}
+
+/**
+ * A submission whose provider id is unknown: its /run answer was lost, the process died between
+ * /run and the record, or the record write failed. It may be running, so it is never submitted
+ * again while its callback can still arrive (the sidecar adopts it by its attempt-bound token);
+ * past that, UNCONFIRMED_SUBMISSION_POLICY decides (decideUnconfirmed).
+ */
+function planUnconfirmed(job: MediaJob, status: MediaJobStatus, facts: Facts): Plan {
+  const attempt = status.submission!.attempt;
+  const known = facts.unrecorded;
+  if (known?.attempt === attempt)
+    return {
+      status,
+      events: [],
+      actions: [{ type: "recordProviderId", attempt, providerJobId: known.providerJobId }],
+      requeueAfterMs: 1_000,
+    };
+  const nowMs = facts.now.getTime();
+  const decision = decideUnconfirmed(
+    { ...job, status },
+    {
+      nowMs,
+      defaultTimeoutSeconds: facts.settings.defaultTimeoutSeconds,
+      windowMs: facts.settings.confirmationWindowMs,
+      policy: facts.settings.unconfirmedPolicy ?? "fail",
+    },
+  );
+  if (decision.action === "wait") {
+    const remaining = decision.remainingMs;
+    // Seen in Sending by a pass that did not send it: the sending pass ended without an answer.
+    const marked = unconfirmedStatus(
+      job,
+      attempt,
+      `the submission's answer was never recorded; the job may be running: waiting for its callback until ${new Date(nowMs + remaining).toISOString()}`,
+      facts.now.toISOString(),
+    );
+    return { status: marked ?? status, events: [], actions: [], requeueAfterMs: remaining };
+  }
+  return {
+    status: decision.status,
+    events: [["Warning", decision.reason, decision.message]],
+    actions: [],
+    submission: decision.outcome,
+    ...(decision.action === "resubmit" && { recovery: "unconfirmed_resubmission" as const }),
+  };
+}

@@ -1,0 +1,163 @@
+// The steps of the write-ahead submission, as the statuses each step writes. The reconciler runs
+// them in order, by name: (1) persist the intent with the resourceVersion the pass read, so a
+// stale cache or a deposed leader loses the race before the provider hears of the job; (2) check
+// the leader fence; (3) POST /run once (the client retries only what the provider provably did
+// not take); (4) record the provider's id. An answer lost at (3) leaves the job Processing and
+// Unconfirmed: its callback adopts it, and it is not sent again before its confirmation deadline.
+import { confirmAdoption } from "../callback/adoption.js";
+import { callbackExpiry, type CallbackTarget } from "../callback/token.js";
+import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
+import { withCondition, withPhaseConditions } from "./conditions.js";
+import { providerPolicy } from "./deadline.js";
+import { effectiveJobId, submissionId } from "./job.js";
+import {
+  intentStatus,
+  markUnconfirmed,
+  msUntilConfirmationDeadline,
+  recordAccepted,
+  withdrawIntent,
+} from "./submission.js";
+
+/** RunPod's default job TTL (queue plus run), sent explicitly so the contract is visible. */
+export const PROVIDER_JOB_TTL_MS = 24 * 3600 * 1000;
+
+/** Everything the write-ahead sequence sends and writes, decided before any of it happens. */
+export interface SubmissionPlan {
+  endpointId: string;
+  /** The status of the job before the intent: what a withdrawn intent goes back to. */
+  before: MediaJobStatus;
+  /** Step (1): the intent, written with the resourceVersion the pass read. */
+  intent: MediaJobStatus;
+  attempt: number;
+  /** Step (3): the /run request, less its callback URL (signed by the reconciler: the key stays there). */
+  request: { id: string; input: Record<string, unknown>; policy: { executionTimeout?: number; ttl: number } };
+  callback: CallbackTarget;
+  callbackExpiresAt: number;
+  /** When the job is looked at again once accepted: its timeout. */
+  timeoutMs: number;
+}
+
+/** The plan of one submission of a Pending job to its Ready endpoint. */
+export function planSubmission(
+  job: MediaJob,
+  status: MediaJobStatus,
+  o: { endpointId: string; newSubmissionId: string; now: string; defaultTimeoutSeconds: number },
+): SubmissionPlan {
+  const { endpointId, now } = o;
+  const jobId = status.jobId ?? effectiveJobId(job);
+  const timeoutSeconds = job.spec.timeoutSeconds ?? o.defaultTimeoutSeconds;
+  const generation = job.metadata.generation;
+  const intent = withPhaseConditions(
+    withCondition(
+      intentStatus(status, { endpointId, submissionId: o.newSubmissionId, now }),
+      generation,
+      {
+        type: "Submitted",
+        status: "Unknown",
+        reason: "Submitting",
+        message: `submitting to endpoint ${endpointId}`,
+      },
+      now,
+    ),
+    generation,
+    now,
+  );
+  const attempt = intent.submission!.attempt;
+  return {
+    endpointId,
+    before: status,
+    intent,
+    attempt,
+    request: {
+      id: submissionId(status, jobId),
+      input: job.spec.input ?? {},
+      // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that is
+      // still running is left alone. The provider's queue+run TTL is made explicit instead, and
+      // spec.activeDeadlineSeconds, a hard limit, is handed to the provider where it fits.
+      policy: providerPolicy(job.spec, intent, Date.parse(now), PROVIDER_JOB_TTL_MS),
+    },
+    callback: {
+      namespace: job.metadata.namespace!,
+      name: job.metadata.name,
+      uid: job.metadata.uid ?? "",
+      jobId,
+      attempt,
+      submission: intent.submission!.id,
+    },
+    callbackExpiresAt: callbackExpiry(Date.parse(now), timeoutSeconds),
+    timeoutMs: timeoutSeconds * 1000,
+  };
+}
+
+/** Step (2) failed or (3) refused outright: the intent withdrawn, with why (undefined: it moved on). */
+export function withdrawnStatus(
+  cur: MediaJob,
+  p: SubmissionPlan,
+  now: string,
+  refused?: { reason: string; message: string },
+): MediaJobStatus | undefined {
+  const back = withdrawIntent(cur.status, p.before, p.attempt, now);
+  if (!back || !refused) return back;
+  return withCondition(
+    back,
+    cur.metadata.generation,
+    { type: "Submitted", status: "False", reason: refused.reason, message: refused.message },
+    now,
+  );
+}
+
+/** The note told when the /run answer was lost: until when the job waits for its callback. */
+export function unconfirmedNote(
+  stored: MediaJob,
+  message: string,
+  nowMs: number,
+  o: { defaultTimeoutSeconds: number; confirmationWindowMs?: number },
+): { note: string; waitMs: number } {
+  const waitMs = msUntilConfirmationDeadline(stored, nowMs, o.defaultTimeoutSeconds, o.confirmationWindowMs);
+  const deadline = new Date(nowMs + waitMs).toISOString();
+  return {
+    note: `${message}; the job may be running: waiting for its callback until ${deadline}, no resubmission before then`,
+    waitMs,
+  };
+}
+
+/** Step (3) unanswered: the attempt Unconfirmed, with why (undefined: already marked, or moved on). */
+export function unconfirmedStatus(
+  cur: MediaJob,
+  attempt: number,
+  message: string,
+  now: string,
+): MediaJobStatus | undefined {
+  const marked = markUnconfirmed(cur.status ?? {}, attempt);
+  if (!marked) return undefined;
+  return withCondition(
+    marked,
+    cur.metadata.generation,
+    { type: "Submitted", status: "Unknown", reason: "SubmissionUnconfirmed", message },
+    now,
+  );
+}
+
+/**
+ * Step (4): the provider's id recorded onto the current status (a callback may have changed it).
+ * A callback that adopted this very id is confirmed by the answer: its next step may go on.
+ */
+export function acceptedStatus(
+  cur: MediaJob,
+  attempt: number,
+  providerJobId: string,
+  now: string,
+): MediaJobStatus | undefined {
+  const accepted = recordAccepted(cur.status, attempt, providerJobId);
+  const confirmed = confirmAdoption(accepted ?? cur.status, providerJobId, now, cur.metadata.generation);
+  const recorded = confirmed ?? accepted;
+  if (!recorded) return undefined;
+  return recorded.phase === "Processing"
+    ? withCondition(
+        recorded,
+        cur.metadata.generation,
+        { type: "Submitted", status: "True", reason: "Submitted", message: `submitted as ${providerJobId}` },
+        now,
+      )
+    : recorded;
+}

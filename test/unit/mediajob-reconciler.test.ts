@@ -1,0 +1,549 @@
+// The MediaJob reconciler driven through every branch of its plan without a control plane: a cache,
+// scripted Kubernetes writes and a scripted provider, each failing on any call its case does not
+// list (test/unit/support/mediajob-fakes.ts). What only a real apiserver shows (conflicts between
+// writers, watches, leases) stays in test/controller.
+import { describe, expect, it } from "vitest";
+import { API_VERSION } from "../../src/crds/common.js";
+import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
+import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
+import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
+import { withPhaseConditions } from "../../src/mediajob/conditions.js";
+import { RetryLater } from "../../src/controller/mediajob/reconciler.js";
+import { FINALIZER } from "../../src/mediajob/job.js";
+import {
+  harness,
+  kubeError,
+  providerError,
+  stored,
+  type Expect,
+  type World,
+} from "./support/mediajob-fakes.js";
+
+const NOW = new Date("2026-01-01T01:00:00.000Z");
+const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();
+
+function job(
+  o: { spec?: Partial<MediaJob["spec"]>; status?: MediaJobStatus; meta?: Partial<MediaJob["metadata"]> } = {},
+): MediaJob {
+  return {
+    apiVersion: API_VERSION,
+    kind: "MediaJob",
+    metadata: { name: "clip", namespace: "ns", uid: "uid-1", resourceVersion: "1", generation: 1, ...o.meta },
+    spec: { workload: "asr", input: { url: "s3://in" }, ...o.spec } as MediaJob["spec"],
+    ...(o.status && { status: o.status }),
+  };
+}
+
+const endpoint: GpuEndpoint = {
+  apiVersion: API_VERSION,
+  kind: "GpuEndpoint",
+  metadata: { name: "asr", namespace: "ns" },
+  spec: { workload: "asr" },
+  status: {
+    endpointId: "ep-1",
+    conditions: [
+      { type: "Ready", status: "True", reason: "Ready", message: "", lastTransitionTime: ago(60) },
+    ],
+  },
+} as GpuEndpoint;
+
+const account = (state: string): BillingAccount =>
+  ({
+    apiVersion: API_VERSION,
+    kind: "BillingAccount",
+    metadata: { name: billingAccountName("acme"), namespace: "ns" },
+    spec: { customerId: "cus_1" },
+    status: { subscriptionStatus: state },
+  }) as BillingAccount;
+
+const withFinalizer = { finalizers: [FINALIZER] };
+/** A status as a pass leaves it: its conditions follow its phase (a first pass would write them). */
+const processing = (extra: Partial<MediaJobStatus> = {}): MediaJobStatus =>
+  withPhaseConditions(
+    {
+      phase: "Processing",
+      jobId: "uid-1",
+      attempts: 1,
+      endpointId: "ep-1",
+      providerJobId: "p-1",
+      submittedAt: ago(60),
+      startedAt: ago(60),
+      updatedAt: ago(60),
+      submission: { attempt: 1, id: "s-1", startedAt: ago(60), state: "Accepted" },
+      ...extra,
+    },
+    1,
+    ago(60),
+  );
+
+/** A status write whose written phase (and more) the case checks. */
+const writes = (check: (s: MediaJobStatus, obj: MediaJob) => void, rv = "2"): Expect => ({
+  call: "replaceStatus",
+  check: (_plural: string, obj: MediaJob) => check(obj.status!, obj),
+  answer: (_plural: string, obj: MediaJob) => stored(rv)(obj),
+});
+const releases: Expect = {
+  call: "mergePatch",
+  check: (_p: string, _ns: string, _n: string, patch: { metadata: { finalizers: string[] } }) =>
+    expect(patch.metadata.finalizers).not.toContain(FINALIZER),
+};
+const cond = (s: MediaJobStatus, type: string) => s.conditions?.find((c) => c.type === type);
+
+interface Case {
+  name: string;
+  world: Omit<World, "now">;
+  /** The pass's result, or the error it throws. */
+  result?: { requeueAfterMs: number } | undefined;
+  throws?: RegExp;
+  events: string[];
+  submissions?: string[];
+  recoveries?: string[];
+}
+
+const cases: Case[] = [
+  {
+    name: "Pending, ready: the finalizer, the intent, /run, the provider's id (the write-ahead submission)",
+    world: {
+      jobs: [job()],
+      endpoints: [endpoint],
+      kube: [
+        {
+          call: "mergePatch",
+          check: (_p: string, _ns: string, _n: string, patch: { metadata: { finalizers: string[] } }) =>
+            expect(patch.metadata.finalizers).toEqual([FINALIZER]),
+          answer: () => ({ metadata: { finalizers: [FINALIZER], resourceVersion: "2" } }),
+        },
+        writes((s, obj) => {
+          expect(obj.metadata.resourceVersion).toBe("2"); // written with what the patch returned
+          expect(s.phase).toBe("Processing");
+          expect(s.submission?.state).toBe("Sending");
+          expect(cond(s, "Submitted")?.reason).toBe("Submitting");
+        }, "3"),
+        writes((s) => {
+          expect(s.providerJobId).toBe("p-9");
+          expect(s.submission?.state).toBe("Accepted");
+          expect(cond(s, "Submitted")?.status).toBe("True");
+        }, "4"),
+      ],
+      provider: [
+        {
+          call: "submit",
+          check: (ep: string, req: { id: string; webhook: string; policy: { ttl: number } }) => {
+            expect(ep).toBe("ep-1");
+            expect(req.id).toBe("uid-1");
+            expect(req.webhook).toMatch(/^https:\/\/hooks\.example\.test\//);
+            expect(req.policy.ttl).toBe(24 * 3600 * 1000);
+          },
+          answer: () => ({ id: "p-9", status: "IN_QUEUE" }),
+        },
+      ],
+    },
+    result: { requeueAfterMs: 600_000 },
+    events: ["Normal Submitted"],
+    submissions: ["accepted"],
+  },
+  {
+    name: "Pending, suspended: held, told once, never submitted",
+    world: {
+      jobs: [job({ spec: { suspend: true } })],
+      endpoints: [endpoint],
+      kube: [writes((s) => expect(cond(s, "Suspended")?.status).toBe("True"))],
+    },
+    result: undefined,
+    events: ["Normal Suspended"],
+  },
+  {
+    name: "Pending, account not active: waits, with a Warning",
+    world: {
+      jobs: [job({ spec: { account: "acme" } })],
+      accounts: [account("past_due")],
+      endpoints: [endpoint],
+      kube: [writes((s) => expect(cond(s, "Admitted")?.reason).toBe("AccountNotActive"))],
+    },
+    result: { requeueAfterMs: 30_000 },
+    events: ["Warning AccountNotActive"],
+  },
+  {
+    name: "Pending, no endpoint for the workload: waits, with a Warning",
+    world: {
+      jobs: [job()],
+      kube: [writes((s) => expect(cond(s, "EndpointReady")?.reason).toBe("EndpointMissing"))],
+    },
+    result: { requeueAfterMs: 30_000 },
+    events: ["Warning EndpointMissing"],
+  },
+  {
+    name: "Pending, past its deadline: Failed (DeadlineExceeded), not submitted again",
+    world: {
+      jobs: [
+        job({
+          spec: { activeDeadlineSeconds: 10 },
+          status: { phase: "Pending", jobId: "uid-1", startedAt: ago(60) },
+        }),
+      ],
+      kube: [writes((s) => expect(s.error).toMatch(/^DeadlineExceeded:/))],
+    },
+    result: undefined,
+    events: ["Warning DeadlineExceeded"],
+  },
+  {
+    name: "Pending, not the leader: no intent, no /run; retried",
+    world: {
+      jobs: [job({ meta: withFinalizer })],
+      endpoints: [endpoint],
+      leader: false,
+      kube: [writes((s) => expect(s.phase).toBe("Pending"))],
+    },
+    throws: /not the leader: no submission/,
+    events: [],
+    submissions: ["fenced"],
+  },
+  {
+    name: "Pending, the intent loses a conflict: nothing sent, looked at again from the newer version",
+    world: {
+      jobs: [job({ meta: withFinalizer })],
+      endpoints: [endpoint],
+      kube: [{ call: "replaceStatus", answer: () => Promise.reject(kubeError(409)) }],
+    },
+    result: { requeueAfterMs: 1_000 },
+    events: [],
+    submissions: ["intent-conflict"],
+  },
+  {
+    name: "Pending, leadership lost between the intent and /run: the intent withdrawn, nothing sent",
+    world: {
+      jobs: [job({ meta: withFinalizer })],
+      endpoints: [endpoint],
+      leader: (
+        (n = 0) =>
+        () =>
+          n++ === 0
+      )(),
+      kube: [
+        writes((s) => expect(s.phase).toBe("Processing")),
+        writes((s) => expect(s.phase).toBe("Pending"), "3"),
+      ],
+    },
+    throws: /lost the leadership before submitting/,
+    events: [],
+    submissions: ["fenced"],
+  },
+  {
+    name: "Pending, /run refused: the intent withdrawn with why; retried with backoff",
+    world: {
+      jobs: [job({ meta: withFinalizer })],
+      endpoints: [endpoint],
+      kube: [
+        writes((s) => expect(s.phase).toBe("Processing")),
+        writes((s) => {
+          expect(s.phase).toBe("Pending");
+          expect(s.attempts).toBe(0);
+          expect(cond(s, "Submitted")?.reason).toBe("BAD_REQUEST");
+        }, "3"),
+      ],
+      provider: [{ call: "submit", answer: () => Promise.reject(providerError("BAD_REQUEST")) }],
+    },
+    throws: /submission to endpoint ep-1 failed/,
+    events: ["Warning BAD_REQUEST"],
+    submissions: ["refused"],
+  },
+  {
+    name: "Pending, /run answer lost: Unconfirmed, never resubmitted before its confirmation deadline",
+    world: {
+      jobs: [job({ meta: withFinalizer })],
+      endpoints: [endpoint],
+      kube: [
+        writes((s) => expect(s.phase).toBe("Processing")),
+        writes((s) => {
+          expect(s.submission?.state).toBe("Unconfirmed");
+          expect(cond(s, "Submitted")?.reason).toBe("SubmissionUnconfirmed");
+        }, "3"),
+      ],
+      provider: [
+        { call: "submit", answer: () => Promise.reject(providerError("PROVIDER_UNAVAILABLE", true)) },
+      ],
+    },
+    result: { requeueAfterMs: 660_000 },
+    events: ["Warning SubmissionUnconfirmed"],
+    submissions: ["unconfirmed"],
+  },
+  {
+    name: "Pending, accepted but the id's record fails: not resubmitted, the record retried next pass",
+    world: {
+      jobs: [job({ meta: withFinalizer })],
+      endpoints: [endpoint],
+      kube: [
+        writes((s) => expect(s.phase).toBe("Processing")),
+        { call: "replaceStatus", answer: () => Promise.reject(kubeError(500)) },
+      ],
+      provider: [{ call: "submit", answer: () => ({ id: "p-9", status: "IN_QUEUE" }) }],
+    },
+    result: { requeueAfterMs: 1_000 },
+    events: ["Normal Submitted"],
+    submissions: ["accepted"],
+  },
+  {
+    name: "Processing, before its timeout: nothing to do until then",
+    world: { jobs: [job({ meta: withFinalizer, status: processing() })] },
+    result: { requeueAfterMs: 540_000 },
+    events: [],
+  },
+  {
+    name: "Processing, past its timeout, the provider completed it: the missed callback recovered",
+    world: {
+      jobs: [job({ meta: withFinalizer, status: processing({ submittedAt: ago(700) }) })],
+      kube: [writes((s) => expect(s.phase).toBe("Completed")), releases],
+      provider: [
+        {
+          call: "status",
+          check: (ep: string, id: string) => expect([ep, id]).toEqual(["ep-1", "p-1"]),
+          answer: () => ({ id: "p-1", status: "COMPLETED", output: { text: "hi" } }),
+        },
+      ],
+    },
+    result: undefined,
+    events: ["Normal RecoveredMissedCallback", "Normal Completed"],
+    recoveries: ["missed_callback"],
+  },
+  {
+    name: "Processing, past its timeout, still running: Overdue, told once",
+    world: {
+      jobs: [job({ meta: withFinalizer, status: processing({ submittedAt: ago(700) }) })],
+      kube: [writes((s) => expect(cond(s, "Overdue")?.status).toBe("True"))],
+      provider: [{ call: "status", answer: () => ({ id: "p-1", status: "IN_PROGRESS" }) }],
+    },
+    result: { requeueAfterMs: 30_000 },
+    events: ["Normal StillRunning"],
+  },
+  {
+    name: "Processing, the provider lost the job: reset to Pending and replayed",
+    world: {
+      jobs: [job({ meta: withFinalizer, status: processing({ submittedAt: ago(700) }) })],
+      kube: [writes((s) => expect([s.phase, s.replay, s.providerLosses]).toEqual(["Pending", true, 1]))],
+      provider: [{ call: "status", answer: () => Promise.reject(providerError("JOB_NOT_FOUND")) }],
+    },
+    result: undefined,
+    events: ["Warning ProviderLostJob"],
+    recoveries: ["provider_lost_job"],
+  },
+  {
+    name: "Processing, the status read fails: retried with backoff, nothing written",
+    world: {
+      jobs: [job({ meta: withFinalizer, status: processing({ submittedAt: ago(700) }) })],
+      provider: [{ call: "status", answer: () => Promise.reject(providerError("PROVIDER_UNAVAILABLE")) }],
+    },
+    throws: /could not read the job's status/,
+    events: ["Warning StatusCheckFailed"],
+  },
+  {
+    name: "Processing, past spec.activeDeadlineSeconds: cancelled at the provider, Failed",
+    world: {
+      jobs: [job({ meta: withFinalizer, spec: { activeDeadlineSeconds: 30 }, status: processing() })],
+      kube: [
+        writes((s) => expect([s.phase, s.error?.split(":")[0]]).toEqual(["Failed", "DeadlineExceeded"])),
+        releases,
+      ],
+      provider: [{ call: "cancel", answer: () => ({ id: "p-1", status: "CANCELLED" }) }],
+    },
+    result: undefined,
+    events: ["Warning DeadlineExceeded", "Warning Failed"],
+  },
+  {
+    name: "Processing, suspended: cancelled at the provider, Pending until resumed",
+    world: {
+      jobs: [job({ meta: withFinalizer, spec: { suspend: true }, status: processing() })],
+      kube: [
+        writes((s) =>
+          expect([s.phase, s.suspensions, cond(s, "Suspended")?.status]).toEqual(["Pending", 1, "True"]),
+        ),
+      ],
+      provider: [{ call: "cancel", answer: () => ({ id: "p-1", status: "CANCELLED" }) }],
+    },
+    result: undefined,
+    events: ["Normal Suspended"],
+  },
+  {
+    name: "Processing, suspended, the cancel fails: retried (a suspension must reach the provider)",
+    world: {
+      jobs: [job({ meta: withFinalizer, spec: { suspend: true }, status: processing() })],
+      provider: [{ call: "cancel", answer: () => Promise.reject(providerError("PROVIDER_UNAVAILABLE")) }],
+    },
+    throws: /could not cancel job p-1/,
+    events: ["Warning CancelFailed"],
+  },
+  {
+    name: "Processing, unconfirmed, within its confirmation window: waits for its callback",
+    world: {
+      jobs: [
+        job({
+          meta: withFinalizer,
+          status: processing({
+            providerJobId: undefined,
+            submission: { attempt: 1, id: "s-1", startedAt: ago(60), state: "Unconfirmed" },
+          }),
+        }),
+      ],
+    },
+    result: { requeueAfterMs: 600_000 },
+    events: [],
+  },
+  {
+    name: "Processing, unconfirmed past its confirmation deadline (policy fail): Failed, never resubmitted",
+    world: {
+      jobs: [
+        job({
+          meta: withFinalizer,
+          status: processing({
+            providerJobId: undefined,
+            submission: { attempt: 1, id: "s-1", startedAt: ago(700), state: "Unconfirmed" },
+          }),
+        }),
+      ],
+      kube: [
+        writes((s) =>
+          expect([s.phase, cond(s, "Submitted")?.reason]).toEqual(["Failed", "SubmissionUnconfirmed"]),
+        ),
+        releases,
+      ],
+    },
+    result: undefined,
+    events: ["Warning SubmissionUnconfirmed", "Warning Failed"],
+    submissions: ["unconfirmed-failed"],
+  },
+  {
+    name: "Completed with a next step: created once, recorded, then the job is let go of",
+    world: {
+      jobs: [
+        job({
+          meta: withFinalizer,
+          spec: { then: [{ workload: "tts" }] as MediaJob["spec"]["then"] },
+          status: processing({ phase: "Completed", completedAt: ago(1), output: { text: "hi" } }),
+        }),
+      ],
+      kube: [
+        {
+          call: "create",
+          check: (_p: string, _ns: string, obj: MediaJob) => {
+            expect(obj.metadata.name).toBe("clip-1-tts");
+            expect(obj.metadata.ownerReferences?.[0]?.uid).toBe("uid-1");
+          },
+        },
+        writes((s) => expect(s.nextJob).toBe("clip-1-tts")),
+        releases,
+      ],
+    },
+    result: undefined,
+    events: ["Normal NextStepCreated", "Normal Completed"],
+  },
+  {
+    name: "Completed, the next step's name taken by another object: a terminal error, not retried",
+    world: {
+      jobs: [
+        job({
+          spec: { then: [{ workload: "tts" }] as MediaJob["spec"]["then"] },
+          status: processing({ phase: "Completed", completedAt: ago(1) }),
+        }),
+      ],
+      kube: [
+        { call: "create", answer: () => Promise.reject(kubeError(409, "AlreadyExists")) },
+        { call: "get", answer: () => job({ meta: { name: "clip-1-tts", uid: "someone-else" } }) },
+        writes((s) => expect(cond(s, "NextStepCreated")?.reason).toBe("NextStepNameTaken")),
+      ],
+    },
+    result: undefined,
+    events: ["Warning NextStepNameTaken"],
+  },
+  {
+    name: "Finished past spec.ttlSecondsAfterFinished: deleted (this very object)",
+    world: {
+      jobs: [
+        job({
+          spec: { ttlSecondsAfterFinished: 60 },
+          status: { ...processing({ phase: "Failed", completedAt: ago(120) }) },
+        }),
+      ],
+      kube: [
+        {
+          call: "rawJson",
+          check: (method: string, _path: string, body: { preconditions: { uid: string } }) =>
+            expect([method, body.preconditions.uid]).toEqual(["DELETE", "uid-1"]),
+        },
+      ],
+    },
+    result: undefined,
+    events: [],
+  },
+  {
+    name: "Deleted while Processing: cancelled at the provider, then the finalizer goes",
+    world: {
+      jobs: [job({ meta: { ...withFinalizer, deletionTimestamp: ago(1) }, status: processing() })],
+      kube: [releases],
+      provider: [{ call: "cancel", answer: () => ({ id: "p-1", status: "CANCELLED" }) }],
+    },
+    result: undefined,
+    events: ["Normal CancelledAtProvider"],
+  },
+  {
+    name: "Deleted while unconfirmed: waits a while for the provider's id before letting go",
+    world: {
+      jobs: [
+        job({
+          meta: { ...withFinalizer, deletionTimestamp: ago(10) },
+          status: processing({
+            providerJobId: undefined,
+            submission: { attempt: 1, id: "s-1", startedAt: ago(60), state: "Unconfirmed" },
+          }),
+        }),
+      ],
+    },
+    result: { requeueAfterMs: 50_000 },
+    events: [],
+  },
+  {
+    name: "Deleted, the provider fails the cancel: kept, retried (before giving up)",
+    world: {
+      jobs: [job({ meta: { ...withFinalizer, deletionTimestamp: ago(10) }, status: processing() })],
+      provider: [{ call: "cancel", answer: () => Promise.reject(providerError("PROVIDER_UNAVAILABLE")) }],
+    },
+    throws: /PROVIDER_UNAVAILABLE/,
+    events: ["Warning CancelFailed"],
+  },
+  {
+    name: "Deleted, the provider has failed the cancel past the give-up time: let go of",
+    world: {
+      jobs: [job({ meta: { ...withFinalizer, deletionTimestamp: ago(600) }, status: processing() })],
+      kube: [releases],
+      provider: [{ call: "cancel", answer: () => Promise.reject(providerError("PROVIDER_UNAVAILABLE")) }],
+    },
+    result: undefined,
+    events: ["Warning CancelAbandoned"],
+  },
+];
+
+describe("MediaJob reconciler, without a control plane", () => {
+  it.each(cases)("$name", async (c) => {
+    const h = harness({ ...c.world, now: NOW });
+    const run = h.reconciler.reconcile("ns/clip");
+    if (c.throws) await expect(run).rejects.toThrow(c.throws);
+    else expect(await run).toEqual(c.result);
+    h.done();
+    expect(h.events.map(([t, r]) => `${t} ${r}`)).toEqual(c.events);
+    expect(h.submissions).toEqual(c.submissions ?? []);
+    expect(h.recoveries).toEqual(c.recoveries ?? []);
+  });
+
+  it("a retryable error is a RetryLater; a terminal one is not thrown", async () => {
+    const h = harness({
+      now: NOW,
+      jobs: [job({ meta: withFinalizer, status: processing({ submittedAt: ago(700) }) })],
+      provider: [{ call: "status", answer: () => Promise.reject(providerError("PROVIDER_UNAVAILABLE")) }],
+    });
+    await expect(h.reconciler.reconcile("ns/clip")).rejects.toBeInstanceOf(RetryLater);
+  });
+
+  it("a job no longer in the cache: nothing happens", async () => {
+    const h = harness({ now: NOW, jobs: [] });
+    expect(await h.reconciler.reconcile("ns/clip")).toBeUndefined();
+    h.done();
+  });
+});
