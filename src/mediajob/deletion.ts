@@ -1,7 +1,9 @@
 // A MediaJob being deleted: its job cancelled at the provider, then the finalizer let go of.
+import type { ConditionInput } from "../crds/conditions.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import type { PlannedEvent } from "./conditions.js";
 import { FINALIZER, SKIP_CANCEL_ANNOTATION } from "./job.js";
+import { deletedStepPipelineCondition, pipelineFirstOf } from "./pipeline.js";
 
 /** How long a deletion waits for an unconfirmed submission's provider id, to cancel it. */
 export const CANCEL_WAIT_FOR_ID_MS = 60_000;
@@ -12,6 +14,8 @@ export type DeletionStep =
   | { type: "event"; event: PlannedEvent }
   /** Cancel at the provider; on failure, giveUp says whether the deletion goes on without it. */
   | { type: "cancel"; endpointId: string; providerJobId: string; giveUp: boolean }
+  /** A later step's deletion told to its pipeline's first job (PipelineSucceeded), before it goes. */
+  | { type: "reportToPipeline"; first: string; uid?: string; condition: ConditionInput }
   | { type: "removeFinalizer" };
 
 export interface DeletionPlan {
@@ -50,6 +54,9 @@ export function planDeletion(job: MediaJob, nowMs: number, cancelGiveUpMs = CANC
       });
     }
   }
+  const pipeline = pipelineFirstOf(job);
+  const condition = deletedStepPipelineCondition(job);
+  if (pipeline && condition) steps.push({ type: "reportToPipeline", ...pipeline, condition });
   steps.push({ type: "removeFinalizer" });
   return { steps };
 }

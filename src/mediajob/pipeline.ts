@@ -4,6 +4,7 @@ import { createHash } from "node:crypto";
 import { type ConditionInput, getCondition, setCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { failureText } from "./conditions.js";
+import { FINALIZER, isTerminal } from "./job.js";
 
 export const PIPELINE_LABEL = "media-orchestrator.io/pipeline";
 export const STEP_LABEL = "media-orchestrator.io/step";
@@ -97,6 +98,36 @@ export function stepPipelineCondition(job: MediaJob, status: MediaJobStatus): Co
   return undefined;
 }
 
+/**
+ * What a later step's deletion means for the pipeline, written onto its first job. A step deleted
+ * before it ended (or before it created its next step) stops the pipeline: no later step will ever
+ * be created, so PipelineSucceeded turns False rather than leave `kubectl wait` hanging. A step that
+ * had ended tells what its end told.
+ */
+export function deletedStepPipelineCondition(job: MediaJob): ConditionInput | undefined {
+  if (isFirstStep(job)) return undefined;
+  const status = job.status ?? {};
+  const phase = status.phase ?? "Pending";
+  const stopsPipeline =
+    !isTerminal(phase) || (phase === "Completed" && !!job.spec.then?.length && !status.nextJob);
+  if (!stopsPipeline) return stepPipelineCondition(job, status);
+  const step = Number(job.metadata.labels?.[STEP_LABEL]) + 1;
+  return {
+    type: PIPELINE_SUCCEEDED,
+    status: "False",
+    reason: "StepDeleted",
+    message: `step ${step} (${job.metadata.name}) was deleted while ${phase}${phase === "Completed" ? ", before its next step was created" : ""}: the pipeline stops there`,
+  };
+}
+
+/** The first job of `job`'s pipeline, by name and (when known) uid; undefined for a first step. */
+export function pipelineFirstOf(job: MediaJob): { first: string; uid?: string } | undefined {
+  const first = job.metadata.annotations?.[PIPELINE_ANNOTATION] ?? job.metadata.labels?.[PIPELINE_LABEL];
+  if (!first || isFirstStep(job)) return undefined;
+  const uid = job.metadata.annotations?.[PIPELINE_UID_ANNOTATION];
+  return { first, ...(uid && { uid }) };
+}
+
 const shortHash = (text: string): string => createHash("sha256").update(text).digest("hex").slice(0, 10);
 
 /**
@@ -145,6 +176,8 @@ export function nextStepObject(job: MediaJob): Record<string, unknown> | undefin
     metadata: {
       name: nextStepName(job),
       namespace: job.metadata.namespace,
+      // From its creation, so that a step deleted while it waits still tells its pipeline.
+      finalizers: [FINALIZER],
       labels: { [PIPELINE_LABEL]: pipelineLabel(pipeline), [STEP_LABEL]: String(index) },
       annotations: {
         [PIPELINE_ANNOTATION]: pipeline,

@@ -16,13 +16,7 @@ import { msUntilDeadline } from "./deadline.js";
 import { FINALIZER, initialStatus, isTerminal, type ProviderResult } from "./job.js";
 import { planCompleted } from "./next-step.js";
 import { planPending } from "./pending.js";
-import {
-  ownPipelineCondition,
-  PIPELINE_ANNOTATION,
-  PIPELINE_LABEL,
-  PIPELINE_UID_ANNOTATION,
-  stepPipelineCondition,
-} from "./pipeline.js";
+import { ownPipelineCondition, pipelineFirstOf, stepPipelineCondition } from "./pipeline.js";
 import { planProcessing } from "./processing.js";
 import { endEvent } from "./stop.js";
 import { msUntilExpiry } from "./ttl.js";
@@ -203,8 +197,6 @@ export function planFinish(
 
 function stepPipelineConditionOf(job: MediaJob): FinishAction | undefined {
   const c = stepPipelineCondition(job, job.status ?? {});
-  const first = job.metadata.annotations?.[PIPELINE_ANNOTATION] ?? job.metadata.labels?.[PIPELINE_LABEL];
-  if (!c || !first) return undefined;
-  const uid = job.metadata.annotations?.[PIPELINE_UID_ANNOTATION];
-  return { type: "reportToPipeline", first, ...(uid && { uid }), condition: c };
+  const pipeline = pipelineFirstOf(job);
+  return c && pipeline ? { type: "reportToPipeline", ...pipeline, condition: c } : undefined;
 }

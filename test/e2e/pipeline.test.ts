@@ -192,6 +192,37 @@ describe("one handle on a whole pipeline", () => {
     expect(condition(first, "Succeeded")?.status).toBe("True");
     expect(await api.get("mediajobs", ns, "episode-8-2-render")).toBeUndefined();
   });
+
+  it("=False returns once an unfinished step is deleted: the pipeline cannot go on, so a wait does not hang", async () => {
+    // The second step waits for a GpuEndpoint that does not exist, and is deleted meanwhile.
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("episode-9", {
+        workload: "asr",
+        timeoutSeconds: 600,
+        input: { audio: "s3://in.wav" },
+        then: [{ workload: "tts", endpointRef: "no-such-endpoint", timeoutSeconds: 600 }],
+      }) as never,
+    );
+    await eventually(async () => {
+      const step = await api.get<MediaJob>("mediajobs", ns, "episode-9-1-tts");
+      return condition(step, "EndpointReady")?.status === "False";
+    });
+    const waited = kubectl(
+      "wait",
+      "--for=condition=PipelineSucceeded=False",
+      "mj/episode-9",
+      "--timeout=30s",
+    );
+    await kubectl("delete", "mj", "episode-9-1-tts", "--wait=false");
+    expect(await waited).toMatch(/condition met/);
+    const first = await api.get<MediaJob>("mediajobs", ns, "episode-9");
+    expect(condition(first, "PipelineSucceeded")).toMatchObject({
+      reason: "StepDeleted",
+      message: expect.stringMatching(/^step 2 \(episode-9-1-tts\) was deleted while Pending/),
+    });
+  });
 });
 
 describe("the demo's scenario", () => {

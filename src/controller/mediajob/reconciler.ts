@@ -294,6 +294,14 @@ export class MediaJobReconciler {
     for (const step of plan.steps) {
       if (step.type === "event") await this.record(job, step.event);
       else if (step.type === "removeFinalizer") await this.writes.removeFinalizer(job);
+      else if (step.type === "reportToPipeline")
+        await this.writes.reportToPipeline(
+          job.metadata.namespace!,
+          step.first,
+          step.uid,
+          step.condition,
+          this.now().toISOString(),
+        );
       else {
         if (!this.fenceHolds()) return { error: retry("not the leader: no cancel") };
         try {
