@@ -14,10 +14,15 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
   const now = facts.now.toISOString();
   const gen = job.metadata.generation;
   const events: PlannedEvent[] = [];
+  // A pipeline's first job is labelled as its later steps are, from its first pass: while it
+  // waits, `-l media-orchestrator.io/pipeline=NAME` must find it too (a submitted job gets the
+  // label with its finalizer instead, in the same write).
+  const label = firstStepMetadata(job);
+  const labelling: Action[] = label ? [{ type: "labelPipeline", metadata: label }] : [];
   const wait = (s: MediaJobStatus): Plan => ({
     status: s,
     events,
-    actions: [],
+    actions: labelling,
     requeueAfterMs: facts.settings.tickMs,
   });
   // A suspended job is not submitted; it waits for spec.suspend to be false (a watch event).
@@ -33,7 +38,7 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
         now,
       );
     }
-    return { status, events, actions: [] };
+    return { status, events, actions: labelling };
   }
   if (suspended && suspended.status !== "False") {
     const message = "spec.suspend is false: the job is submitted again";
@@ -71,8 +76,7 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
   // The finalizer goes on before the job exists at the provider, so a deletion always cancels it.
   // A pipeline's first job gets the pipeline's label in the same write, as its later steps have.
   if (!job.metadata.finalizers?.includes(FINALIZER)) {
-    const metadata = firstStepMetadata(job);
-    actions.push({ type: "addFinalizer", ...(metadata && { metadata }) });
+    actions.push({ type: "addFinalizer", ...(label && { metadata: label }) });
   }
   actions.push({
     type: "submit",

@@ -66,7 +66,7 @@ export function ownPipelineCondition(job: MediaJob, status: MediaJobStatus): Con
     message:
       phase === "Completed"
         ? `step 1 of ${steps} completed${status.nextJob ? `; next: ${status.nextJob}` : ""}`
-        : `step 1 of ${steps} is ${phase}`,
+        : `step 1 of ${steps} has not ended yet`,
   };
 }
 

@@ -67,6 +67,11 @@ export type Action =
       type: "addFinalizer";
       metadata?: { labels: Record<string, string>; annotations: Record<string, string> };
     }
+  /** A waiting pipeline's first job gets the pipeline's label, so `-l` selects the whole pipeline. */
+  | {
+      type: "labelPipeline";
+      metadata: { labels: Record<string, string>; annotations: Record<string, string> };
+    }
   /** The write-ahead submission (write-ahead.ts): the only sequence that writes status more than once. */
   | { type: "submit"; submission: SubmissionPlan }
   /** An accepted provider id whose record failed earlier: written now (never submitted again). */
@@ -114,9 +119,11 @@ export const terminal = (message: string): PassError => ({ terminal: true, messa
 /** The status a pass writes: Succeeded and Submitted follow the phase, PipelineSucceeded the job. */
 export function finalStatus(job: MediaJob, status: MediaJobStatus, now: string): MediaJobStatus {
   const s = withPhaseConditions(status, job.metadata.generation, now);
-  // Only pipelines (a first job with later steps), and only once the first job has ended, so that
-  // a job on its own costs no write more.
-  if (!job.spec.then?.length || !isTerminal(s.phase)) return s;
+  // Only pipelines (a first job with later steps), so that a job on its own costs no write more.
+  // From the first pass on, so `kubectl wait --for=condition=PipelineSucceeded` has a condition
+  // to read while the pipeline waits or runs (Unknown, with a message that does not change until
+  // the first job ends: it rides along the pass's own write).
+  if (!job.spec.then?.length) return s;
   const c = ownPipelineCondition(job, s);
   return c ? withCondition(s, job.metadata.generation, c, now) : s;
 }

@@ -141,8 +141,9 @@ describe("one handle on a whole pipeline", () => {
         encoding: "utf8",
       })
     ).stdout;
-  const threeSteps = (name: string, tts: Record<string, unknown> = {}) =>
+  const threeSteps = (name: string, tts: Record<string, unknown> = {}, more: Record<string, unknown> = {}) =>
     mediaJob(name, {
+      ...more,
       workload: "asr",
       timeoutSeconds: 600,
       input: { audio: "s3://in.wav" },
@@ -173,6 +174,22 @@ describe("one handle on a whole pipeline", () => {
       status: "True",
       reason: "PipelineCompleted",
     });
+  });
+
+  it("a pipeline that waits already has its handle: the first job is labelled, PipelineSucceeded Unknown", async () => {
+    // Its customer has no subscription yet: the first job waits (Admitted=False), never submitted.
+    await api.create("mediajobs", ns, threeSteps("episode-10", {}, { account: "cus_nobody" }) as never);
+    const first = await eventually(async () => {
+      const j = await api.get<MediaJob>("mediajobs", ns, "episode-10");
+      return condition(j, "Admitted")?.status === "False" ? j : undefined;
+    });
+    expect(first.status?.phase).toBe("Pending");
+    expect(condition(first, "PipelineSucceeded")).toMatchObject({
+      status: "Unknown",
+      reason: "StepsRunning",
+    });
+    const names = await kubectl("get", "mj", "-l", "media-orchestrator.io/pipeline=episode-10", "-o", "name");
+    expect(names.trim()).toBe("mediajob.media-orchestrator.io/episode-10");
   });
 
   it("=False returns once a step fails, with the step and its reason", async () => {

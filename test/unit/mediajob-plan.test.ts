@@ -72,6 +72,25 @@ describe("planJob", () => {
       requeue: 30_000,
     },
     {
+      name: "Pending pipeline, no endpoint: its first job labelled while it waits",
+      job: job({ then: [{ workload: "tts" }] }),
+      phase: "Pending",
+      actions: ["labelPipeline"],
+      events: ["EndpointMissing"],
+      requeue: 30_000,
+    },
+    {
+      name: "Pending pipeline, labelled, no endpoint: waits a tick, writes nothing more",
+      job: job({ then: [{ workload: "tts" }] }, undefined, {
+        labels: { "media-orchestrator.io/pipeline": "clip" },
+        annotations: { "media-orchestrator.io/pipeline-name": "clip" },
+      }),
+      phase: "Pending",
+      actions: [],
+      events: ["EndpointMissing"],
+      requeue: 30_000,
+    },
+    {
       name: "Pending, ready, no finalizer: finalizer then submit",
       job: job(),
       facts: { endpoint: ready },
@@ -376,6 +395,27 @@ describe("planDeletion and providerReadDue", () => {
     expect(planDeletion(job({}, running(), { deletionTimestamp: ago(1) }), NOW.getTime())).toEqual({
       steps: [],
     });
+    // A later step deleted while it waits stops its pipeline: the first job is told first.
+    const step = job(
+      { then: [{ workload: "render" }] },
+      { phase: "Pending" },
+      {
+        name: "clip-1-tts",
+        finalizers: [FINALIZER],
+        deletionTimestamp: ago(1),
+        labels: { "media-orchestrator.io/pipeline": "clip", "media-orchestrator.io/step": "1" },
+        annotations: { "media-orchestrator.io/pipeline-uid": "uid-0" },
+      },
+    );
+    expect(planDeletion(step, NOW.getTime()).steps).toEqual([
+      {
+        type: "reportToPipeline",
+        first: "clip",
+        uid: "uid-0",
+        condition: expect.objectContaining({ status: "False", reason: "StepDeleted" }),
+      },
+      { type: "removeFinalizer" },
+    ]);
   });
   it("the provider is asked only about a job past its timeout, not stopped, suspended or unconfirmed", () => {
     expect(providerReadDue(job({}, running()), NOW.getTime(), 600)).toBeUndefined();

@@ -202,6 +202,8 @@ export class MediaJobReconciler {
     switch (action.type) {
       case "addFinalizer":
         return { job: await this.writes.addFinalizer(job, action.metadata), plan };
+      case "labelPipeline":
+        return { job: await this.writes.labelPipeline(job, action.metadata), plan };
       case "submit":
         return { job, ...(await submit(this.submitDeps(), job, plan, action.submission, now)) };
       case "recordProviderId": {

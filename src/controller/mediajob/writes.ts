@@ -104,6 +104,30 @@ export class JobWrites {
     };
   }
 
+  /** A waiting pipeline's first job's label and annotation, guarded by the resourceVersion read. */
+  async labelPipeline(
+    job: MediaJob,
+    pipeline: { labels: Record<string, string>; annotations: Record<string, string> },
+  ): Promise<MediaJob> {
+    const patched = await this.api.mergePatch<MediaJob>(
+      "mediajobs",
+      job.metadata.namespace!,
+      job.metadata.name,
+      {
+        metadata: { resourceVersion: job.metadata.resourceVersion, ...pipeline },
+      },
+    );
+    return {
+      ...job,
+      metadata: {
+        ...job.metadata,
+        resourceVersion: patched.metadata.resourceVersion,
+        labels: patched.metadata.labels,
+        annotations: patched.metadata.annotations,
+      },
+    };
+  }
+
   /** True when this call removed it (false: the job was gone). */
   async removeFinalizer(job: MediaJob): Promise<boolean> {
     try {
