@@ -290,7 +290,7 @@ async function acceptAdoptions(jobs: MediaJob[]): Promise<void> {
     const uid = job.metadata.uid!;
     const providerJobId = job.status?.providerJobId;
     if (!providerJobId || adoptions.has(uid) || !adoptedWithoutEvidence(job)) continue;
-    const seen = await sim<{ key: string }>(`jobs/${providerJobId}`).catch(() => undefined);
+    const seen = await sim<{ key: string }>(`jobs/${providerJobId}/key`).catch(() => undefined);
     if (!seen) continue; // not known (yet): looked at again next time
     const own = seen.key === submissionId(job.status, job.status!.jobId!);
     adoptions.set(uid, own ? "accepted" : "another job");

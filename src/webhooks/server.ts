@@ -1,7 +1,7 @@
 // The webhooks sidecar: a Fastify server beside the controller in every replica. It writes state only
 // through the Kubernetes API, so replicas need no coordination beyond what the apiserver gives
 // (create is atomic, status writes carry a resourceVersion). docs/webhooks.md has the decisions.
-import type { Server } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { BlockList, isIPv6, type Socket } from "node:net";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
@@ -275,7 +275,18 @@ function limitConnections(server: Server, conn: ConnectionSettings, trustedProxi
     if (bits === undefined) trusted.addAddress(addr, type);
     else trusted.addSubnet(addr, Number(bits), type);
   }
-  const open = new Map<string, number>();
+  // A source's connections, oldest first, and the requests each has in flight. At its cap, a new
+  // connection takes the place of the source's oldest one that has no request in flight (a
+  // keep-alive connection left idle, or one still trickling its headers), so a sender that opens a
+  // new connection per delivery and leaves the old ones open is never locked out by its own idle
+  // sockets; only connections with requests in flight hold the cap.
+  const bySource = new Map<string, Set<Socket>>();
+  const inFlight = new WeakMap<Socket, number>();
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+    res.once("close", () => inFlight.set(socket, (inFlight.get(socket) ?? 1) - 1));
+  });
   server.on("connection", (socket: Socket) => {
     const remote = socket.remoteAddress;
     if (!remote) return;
@@ -283,16 +294,21 @@ function limitConnections(server: Server, conn: ConnectionSettings, trustedProxi
     const peer = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(remote)?.[1] ?? remote;
     if (trusted.check(peer, isIPv6(peer) ? "ipv6" : "ipv4")) return;
     const key = sourceKey(peer);
-    const n = (open.get(key) ?? 0) + 1;
-    if (n > conn.maxConnectionsPerSource) {
-      socket.destroy();
-      return;
+    const sockets = bySource.get(key) ?? new Set<Socket>();
+    if (sockets.size >= conn.maxConnectionsPerSource) {
+      const idle = [...sockets].find((s) => (inFlight.get(s) ?? 0) === 0);
+      if (!idle) {
+        socket.destroy();
+        return;
+      }
+      sockets.delete(idle);
+      idle.destroy();
     }
-    open.set(key, n);
+    sockets.add(socket);
+    bySource.set(key, sockets);
     socket.once("close", () => {
-      const left = (open.get(key) ?? 1) - 1;
-      if (left > 0) open.set(key, left);
-      else open.delete(key);
+      sockets.delete(socket);
+      if (sockets.size === 0 && bySource.get(key) === sockets) bySource.delete(key);
     });
   });
 }

@@ -294,6 +294,24 @@ describe("slow senders", () => {
     expect(closedAfterMs).toBeLessThan(4000);
   });
 
+  it("a sender's idle keep-alive connections never lock out its next delivery", async () => {
+    // A sender that opens a connection per delivery and leaves each open (keep-alive) fills its
+    // share with idle sockets; the next connection takes the place of the oldest idle one.
+    const s = await start({ connections: { maxConnectionsPerSource: 4 } });
+    const idle = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        openSocket(s.url, "GET /healthz HTTP/1.1\r\nhost: sidecar\r\n\r\n", "127.0.0.3"),
+      ),
+    );
+    // Each was answered and stays open.
+    await new Promise((r) => setTimeout(r, 300));
+    for (const i of idle) expect(i.socket.destroyed).toBe(false);
+    const ev = signedEvent();
+    expect(await post(`${s.url}${PAY}`, ev.headers, ev.body, "127.0.0.3")).toBe(200);
+    // The oldest idle one made room.
+    expect((await idle[0]!.answer).text).toMatch(/^HTTP\/1\.1 200/);
+  });
+
   it("sockets trickling headers are cut off at the headers timeout, and one host cannot hold more than its share", async () => {
     const s = await start({
       connections: { headersTimeoutMs: 1000, requestTimeoutMs: 5000, maxConnectionsPerSource: 10 },

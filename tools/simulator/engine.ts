@@ -125,6 +125,8 @@ export class Engine {
   readonly #endpoints = new Map<string, EndpointRuntime>();
   readonly #jobs = new Map<string, Job>();
   readonly #executions = new Map<string, number>();
+  /** Every job's execution key by its provider id, kept after the job is forgotten (inspection). */
+  readonly #keys = new Map<string, string>();
   readonly #held = new Set<string>();
   /** /runsync and /status-sync requests waiting for a job to end. */
   readonly #waiters = new Map<Job, Set<() => void>>();
@@ -221,6 +223,7 @@ export class Engine {
     // (https://docs.runpod.io/serverless/endpoints/send-requests, Execution policies).
     job.timers.ttl = this.#d.clock.after(args.ttlMs ?? DEFAULT_TTL_MS, () => this.#drop(job));
     this.#jobs.set(id, job);
+    this.#keys.set(id, job.key);
     ep.queue.push(job);
     this.#pump(ep);
     return { job, created: true };
@@ -241,6 +244,11 @@ export class Engine {
     let found: Job | undefined;
     for (const job of this.#jobs.values()) if (job.key === id) found = job;
     return found;
+  }
+
+  /** The execution key a provider id was given, even once the provider has forgotten the job. */
+  keyOf(id: string): string | undefined {
+    return this.#keys.get(id);
   }
 
   jobs(): Job[] {

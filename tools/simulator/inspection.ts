@@ -113,6 +113,12 @@ export async function handleInspection(
       const view = jobView(ctx, id);
       return view === undefined ? json(404, { error: "job not found" }) : json(200, view);
     }
+    case "GET jobs/:id/key": {
+      // Which of our jobs a provider id was submitted for, as the provider's console shows it,
+      // also after its status expired (the chaos run's operator checks adoptions with it).
+      const key = ctx.engine.keyOf(id);
+      return key === undefined ? json(404, { error: "job not found" }) : json(200, { id, key });
+    }
     case "POST jobs/:id/forget":
       return ctx.engine.forget(id)
         ? json(200, { id, forgotten: true })
