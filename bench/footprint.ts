@@ -464,7 +464,12 @@ export async function footprint(ctx: FootprintContext, opts: { starts?: number }
     // The controller's peak: 1,000 new jobs run end to end beside the 10,000 cached, with the
     // sidecar applying the provider's callbacks.
     log("  a burst of 1,000 jobs run end to end (10,000 cached)...");
-    const hooks = await webhooks("burst", { WEBHOOKS_RATE_LIMITS: ROOMY_LIMITS });
+    // The simulator's callbacks all come from 127.0.0.1; in a cluster they come from the provider's
+    // many workers, each under the per-source connection cap.
+    const hooks = await webhooks("burst", {
+      WEBHOOKS_RATE_LIMITS: ROOMY_LIMITS,
+      WEBHOOKS_MAX_CONNECTIONS_PER_SOURCE: "100000",
+    });
     const { c: ctrl } = await controller("burst", 10_000, hooks.base);
     const burst = { jobs: 1000, seconds: 0, controllerPeakMiB: 0, webhooksPeakMiB: 0 };
     try {
