@@ -50,6 +50,11 @@ ENV MALLOC_TRIM_THRESHOLD_=131072
 # A young generation of at most 2 x 16 MiB: Node 24's default lets it grow to 2 x 64 MiB while the
 # controller lists its cache, and it stays resident. --expose-gc: once a burst of work is over,
 # the controller asks for the memory-reducing collection V8 would otherwise run only ~100 s later
-# (src/controller/idle-compaction.ts).
-ENTRYPOINT ["node", "--enable-source-maps", "--max-semi-space-size=16", "--expose-gc", "dist/src/main.js"]
+# (src/controller/idle-compaction.ts). No --enable-source-maps: with it Node reads and keeps every
+# module's source map, 1 to 3 MiB resident for stack traces that then name src/*.ts; without it they
+# name dist/*.js (the maps still ship: NODE_OPTIONS=--enable-source-maps turns them on to debug).
+# --liftoff-only: undici parses HTTP/1.1 with llhttp compiled to WebAssembly; V8's optimizing tier
+# for it (TurboFan) kept about 10 MiB resident in each container, for a parser that is a small
+# part of a request's CPU (docs/benchmarks.md, "Footprint of the containers").
+ENTRYPOINT ["node", "--max-semi-space-size=16", "--expose-gc", "--liftoff-only", "dist/src/main.js"]
 CMD ["controller"]

@@ -292,7 +292,10 @@ async function acceptAdoptions(jobs: MediaJob[]): Promise<void> {
     if (!providerJobId || adoptions.has(uid) || !adoptedWithoutEvidence(job)) continue;
     const seen = await sim<{ key: string }>(`jobs/${providerJobId}/key`).catch(() => undefined);
     if (!seen) continue; // not known (yet): looked at again next time
-    const own = seen.key === submissionId(job.status, job.status!.jobId!);
+    // The provider's record names our job: by the id we sent, or (a provider that ignores it, as
+    // RunPod does) by the job id in the webhook URL, the same for every attempt of the job.
+    const jobId = job.status!.jobId!;
+    const own = seen.key === jobId || seen.key === submissionId(job.status, jobId);
     adoptions.set(uid, own ? "accepted" : "another job");
     if (!own) continue;
     await api

@@ -31,9 +31,11 @@ export function cpuSeconds(pid: number): number {
 /**
  * The Node flags the image runs the product with (Dockerfile, ENTRYPOINT): a young generation of
  * at most 2 x 16 MiB, and `gc` exposed for the controller's collection once a burst of work is
- * over (src/controller/idle-compaction.ts).
+ * over (src/controller/idle-compaction.ts), and WebAssembly compiled by Liftoff only: undici
+ * parses HTTP/1.1 with llhttp compiled to WebAssembly, and V8's optimizing tier for it kept about
+ * 10 MiB resident in each container (docs/benchmarks.md, "Footprint of the containers").
  */
-export const RUNTIME_FLAGS = ["--max-semi-space-size=16", "--expose-gc"];
+export const RUNTIME_FLAGS = ["--max-semi-space-size=16", "--expose-gc", "--liftoff-only"];
 
 /**
  * The environment the image sets for the runtime (Dockerfile, ENV): one malloc arena, without which

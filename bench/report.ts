@@ -266,6 +266,10 @@ export function writeReport(r: Json): void {
         `Packages each container loads (node_modules, from its code's import graph): controller ${m.packages.controller.map((p: string) => `\`${p}\``).join(", ")}; webhooks ${m.packages.webhooks.map((p: string) => `\`${p}\``).join(", ")}. Neither loads \`@kubernetes/client-node\` in a cluster (the benchmark fails if one does).`,
         "",
       );
+    out.push(
+      "The runtime flags measured one by one, kept or not, and what each saved: [Runtime flags measured](#runtime-flags-measured).",
+      "",
+    );
     if (f.importCosts) {
       const loadedBy = (pkg: string) =>
         [

@@ -29,7 +29,7 @@ export async function startSidecar(name: string, env: Record<string, string>): P
   const how = existsSync(DIST_MAIN) ? "dist" : "tsx";
   const args =
     how === "dist"
-      ? ["--enable-source-maps", ...RUNTIME_FLAGS, DIST_MAIN, "webhooks"]
+      ? [...RUNTIME_FLAGS, DIST_MAIN, "webhooks"]
       : ["--import", "tsx", ...RUNTIME_FLAGS, "src/main.ts", "webhooks"];
   const child = spawn(process.execPath, args, {
     cwd: REPO_ROOT,

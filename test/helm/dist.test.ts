@@ -43,9 +43,9 @@ function run(cmd: string, args: string[], cwd: string): void {
     throw new Error(`${cmd} ${args.join(" ")} exited ${res.status}: ${res.stderr || res.stdout}`);
 }
 
-/** The image's command (ENTRYPOINT node --enable-source-maps ... dist/src/main.js, CMD mode). */
+/** The image's command (ENTRYPOINT node ... dist/src/main.js, CMD mode). */
 function startContainer(mode: "controller" | "webhooks", env: Record<string, string>): void {
-  const args = ["--enable-source-maps", ...RUNTIME_FLAGS, "dist/src/main.js", mode];
+  const args = [...RUNTIME_FLAGS, "dist/src/main.js", mode];
   const child = spawn(process.execPath, args, {
     cwd: appDir,
     stdio: ["ignore", "ignore", "pipe"],
