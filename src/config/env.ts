@@ -311,8 +311,8 @@ export function stateNamespace(env: Pick<Env, "WATCH_NAMESPACE">): string {
 }
 
 /** RunPod's job API host and the host that serves its management APIs (REST v2 and GraphQL). */
-export const RUNPOD_JOB_API_URL = "https://api.runpod.ai";
-export const RUNPOD_MANAGEMENT_URL = "https://api.runpod.io";
+const RUNPOD_JOB_API_URL = "https://api.runpod.ai";
+const RUNPOD_MANAGEMENT_URL = "https://api.runpod.io";
 
 /** GPU_PROVIDER_MANAGEMENT_URL, else RunPod's management host for RunPod's job API, else the job API's URL. */
 export function managementUrl(

@@ -17,12 +17,12 @@ export type SubscriptionStatus = z.infer<typeof SubscriptionStatus>;
 /** Subscription states in which the account's jobs are admitted. */
 export const ADMITTING_STATES: ReadonlySet<string> = new Set(["active", "trialing"]);
 
-export const BillingAccountSpec = z.object({
+const BillingAccountSpec = z.object({
   customerId: z.string().min(1).max(255).describe("The payment provider's customer id."),
 });
 
 /** GPU seconds of the current billing period, whole seconds as src/mediajob/usage.ts bills them. */
-export const BillingAccountUsage = z.object({
+const BillingAccountUsage = z.object({
   periodStart: Timestamp.describe("Start of the billing period the figures are for."),
   periodEnd: Timestamp.optional().describe("End of the billing period the figures are for."),
   usedSeconds: z.int().min(0).describe("Billable GPU seconds of the period's ended jobs, reported or not."),

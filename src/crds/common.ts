@@ -12,7 +12,6 @@ export const Workload = z
   .enum(["asr", "tts", "render"])
   .describe("The kind of GPU work: asr, tts or render.");
 export type Workload = z.infer<typeof Workload>;
-export const WORKLOADS = Workload.options;
 
 /** An RFC 3339 timestamp as the apiserver stores it. */
 export const Timestamp = z.iso.datetime({ offset: true });
@@ -120,7 +119,7 @@ export interface ResourceDefinition {
   description: string;
 }
 
-export interface CelRule {
+interface CelRule {
   rule: string;
   message: string;
   fieldPath?: string;

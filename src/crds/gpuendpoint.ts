@@ -9,7 +9,7 @@ import {
   type ResourceDefinition,
 } from "./common.js";
 
-export const EndpointCreation = z.object({
+const EndpointCreation = z.object({
   templateId: z
     .string()
     .min(1)

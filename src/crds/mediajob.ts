@@ -14,7 +14,7 @@ export const JobPhase = z.enum(["Pending", "Processing", "Completed", "Failed", 
 export type JobPhase = z.infer<typeof JobPhase>;
 
 /** Characters that survive a URL path segment and the provider's id field unchanged. */
-export const JobId = z
+const JobId = z
   .string()
   .min(1)
   .max(128)
@@ -70,8 +70,8 @@ const JobSettings = {
     ),
 };
 
-export const PipelineStep = z.object(JobSettings);
-export type PipelineStep = z.infer<typeof PipelineStep>;
+const PipelineStep = z.object(JobSettings);
+type PipelineStep = z.infer<typeof PipelineStep>;
 
 export const MediaJobSpec = z.object({
   ...JobSettings,
@@ -98,7 +98,7 @@ export type MediaJobSpec = z.infer<typeof MediaJobSpec>;
  * The write-ahead record of one submission: written (guarded by resourceVersion) before the
  * provider is called, so a submission can never happen without a trace in the object.
  */
-export const SubmissionIntent = z.object({
+const SubmissionIntent = z.object({
   attempt: z.int().min(1).describe("The attempt this submission is (status.attempts when it was made)."),
   id: z
     .string()
@@ -114,7 +114,7 @@ export const SubmissionIntent = z.object({
         "its confirmation deadline.",
     ),
 });
-export type SubmissionIntent = z.infer<typeof SubmissionIntent>;
+type SubmissionIntent = z.infer<typeof SubmissionIntent>;
 
 export const MediaJobStatus = z.object({
   phase: JobPhase.optional().describe(
@@ -221,7 +221,7 @@ export type MediaJob = z.infer<typeof MediaJob>;
  * Everything else decides what runs, so it is frozen once the job was sent: a finished job shows
  * what ran, and a running one cannot drift from it.
  */
-export const MUTABLE_SPEC_FIELDS = ["suspend", "activeDeadlineSeconds", "ttlSecondsAfterFinished"] as const;
+const MUTABLE_SPEC_FIELDS = ["suspend", "activeDeadlineSeconds", "ttlSecondsAfterFinished"] as const;
 
 /** CEL: the job was never submitted (Pending with no attempt), so its spec is still a draft. */
 const NOT_SUBMITTED =

@@ -1,6 +1,6 @@
 // zod -> apiextensions.k8s.io/v1 structural OpenAPI schema, and the CRD objects built from it.
 import { z } from "zod";
-import { API_VERSION, CATEGORY, GROUP, VERSION, type ResourceDefinition } from "./common.js";
+import { CATEGORY, GROUP, VERSION, type ResourceDefinition } from "./common.js";
 
 type Json = Record<string, unknown>;
 
@@ -10,7 +10,7 @@ type Json = Record<string, unknown>;
  * the ECMAScript regexes zod adds to formatted strings (the apiserver uses RE2 and checks the format
  * itself), and the safe-integer bounds zod adds to every int.
  */
-export function toStructural(schema: unknown): unknown {
+function toStructural(schema: unknown): unknown {
   if (Array.isArray(schema)) return schema.map(toStructural);
   if (schema === null || typeof schema !== "object") return schema;
   const input = schema as Json;
@@ -34,7 +34,7 @@ export function toStructural(schema: unknown): unknown {
   return out;
 }
 
-export function openApiSchema(zodSchema: z.ZodType): Json {
+function openApiSchema(zodSchema: z.ZodType): Json {
   return toStructural(z.toJSONSchema(zodSchema, { target: "openapi-3.0", io: "input" })) as Json;
 }
 
@@ -84,5 +84,3 @@ export function customResourceDefinition(def: ResourceDefinition): Json {
     },
   };
 }
-
-export { API_VERSION };

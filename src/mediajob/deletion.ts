@@ -6,11 +6,11 @@ import { FINALIZER, SKIP_CANCEL_ANNOTATION } from "./job.js";
 import { deletedStepPipelineCondition, pipelineFirstOf } from "./pipeline.js";
 
 /** How long a deletion waits for an unconfirmed submission's provider id, to cancel it. */
-export const CANCEL_WAIT_FOR_ID_MS = 60_000;
+const CANCEL_WAIT_FOR_ID_MS = 60_000;
 /** How long a deletion keeps trying to cancel at a provider that fails, before letting go. */
-export const CANCEL_GIVE_UP_MS = 5 * 60_000;
+const CANCEL_GIVE_UP_MS = 5 * 60_000;
 
-export type DeletionStep =
+type DeletionStep =
   | { type: "event"; event: PlannedEvent }
   /** Cancel at the provider; on failure, giveUp says whether the deletion goes on without it. */
   | { type: "cancel"; endpointId: string; providerJobId: string; giveUp: boolean }

@@ -57,7 +57,7 @@ export function fairShareState(
 }
 
 /** Within an account: high before normal before low, then oldest first, then by id. */
-export function compareWithinAccount(a: WaitingJob, b: WaitingJob): number {
+function compareWithinAccount(a: WaitingJob, b: WaitingJob): number {
   return (
     RANK[a.priority ?? "normal"] - RANK[b.priority ?? "normal"] ||
     a.createdAt - b.createdAt ||

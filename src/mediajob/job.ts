@@ -6,7 +6,7 @@ export const FINALIZER = "media-orchestrator.io/cancel-at-provider";
 /** Set to "true" on a MediaJob to delete it without cancelling its job at the provider. */
 export const SKIP_CANCEL_ANNOTATION = "media-orchestrator.io/skip-provider-cancel";
 
-export const TERMINAL_PHASES: ReadonlySet<JobPhase> = new Set(["Completed", "Failed", "Cancelled"]);
+const TERMINAL_PHASES: ReadonlySet<JobPhase> = new Set(["Completed", "Failed", "Cancelled"]);
 export const isTerminal = (phase: JobPhase | undefined): boolean =>
   phase !== undefined && TERMINAL_PHASES.has(phase);
 

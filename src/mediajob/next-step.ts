@@ -6,7 +6,7 @@ import { nextStepObject } from "./pipeline.js";
 import { terminal, type Plan } from "./plan.js";
 
 /** The reason (condition, Event) of a next step whose name another object has taken. */
-export const NEXT_STEP_NAME_TAKEN = "NextStepNameTaken";
+const NEXT_STEP_NAME_TAKEN = "NextStepNameTaken";
 
 export function planCompleted(job: MediaJob, status: MediaJobStatus): Plan {
   const done: Plan = { status, events: [], actions: [] };

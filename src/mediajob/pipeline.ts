@@ -10,12 +10,12 @@ export const PIPELINE_LABEL = "media-orchestrator.io/pipeline";
 export const STEP_LABEL = "media-orchestrator.io/step";
 
 /** The pipeline's own name (its first job's), kept whole on every step. */
-export const PIPELINE_ANNOTATION = "media-orchestrator.io/pipeline-name";
+const PIPELINE_ANNOTATION = "media-orchestrator.io/pipeline-name";
 /** The first job's uid on every later step: the step reports its end to that job, not a namesake. */
-export const PIPELINE_UID_ANNOTATION = "media-orchestrator.io/pipeline-uid";
+const PIPELINE_UID_ANNOTATION = "media-orchestrator.io/pipeline-uid";
 
 /** The condition on a pipeline's first job that speaks for the whole pipeline. */
-export const PIPELINE_SUCCEEDED = "PipelineSucceeded";
+const PIPELINE_SUCCEEDED = "PipelineSucceeded";
 
 /** A pipeline's first job (or a job on its own): no step label. */
 export const isFirstStep = (job: MediaJob): boolean => job.metadata.labels?.[STEP_LABEL] === undefined;
@@ -135,14 +135,14 @@ const shortHash = (text: string): string => createHash("sha256").update(text).di
  * length (the prefix is cut back to end in a letter or digit, as names and label values must)
  * and unique per input, so two long names that share a prefix never collide.
  */
-export function fitName(text: string, max: number): string {
+function fitName(text: string, max: number): string {
   if (text.length <= max) return text;
   const prefix = text.slice(0, max - 11).replace(/[^A-Za-z0-9]+$/, "");
   return prefix ? `${prefix}-${shortHash(text)}` : shortHash(text);
 }
 
 /** The pipeline a job belongs to: the first job's name (older steps carry only the label). */
-export function pipelineOf(job: MediaJob): string {
+function pipelineOf(job: MediaJob): string {
   return (
     job.metadata.annotations?.[PIPELINE_ANNOTATION] ??
     job.metadata.labels?.[PIPELINE_LABEL] ??
@@ -151,7 +151,7 @@ export function pipelineOf(job: MediaJob): string {
 }
 
 /** A label value (at most 63 characters, starting and ending alphanumeric) that names the pipeline. */
-export function pipelineLabel(pipeline: string): string {
+function pipelineLabel(pipeline: string): string {
   const value = fitName(pipeline, 63);
   return /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(value) ? value : `p-${shortHash(pipeline)}`;
 }

@@ -23,8 +23,6 @@ import { msUntilExpiry } from "./ttl.js";
 import type { UnconfirmedSubmissionPolicy } from "./unconfirmed.js";
 import type { SubmissionPlan } from "./write-ahead.js";
 
-export type { PlannedEvent } from "./conditions.js";
-
 /** The controller's settings a plan reads. */
 export interface PlanSettings {
   defaultTimeoutSeconds: number;

@@ -5,10 +5,10 @@ import { z } from "zod";
 
 // RunPod's per-request policy.executionTimeout: 5 s to 7 days
 // (https://docs.runpod.io/serverless/endpoints/send-requests#execution-policies).
-export const EXECUTION_TIMEOUT_MIN_MS = 5_000;
-export const EXECUTION_TIMEOUT_MAX_MS = 7 * 24 * 3_600_000;
+const EXECUTION_TIMEOUT_MIN_MS = 5_000;
+const EXECUTION_TIMEOUT_MAX_MS = 7 * 24 * 3_600_000;
 
-export const PlanSchema = z.strictObject({
+const PlanSchema = z.strictObject({
   /** GPU seconds the account may use per billing period. */
   gpuSecondsPerPeriod: z.int().min(0).max(Number.MAX_SAFE_INTEGER),
   /** Jobs of the account that may run at once; absent: no cap. */
@@ -59,7 +59,7 @@ export type AdmissionVerdict =
   | { admitted: true; executionTimeoutMs?: number }
   | { admitted: false; reason: AdmissionReason; message: string };
 
-export type AdmissionReason =
+type AdmissionReason =
   "NoPlan" | "UsageLimitReached" | "ConcurrencyLimitReached" | "ExecutionTimeoutAbovePlan";
 
 /**

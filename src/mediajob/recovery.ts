@@ -60,7 +60,7 @@ export function resetPatch(
  * media reset`): Pending, replay true, the failure cleared. Its `test` ops make it apply only to
  * that job (its job id) still Failed for that very submission. Undefined for any other job.
  */
-export function resetUnconfirmedPatch(
+function resetUnconfirmedPatch(
   status: MediaJobStatus | undefined,
   now: string,
 ): Array<{ op: "test" | "replace" | "add" | "remove"; path: string; value?: unknown }> | undefined {
@@ -100,18 +100,12 @@ export function msUntilStuck(job: MediaJob, nowMs: number, defaultTimeoutSeconds
 }
 
 /** What an operator's reset may reset: a Processing job, or (when asked) one Failed unconfirmed. */
-export function resettable(
-  status: MediaJobStatus | undefined,
-  opts: { failedUnconfirmed?: boolean },
-): boolean {
+function resettable(status: MediaJobStatus | undefined, opts: { failedUnconfirmed?: boolean }): boolean {
   return status?.phase === "Processing" || (opts.failedUnconfirmed === true && failedUnconfirmed(status));
 }
 
 /** Why a job may not be reset. */
-export function resetRefusal(
-  status: MediaJobStatus | undefined,
-  opts: { failedUnconfirmed?: boolean },
-): string {
+function resetRefusal(status: MediaJobStatus | undefined, opts: { failedUnconfirmed?: boolean }): string {
   return (
     `it is ${status?.phase ?? "without a phase"}, not Processing` +
     (opts.failedUnconfirmed && status?.phase === "Failed" ? " or Failed with SubmissionUnconfirmed" : "")

@@ -5,8 +5,7 @@ import { z } from "zod";
 import type { ProviderJobStatus } from "../provider/schemas.js";
 
 /** Which of the provider's reported times are billed. */
-export const BILLED_TIME = ["execution", "executionAndDelay"] as const;
-export type BilledTime = (typeof BILLED_TIME)[number];
+const BILLED_TIME = ["execution", "executionAndDelay"] as const;
 
 export const BillingRuleSchema = z.strictObject({
   /**
@@ -93,8 +92,8 @@ export function meterIdentifier(job: { uid: string; attempt: number }): string {
 // Stripe accepts an event timestamp "within the past 35 calendar days or up to 5 minutes in the
 // future" and deduplicates an identifier over "a rolling period of at least 24 hours"
 // (https://docs.stripe.com/api/billing/meter-event/create).
-export const METER_TIMESTAMP_MAX_AGE_S = 35 * 24 * 3600;
-export const METER_DEDUP_WINDOW_S = 24 * 3600;
+const METER_TIMESTAMP_MAX_AGE_S = 35 * 24 * 3600;
+const METER_DEDUP_WINDOW_S = 24 * 3600;
 
 export type MeterSendVerdict =
   /** Send as is: a repeat of this identifier within the window is dropped by the provider. */

@@ -14,7 +14,7 @@
 // rebuilds it (initialWindow) after a restart or leader change.
 
 /** RunPod's autoscalers (https://docs.runpod.io/serverless/endpoints/endpoint-configurations). */
-export type Scaler =
+type Scaler =
   | { type: "QUEUE_DELAY"; /** seconds a job may wait before a worker is added */ seconds: number }
   | { type: "REQUEST_COUNT"; /** jobs (queued plus in progress) per worker */ perWorker: number };
 

@@ -19,7 +19,7 @@ import {
 } from "./submission.js";
 
 /** RunPod's default job TTL (queue plus run), sent explicitly so the contract is visible. */
-export const PROVIDER_JOB_TTL_MS = 24 * 3600 * 1000;
+const PROVIDER_JOB_TTL_MS = 24 * 3600 * 1000;
 
 /** Everything the write-ahead sequence sends and writes, decided before any of it happens. */
 export interface SubmissionPlan {

@@ -43,8 +43,6 @@ import type { WebhookMetrics } from "./metrics.js";
 import type { TokenBuckets, VerifyThenLimit } from "./ratelimit.js";
 import { refuse, send, type Answer } from "./replies.js";
 
-export { CALLBACK_PATH };
-
 export interface CallbackRouteDeps {
   api: KubeApi;
   /** CALLBACK_SECRET; without one every callback is refused (an empty HMAC key is guessable). */
@@ -80,7 +78,7 @@ export interface CallbackRouteDeps {
 export const CALLBACK_BODY_LIMIT = 24 * 1024 * 1024;
 
 /** What RunPod waits between two attempts of a callback: the Retry-After of a busy job. */
-export const CALLBACK_RETRY_AFTER_SECONDS = 10;
+const CALLBACK_RETRY_AFTER_SECONDS = 10;
 
 /** The submission a callback URL was made for, as the domain's checks take it. */
 const submissionOf = (t: CallbackTarget): SubmissionRef => ({
@@ -131,7 +129,7 @@ class RecordedProviderJobs {
  * A finished submission never becomes unfinished (a reset or a retry makes a new submission id),
  * so remembering it is always right; the bound only decides how many duplicates skip the read.
  */
-export class FinishedSubmissions {
+class FinishedSubmissions {
   readonly #keys = new Set<string>();
 
   constructor(private readonly max = 10_000) {}

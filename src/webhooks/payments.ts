@@ -29,9 +29,9 @@ import type { InFlight, VerifyThenLimit } from "./ratelimit.js";
 import { refuse, send, type Answer } from "./replies.js";
 import { precheckStripeHeader, verifyStripeSignature, type SignatureFailure } from "./signature.js";
 
-export const PAYMENT_PATH = "/webhooks/payment_provider";
+const PAYMENT_PATH = "/webhooks/payment_provider";
 
-export const SUBSCRIPTION_EVENT_TYPES: ReadonlySet<string> = new Set([
+const SUBSCRIPTION_EVENT_TYPES: ReadonlySet<string> = new Set([
   "customer.subscription.created",
   "customer.subscription.updated",
   "customer.subscription.deleted",
@@ -316,7 +316,7 @@ export class PaymentEvents {
  * The payment route's body limit. Stripe's events are a few KiB (an event carries one API object);
  * 256 KiB is generous for them, and bounds what an unverified sender can make us buffer.
  */
-export const PAYMENT_BODY_LIMIT = 256 * 1024;
+const PAYMENT_BODY_LIMIT = 256 * 1024;
 
 export interface PaymentRouteDeps {
   events: PaymentEvents;

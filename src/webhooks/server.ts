@@ -55,10 +55,10 @@ export interface WebhookServerOptions {
 }
 
 /** Routes without a limit of their own (none take a body today). */
-export const DEFAULT_BODY_LIMIT = 1024 * 1024;
+const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
 /** What bounds the connections and the requests whose sender is not verified yet. */
-export interface ConnectionSettings {
+interface ConnectionSettings {
   maxConnections: number;
   maxConnectionsPerSource: number;
   headersTimeoutMs: number;
@@ -67,7 +67,7 @@ export interface ConnectionSettings {
   unverifiedInFlight: number;
 }
 
-export function connectionSettings(env: Env): ConnectionSettings {
+function connectionSettings(env: Env): ConnectionSettings {
   return {
     maxConnections: env.WEBHOOKS_MAX_CONNECTIONS,
     maxConnectionsPerSource: env.WEBHOOKS_MAX_CONNECTIONS_PER_SOURCE,
@@ -85,7 +85,7 @@ export function webhookNamespace(env: Env): string {
 }
 
 /** The server with every route registered, not listening. */
-export async function buildWebhookServer(opts: WebhookServerOptions): Promise<FastifyInstance> {
+async function buildWebhookServer(opts: WebhookServerOptions): Promise<FastifyInstance> {
   const log = webhookLogger(opts.log);
   const now = opts.now ?? (() => new Date());
   const namespace = opts.namespace ?? webhookNamespace(opts.env);

@@ -40,7 +40,7 @@ import type { ReconcileResult } from "../workqueue.js";
 import { submit } from "./submit.js";
 import { JobWrites, jobKey, type JobApi } from "./writes.js";
 
-export interface MediaJobSettings extends PlanSettings {
+interface MediaJobSettings extends PlanSettings {
   callbackBaseUrl: string;
   callbackSecret: string;
 }
