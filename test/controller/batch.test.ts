@@ -258,7 +258,12 @@ describe("spec.ttlSecondsAfterFinished", () => {
         then: [{ workload: "tts", endpointRef: "tts-later" }],
       }) as never,
     );
-    const first = await waitForPhase(api, ns, "brief", "Completed");
+    await waitForPhase(api, ns, "brief", "Completed");
+    // The next step is created by the pass after the one that saw the first job complete.
+    const first = await eventually(async () => {
+      const j = await getJob("brief");
+      return j?.status?.nextJob ? j : undefined;
+    });
     expect(first.status?.nextJob).toBe("brief-1-tts");
     const waited = kubectl("wait", "--for=condition=PipelineSucceeded", "mj/brief", "--timeout=45s");
     await new Promise((r) => setTimeout(r, 2_500));
