@@ -141,9 +141,12 @@ export const EnvSchema = z.object({
   WEBHOOKS_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(512),
   /**
    * Open connections from one peer address (IPv6: one /64); the trusted proxies are not counted,
-   * every sender behind them shares their addresses.
+   * every sender behind them shares their addresses. Half of WEBHOOKS_MAX_CONNECTIONS: a provider
+   * that delivers a burst of callbacks from one address, each on its own connection, still gets
+   * in, while one address cannot take every connection (what an unverified sender can hold is
+   * bounded by the headers and request timeouts and the unverified in-flight caps).
    */
-  WEBHOOKS_MAX_CONNECTIONS_PER_SOURCE: z.coerce.number().int().min(1).default(32),
+  WEBHOOKS_MAX_CONNECTIONS_PER_SOURCE: z.coerce.number().int().min(1).default(256),
   /** A request's headers must have arrived this long after its first byte (else 408, closed). */
   WEBHOOKS_HEADERS_TIMEOUT_SECONDS: seconds(10),
   /** A whole request, headers and body, must have arrived this long after its first byte (else 408). */
