@@ -14,7 +14,6 @@ import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync }
 import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect, type PeerCertificate } from "node:tls";
 import autocannon from "autocannon";
 import { Pool } from "undici";
 import { parse as parseYaml } from "yaml";
@@ -26,6 +25,7 @@ import { startSimulator } from "../tools/simulator/server.js";
 import { signStripePayload } from "../src/webhooks/signature.js";
 import { freePort } from "../scripts/devstack-lib.js";
 import { REPO_ROOT } from "../test/support/controlplane.js";
+import { servingCa } from "../test/support/serving-ca.js";
 import { finishedJobStatus } from "./jobs.js";
 import {
   cpuSeconds,
@@ -191,24 +191,6 @@ process.stdout.write(JSON.stringify({ rss: process.memoryUsage().rss / 2 ** 20, 
       return { package: pkg, rssMiB: round(m.rss - base.rss), ms: Math.round(m.ms) };
     }),
   ];
-}
-
-/** The apiserver's CA: the root of the chain it serves, as PEM. */
-async function servingCa(server: URL): Promise<string> {
-  const chain = await new Promise<PeerCertificate>((resolve, reject) => {
-    const socket = connect(
-      { host: server.hostname, port: Number(server.port), rejectUnauthorized: false },
-      () => {
-        resolve(socket.getPeerCertificate(true));
-        socket.end();
-      },
-    );
-    socket.once("error", reject);
-  });
-  let cert = chain as PeerCertificate & { issuerCertificate?: PeerCertificate };
-  while (cert.issuerCertificate && cert.issuerCertificate !== cert)
-    cert = cert.issuerCertificate as typeof cert;
-  return `-----BEGIN CERTIFICATE-----\n${cert.raw.toString("base64").replace(/(.{64})/g, "$1\n")}\n-----END CERTIFICATE-----\n`;
 }
 
 /**

@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect, rootCertificates, type PeerCertificate } from "node:tls";
+import { rootCertificates } from "node:tls";
 import { Agent, request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GROUP, VERSION } from "../../src/crds/common.js";
@@ -17,6 +17,7 @@ import { kubeError } from "../../src/k8s/errors.js";
 import { InClusterConfig, inClusterConfig } from "../../src/k8s/in-cluster.js";
 import { REPO_ROOT } from "../support/controlplane.js";
 import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import { servingCa } from "../support/serving-ca.js";
 
 const kc = testKubeConfig();
 const admin = new KubeApi(kc);
@@ -25,25 +26,6 @@ const SA = "media-orchestrator";
 let ns = "";
 let dir = "";
 let token = "";
-
-/** The apiserver's CA: the root of the chain it serves, as PEM. */
-async function servingCa(): Promise<string> {
-  const chain = await new Promise<PeerCertificate>((resolve, reject) => {
-    const socket = connect(
-      { host: server.hostname, port: Number(server.port), rejectUnauthorized: false },
-      () => {
-        resolve(socket.getPeerCertificate(true));
-        socket.end();
-      },
-    );
-    socket.once("error", reject);
-  });
-  let cert = chain as PeerCertificate & { issuerCertificate?: PeerCertificate };
-  while (cert.issuerCertificate && cert.issuerCertificate !== cert)
-    cert = cert.issuerCertificate as typeof cert;
-  const base64 = cert.raw.toString("base64").replace(/(.{64})/g, "$1\n");
-  return `-----BEGIN CERTIFICATE-----\n${base64}\n-----END CERTIFICATE-----\n`;
-}
 
 /** The ServiceAccount, (re)created: a new one has a new uid, so the old one's tokens stop working. */
 async function recreateServiceAccount(): Promise<void> {
@@ -117,7 +99,7 @@ beforeAll(async () => {
   await recreateServiceAccount();
   token = await requestToken();
   write("token", `${token}\n`);
-  write("ca.crt", await servingCa());
+  write("ca.crt", await servingCa(server));
   write("namespace", ns);
 });
 afterAll(() => {
@@ -169,7 +151,7 @@ describe("in-cluster configuration", () => {
 
   it("rebuilds its connections when the CA file is rotated", async () => {
     const api = new KubeApi(inClusterConfig(env(), dir)!, { credentialsTtlMs: 500 });
-    const rightCa = await servingCa();
+    const rightCa = await servingCa(server);
     expect(await listJobs(api)).toBe(0);
     // A CA that did not sign the apiserver's certificate: once read, no connection may trust it,
     // including the pooled one that was opened under the old CA.
