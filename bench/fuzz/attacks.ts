@@ -278,6 +278,19 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
     },
   );
 
+  // Genuine deliveries while the attacker's sockets are held and after they were let go, and
+  // what became of each attacking socket.
+  const whileHeld = async (s: Sidecar, sockets: Array<Promise<{ status: number; heldMs: number }>>) => {
+    await sleep(1000);
+    const during = await genuine(s, "during");
+    const answers = await Promise.all(sockets);
+    return {
+      attacker: answers.map((a) => a.status),
+      heldMs: answers.map((a) => a.heldMs),
+      genuine: [...during, ...(await genuine(s, "after"))],
+    };
+  };
+
   const slowBodies = (signedHeader: boolean, bytes: number) => async (s: Sidecar) => {
     const head = (extra: string) =>
       `POST ${PAY} HTTP/1.1\r\nhost: sidecar\r\ncontent-type: application/json\r\ncontent-length: ${bytes}\r\n${extra}\r\n`;
@@ -300,14 +313,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
         250,
       );
     });
-    await sleep(1000);
-    const during = await genuine(s, "during");
-    const answers = await Promise.all(sockets);
-    return {
-      attacker: answers.map((a) => a.status),
-      heldMs: answers.map((a) => a.heldMs),
-      genuine: [...during, ...(await genuine(s, "after"))],
-    };
+    return whileHeld(s, sockets);
   };
   await attack(
     "slow-unsigned-bodies",
@@ -334,14 +340,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
           1000,
         ),
       );
-      await sleep(1000);
-      const during = await genuine(s, "during");
-      const answers = await Promise.all(sockets);
-      return {
-        attacker: answers.map((a) => a.status),
-        heldMs: answers.map((a) => a.heldMs),
-        genuine: [...during, ...(await genuine(s, "after"))],
-      };
+      return whileHeld(s, sockets);
     },
   );
 
