@@ -2,7 +2,7 @@
 // each finding printed with the runbook's fix. Uses the controller's own diagnosis functions, so
 // doctor and the GpuEndpoint conditions say the same thing about the same facts.
 import { randomBytes } from "node:crypto";
-import { request } from "undici";
+import { dump, send } from "../http/client.js";
 import { GROUP, VERSION } from "../crds/common.js";
 import type { GpuEndpoint, GpuEndpointSpec } from "../crds/gpuendpoint.js";
 import type { MediaJob } from "../crds/mediajob.js";
@@ -391,13 +391,13 @@ async function call(
   headers?: Record<string, string>,
 ): Promise<{ status?: number; error?: string }> {
   try {
-    const res = await request(url, {
+    const res = await send(url, {
       method,
       ...(headers ? { headers } : {}),
       ...(body !== undefined ? { body } : {}),
       signal: AbortSignal.timeout(Math.min(timeoutMs, 10_000)),
     });
-    await res.body.dump();
+    await dump(res.body);
     return { status: res.statusCode };
   } catch (err) {
     const code = (err as { code?: unknown }).code;

@@ -1,6 +1,6 @@
 // redeliver <delivery-id>: the payment provider's redeliver call (the runbook's "Replay a payment
 // webhook", step 1), with PAYMENT_PROVIDER_API_KEY as the bearer credential.
-import { request } from "undici";
+import { send, text as readText } from "../http/client.js";
 import type { CliContext } from "./context.js";
 import { CliError, EXIT_OK } from "./errors.js";
 
@@ -26,13 +26,13 @@ export async function run(ctx: CliContext): Promise<number> {
   let status: number;
   let text: string;
   try {
-    const res = await request(url, {
+    const res = await send(url, {
       method: "POST",
       headers: { authorization: `Bearer ${env.PAYMENT_PROVIDER_API_KEY}`, accept: "application/json" },
       signal: AbortSignal.timeout(ctx.inv.requestTimeoutMs),
     });
     status = res.statusCode;
-    text = await res.body.text();
+    text = await readText(res.body);
   } catch (err) {
     throw new CliError(
       `could not reach the payment provider at ${env.PAYMENT_PROVIDER_API_URL}: ${err instanceof Error ? err.message : String(err)}`,

@@ -1,4 +1,4 @@
-// A small typed door to the project's custom resources: JSON over undici (./http.ts). Status is
+// A small typed door to the project's custom resources: JSON over HTTP/1.1 (./http.ts). Status is
 // written with PUT on the status subresource carrying the resourceVersion we read: the apiserver
 // answers 409 when someone else wrote in between (optimistic concurrency), and the status becomes
 // exactly what we computed (no merge surprises). Every call has a deadline: the client's, or the

@@ -1,8 +1,9 @@
-// JSON over undici to the apiserver: the path every reconcile, status write and watch takes.
+// JSON over HTTP/1.1 to the apiserver: the path every reconcile, status write and watch takes.
 // @kubernetes/client-node 2.x sends each request through its own copy of undici's fetch (WHATWG
 // streams, a Response object, its model serializer): measured with `make bench
 // BENCH_ARGS="--throughput --profile"`, that path was most of the controller's CPU per job. Here a
-// request is one undici `request()` on a pooled HTTP/1.1 connection, and its body one JSON.parse.
+// request is one node:https request on a pooled keep-alive connection (src/http/client.ts), and its
+// body one JSON.parse.
 //
 // TLS material and credentials come from the configuration (./cluster-config.ts): the in-cluster
 // service account's files, or client-node's KubeConfig (certificates, tokens, token files, exec
@@ -10,9 +11,16 @@
 // after a 401, so rotated certificates and tokens are picked up; the pool is rebuilt (the old one
 // closed once idle) when the TLS material changes. Clusters reached through a proxy keep
 // client-node's own path (src/k8s/typed.ts).
+import type { Agent } from "node:http";
 import type { RequestOptions } from "node:https";
-import { StringDecoder } from "node:string_decoder";
-import { Agent, type Dispatcher } from "undici";
+import {
+  dump,
+  keepAlivePools,
+  send,
+  text as readText,
+  type HttpAnswer,
+  type HttpMethod,
+} from "../http/client.js";
 import { tlsMaterial, type ClusterConfig } from "./cluster-config.js";
 import { KubeTimeoutError, type CallOptions } from "./deadline.js";
 
@@ -42,7 +50,7 @@ class KubeHttpError extends Error {
 interface Credentials {
   at: number;
   headers: Record<string, string>;
-  dispatcher: Agent;
+  pool: Agent;
   material: string;
 }
 
@@ -99,40 +107,36 @@ export class KubeHttp {
       headers.Authorization = `Basic ${Buffer.from(`${user.username}:${user.password ?? ""}`).toString("base64")}`;
     const material = tlsMaterial(this.kc.getCurrentCluster(), opts);
     const prev = this.current;
-    let dispatcher: Agent;
-    if (prev && prev.material === material) dispatcher = prev.dispatcher;
+    let pool: Agent;
+    if (prev && prev.material === material) pool = prev.pool;
     else {
-      dispatcher = new Agent({
-        allowH2: false,
-        keepAliveTimeout: 30_000,
-        connect: {
-          ...(opts.ca !== undefined && { ca: opts.ca }),
-          ...(opts.cert !== undefined && { cert: opts.cert }),
-          ...(opts.key !== undefined && { key: opts.key }),
-          ...(opts.pfx !== undefined && { pfx: opts.pfx }),
-          ...(opts.passphrase !== undefined && { passphrase: opts.passphrase }),
-          ...(opts.servername !== undefined && { servername: opts.servername }),
-          ...(opts.rejectUnauthorized !== undefined && { rejectUnauthorized: opts.rejectUnauthorized }),
-        },
+      const pools = keepAlivePools({
+        ...(opts.ca !== undefined && { ca: opts.ca }),
+        ...(opts.cert !== undefined && { cert: opts.cert }),
+        ...(opts.key !== undefined && { key: opts.key }),
+        ...(opts.pfx !== undefined && { pfx: opts.pfx }),
+        ...(opts.passphrase !== undefined && { passphrase: opts.passphrase }),
+        ...(opts.servername !== undefined && { servername: opts.servername }),
+        ...(opts.rejectUnauthorized !== undefined && { rejectUnauthorized: opts.rejectUnauthorized }),
       });
-      // close() lets requests in flight finish first.
-      prev?.dispatcher.close().catch(() => {});
+      pool = this.origin.startsWith("https:") ? pools.https : pools.http;
+      // Connections in use finish their requests; idle ones close now, the rest once they are done.
+      if (prev) closeWhenIdle(prev.pool);
     }
-    this.current = { at: Date.now(), headers, dispatcher, material };
+    this.current = { at: Date.now(), headers, pool, material };
     return this.current;
   }
 
   private async send(
-    method: Dispatcher.HttpMethod,
+    method: HttpMethod,
     path: string,
     body: string | undefined,
     contentType: string | undefined,
     signal: AbortSignal,
-  ): Promise<Dispatcher.ResponseData> {
+  ): Promise<HttpAnswer> {
     const attempt = (credentials: Credentials) =>
-      credentials.dispatcher.request({
-        origin: this.origin,
-        path: this.basePath + path,
+      send(this.origin + this.basePath + path, {
+        agent: credentials.pool,
         method,
         headers: {
           ...credentials.headers,
@@ -148,7 +152,7 @@ export class KubeHttp {
     // A 401 is decided before the request is handled, so trying again cannot apply it twice;
     // once, and only with credentials that changed (a token rotated since they were read).
     if (res.statusCode !== 401 || !(await this.reauthenticate(credentials))) return res;
-    await res.body.dump();
+    await dump(res.body);
     return attempt(await this.auth());
   }
 
@@ -161,7 +165,7 @@ export class KubeHttp {
     opts: CallOptions = {},
   ): Promise<T> {
     const timeoutMs = opts.timeoutMs ?? this.defaultTimeoutMs;
-    const verb = method.toUpperCase() as Dispatcher.HttpMethod;
+    const verb = method.toUpperCase() as HttpMethod;
     const where = path.split("?")[0]!;
     // The deadline is a timer cleared when the call ends: AbortSignal.timeout() would leave one
     // timer per call to fire (and build a DOMException) long after its answer, measured at a few
@@ -191,13 +195,13 @@ export class KubeHttp {
         body === undefined ? undefined : contentType,
         signal,
       );
-      const text = await res.body.text();
+      const text = await readText(res.body);
       if (res.statusCode >= 200 && res.statusCode < 300) return (text ? JSON.parse(text) : undefined) as T;
       throw new KubeHttpError(res.statusCode, text, verb, where);
     };
     try {
-      // undici leaves a request that waits for a connection to its own connect timeout: the
-      // deadline and the caller's signal end the call themselves.
+      // A request that waits for a connection (the pool is busy, the apiserver does not accept)
+      // has no deadline of its own: the deadline and the caller's signal end the call themselves.
       return await Promise.race([exchange(), cut]);
     } finally {
       clearTimeout(timer);
@@ -221,7 +225,7 @@ export class KubeHttp {
     for (const [k, v] of Object.entries(query)) if (v !== "") params.set(k, String(v));
     const res = await this.send("GET", `${path}?${params.toString()}`, undefined, undefined, signal);
     if (res.statusCode !== 200) {
-      const text = await res.body.text().catch(() => "");
+      const text = await readText(res.body).catch(() => "");
       throw new KubeHttpError(res.statusCode, text, "GET", path);
     }
     let ended = false;
@@ -231,12 +235,11 @@ export class KubeHttp {
       done(signal.aborted ? undefined : err);
     };
     let pending = "";
-    // undici's body ignores setEncoding: decode here, so a character split across chunks survives.
-    const decoder = new StringDecoder("utf8");
-    res.body.on("data", (bytes: Buffer) => {
+    // Decoded as a stream, so a character split across chunks survives.
+    res.body.setEncoding("utf8");
+    res.body.on("data", (chunk: string) => {
       // One event per line; a chunk may end inside one. Lines are cut by position, so a chunk
       // with many events costs one pass over it, not one copy of the rest per event.
-      const chunk = decoder.write(bytes);
       const text = pending === "" ? chunk : pending + chunk;
       let from = 0;
       for (let nl = text.indexOf("\n"); nl >= 0 && !ended; nl = text.indexOf("\n", from)) {
@@ -260,7 +263,19 @@ export class KubeHttp {
     res.body.on("close", () => end());
   }
 
-  async close(): Promise<void> {
-    await this.current?.dispatcher.close();
+  /** Closes the pool's connections, each once its request is done. */
+  close(): Promise<void> {
+    if (this.current) closeWhenIdle(this.current.pool);
+    return Promise.resolve();
   }
+}
+
+/**
+ * A pool being replaced: its idle connections close now, and each connection in use closes once
+ * its request is done instead of going back to the pool, so requests in flight finish first.
+ */
+function closeWhenIdle(pool: Agent): void {
+  // Node's Agent keeps a released connection only when keepSocketAlive returns true.
+  (pool as unknown as { keepSocketAlive: (socket: unknown) => boolean }).keepSocketAlive = () => false;
+  for (const sockets of Object.values(pool.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
 }

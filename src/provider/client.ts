@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import { request, type Dispatcher } from "undici";
+import { HttpRequestError, keepAlivePools, send, text as readText } from "../http/client.js";
 import type { z } from "zod";
 import { callApi, observed, type ProviderCall } from "./calls.js";
 import { ProviderError, errorFromResponse, redact } from "./errors.js";
@@ -47,7 +47,6 @@ export interface GpuProviderClientOptions {
   /** First backoff ceiling; doubles per retry up to 5000. Default 250. Tests shorten it. */
   retryBaseDelayMs?: number;
   logger?: Logger;
-  dispatcher?: Dispatcher;
   /**
    * Told of every attempt at the provider (each retry is one), for metrics: which API and
    * operation, the outcome (ok or the error code), how long it took, the HTTP status if any.
@@ -81,7 +80,7 @@ export class GpuProviderClient {
   readonly #apiKey: string;
   readonly #policy: RetryPolicy;
   readonly #log: Logger | undefined;
-  readonly #dispatcher: Dispatcher | undefined;
+  readonly #pools = keepAlivePools();
   readonly #graphqlApi: GraphQLManagement;
   readonly #restApi: RestManagement;
   /** The management API in use (GPU_PROVIDER_MANAGEMENT_API). */
@@ -101,7 +100,6 @@ export class GpuProviderClient {
       ...(opts.retryBaseDelayMs !== undefined && { baseDelayMs: opts.retryBaseDelayMs }),
     };
     this.#log = opts.logger?.child({ component: "gpu-provider-client" });
-    this.#dispatcher = opts.dispatcher;
     const transport = { baseUrl: this.#managementUrl, secret: this.#apiKey, exchange: this.#exchange };
     this.#graphqlApi = new GraphQLManagement(transport);
     this.#restApi = new RestManagement(transport);
@@ -300,7 +298,8 @@ export class GpuProviderClient {
     const onAbort = () => abort.abort();
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
-      const res = await request(url, {
+      const res = await send(url, {
+        agent: url.startsWith("https:") ? this.#pools.https : this.#pools.http,
         method,
         headers: {
           authorization: `Bearer ${this.#apiKey}`,
@@ -309,27 +308,28 @@ export class GpuProviderClient {
         },
         ...(body !== undefined && { body: JSON.stringify(body) }),
         signal: abort.signal,
-        dispatcher: this.#dispatcher,
       });
-      // Always read the body: undici keeps the socket busy until it is consumed.
-      const text = await res.body.text();
+      // Always read the body: the connection goes back to the pool only once it is consumed.
+      const text = await readText(res.body);
       return { status: res.statusCode, headers: res.headers, text };
     } catch (err) {
       const code = (err as { code?: unknown }).code;
+      // Failed before its connection was open: the provider cannot have seen it.
+      const notSent = err instanceof HttpRequestError && !err.sent;
       if (abort.signal.aborted) {
         throw new ProviderError(
           "PROVIDER_UNAVAILABLE",
           signal?.aborted
             ? `GPU provider ${op}: aborted while waiting for the answer`
             : `GPU provider ${op}: no answer within ${timeoutMs} ms`,
-          { mayHaveBeenAccepted: true },
+          { mayHaveBeenAccepted: !notSent },
         );
       }
       const reason = typeof code === "string" ? code : err instanceof Error ? err.message : String(err);
       throw new ProviderError(
         "PROVIDER_UNAVAILABLE",
         `GPU provider ${op}: network error: ${redact(reason, this.#apiKey)}`,
-        { mayHaveBeenAccepted: !(typeof code === "string" && NOT_SENT_CODES.has(code)) },
+        { mayHaveBeenAccepted: !notSent && !(typeof code === "string" && NOT_SENT_CODES.has(code)) },
       );
     } finally {
       clearTimeout(timer);
@@ -342,14 +342,7 @@ export class GpuProviderClient {
  * Network errors raised before a single byte of the request left this process: the provider cannot
  * have acted on it. Everything else (a reset, a socket closed mid-answer) may follow the work.
  */
-const NOT_SENT_CODES = new Set([
-  "ECONNREFUSED",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "ENETUNREACH",
-  "EHOSTUNREACH",
-  "UND_ERR_CONNECT_TIMEOUT",
-]);
+const NOT_SENT_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "ENETUNREACH", "EHOSTUNREACH"]);
 
 function enc(segment: string): string {
   return encodeURIComponent(segment);

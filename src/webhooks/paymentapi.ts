@@ -2,7 +2,7 @@
 // state, when two events of the same second disagree (event order alone cannot tell which is
 // newer). GET {PAYMENT_PROVIDER_API_URL}/v1/subscriptions/{id} with the secret key as a Bearer
 // token, as Stripe's API answers it: https://docs.stripe.com/api/subscriptions/retrieve
-import { request, type Dispatcher } from "undici";
+import { HttpRequestError, keepAlivePools, send, text as readText, type HttpAnswer } from "../http/client.js";
 import { z } from "zod";
 import { SubscriptionStatus } from "../crds/index.js";
 
@@ -29,26 +29,28 @@ export class PaymentApi implements SubscriptionLookup {
       baseUrl: string;
       apiKey: string;
       timeoutMs?: number;
-      dispatcher?: Dispatcher;
     },
   ) {}
 
+  readonly #pools = keepAlivePools();
+
   async currentStatus(subscriptionId: string): Promise<SubscriptionStatus> {
     const url = `${this.opts.baseUrl}/v1/subscriptions/${encodeURIComponent(subscriptionId)}`;
-    let res: Dispatcher.ResponseData;
+    let res: HttpAnswer;
+    let text: string;
     try {
-      res = await request(url, {
+      res = await send(url, {
+        agent: url.startsWith("https:") ? this.#pools.https : this.#pools.http,
         method: "GET",
         headers: { authorization: `Bearer ${this.opts.apiKey}`, accept: "application/json" },
         signal: AbortSignal.timeout(this.opts.timeoutMs ?? 5_000),
-        ...(this.opts.dispatcher && { dispatcher: this.opts.dispatcher }),
       });
+      text = await readText(res.body);
     } catch (err) {
       // Never the URL's query or the key: the error text reaches logs and the record's message.
-      const what = err instanceof Error ? err.name : "error";
+      const what = reasonOf(err);
       throw new PaymentApiError(`payment provider unreachable (${what}) retrieving a subscription`);
     }
-    const text = await res.body.text();
     if (res.statusCode !== 200)
       throw new PaymentApiError(
         `payment provider answered HTTP ${res.statusCode} retrieving a subscription`,
@@ -65,4 +67,13 @@ export class PaymentApi implements SubscriptionLookup {
       throw new PaymentApiError("payment provider answered an unusable subscription object", 200);
     return sub.data.status;
   }
+}
+
+/** A failed request's kind (a timeout, a refused connection), never its URL. */
+function reasonOf(err: unknown): string {
+  const cause =
+    err instanceof Error ? (err.cause as { name?: unknown; code?: unknown } | undefined) : undefined;
+  if (cause?.name === "TimeoutError") return "TimeoutError";
+  if (err instanceof HttpRequestError && err.code !== undefined) return err.code;
+  return err instanceof Error ? err.name : "error";
 }

@@ -1,0 +1,129 @@
+// HTTP/1.1 requests on Node's own http/https modules, for the product's three outbound clients (the
+// apiserver, the GPU provider, the payment provider). Node's client parses with the llhttp built
+// into the binary; undici carries its own llhttp compiled to WebAssembly, and importing it cost
+// each container about 10 MiB of its idle RSS (the Wasm engine's pages and undici's modules,
+// measured in docs/benchmarks.md, "Import costs"). Everything these clients need is here: pooled
+// keep-alive connections, a caller's AbortSignal, the answer's body as a stream or as text.
+import {
+  Agent as HttpAgent,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+} from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest, type AgentOptions } from "node:https";
+
+export type HttpMethod = "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
+
+/** An answer whose headers have arrived; its body is a stream that must be read or dumped. */
+export interface HttpAnswer {
+  statusCode: number;
+  headers: IncomingHttpHeaders;
+  body: IncomingMessage;
+}
+
+export interface HttpRequest {
+  method: HttpMethod;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  signal?: AbortSignal;
+  /** The pool to take a connection from (keepAlivePools); absent: one connection per request. */
+  agent?: HttpAgent;
+}
+
+/**
+ * A request failed. `sent` tells whether any of it may have reached the server: false only when it
+ * failed before its connection was open (refused, unresolvable, aborted while connecting), so the
+ * server cannot have acted on it. A caller that must not do a thing twice reads this.
+ */
+export class HttpRequestError extends Error {
+  constructor(
+    message: string,
+    readonly code: string | undefined,
+    readonly sent: boolean,
+    cause?: unknown,
+  ) {
+    super(message, { cause });
+    this.name = "HttpRequestError";
+  }
+}
+
+/** Keep-alive pools for both schemes, with the TLS options given for https. */
+export function keepAlivePools(
+  tls: AgentOptions = {},
+  idleMs = 30_000,
+): { http: HttpAgent; https: HttpsAgent } {
+  return {
+    http: new HttpAgent({ keepAlive: true, timeout: idleMs }),
+    https: new HttpsAgent({ ...tls, keepAlive: true, timeout: idleMs }),
+  };
+}
+
+/** Sends one request; resolves when the answer's headers arrive. Rejects with HttpRequestError. */
+export function send(url: string | URL, req: HttpRequest): Promise<HttpAnswer> {
+  const target = typeof url === "string" ? new URL(url) : url;
+  const secure = target.protocol === "https:";
+  if (!secure && target.protocol !== "http:")
+    return Promise.reject(new HttpRequestError(`unsupported protocol ${target.protocol}`, undefined, false));
+  return new Promise<HttpAnswer>((resolve, reject) => {
+    let connected = false;
+    const fail = (err: unknown) => {
+      const e = err as { code?: unknown; message?: unknown };
+      const code = typeof e.code === "string" ? e.code : undefined;
+      const aborted = req.signal?.aborted === true;
+      const reason = req.signal?.reason as { message?: unknown } | undefined;
+      const message = aborted ? reason?.message : e.message;
+      reject(
+        new HttpRequestError(
+          typeof message === "string" ? message : aborted ? "aborted" : (code ?? String(err)),
+          aborted ? "ABORT_ERR" : code,
+          connected,
+          aborted ? req.signal?.reason : err,
+        ),
+      );
+    };
+    if (req.signal?.aborted) {
+      fail(req.signal.reason);
+      return;
+    }
+    const options = {
+      method: req.method,
+      headers: {
+        ...req.headers,
+        ...(req.body !== undefined && { "content-length": String(Buffer.byteLength(req.body)) }),
+      },
+      ...(req.agent !== undefined && { agent: req.agent }),
+      ...(req.signal !== undefined && { signal: req.signal }),
+    };
+    const out = secure ? httpsRequest(target, options) : httpRequest(target, options);
+    out.on("socket", (socket) => {
+      // A pooled connection is already open; a new one is open once connected (TLS: once secure).
+      if (!socket.connecting) connected = true;
+      else socket.once(secure ? "secureConnect" : "connect", () => (connected = true));
+    });
+    out.on("response", (res) =>
+      resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, body: res }),
+    );
+    out.on("error", fail);
+    out.end(req.body);
+  });
+}
+
+/** The whole body as text (UTF-8). */
+export async function text(res: IncomingMessage): Promise<string> {
+  res.setEncoding("utf8");
+  let all = "";
+  for await (const chunk of res) all += chunk as string;
+  return all;
+}
+
+/** Reads and drops the body, so its connection goes back to the pool. */
+export function dump(res: IncomingMessage): Promise<void> {
+  return new Promise((resolve) => {
+    if (res.complete || res.destroyed) return resolve();
+    res
+      .on("end", resolve)
+      .on("close", resolve)
+      .on("error", () => resolve());
+    res.resume();
+  });
+}

@@ -1,0 +1,77 @@
+// The outbound HTTP client every product client uses (src/http/client.ts), against real sockets:
+// whether a failed request may have reached the server is what the GPU provider's client reads to
+// decide that a /run cannot have been accepted, so it must never say "not sent" for a request that
+// was.
+import { createServer, type Server } from "node:http";
+import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { HttpRequestError, keepAlivePools, send, text } from "../../src/http/client.js";
+
+const servers: (Server | TcpServer)[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await new Promise((r) => s.close(r));
+});
+
+async function listen<S extends Server | TcpServer>(server: S): Promise<string> {
+  servers.push(server);
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function failure(p: Promise<unknown>): Promise<HttpRequestError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(HttpRequestError);
+  return err as HttpRequestError;
+}
+
+describe("send", () => {
+  it("a refused connection was not sent", async () => {
+    const origin = await listen(createTcpServer());
+    const closed = servers.pop()!;
+    await new Promise((r) => closed.close(r));
+    const err = await failure(send(`${origin}/run`, { method: "POST", body: "{}" }));
+    expect(err).toMatchObject({ code: "ECONNREFUSED", sent: false });
+  });
+
+  it("a request aborted after its connection opened may have been sent", async () => {
+    let received = 0;
+    const origin = await listen(
+      createTcpServer((socket) => socket.on("data", (b) => (received += b.length))),
+    );
+    const err = await failure(
+      send(`${origin}/run`, { method: "POST", body: "{}", signal: AbortSignal.timeout(300) }),
+    );
+    expect(received).toBeGreaterThan(0);
+    expect(err).toMatchObject({ code: "ABORT_ERR", sent: true });
+  });
+
+  it("a connection reset mid-answer may have been sent", async () => {
+    const origin = await listen(createTcpServer((socket) => socket.once("data", () => socket.destroy())));
+    const err = await failure(send(`${origin}/run`, { method: "POST", body: "{}" }));
+    expect(err.sent).toBe(true);
+  });
+
+  it("answers with status, headers and the body as text, reusing one pooled connection", async () => {
+    const peers = new Set<number>();
+    const origin = await listen(
+      createServer((req, res) => {
+        peers.add(req.socket.remotePort!);
+        let body = "";
+        req.setEncoding("utf8").on("data", (c: string) => (body += c));
+        req.on("end", () => res.writeHead(201, { "retry-after": "3" }).end(`é${body}`));
+      }),
+    );
+    const pools = keepAlivePools();
+    for (const n of [1, 2, 3]) {
+      const res = await send(`${origin}/x`, { method: "POST", body: `n${n}`, agent: pools.http });
+      expect(res.statusCode).toBe(201);
+      expect(res.headers["retry-after"]).toBe("3");
+      expect(await text(res.body)).toBe(`én${n}`);
+    }
+    expect(peers.size).toBe(1);
+    pools.http.destroy();
+  });
+});
