@@ -53,8 +53,5 @@ ENV MALLOC_TRIM_THRESHOLD_=131072
 # (src/controller/idle-compaction.ts). No --enable-source-maps: with it Node reads and keeps every
 # module's source map, 1 to 3 MiB resident for stack traces that then name src/*.ts; without it they
 # name dist/*.js (the maps still ship: NODE_OPTIONS=--enable-source-maps turns them on to debug).
-# --liftoff-only: undici parses HTTP/1.1 with llhttp compiled to WebAssembly; V8's optimizing tier
-# for it (TurboFan) kept about 10 MiB resident in each container, for a parser that is a small
-# part of a request's CPU (docs/benchmarks.md, "Footprint of the containers").
-ENTRYPOINT ["node", "--max-semi-space-size=16", "--expose-gc", "--liftoff-only", "dist/src/main.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=16", "--expose-gc", "dist/src/main.js"]
 CMD ["controller"]

@@ -1,5 +1,5 @@
 // The containers' footprint, measured on what the image runs: dist/ compiled by tsc, started with
-// the image's command (node --max-semi-space-size=16 --expose-gc --liftoff-only
+// the image's command (node --max-semi-space-size=16 --expose-gc
 // dist/src/main.js controller|webhooks) and environment (NODE_ENV, the malloc settings), inside a
 // mount namespace in which the service account's token and CA sit where the kubelet puts them
 // (/var/run/secrets/kubernetes.io/serviceaccount) and KUBERNETES_SERVICE_HOST/PORT name the
@@ -257,8 +257,24 @@ interface Container {
   name: string;
 }
 
-export async function footprint(ctx: FootprintContext, opts: { starts?: number } = {}) {
+/**
+ * A variant of the image's runtime settings, to measure what one flag or setting saves: its idle
+ * figures only (the sidecar, the controller with 1,000 and 10,000 jobs cached), not recorded as
+ * the image's footprint.
+ */
+export interface RuntimeVariant {
+  flags: string[];
+  env: Record<string, string>;
+}
+
+export async function footprint(
+  ctx: FootprintContext,
+  opts: { starts?: number; variant?: RuntimeVariant } = {},
+) {
   const starts = opts.starts ?? 3;
+  const flags = opts.variant?.flags ?? RUNTIME_FLAGS;
+  const runtimeEnv = opts.variant?.env ?? RUNTIME_ENV;
+  const imageArgs = [...flags, "dist/src/main.js"];
   const { log, api } = ctx;
   const server = new URL(ctx.server);
   log("  compiling dist/ (tsc -p tsconfig.build.json)...");
@@ -268,8 +284,7 @@ export async function footprint(ctx: FootprintContext, opts: { starts?: number }
     if (list.includes("@kubernetes/client-node"))
       throw new Error(`footprint: the ${mode} container loads @kubernetes/client-node in-cluster`);
   log(`  packages loaded: ${JSON.stringify(packages)}`);
-  log("  import costs (a fresh process per package)...");
-  const imports = importCosts();
+  const imports = opts.variant ? [] : (log("  import costs (a fresh process per package)..."), importCosts());
 
   const ns = await ctx.namespace("bench-footprint");
   const saDir = await serviceAccountFiles(ctx, ns);
@@ -293,7 +308,7 @@ export async function footprint(ctx: FootprintContext, opts: { starts?: number }
     const out = openSync(join(logs, `footprint-${name}.log`), "w");
     const child = spawn(
       "unshare",
-      ["-rm", "--", "sh", "-c", IN_POD, "sh", saDir, process.execPath, ...IMAGE_ARGS, mode],
+      ["-rm", "--", "sh", "-c", IN_POD, "sh", saDir, process.execPath, ...imageArgs, mode],
       {
         cwd: REPO_ROOT,
         stdio: ["ignore", out, out],
@@ -301,7 +316,7 @@ export async function footprint(ctx: FootprintContext, opts: { starts?: number }
           PATH: process.env.PATH ?? "",
           HOME: home,
           NODE_ENV: "production",
-          ...RUNTIME_ENV,
+          ...runtimeEnv,
           KUBERNETES_SERVICE_HOST: server.hostname,
           KUBERNETES_SERVICE_PORT: server.port,
           GPU_PROVIDER_API_URL: sim.url,
@@ -442,6 +457,15 @@ export async function footprint(ctx: FootprintContext, opts: { starts?: number }
     const jobs1k = await measureController(1000);
     await fill(1000, 10_000);
     const jobs10k = await measureController(10_000);
+    if (opts.variant)
+      return {
+        command: `node ${imageArgs.join(" ")} controller|webhooks`,
+        environment: Object.entries(runtimeEnv)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(" "),
+        controller: { jobs1kMiB: jobs1k.rssRunsMiB, jobs10kMiB: jobs10k.rssRunsMiB },
+        webhooks: { idleMiB: hooksIdle },
+      };
 
     // The controller's peak: 1,000 new jobs run end to end beside the 10,000 cached, with the
     // sidecar applying the provider's callbacks.

@@ -35,7 +35,7 @@ export function cpuSeconds(pid: number): number {
  * parses HTTP/1.1 with llhttp compiled to WebAssembly, and V8's optimizing tier for it kept about
  * 10 MiB resident in each container (docs/benchmarks.md, "Footprint of the containers").
  */
-export const RUNTIME_FLAGS = ["--max-semi-space-size=16", "--expose-gc", "--liftoff-only"];
+export const RUNTIME_FLAGS = ["--max-semi-space-size=16", "--expose-gc"];
 
 /**
  * The environment the image sets for the runtime (Dockerfile, ENV): one malloc arena, without which

@@ -43,6 +43,8 @@ import {
   pool,
   round,
   rssMiB,
+  RUNTIME_ENV,
+  RUNTIME_FLAGS,
   startProcess,
   gcProbeArgs,
   retainedMemory,
@@ -63,6 +65,10 @@ const { values: args } = parseArgs({
     concurrency: { type: "string", default: "32" },
     "rest-jobs": { type: "string", default: "1000" },
     "footprint-starts": { type: "string", default: "3" },
+    // A variant of the image's runtime flags and environment, measured idle only and reported
+    // under footprintVariants (the flags space-separated; the environment K=V,K=V or "none").
+    "footprint-flags": { type: "string" },
+    "footprint-env": { type: "string" },
     tick: { type: "string", default: "5" },
     profile: { type: "boolean", default: false },
     // Each throughput size once more with the control plane on core 0 and everything else (the
@@ -1224,10 +1230,26 @@ try {
   }
   if (only.has("footprint")) {
     log("footprint of the built containers...");
-    results.footprint = await footprint(
+    const variant =
+      args["footprint-flags"] === undefined && args["footprint-env"] === undefined
+        ? undefined
+        : {
+            flags: (args["footprint-flags"] ?? RUNTIME_FLAGS.join(" ")).split(" ").filter(Boolean),
+            env:
+              args["footprint-env"] === undefined
+                ? RUNTIME_ENV
+                : Object.fromEntries(
+                    args["footprint-env"] === "none"
+                      ? []
+                      : args["footprint-env"].split(",").map((kv) => kv.split("=", 2) as [string, string]),
+                  ),
+          };
+    const measured = await footprint(
       { server: cp.url, api, namespace, concurrency: CONCURRENCY, log },
-      { starts: Number(args["footprint-starts"]) },
+      { starts: Number(args["footprint-starts"]), ...(variant && { variant }) },
     );
+    if (variant) results.footprintVariants = [measured];
+    else results.footprint = measured;
   }
   if (only.has("scale")) {
     log("memory and scaling...");
@@ -1251,6 +1273,15 @@ const previous = existsSync(latest)
   ? (JSON.parse(readFileSync(latest, "utf8")) as Record<string, unknown>)
   : {};
 const merged: Record<string, unknown> = { ...previous, ...results };
+if (Array.isArray(results.footprintVariants)) {
+  // Variants add up across runs; a variant measured again replaces its earlier row.
+  type Variant = { command: string; environment: string };
+  const fresh = results.footprintVariants as Variant[];
+  const kept = ((previous.footprintVariants as Variant[] | undefined) ?? []).filter(
+    (v) => !fresh.some((f) => f.command === v.command && f.environment === v.environment),
+  );
+  merged.footprintVariants = [...kept, ...fresh];
+}
 if (Array.isArray(previous.throughput) && Array.isArray(results.throughput)) {
   // Rows of a partial run replace the rows of the same size.
   const rows = new Map<number, unknown>(
