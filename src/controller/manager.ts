@@ -16,6 +16,7 @@ import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "./idle-compaction.js";
+import { AccountJobs } from "./account-jobs.js";
 import { Informer, objectKey } from "./informer.js";
 import { endpointMatches } from "../mediajob/admission.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
@@ -52,6 +53,8 @@ export class Manager {
   readonly jobs: Informer<MediaJob>;
   readonly endpoints: Informer<GpuEndpoint>;
   readonly accounts: Informer<BillingAccount>;
+  /** Running jobs per account, for the plans' concurrency cap. */
+  readonly accountJobs = new AccountJobs();
   readonly jobQueue: WorkQueue;
   readonly endpointQueue: WorkQueue;
   readonly metrics: ControllerMetrics;
@@ -162,7 +165,9 @@ export class Manager {
         unconfirmedPolicy: env.UNCONFIRMED_SUBMISSION_POLICY,
         cancelGiveUpMs: env.DELETE_CANCEL_TIMEOUT_SECONDS * 1000,
         tickMs,
+        plans: env.MEDIA_PLANS,
       },
+      accountJobs: this.accountJobs,
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
       onSubmission: (outcome) => this.metrics.submissions.inc({ outcome }),
       onRecovery: (kind) => this.metrics.recoveries.inc({ kind }),
@@ -197,6 +202,7 @@ export class Manager {
       const superseded = ours && this.jobReconciler.stale.isStale(key, job.metadata.resourceVersion);
       if (jobEventWorthALook(event, job, old, ours, superseded)) this.jobQueue.add(key);
     });
+    this.jobs.on((event, job, old) => this.accountJobs.observe(event, job, old));
     // Counted by the leader only, so a sum across replicas counts each job once.
     this.jobs.on((event, job, old) => {
       if (this.leading) this.metrics.resources.observe(event, job, old);

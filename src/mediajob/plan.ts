@@ -20,6 +20,7 @@ import { ownPipelineCondition, pipelineFirstOf, stepPipelineCondition } from "./
 import { planProcessing } from "./processing.js";
 import { endEvent } from "./stop.js";
 import { msUntilExpiry } from "./ttl.js";
+import type { Plans } from "./plans.js";
 import type { UnconfirmedSubmissionPolicy } from "./unconfirmed.js";
 import type { SubmissionPlan } from "./write-ahead.js";
 
@@ -34,6 +35,8 @@ export interface PlanSettings {
   cancelGiveUpMs?: number;
   /** The reconciliation tick: how often waiting jobs are looked at again. */
   tickMs: number;
+  /** Plans by price id (plans.ts); absent or empty: no plan limits. */
+  plans?: Plans;
 }
 
 /** What the provider said when asked for a job's status. */
@@ -45,6 +48,8 @@ export interface Facts {
   settings: PlanSettings;
   /** The subscription state of the job's BillingAccount (a Pending job's admission). */
   subscriptionState?: string;
+  /** What the plans read of the job's account, for a Pending job, when plans are configured. */
+  account?: AccountFacts;
   /** The job's endpoint (pickEndpoint), for a Pending job. */
   endpoint?: GpuEndpoint;
   /** The provider's status of the job, read only when providerReadDue said it was due. */
@@ -53,6 +58,16 @@ export interface Facts {
   newSubmissionId: string;
   /** An accepted provider id whose record write failed in an earlier pass: recorded now. */
   unrecorded?: { attempt: number; providerJobId: string };
+}
+
+/** A Pending job's account as its plan sees it. */
+export interface AccountFacts {
+  /** BillingAccount.status.priceIds. */
+  priceIds: readonly string[];
+  /** GPU seconds used in the current billing period (usedSecondsNow). */
+  usedSeconds: number;
+  /** The account's jobs submitted and not ended, this one excluded (from the cache). */
+  runningJobs: number;
 }
 
 /** Why a running job is cancelled at the provider. */

@@ -240,6 +240,10 @@ message in the template's name). What install refuses, lint refuses too.
   value: {{ .Values.jobTimeoutSeconds | quote }}
 - name: UNCONFIRMED_SUBMISSION_POLICY
   value: {{ .Values.unconfirmedSubmissionPolicy | quote }}
+- name: MEDIA_PLANS
+  value: {{ .Values.plans | default dict | toJson | quote }}
+- name: CANCEL_FOLLOW_WARNING_SECONDS
+  value: {{ .Values.cancelFollowWarningSeconds | quote }}
 - name: MAX_CONCURRENT_RECONCILES
   value: {{ .Values.maxConcurrentReconciles | quote }}
 - name: WATCH_NAMESPACE

@@ -33,12 +33,14 @@ import {
 } from "../../mediajob/plan.js";
 import { providerReadDue } from "../../mediajob/processing.js";
 import { afterStop, type CancelAnswer } from "../../mediajob/stop.js";
+import { usedSecondsNow } from "../../mediajob/plans.js";
 import { sameStatus } from "../same-status.js";
 import type { Informer } from "../informer.js";
 import { StaleCacheGuard } from "../stale-cache.js";
 import type { ReconcileResult } from "../workqueue.js";
 import { submit } from "./submit.js";
 import { JobWrites, jobKey, type JobApi } from "./writes.js";
+import type { AccountJobs } from "../account-jobs.js";
 
 interface MediaJobSettings extends PlanSettings {
   callbackBaseUrl: string;
@@ -68,6 +70,8 @@ export interface MediaJobDeps {
   onTransition?: (from: string | undefined, to: string | undefined) => void;
   /** A job recovered by the controller itself (for metrics). */
   onRecovery?: (kind: RecoveryKind) => void;
+  /** Running jobs per account, for the plans' concurrency cap; needed when plans are configured. */
+  accountJobs?: AccountJobs;
 }
 
 /** A pass's retryable error: the key is retried with backoff (the cause is in a condition). */
@@ -131,11 +135,21 @@ export class MediaJobReconciler {
     const nowDate = this.now();
     const now = nowDate.toISOString();
     const before = job.status;
-    let plan = planJob(job, await this.gather(job, nowDate));
+    const facts = await this.gather(job, nowDate);
+    // Counted, planned and reserved with no await between: two passes of one account cannot both
+    // take its last concurrent slot.
+    const account = this.accountFacts(job, nowDate);
+    if (account) facts.account = account;
+    let plan = planJob(job, facts);
+    const reservation = this.reserve(job, plan);
     let written: MediaJob | undefined;
-    for (const action of plan.actions) {
-      ({ job, plan, written } = await this.execute(job, plan, action, now));
-      if (written) break;
+    try {
+      for (const action of plan.actions) {
+        ({ job, plan, written } = await this.execute(job, plan, action, now));
+        if (written) break;
+      }
+    } finally {
+      if (reservation && written?.status?.phase !== "Processing") this.d.accountJobs?.release(...reservation);
     }
     if (plan.submission) this.d.onSubmission?.(plan.submission);
     if (plan.recovery) this.d.onRecovery?.(plan.recovery);
@@ -186,6 +200,29 @@ export class MediaJobReconciler {
     const due = providerReadDue(job, now.getTime(), settings.defaultTimeoutSeconds);
     if (due) facts.provider = await this.readStatus(due.endpointId, due.providerJobId);
     return facts;
+  }
+
+  /** What the plans read of a Pending job's account: its prices, this period's usage, its running jobs. */
+  private accountFacts(job: MediaJob, now: Date): Facts["account"] {
+    const account = job.spec.account;
+    const plans = this.d.settings.plans;
+    if (!account || !plans || Object.keys(plans).length === 0 || !this.d.accountJobs) return undefined;
+    if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
+    const ns = this.d.accountNamespace ?? job.metadata.namespace ?? "";
+    const status = this.d.accounts.get(ns, billingAccountName(account))?.status;
+    return {
+      priceIds: status?.priceIds ?? [],
+      usedSeconds: usedSecondsNow(status?.usage, now.getTime()),
+      runningJobs: this.d.accountJobs.count(account, jobKey(job)),
+    };
+  }
+
+  /** A planned submission of a job with an account holds its place in the account's count. */
+  private reserve(job: MediaJob, plan: Plan): [string, string] | undefined {
+    const account = job.spec.account;
+    if (!account || !this.d.accountJobs || !plan.actions.some((a) => a.type === "submit")) return undefined;
+    this.d.accountJobs.reserve(account, jobKey(job));
+    return [account, jobKey(job)];
   }
 
   private async readStatus(endpointId: string, providerJobId: string): Promise<ProviderRead> {
