@@ -166,6 +166,7 @@ export class Manager {
         cancelGiveUpMs: env.DELETE_CANCEL_TIMEOUT_SECONDS * 1000,
         tickMs,
         plans: env.MEDIA_PLANS,
+        cancelFollowWarningMs: env.CANCEL_FOLLOW_WARNING_SECONDS * 1000,
       },
       accountJobs: this.accountJobs,
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),

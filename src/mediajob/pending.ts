@@ -8,6 +8,7 @@ import { deadlineExceeded, msUntilDeadline } from "./deadline.js";
 import { FINALIZER } from "./job.js";
 import { firstStepMetadata } from "./pipeline.js";
 import type { Action, Facts, Plan } from "./plan.js";
+import { cancelledStatus } from "./stop.js";
 import { planSubmission } from "./write-ahead.js";
 
 export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts): Plan {
@@ -25,6 +26,11 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
     actions: labelling,
     requeueAfterMs: facts.settings.tickMs,
   });
+  // Cancelled before it was submitted: it ends here, never reaching the provider.
+  if (job.spec.cancel) {
+    const cancelled = cancelledStatus(status, now, "the job was never submitted");
+    return { status: cancelled, events: [], actions: [] };
+  }
   // A suspended job is not submitted; it waits for spec.suspend to be false (a watch event).
   const suspended = getCondition(status.conditions, "Suspended");
   if (job.spec.suspend) {

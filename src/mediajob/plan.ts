@@ -31,6 +31,8 @@ export interface PlanSettings {
   confirmationWindowMs?: number;
   /** What becomes of a submission still unconfirmed at its deadline. Default "fail" (at most once). */
   unconfirmedPolicy?: UnconfirmedSubmissionPolicy;
+  /** How long a cancelled job may run on at the provider before a Warning (CANCEL_FOLLOW_WARNING_SECONDS). */
+  cancelFollowWarningMs?: number;
   /** How long a deletion keeps trying to cancel at a failing provider. Default CANCEL_GIVE_UP_MS. */
   cancelGiveUpMs?: number;
   /** The reconciliation tick: how often waiting jobs are looked at again. */
@@ -71,7 +73,7 @@ export interface AccountFacts {
 }
 
 /** Why a running job is cancelled at the provider. */
-export type StopReason = "suspend" | "deadline";
+export type StopReason = "cancel" | "suspend" | "deadline";
 
 /** A side effect, carried out by the reconciler in the order planned. */
 export type Action =
@@ -124,6 +126,11 @@ export interface Plan {
   error?: PassError;
   submission?: SubmissionOutcome;
   recovery?: RecoveryKind;
+  /**
+   * The provider's confirmed final answer a stopped job ended with (after a cancel: the status read
+   * once the provider has ended it), for what is recorded from it when a job ends.
+   */
+  ended?: ProviderResult;
 }
 
 export const retry = (message: string): PassError => ({ terminal: false, message });

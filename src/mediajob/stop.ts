@@ -1,15 +1,55 @@
-// A running job stopped at the provider because it was suspended or ran past its deadline, as
-// batch/v1 Job does, and the Event that tells how a job ended.
+// A running job stopped at the provider because it was cancelled (spec.cancel), suspended or ran
+// past its deadline, as batch/v1 Job does; the provider job followed after the cancel until it has
+// ended there (a cancelled worker may run on, and be billed); and the Event that tells how a job
+// ended.
+import { getCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { failureText, withCondition, type PlannedEvent } from "./conditions.js";
 import { deadlineExceeded, suspendedStatus } from "./deadline.js";
 import { TERMINAL_STATUSES, type ProviderJobStatus } from "../provider/schemas.js";
-import type { ProviderResult } from "./job.js";
+import { ERROR_MAX_CHARS, clip, type ProviderResult } from "./job.js";
 import { applyProviderResult } from "./provider-result.js";
-import { retry, type Plan, type StopReason } from "./plan.js";
+import { retry, type Facts, type Plan, type StopReason } from "./plan.js";
 
 /** The provider's answer to a cancel: the job's status then, or an error. */
 export type CancelAnswer = { result: ProviderResult } | { lost: true } | { error: string };
+
+/** How long a cancelled job may run on at the provider before it is told (CANCEL_FOLLOW_WARNING_SECONDS). */
+const CANCEL_FOLLOW_WARNING_MS = 120_000;
+
+/**
+ * The Stopping condition of a job whose cancel was sent while the provider still runs it: True
+ * with the reason that says why it was cancelled, and whether it has run on past the warning.
+ */
+const STOPPING = "Stopping";
+const REASONS: Record<StopReason, { sent: string; overdue: string }> = {
+  cancel: { sent: "CancelSent", overdue: "RunningAfterCancel" },
+  suspend: { sent: "SuspendCancelSent", overdue: "RunningAfterSuspendCancel" },
+  deadline: { sent: "DeadlineCancelSent", overdue: "RunningAfterDeadlineCancel" },
+};
+
+/** A job being followed after its cancel: why, since when, and whether it was told overdue. */
+interface Followed {
+  why: StopReason;
+  since: string;
+  overdue: boolean;
+}
+
+/** The cancel a Processing job is being followed after, if any (its Stopping condition). */
+export function stopFollowed(status: MediaJobStatus | undefined): Followed | undefined {
+  const c = getCondition(status?.conditions, STOPPING);
+  if (c?.status !== "True") return undefined;
+  for (const why of Object.keys(REASONS) as StopReason[]) {
+    const r = REASONS[why];
+    if (c.reason === r.sent || c.reason === r.overdue)
+      return { why, since: c.lastTransitionTime, overdue: c.reason === r.overdue };
+  }
+  return undefined;
+}
+
+/** Whether a job is told as running on at the provider past the warning after its cancel. */
+export const runningAfterCancel = (status: MediaJobStatus | undefined): boolean =>
+  status?.phase === "Processing" && stopFollowed(status)?.overdue === true;
 
 /** What the plan does with a job to stop: cancel it, or, its provider id unknown, stop it here. */
 export function planStop(job: MediaJob, status: MediaJobStatus, why: StopReason, now: string): Plan {
@@ -24,10 +64,13 @@ export function planStop(job: MediaJob, status: MediaJobStatus, why: StopReason,
 }
 
 /**
- * The cancel's answer read. A job the provider finished meanwhile keeps its result (it ran once;
- * it is not run again). Suspended: Pending until resumed. Past the deadline: Failed
- * (DeadlineExceeded), even when the cancel fails: the provider was given the deadline as the
- * job's TTL where it could be. A suspension whose cancel failed is retried.
+ * The cancel's answer read (the reconciler hands over the job's status read right after the
+ * cancel, when it could: that has the final figures the cancel's own answer lacks). A job the
+ * provider finished meanwhile keeps its result (it ran once; it is not run again). A job the
+ * provider still runs is followed (planFollow) until it has ended there. Cancelled: Cancelled for
+ * good. Suspended: Pending until resumed. Past the deadline: Failed (DeadlineExceeded), even when
+ * the cancel fails: the provider was given the deadline as the job's TTL where it could be. A
+ * suspension or cancellation whose cancel failed is retried.
  */
 export function afterStop(
   job: MediaJob,
@@ -35,28 +78,103 @@ export function afterStop(
   why: StopReason,
   answer: CancelAnswer,
   now: string,
+  followMs?: number,
 ): Plan {
   const id = status.providerJobId;
   const events: PlannedEvent[] = [];
   let cancelled: string;
   if ("result" in answer) {
     const res = answer.result;
-    if (TERMINAL_STATUSES.has(res.status as ProviderJobStatus) && res.status !== "CANCELLED") {
+    if (!TERMINAL_STATUSES.has(res.status as ProviderJobStatus))
+      return following(job, status, why, res, now, followMs);
+    if (res.status !== "CANCELLED") {
       // It finished before the cancel: its own end, not the suspension's or the deadline's.
       const applied = applyProviderResult({ ...job, status }, res, now);
-      if (applied && why === "suspend") return { status: applied, events, actions: [] };
-      if (applied?.phase === "Completed") return { status: applied, events, actions: [] };
+      // A cancelled job that failed for good keeps its failure; one that would be retried is not.
+      const end = (s: MediaJobStatus): Plan => ({ status: s, events, actions: [], ended: res });
+      if (applied && why === "suspend") return end(applied);
+      if (applied?.phase === "Completed") return end(applied);
+      if (applied?.phase === "Failed" && why === "cancel") return end(applied);
     }
     cancelled = `cancelled job ${id} at the provider (${res.status})`;
+    return stopped(job, status, why, now, cancelled, events, res);
   } else if ("lost" in answer) {
     cancelled = `the provider no longer knows job ${id}`;
   } else {
     const message = `could not cancel job ${id} at the provider: ${answer.error}`;
     events.push(["Warning", "CancelFailed", message]);
-    if (why === "suspend") return { status, events, actions: [], error: retry(message) };
+    if (why !== "deadline") return { status, events, actions: [], error: retry(message) };
     cancelled = message;
   }
   return stopped(job, status, why, now, cancelled, events);
+}
+
+/** The cancel was sent and the provider still runs the job: Processing, followed at every tick. */
+function following(
+  job: MediaJob,
+  status: MediaJobStatus,
+  why: StopReason,
+  res: ProviderResult,
+  now: string,
+  followMs: number | undefined,
+): Plan {
+  const message = `cancelled job ${res.id} at the provider, which still reports it ${res.status}: followed until it has ended there`;
+  const prior = stopFollowed(status);
+  const reason = prior?.why === why && prior.overdue ? REASONS[why].overdue : REASONS[why].sent;
+  const events: PlannedEvent[] = prior ? [] : [["Normal", REASONS[why].sent, message]];
+  return {
+    status: prior
+      ? status
+      : withCondition(
+          status,
+          job.metadata.generation,
+          { type: STOPPING, status: "True", reason, message },
+          now,
+        ),
+    events,
+    actions: [],
+    ...(followMs !== undefined && { requeueAfterMs: followMs }),
+  };
+}
+
+/**
+ * A job followed after its cancel, with the provider's status read this pass: ended there, it
+ * ends here as the stop says, with the provider's final answer; still running past the warning,
+ * one Warning Event with the provider's job id (and the jobs-running-after-cancel gauge).
+ */
+export function planFollow(job: MediaJob, status: MediaJobStatus, f: Followed, facts: Facts): Plan {
+  const now = facts.now.toISOString();
+  const tick = facts.settings.tickMs;
+  const id = status.providerJobId;
+  const read = facts.provider;
+  if (!read || "error" in read) return { status, events: [], actions: [], requeueAfterMs: tick };
+  if ("lost" in read) return stopped(job, status, f.why, now, `the provider no longer knows job ${id}`, []);
+  const res = read.result;
+  if (TERMINAL_STATUSES.has(res.status as ProviderJobStatus))
+    return afterStop(job, status, f.why, { result: res }, now);
+  const warnMs = facts.settings.cancelFollowWarningMs ?? CANCEL_FOLLOW_WARNING_MS;
+  const runningForMs = facts.now.getTime() - Date.parse(f.since);
+  if (f.overdue || runningForMs < warnMs)
+    return {
+      status,
+      events: [],
+      actions: [],
+      requeueAfterMs: Math.max(50, Math.min(tick, warnMs - runningForMs)),
+    };
+  const message =
+    `job ${id ?? res.id} still reports ${res.status} at the provider ${Math.floor(runningForMs / 1000)} s after ` +
+    `it was cancelled (${f.why}): it may still be billed; followed until it has ended there`;
+  return {
+    status: withCondition(
+      status,
+      job.metadata.generation,
+      { type: STOPPING, status: "True", reason: REASONS[f.why].overdue, message },
+      now,
+    ),
+    events: [["Warning", REASONS[f.why].overdue, message]],
+    actions: [],
+    requeueAfterMs: tick,
+  };
 }
 
 function stopped(
@@ -66,23 +184,40 @@ function stopped(
   now: string,
   cancelled: string,
   events: PlannedEvent[],
+  ended?: ProviderResult,
 ): Plan {
+  const gen = job.metadata.generation;
+  const last = ended && { ended };
   if (why === "deadline") {
     const failed = deadlineExceeded(status, now, cancelled);
     events.push(["Warning", "DeadlineExceeded", failed.error!]);
-    return { status: failed, events, actions: [] };
+    return { status: failed, events, actions: [], ...last };
   }
+  if (why === "cancel")
+    return { status: cancelledStatus(status, now, cancelled), events, actions: [], ...last };
   const message = `spec.suspend is true: ${cancelled}; the job is submitted again once it is false`;
   events.push(["Normal", "Suspended", message]);
   return {
     status: withCondition(
       suspendedStatus(status, now),
-      job.metadata.generation,
+      gen,
       { type: "Suspended", status: "True", reason: "Suspended", message },
       now,
     ),
     events,
     actions: [],
+    ...last,
+  };
+}
+
+/** Cancelled for good (spec.cancel): `what` says what became of it at the provider. */
+export function cancelledStatus(status: MediaJobStatus, now: string, what: string): MediaJobStatus {
+  return {
+    ...status,
+    phase: "Cancelled",
+    updatedAt: now,
+    completedAt: now,
+    error: clip(`Cancelled: spec.cancel is true: ${what}`, ERROR_MAX_CHARS),
   };
 }
 

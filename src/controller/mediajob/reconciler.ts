@@ -256,10 +256,15 @@ export class MediaJobReconciler {
         let answer: CancelAnswer;
         try {
           answer = { result: await this.d.provider.cancel(action.endpointId, action.providerJobId) };
+          // The cancel's answer says little (RunPod: the id and a status); the job's own status has
+          // the final figures (executionTime, delayTime) a stopped job's usage is recorded from.
+          const read = await this.readStatus(action.endpointId, action.providerJobId);
+          if ("result" in read) answer = read;
         } catch (err) {
           answer = isProviderError(err, "JOB_NOT_FOUND") ? { lost: true } : { error: describeError(err) };
         }
-        return { job, plan: this.then(job, plan, afterStop(job, plan.status, action.why, answer, now), now) };
+        const next = afterStop(job, plan.status, action.why, answer, now, this.d.settings.tickMs);
+        return { job, plan: this.then(job, plan, next, now) };
       }
       case "createNextStep": {
         const ns = job.metadata.namespace!;
