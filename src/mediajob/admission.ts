@@ -41,7 +41,7 @@ export type LimitsVerdict =
   { admitted: true; executionTimeoutMs?: number } | { admitted: false; condition: ConditionInput };
 
 /** The job's own policy.executionTimeout, ms (spec.executionTimeoutSeconds). */
-export const ownExecutionTimeoutMs = (job: MediaJob): number | undefined =>
+const ownExecutionTimeoutMs = (job: MediaJob): number | undefined =>
   job.spec.executionTimeoutSeconds === undefined ? undefined : job.spec.executionTimeoutSeconds * 1000;
 
 /**
