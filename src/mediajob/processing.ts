@@ -42,7 +42,8 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
   const now = facts.now.toISOString();
   const gen = job.metadata.generation;
   const followed = stopFollowed(status);
-  if (followed) return planFollow(job, status, followed, facts);
+  if (followed && followed.why !== "delete")
+    return planFollow(job, status, { ...followed, why: followed.why }, facts);
   // spec.cancel is final: it comes before the deadline and a suspension.
   if (job.spec.cancel && !isUnconfirmed(status)) return planStop(job, status, "cancel", now);
   if (msUntilDeadline(job.spec, status, nowMs) <= 0) return planStop(job, status, "deadline", now);

@@ -22,15 +22,16 @@ const CANCEL_FOLLOW_WARNING_MS = 120_000;
  * with the reason that says why it was cancelled, and whether it has run on past the warning.
  */
 const STOPPING = "Stopping";
-const REASONS: Record<StopReason, { sent: string; overdue: string }> = {
+const REASONS: Record<StopReason | "delete", { sent: string; overdue: string }> = {
   cancel: { sent: "CancelSent", overdue: "RunningAfterCancel" },
   suspend: { sent: "SuspendCancelSent", overdue: "RunningAfterSuspendCancel" },
   deadline: { sent: "DeadlineCancelSent", overdue: "RunningAfterDeadlineCancel" },
+  delete: { sent: "DeleteCancelSent", overdue: "RunningAfterDeleteCancel" },
 };
 
 /** A job being followed after its cancel: why, since when, and whether it was told overdue. */
-interface Followed {
-  why: StopReason;
+interface Followed<Why = StopReason | "delete"> {
+  why: Why;
   since: string;
   overdue: boolean;
 }
@@ -39,7 +40,7 @@ interface Followed {
 export function stopFollowed(status: MediaJobStatus | undefined): Followed | undefined {
   const c = getCondition(status?.conditions, STOPPING);
   if (c?.status !== "True") return undefined;
-  for (const why of Object.keys(REASONS) as StopReason[]) {
+  for (const why of Object.keys(REASONS) as Array<StopReason | "delete">) {
     const r = REASONS[why];
     if (c.reason === r.sent || c.reason === r.overdue)
       return { why, since: c.lastTransitionTime, overdue: c.reason === r.overdue };
@@ -142,7 +143,12 @@ function following(
  * ends here as the stop says, with the provider's final answer; still running past the warning,
  * one Warning Event with the provider's job id (and the jobs-running-after-cancel gauge).
  */
-export function planFollow(job: MediaJob, status: MediaJobStatus, f: Followed, facts: Facts): Plan {
+export function planFollow(
+  job: MediaJob,
+  status: MediaJobStatus,
+  f: Followed<StopReason>,
+  facts: Facts,
+): Plan {
   const now = facts.now.toISOString();
   const tick = facts.settings.tickMs;
   const id = status.providerJobId;
@@ -153,27 +159,114 @@ export function planFollow(job: MediaJob, status: MediaJobStatus, f: Followed, f
   if (TERMINAL_STATUSES.has(res.status as ProviderJobStatus))
     return afterStop(job, status, f.why, { result: res }, now);
   const warnMs = facts.settings.cancelFollowWarningMs ?? CANCEL_FOLLOW_WARNING_MS;
-  const runningForMs = facts.now.getTime() - Date.parse(f.since);
+  return { ...stillRunning(job, status, f, res, facts.now, warnMs, tick), actions: [] };
+}
+
+/** Still running after the cancel: looked at again, and told once past the warning. */
+function stillRunning(
+  job: MediaJob,
+  status: MediaJobStatus,
+  f: Followed,
+  res: ProviderResult,
+  now: Date,
+  warnMs: number,
+  tick: number,
+): { status: MediaJobStatus; events: PlannedEvent[]; requeueAfterMs: number } {
+  const runningForMs = now.getTime() - Date.parse(f.since);
   if (f.overdue || runningForMs < warnMs)
-    return {
-      status,
-      events: [],
-      actions: [],
-      requeueAfterMs: Math.max(50, Math.min(tick, warnMs - runningForMs)),
-    };
+    return { status, events: [], requeueAfterMs: Math.max(50, Math.min(tick, warnMs - runningForMs)) };
   const message =
-    `job ${id ?? res.id} still reports ${res.status} at the provider ${Math.floor(runningForMs / 1000)} s after ` +
+    `job ${status.providerJobId ?? res.id} still reports ${res.status} at the provider ${Math.floor(runningForMs / 1000)} s after ` +
     `it was cancelled (${f.why}): it may still be billed; followed until it has ended there`;
   return {
     status: withCondition(
       status,
       job.metadata.generation,
       { type: STOPPING, status: "True", reason: REASONS[f.why].overdue, message },
-      now,
+      now.toISOString(),
     ),
     events: [["Warning", REASONS[f.why].overdue, message]],
-    actions: [],
     requeueAfterMs: tick,
+  };
+}
+
+/** What a deletion does after its cancel's answer (and the job's status read after it). */
+export interface DeletionCancelOutcome {
+  /** Written before the finalizer goes (or while it stays): the job's end, or that it is followed. */
+  status?: MediaJobStatus;
+  events: PlannedEvent[];
+  /** The finalizer may go: the provider has ended the job, or the deletion gave up waiting. */
+  letGo: boolean;
+  requeueAfterMs?: number;
+  /** The provider's final answer the job ended with. */
+  ended?: ProviderResult;
+}
+
+/**
+ * A deleted job whose cancel was answered: ended at the provider, it ends Cancelled here with the
+ * provider's final answer, then is let go; still running, it keeps its finalizer and is followed
+ * at every tick (a Warning past the warning), until DELETE_CANCEL_TIMEOUT_SECONDS lets it go.
+ */
+export function afterDeletionCancel(
+  job: MediaJob,
+  res: ProviderResult,
+  o: { now: Date; deletingForMs: number; giveUpMs: number; warnMs?: number; tickMs: number },
+): DeletionCancelOutcome {
+  const status = job.status ?? {};
+  const now = o.now.toISOString();
+  const id = status.providerJobId ?? res.id;
+  if (TERMINAL_STATUSES.has(res.status as ProviderJobStatus)) {
+    // It ended there on its own before the cancel took: that end, if it is final; else Cancelled.
+    const own = res.status === "CANCELLED" ? undefined : applyProviderResult(job, res, now);
+    const ended: MediaJobStatus | undefined =
+      status.phase !== "Processing"
+        ? undefined
+        : own && own.phase !== "Pending"
+          ? own
+          : {
+              ...status,
+              phase: "Cancelled",
+              updatedAt: now,
+              completedAt: now,
+              error: clip(
+                `Cancelled: the MediaJob was deleted: cancelled job ${id} at the provider (${res.status})`,
+                ERROR_MAX_CHARS,
+              ),
+            };
+    return { ...(ended && { status: ended }), events: [], letGo: true, ended: res };
+  }
+  if (o.deletingForMs >= o.giveUpMs)
+    return {
+      events: [
+        [
+          "Warning",
+          "CancelAbandoned",
+          `job ${id} still reports ${res.status} at the provider after the cancel; deleting without waiting longer`,
+        ],
+      ],
+      letGo: true,
+    };
+  const prior = stopFollowed(status);
+  if (prior?.why !== "delete") {
+    const message = `cancelled job ${id} at the provider, which still reports it ${res.status}: followed until it has ended there before the MediaJob goes`;
+    return {
+      status: withCondition(
+        status,
+        job.metadata.generation,
+        { type: STOPPING, status: "True", reason: REASONS.delete.sent, message },
+        now,
+      ),
+      events: [["Normal", REASONS.delete.sent, message]],
+      letGo: false,
+      requeueAfterMs: o.tickMs,
+    };
+  }
+  const next = stillRunning(job, status, prior, res, o.now, o.warnMs ?? CANCEL_FOLLOW_WARNING_MS, o.tickMs);
+  return {
+    ...(next.status !== status && { status: next.status }),
+    events: next.events,
+    letGo: false,
+    requeueAfterMs: next.requeueAfterMs,
   };
 }
 

@@ -104,3 +104,31 @@ describe("spec.cancel", () => {
     }
   });
 });
+
+describe("deletion", () => {
+  it("keeps a deleted job the provider still runs after the cancel until it has ended there", async () => {
+    sim.setFaults({ ignoreCancel: true });
+    sim.holdJob("deleted-1");
+    try {
+      await api.create("mediajobs", ns, mediaJob("deleted", { workload: "asr", id: "deleted-1" }) as never);
+      await waitForPhase(api, ns, "deleted", "Processing");
+      await eventually(() => sim.getJob("deleted-1")?.status === "IN_PROGRESS");
+      const providerId = sim.getJob("deleted-1")!.id;
+      await api.delete("mediajobs", ns, "deleted");
+      // Kept (the finalizer stays) and followed; past the warning, told with the provider's job id.
+      const warning = await eventually(async () =>
+        (await eventsOf(kc, ns, "deleted")).find((e) => e.reason === "RunningAfterDeleteCancel"),
+      );
+      expect(warning.type).toBe("Warning");
+      expect(warning.message).toContain(providerId);
+      expect(await api.get<MediaJob>("mediajobs", ns, "deleted")).toBeDefined();
+      await eventually(async () => (await runningAfterCancel()) === 1);
+      // The worker ends: the job ends with that answer, then goes.
+      sim.releaseJob("deleted-1");
+      await eventually(async () => (await api.get<MediaJob>("mediajobs", ns, "deleted")) === undefined);
+      await eventually(async () => (await runningAfterCancel()) === 0);
+    } finally {
+      sim.setFaults({});
+    }
+  });
+});

@@ -7,7 +7,7 @@ import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
 import { planJob, type Facts } from "../../src/mediajob/plan.js";
 import { providerReadDue } from "../../src/mediajob/processing.js";
-import { afterStop, runningAfterCancel } from "../../src/mediajob/stop.js";
+import { afterDeletionCancel, afterStop, runningAfterCancel } from "../../src/mediajob/stop.js";
 
 const T0 = new Date("2026-01-01T01:00:00.000Z");
 const at = (s: number) => new Date(T0.getTime() + s * 1000);
@@ -119,5 +119,40 @@ describe("a cancelled job the provider still runs", () => {
   it("a cancel that fails is retried, never dropped", () => {
     const failed = afterStop(cancelled, running, "cancel", { error: "HTTP 503" }, T0.toISOString());
     expect([failed.status.phase, failed.error?.terminal]).toEqual(["Processing", false]);
+  });
+});
+
+describe("a deleted job after its cancel", () => {
+  const deleting = job({}, running);
+  const o = { now: at(10), deletingForMs: 10_000, giveUpMs: 300_000, warnMs: 120_000, tickMs: 30_000 };
+
+  it("ends Cancelled with the provider's final answer and is let go once the provider has ended it", () => {
+    const final = { id: "p-1", status: "CANCELLED", executionTime: 4_000 };
+    const out = afterDeletionCancel(deleting, final, o);
+    expect(out).toMatchObject({ letGo: true, ended: final, status: { phase: "Cancelled" } });
+  });
+
+  it("is kept and followed while the provider runs it, and let go with a Warning at the give-up", () => {
+    const kept = afterDeletionCancel(deleting, { id: "p-1", status: "IN_PROGRESS" }, o);
+    expect(kept).toMatchObject({
+      letGo: false,
+      requeueAfterMs: 30_000,
+      events: [["Normal", "DeleteCancelSent", expect.any(String)]],
+    });
+    const late = afterDeletionCancel(
+      job({}, kept.status!),
+      { id: "p-1", status: "IN_PROGRESS" },
+      { ...o, now: at(200), deletingForMs: 200_000 },
+    );
+    expect(late.events).toEqual([
+      ["Warning", "RunningAfterDeleteCancel", expect.stringContaining("job p-1")],
+    ]);
+    expect(runningAfterCancel(late.status)).toBe(true);
+    const gone = afterDeletionCancel(
+      job({}, late.status!),
+      { id: "p-1", status: "IN_PROGRESS" },
+      { ...o, now: at(400), deletingForMs: 400_000 },
+    );
+    expect(gone).toMatchObject({ letGo: true, events: [["Warning", "CancelAbandoned", expect.any(String)]] });
   });
 });

@@ -13,7 +13,12 @@ import type { EventSink } from "../../k8s/events.js";
 import { isProviderError, type GpuProviderClient } from "../../provider/index.js";
 import { pickEndpoint } from "../../mediajob/admission.js";
 import type { PlannedEvent } from "../../mediajob/conditions.js";
-import { cancelFailedEvent, cancelledEvent, planDeletion } from "../../mediajob/deletion.js";
+import {
+  CANCEL_GIVE_UP_MS,
+  cancelFailedEvent,
+  cancelledEvent,
+  planDeletion,
+} from "../../mediajob/deletion.js";
 import { acceptedStatus } from "../../mediajob/write-ahead.js";
 import { afterNextStep, type CreateAnswer } from "../../mediajob/next-step.js";
 import {
@@ -32,7 +37,7 @@ import {
   type SubmissionOutcome,
 } from "../../mediajob/plan.js";
 import { providerReadDue } from "../../mediajob/processing.js";
-import { afterStop, type CancelAnswer } from "../../mediajob/stop.js";
+import { afterDeletionCancel, afterStop, type CancelAnswer } from "../../mediajob/stop.js";
 import { usedSecondsNow } from "../../mediajob/plans.js";
 import { sameStatus } from "../same-status.js";
 import type { Informer } from "../informer.js";
@@ -350,7 +355,26 @@ export class MediaJobReconciler {
         if (!this.fenceHolds()) return { error: retry("not the leader: no cancel") };
         try {
           const res = await this.d.provider.cancel(step.endpointId, step.providerJobId);
-          await this.record(job, cancelledEvent(step.providerJobId, res.status));
+          // The job's own status after the cancel: whether it has ended there, and its final figures.
+          const read = await this.readStatus(step.endpointId, step.providerJobId);
+          const final = "result" in read ? read.result : res;
+          const nowDate = this.now();
+          const outcome = afterDeletionCancel(job, final, {
+            now: nowDate,
+            deletingForMs: nowDate.getTime() - new Date(job.metadata.deletionTimestamp ?? 0).getTime(),
+            giveUpMs: this.d.settings.cancelGiveUpMs ?? CANCEL_GIVE_UP_MS,
+            warnMs: this.d.settings.cancelFollowWarningMs,
+            tickMs: this.d.settings.tickMs,
+          });
+          if (outcome.status)
+            job = await this.writes.replaceStatus(
+              job,
+              finalStatus(job, outcome.status, nowDate.toISOString()),
+            );
+          for (const e of outcome.events) await this.record(job, e);
+          if (!outcome.letGo)
+            return { result: { requeueAfterMs: outcome.requeueAfterMs ?? this.d.settings.tickMs } };
+          await this.record(job, cancelledEvent(step.providerJobId, final.status));
         } catch (err) {
           if (isProviderError(err, "JOB_NOT_FOUND") || isProviderError(err, "ENDPOINT_NOT_FOUND")) continue;
           await this.record(job, cancelFailedEvent(step.providerJobId, describeError(err), step.giveUp));
