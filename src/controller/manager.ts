@@ -17,6 +17,7 @@ import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "./idle-compaction.js";
 import { AccountJobs } from "./account-jobs.js";
+import { AccountLimits } from "./account-limits.js";
 import { Informer, objectKey } from "./informer.js";
 import { endpointMatches } from "../mediajob/admission.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
@@ -55,6 +56,8 @@ export class Manager {
   readonly accounts: Informer<BillingAccount>;
   /** Running jobs per account, for the plans' concurrency cap. */
   readonly accountJobs = new AccountJobs();
+  /** Keeps each account's shown plan limit (status.usage.limitSeconds) equal to its plan. */
+  private readonly accountLimits: AccountLimits;
   readonly jobQueue: WorkQueue;
   readonly endpointQueue: WorkQueue;
   readonly metrics: ControllerMetrics;
@@ -224,7 +227,9 @@ export class Manager {
         if (endpointMatches(job, ep)) this.jobQueue.add(objectKey(job));
       }
     });
-    this.accounts.on((_e, acct) => {
+    this.accountLimits = new AccountLimits(api, env.MEDIA_PLANS, log.child({ component: "account-limits" }));
+    this.accounts.on((e, acct) => {
+      if (this.leading && e !== "delete") void this.accountLimits.sync(acct);
       for (const job of this.jobs.list()) {
         if (atRest(job)) continue;
         if (job.spec.account && billingAccountName(job.spec.account) === acct.metadata.name)
@@ -304,6 +309,7 @@ export class Manager {
     this.ticks++;
     for (const key of this.endpoints.keys()) this.endpointQueue.addUnlessBackingOff(key);
     for (const job of this.jobs.list()) if (!atRest(job)) this.jobQueue.addUnlessBackingOff(objectKey(job));
+    for (const acct of this.accounts.list()) void this.accountLimits.sync(acct);
     this.metrics.cachedObjects.set({ resource: "mediajobs" }, this.jobs.size);
     this.metrics.cachedObjects.set({ resource: "gpuendpoints" }, this.endpoints.size);
   }

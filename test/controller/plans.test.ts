@@ -41,22 +41,20 @@ beforeAll(async () => {
 
 afterAll(() => stack?.stop());
 
-/** An account as the sidecar and the usage recorder leave it. */
+/** An account as the sidecar and the usage recorder leave it (the controller writes on it too). */
 async function account(customer: string, status: Partial<NonNullable<BillingAccount["status"]>>) {
   const name = billingAccountName(customer);
-  const existing = await api.get<BillingAccount>("billingaccounts", ns, name);
-  const acct =
-    existing ??
-    (await api.create<BillingAccount>("billingaccounts", ns, {
+  if (!(await api.get<BillingAccount>("billingaccounts", ns, name)))
+    await api.create<BillingAccount>("billingaccounts", ns, {
       apiVersion: API_VERSION,
       kind: "BillingAccount",
       metadata: { name, namespace: ns },
       spec: { customerId: customer },
-    } as never));
-  await api.replaceStatus("billingaccounts", {
+    } as never);
+  await api.updateStatusWithRetry<BillingAccount>("billingaccounts", ns, name, (acct) => ({
     ...acct,
     status: { ...acct.status, subscriptionStatus: "active", ...status },
-  });
+  }));
 }
 
 const inAnHour = () => new Date(Date.now() + 3_600_000).toISOString();

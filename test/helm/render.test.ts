@@ -87,6 +87,7 @@ const CONTROLLER_RULES = [
   { apiGroups: [G], resources: ["gpuendpoints"], verbs: ["list", "watch"] },
   { apiGroups: [G], resources: ["gpuendpoints/status"], verbs: ["update"] },
   { apiGroups: [G], resources: ["billingaccounts"], verbs: ["list", "watch"] },
+  { apiGroups: [G], resources: ["billingaccounts/status"], verbs: ["update"] },
   { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
 ];
 const WEBHOOKS_RULES = [
@@ -1033,6 +1034,7 @@ describe("helm template, production options", () => {
       "MediaOrchestratorReconcileErrors",
       "MediaOrchestratorWebhooksDown",
       "MediaOrchestratorJobsStuck",
+      "MediaOrchestratorJobRunningAfterCancel",
       "MediaOrchestratorSubmissionsFailing",
       "MediaOrchestratorProviderKeyInvalid",
       "MediaOrchestratorEndpointNotReady",

@@ -389,6 +389,7 @@ With webhooks.separateDeployment each process's ServiceAccount gets only its own
 - apiGroups: ["media-orchestrator.io"]
   resources: ["billingaccounts"]
   verbs: ["get", "list", "watch", "create"]
+# c: the plan's limit on the account (status.usage.limitSeconds); w: the subscription state
 - apiGroups: ["media-orchestrator.io"]
   resources: ["billingaccounts/status"]
   verbs: ["update"]
@@ -427,6 +428,10 @@ With webhooks.separateDeployment each process's ServiceAccount gets only its own
 - apiGroups: ["media-orchestrator.io"]
   resources: ["billingaccounts"]
   verbs: ["list", "watch"]
+# the plan's limit shown on the account (status.usage.limitSeconds)
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["billingaccounts/status"]
+  verbs: ["update"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
