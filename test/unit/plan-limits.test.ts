@@ -8,6 +8,7 @@ import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
 import { planJob, type AccountFacts, type Facts } from "../../src/mediajob/plan.js";
 import { PlansSchema, usedSecondsNow } from "../../src/mediajob/plans.js";
+import { waitOf } from "../../src/cli/waiting.js";
 
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const plans = PlansSchema.parse({
@@ -125,5 +126,28 @@ describe("usedSecondsNow", () => {
     ["a period ending now", { usedSeconds: 120, periodEnd: "2026-02-01T00:00:00Z" }, 0],
   ])("%s", (_n, usage, used) => {
     expect(usedSecondsNow(usage, now)).toBe(used);
+  });
+});
+
+describe("what kubectl media says of a job its plan holds", () => {
+  it.each([
+    ["UsageLimitReached", /billing period rolls over/],
+    ["ConcurrencyLimitReached", /running jobs ends/],
+    ["ExecutionTimeoutAbovePlan", /lower spec.executionTimeoutSeconds/],
+    ["NoPlan", /add a plan for the subscription's price/],
+  ])("%s: the fix", (reason, fix) => {
+    const held = planJob(
+      job({ executionTimeoutSeconds: reason === "ExecutionTimeoutAbovePlan" ? 601 : undefined }),
+      facts({
+        account: account({
+          usedSeconds: reason === "UsageLimitReached" ? 3600 : 0,
+          runningJobs: reason === "ConcurrencyLimitReached" ? 2 : 0,
+          priceIds: reason === "NoPlan" ? [] : ["price_small"],
+        }),
+      }),
+    );
+    const wait = waitOf(job({}, held.status));
+    expect(wait?.condition.reason).toBe(reason);
+    expect(wait?.fix).toMatch(fix);
   });
 });
