@@ -6,7 +6,16 @@ import { UsageError } from "./errors.js";
 import { parseFormat, type Format } from "./output.js";
 
 export type CommandName =
-  "check-key" | "status" | "stuck" | "reset" | "complete" | "recover" | "redeliver" | "doctor" | "accept";
+  | "check-key"
+  | "status"
+  | "stuck"
+  | "reset"
+  | "complete"
+  | "recover"
+  | "redeliver"
+  | "doctor"
+  | "accept"
+  | "cancel";
 
 interface CommandSpec {
   name: CommandName;
@@ -92,6 +101,19 @@ const COMMANDS: readonly CommandSpec[] = [
       "provider job as this job's (annotation media-orchestrator.io/accepted-provider-job), and the\n" +
       "controller creates the next pipeline step. Check the output first: anyone holding the job's\n" +
       "callback URL could have named another job. Refused (exit 1) for any other job.",
+    flags: [],
+    output: false,
+    allNamespaces: false,
+  },
+  {
+    name: "cancel",
+    args: ["mediajob"],
+    summary: "cancel a job for good (spec.cancel): it ends Cancelled, stopped at the provider",
+    details:
+      "Sets spec.cancel on the job; it cannot be undone. A waiting job ends Cancelled without being\n" +
+      "submitted. A running one is cancelled at the provider and followed until the provider reports\n" +
+      "it ended (its worker may run on, and be billed, meanwhile: a Warning Event with the provider's\n" +
+      "job id tells when that lasts), then ends Cancelled. A job already finished is left as it is.",
     flags: [],
     output: false,
     allNamespaces: false,

@@ -20,6 +20,7 @@ const COMMANDS: Record<CommandName, () => Promise<Command>> = {
   redeliver: () => import("./redeliver.js"),
   doctor: () => import("./doctor.js"),
   accept: () => import("./accept.js"),
+  cancel: () => import("./cancel.js"),
 };
 
 export async function main(

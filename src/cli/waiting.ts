@@ -25,6 +25,14 @@ function fixFor(job: MediaJob, c: Condition): string {
       );
     case "AccountNotActive":
       return `the job runs once ${account}'s subscription is active or trialing again (a customer.subscription.updated event); delete the job otherwise`;
+    case "UsageLimitReached":
+      return `the job runs once ${account}'s billing period rolls over or its plan grows (a larger price on the subscription; kubectl get bacct -o wide shows used and limit seconds); delete the job otherwise`;
+    case "ConcurrencyLimitReached":
+      return `the job runs once one of ${account}'s running jobs ends (its plan's maxConcurrentJobs)`;
+    case "ExecutionTimeoutAbovePlan":
+      return `lower spec.executionTimeoutSeconds to the plan's maxExecutionTimeoutMs (or leave it out: the plan's is used), or move ${account} to a plan that allows it`;
+    case "NoPlan":
+      return `add a plan for the subscription's price (chart value plans, MEDIA_PLANS), or wait for the subscription's price to be recorded (kubectl get bacct -o wide)`;
     case "EndpointMissing":
       return `apply a GpuEndpoint for workload ${job.spec.workload} in namespace ${job.metadata.namespace}, or set spec.endpointRef to one`;
     case "WorkloadMismatch":

@@ -3,6 +3,7 @@
 import type { Logger } from "pino";
 import { z } from "zod";
 import { CALLBACK_SECRET_MIN_BYTES } from "../callback/token.js";
+import { PlansSchema } from "../mediajob/plans.js";
 import { UNCONFIRMED_SUBMISSION_POLICIES } from "../mediajob/unconfirmed.js";
 import { parseRateLimits } from "./rate-limits.js";
 import {
@@ -99,6 +100,34 @@ export const EnvSchema = z.object({
    * is let go without the cancel (a dead provider must not keep objects forever).
    */
   DELETE_CANCEL_TIMEOUT_SECONDS: seconds(300),
+  /**
+   * Plans that cap an account's spend, as JSON keyed by price id (docs/design.md, "Usage and
+   * plans"): `{"price_...": {"gpuSecondsPerPeriod": 3600, "maxConcurrentJobs": 2,
+   * "maxExecutionTimeoutMs": 600000}}`. Empty or `{}`: no plans, no limits.
+   */
+  MEDIA_PLANS: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v.trim() === "") return {};
+      let json: unknown;
+      try {
+        json = JSON.parse(v);
+      } catch {
+        ctx.addIssue({ code: "custom", message: "must be a JSON object of plans keyed by price id" });
+        return z.NEVER;
+      }
+      const plans = PlansSchema.safeParse(json);
+      if (plans.success) return plans.data;
+      const where = plans.error.issues.map((i) => `${i.path.join(".") || "plans"}: ${i.message}`);
+      ctx.addIssue({ code: "custom", message: `invalid plans (${where.join("; ").slice(0, 512)})` });
+      return z.NEVER;
+    }),
+  /**
+   * How long a cancelled job may keep running at the provider (still billed) before a Warning
+   * Event and the jobs-running-after-cancel gauge say so.
+   */
+  CANCEL_FOLLOW_WARNING_SECONDS: seconds(120),
   /** Namespace to watch; empty means all namespaces. */
   WATCH_NAMESPACE: optionalText,
   MAX_CONCURRENT_RECONCILES: z.coerce.number().int().min(1).max(256).default(8),

@@ -16,6 +16,8 @@ import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "./idle-compaction.js";
+import { AccountJobs } from "./account-jobs.js";
+import { AccountLimits } from "./account-limits.js";
 import { Informer, objectKey } from "./informer.js";
 import { endpointMatches } from "../mediajob/admission.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
@@ -52,6 +54,10 @@ export class Manager {
   readonly jobs: Informer<MediaJob>;
   readonly endpoints: Informer<GpuEndpoint>;
   readonly accounts: Informer<BillingAccount>;
+  /** Running jobs per account, for the plans' concurrency cap. */
+  readonly accountJobs = new AccountJobs();
+  /** Keeps each account's shown plan limit (status.usage.limitSeconds) equal to its plan. */
+  private readonly accountLimits: AccountLimits;
   readonly jobQueue: WorkQueue;
   readonly endpointQueue: WorkQueue;
   readonly metrics: ControllerMetrics;
@@ -162,7 +168,10 @@ export class Manager {
         unconfirmedPolicy: env.UNCONFIRMED_SUBMISSION_POLICY,
         cancelGiveUpMs: env.DELETE_CANCEL_TIMEOUT_SECONDS * 1000,
         tickMs,
+        plans: env.MEDIA_PLANS,
+        cancelFollowWarningMs: env.CANCEL_FOLLOW_WARNING_SECONDS * 1000,
       },
+      accountJobs: this.accountJobs,
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
       onSubmission: (outcome) => this.metrics.submissions.inc({ outcome }),
       onRecovery: (kind) => this.metrics.recoveries.inc({ kind }),
@@ -197,6 +206,7 @@ export class Manager {
       const superseded = ours && this.jobReconciler.stale.isStale(key, job.metadata.resourceVersion);
       if (jobEventWorthALook(event, job, old, ours, superseded)) this.jobQueue.add(key);
     });
+    this.jobs.on((event, job, old) => this.accountJobs.observe(event, job, old));
     // Counted by the leader only, so a sum across replicas counts each job once.
     this.jobs.on((event, job, old) => {
       if (this.leading) this.metrics.resources.observe(event, job, old);
@@ -217,7 +227,9 @@ export class Manager {
         if (endpointMatches(job, ep)) this.jobQueue.add(objectKey(job));
       }
     });
-    this.accounts.on((_e, acct) => {
+    this.accountLimits = new AccountLimits(api, env.MEDIA_PLANS, log.child({ component: "account-limits" }));
+    this.accounts.on((e, acct) => {
+      if (this.leading && e !== "delete") void this.accountLimits.sync(acct);
       for (const job of this.jobs.list()) {
         if (atRest(job)) continue;
         if (job.spec.account && billingAccountName(job.spec.account) === acct.metadata.name)
@@ -297,6 +309,7 @@ export class Manager {
     this.ticks++;
     for (const key of this.endpoints.keys()) this.endpointQueue.addUnlessBackingOff(key);
     for (const job of this.jobs.list()) if (!atRest(job)) this.jobQueue.addUnlessBackingOff(objectKey(job));
+    for (const acct of this.accounts.list()) void this.accountLimits.sync(acct);
     this.metrics.cachedObjects.set({ resource: "mediajobs" }, this.jobs.size);
     this.metrics.cachedObjects.set({ resource: "gpuendpoints" }, this.endpoints.size);
   }

@@ -14,6 +14,7 @@ import { JobPhase, type MediaJob } from "../crds/mediajob.js";
 import { isTerminal } from "../mediajob/job.js";
 import { isUnconfirmed } from "../mediajob/submission.js";
 import { msUntilStuck } from "../mediajob/recovery.js";
+import { runningAfterCancel } from "../mediajob/stop.js";
 import type { InformerEvent } from "./informer.js";
 
 export interface CacheSource {
@@ -104,6 +105,16 @@ export class ResourceMetrics {
         for (const job of s.jobs())
           if (isUnconfirmed(job.status) && job.status?.submission?.state === "Unconfirmed")
             g.inc({ workload: job.spec.workload });
+      },
+    );
+    fromCache(
+      "media_orchestrator_mediajobs_running_after_cancel",
+      "MediaJobs cancelled (spec.cancel, a suspension, the deadline) that the provider still reports running past CANCEL_FOLLOW_WARNING_SECONDS: still billed, by workload",
+      ["workload"],
+      (g, s) => {
+        for (const workload of Workload.options) g.set({ workload }, 0);
+        for (const job of s.jobs())
+          if (runningAfterCancel(job.status)) g.inc({ workload: job.spec.workload });
       },
     );
     fromCache(

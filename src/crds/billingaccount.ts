@@ -88,5 +88,6 @@ export const billingAccountDefinition: ResourceDefinition = {
     { name: "Limit", type: "integer", jsonPath: ".status.usage.limitSeconds", priority: 1 },
     { name: "Updated", type: "date", jsonPath: ".status.updatedAt" },
     AGE_COLUMN,
+    { name: "Prices", type: "string", jsonPath: ".status.priceIds", priority: 1 },
   ],
 };

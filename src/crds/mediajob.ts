@@ -57,6 +57,17 @@ const JobSettings = {
         "they allow it, enforced by cancelling the job where not. Past it the job ends Failed with " +
         "reason DeadlineExceeded. May be added or lowered after submission, never raised or removed.",
     ),
+  executionTimeoutSeconds: z
+    .int()
+    .min(5)
+    .max(7 * 24 * 3600)
+    .optional()
+    .describe(
+      "The longest the worker may run the job: sent to the provider as policy.executionTimeout " +
+        "(RunPod: 5 s to 7 days), which ends it TIMED_OUT past it. Default: the account's plan's " +
+        "maxExecutionTimeoutMs. Above the plan's, the job waits (Admitted=False, " +
+        "ExecutionTimeoutAbovePlan). With activeDeadlineSeconds the smaller limit is sent.",
+    ),
   ttlSecondsAfterFinished: z
     .int()
     .min(0)
@@ -82,6 +93,15 @@ export const MediaJobSpec = z.object({
       "True: the job is not submitted; a running job is cancelled at the provider and waits in " +
         "Pending (condition Suspended) until this is false again, as batch/v1 Job's suspend. May be " +
         "changed at any time.",
+    ),
+  cancel: z
+    .boolean()
+    .optional()
+    .describe(
+      "True: the job is cancelled for good, as suspend but final: a waiting job is never submitted, " +
+        "a running one is cancelled at the provider and followed until the provider reports it " +
+        "CANCELLED or ended; the job ends Cancelled. Cannot be set back to false " +
+        "(`kubectl media cancel JOB`).",
     ),
   id: JobId.optional().describe(
     "Idempotency key sent to the provider as the job id. Default: metadata.uid. Immutable.",
@@ -215,13 +235,19 @@ export const MediaJob = z.object({
 export type MediaJob = z.infer<typeof MediaJob>;
 
 /**
- * Spec fields that may change after the job was submitted: suspend (that is what it is for),
+ * Spec fields that may change after the job was submitted: suspend and cancel (that is what they
+ * are for),
  * activeDeadlineSeconds (a limit may be tightened; CEL below refuses raising or removing it) and
  * ttlSecondsAfterFinished (how long a finished job is kept says nothing about what ran).
  * Everything else decides what runs, so it is frozen once the job was sent: a finished job shows
  * what ran, and a running one cannot drift from it.
  */
-const MUTABLE_SPEC_FIELDS = ["suspend", "activeDeadlineSeconds", "ttlSecondsAfterFinished"] as const;
+const MUTABLE_SPEC_FIELDS = [
+  "suspend",
+  "cancel",
+  "activeDeadlineSeconds",
+  "ttlSecondsAfterFinished",
+] as const;
 
 /** CEL: the job was never submitted (Pending with no attempt), so its spec is still a draft. */
 const NOT_SUBMITTED =
@@ -251,13 +277,19 @@ export const mediaJobDefinition: ResourceDefinition = {
       fieldPath: ".id",
       reason: "FieldValueInvalid",
     },
+    {
+      rule: "!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",
+      message: "spec.cancel cannot be undone; create a new MediaJob to run the work again",
+      fieldPath: ".cancel",
+      reason: "FieldValueForbidden",
+    },
   ],
   // On the whole object, the one place a rule can read status beside spec.
   objectValidations: [
     {
       rule: `${NOT_SUBMITTED} || (${FROZEN_SPEC_FIELDS.map(sameField).join(" && ")})`,
       message:
-        "spec is immutable once the job has been submitted, except suspend, ttlSecondsAfterFinished " +
+        "spec is immutable once the job has been submitted, except suspend, cancel, ttlSecondsAfterFinished " +
         "and activeDeadlineSeconds (lowered only); create a new MediaJob to run something else",
       fieldPath: ".spec",
       reason: "FieldValueForbidden",

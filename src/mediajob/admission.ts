@@ -4,6 +4,8 @@ import { ADMITTING_STATES } from "../crds/billingaccount.js";
 import { getCondition, type ConditionInput } from "../crds/conditions.js";
 import type { GpuEndpoint } from "../crds/gpuendpoint.js";
 import type { MediaJob } from "../crds/mediajob.js";
+import type { AccountFacts } from "./plan.js";
+import { admission as planVerdict, type Plans } from "./plans.js";
 
 /** Admitted: no account named, or the account's subscription is active or trialing. */
 export function admission(job: MediaJob, subscriptionState: string | undefined): ConditionInput {
@@ -31,6 +33,46 @@ export function admission(job: MediaJob, subscriptionState: string | undefined):
     message: state
       ? `account ${account} is ${state}; the job waits until it is active or trialing`
       : `no subscription state is known for account ${account}; the job waits for one`,
+  };
+}
+
+/** What the plans say of a job its subscription admits: wait (a condition), or go with this timeout. */
+export type LimitsVerdict =
+  { admitted: true; executionTimeoutMs?: number } | { admitted: false; condition: ConditionInput };
+
+/** The job's own policy.executionTimeout, ms (spec.executionTimeoutSeconds). */
+const ownExecutionTimeoutMs = (job: MediaJob): number | undefined =>
+  job.spec.executionTimeoutSeconds === undefined ? undefined : job.spec.executionTimeoutSeconds * 1000;
+
+/**
+ * The account's plan applied to a job its subscription admits (plans.ts admission): a job that
+ * names no account, or any job while no plans are configured, goes with its own timeout only.
+ */
+export function planLimits(
+  job: MediaJob,
+  plans: Plans | undefined,
+  account: AccountFacts | undefined,
+): LimitsVerdict {
+  const own = ownExecutionTimeoutMs(job);
+  const name = job.spec.account;
+  if (!name || !plans || Object.keys(plans).length === 0)
+    return { admitted: true, ...(own !== undefined && { executionTimeoutMs: own }) };
+  const verdict = planVerdict({
+    plans,
+    priceIds: account?.priceIds ?? [],
+    usedSeconds: account?.usedSeconds ?? 0,
+    runningJobs: account?.runningJobs ?? 0,
+    ...(own !== undefined && { executionTimeoutMs: own }),
+  });
+  if (verdict.admitted) return verdict;
+  return {
+    admitted: false,
+    condition: {
+      type: "Admitted",
+      status: "False",
+      reason: verdict.reason,
+      message: `account ${name}: ${verdict.message}`,
+    },
   };
 }
 

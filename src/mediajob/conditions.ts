@@ -29,6 +29,7 @@ export function summaryOf(conditions: Condition[]): { reason: string; message: s
     find("Suspended", "Unknown") ||
     (succeeded?.reason === "Pending" &&
       (find("Admitted", "False") || find("EndpointReady", "False") || find("Submitted", "False"))) ||
+    find("Stopping", "True") ||
     find("Submitted", "Unknown", SUBMISSION_UNCONFIRMED) ||
     find("Overdue", "True") ||
     succeeded;
@@ -72,6 +73,14 @@ export function withPhaseConditions(
       generation,
     );
   }
+  // A job that has left Processing (a callback may end it) is no longer followed after a cancel.
+  if (status.phase !== "Processing" && getCondition(conditions, "Stopping")?.status === "True")
+    conditions = setCondition(
+      conditions,
+      { type: "Stopping", status: "False", reason: "Stopped", message: "the job has ended at the provider" },
+      now,
+      generation,
+    );
   return {
     ...status,
     conditions,

@@ -37,19 +37,23 @@ export function deadlineExceeded(status: MediaJobStatus, now: string, what: stri
  * The provider's limits for a submission (RunPod's policy: executionTimeout 5 s to 7 days, ttl 10 s
  * to 7 days, https://docs.runpod.io/serverless/endpoints/send-requests#execution-policies): the
  * job's remaining deadline where it fits them. A remaining time below their minimum is not sent:
- * the controller cancels the job at its deadline instead.
+ * the controller cancels the job at its deadline instead. `executionTimeoutMs` (the job's own or
+ * its plan's, already within the provider's range) is sent too: the smaller of the two limits.
  */
 export function providerPolicy(
   spec: { activeDeadlineSeconds?: number },
   status: MediaJobStatus | undefined,
   nowMs: number,
   defaultTtlMs: number,
+  executionTimeoutMs?: number,
 ): { executionTimeout?: number; ttl: number } {
   const remaining = Math.floor(msUntilDeadline(spec, status, nowMs));
-  if (!Number.isFinite(remaining)) return { ttl: defaultTtlMs };
+  const byDeadline = remaining >= 5_000 && remaining <= 7 * 24 * 3600 * 1000 ? remaining : undefined;
+  const limits = [byDeadline, executionTimeoutMs].filter((v) => v !== undefined);
+  const executionTimeout = limits.length ? Math.min(...limits) : undefined;
   return {
-    ttl: remaining >= 10_000 ? Math.min(remaining, defaultTtlMs) : defaultTtlMs,
-    ...(remaining >= 5_000 && remaining <= 7 * 24 * 3600 * 1000 && { executionTimeout: remaining }),
+    ttl: Number.isFinite(remaining) && remaining >= 10_000 ? Math.min(remaining, defaultTtlMs) : defaultTtlMs,
+    ...(executionTimeout !== undefined && { executionTimeout }),
   };
 }
 

@@ -8,7 +8,7 @@ import { deletedStepPipelineCondition, pipelineFirstOf } from "./pipeline.js";
 /** How long a deletion waits for an unconfirmed submission's provider id, to cancel it. */
 const CANCEL_WAIT_FOR_ID_MS = 60_000;
 /** How long a deletion keeps trying to cancel at a provider that fails, before letting go. */
-const CANCEL_GIVE_UP_MS = 5 * 60_000;
+export const CANCEL_GIVE_UP_MS = 5 * 60_000;
 
 type DeletionStep =
   | { type: "event"; event: PlannedEvent }

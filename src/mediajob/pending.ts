@@ -2,12 +2,13 @@
 // to a Ready endpoint, then submitted (the finalizer first, so a deletion always cancels it).
 import { getCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
-import { admission, endpointReadiness } from "./admission.js";
+import { admission, endpointReadiness, planLimits } from "./admission.js";
 import { noteCondition, withCondition, type PlannedEvent } from "./conditions.js";
 import { deadlineExceeded, msUntilDeadline } from "./deadline.js";
 import { FINALIZER } from "./job.js";
 import { firstStepMetadata } from "./pipeline.js";
 import type { Action, Facts, Plan } from "./plan.js";
+import { cancelledStatus } from "./stop.js";
 import { planSubmission } from "./write-ahead.js";
 
 export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts): Plan {
@@ -25,6 +26,11 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
     actions: labelling,
     requeueAfterMs: facts.settings.tickMs,
   });
+  // Cancelled before it was submitted: it ends here, never reaching the provider.
+  if (job.spec.cancel) {
+    const cancelled = cancelledStatus(status, now, "the job was never submitted");
+    return { status: cancelled, events: [], actions: [] };
+  }
   // A suspended job is not submitted; it waits for spec.suspend to be false (a watch event).
   const suspended = getCondition(status.conditions, "Suspended");
   if (job.spec.suspend) {
@@ -56,7 +62,15 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
     events.push(["Warning", "DeadlineExceeded", failed.error!]);
     return { status: failed, events, actions: [] };
   }
-  const admitted = admission(job, facts.subscriptionState);
+  // The subscription first, then (a separate step, before any submission gate) the account's plan:
+  // its seconds this period, its concurrent jobs, its longest executionTimeout.
+  let admitted = admission(job, facts.subscriptionState);
+  let executionTimeoutMs: number | undefined;
+  if (admitted.status === "True") {
+    const limits = planLimits(job, facts.settings.plans, facts.account);
+    if (limits.admitted) executionTimeoutMs = limits.executionTimeoutMs;
+    else admitted = limits.condition;
+  }
   status = noteCondition(
     status,
     gen,
@@ -85,6 +99,7 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
       newSubmissionId: facts.newSubmissionId,
       now,
       defaultTimeoutSeconds: facts.settings.defaultTimeoutSeconds,
+      ...(executionTimeoutMs !== undefined && { executionTimeoutMs }),
     }),
   });
   return { status, events, actions };

@@ -20,6 +20,7 @@ import { ownPipelineCondition, pipelineFirstOf, stepPipelineCondition } from "./
 import { planProcessing } from "./processing.js";
 import { endEvent } from "./stop.js";
 import { msUntilExpiry } from "./ttl.js";
+import type { Plans } from "./plans.js";
 import type { UnconfirmedSubmissionPolicy } from "./unconfirmed.js";
 import type { SubmissionPlan } from "./write-ahead.js";
 
@@ -30,10 +31,14 @@ export interface PlanSettings {
   confirmationWindowMs?: number;
   /** What becomes of a submission still unconfirmed at its deadline. Default "fail" (at most once). */
   unconfirmedPolicy?: UnconfirmedSubmissionPolicy;
+  /** How long a cancelled job may run on at the provider before a Warning (CANCEL_FOLLOW_WARNING_SECONDS). */
+  cancelFollowWarningMs?: number;
   /** How long a deletion keeps trying to cancel at a failing provider. Default CANCEL_GIVE_UP_MS. */
   cancelGiveUpMs?: number;
   /** The reconciliation tick: how often waiting jobs are looked at again. */
   tickMs: number;
+  /** Plans by price id (plans.ts); absent or empty: no plan limits. */
+  plans?: Plans;
 }
 
 /** What the provider said when asked for a job's status. */
@@ -45,6 +50,8 @@ export interface Facts {
   settings: PlanSettings;
   /** The subscription state of the job's BillingAccount (a Pending job's admission). */
   subscriptionState?: string;
+  /** What the plans read of the job's account, for a Pending job, when plans are configured. */
+  account?: AccountFacts;
   /** The job's endpoint (pickEndpoint), for a Pending job. */
   endpoint?: GpuEndpoint;
   /** The provider's status of the job, read only when providerReadDue said it was due. */
@@ -55,8 +62,18 @@ export interface Facts {
   unrecorded?: { attempt: number; providerJobId: string };
 }
 
+/** A Pending job's account as its plan sees it. */
+export interface AccountFacts {
+  /** BillingAccount.status.priceIds. */
+  priceIds: readonly string[];
+  /** GPU seconds used in the current billing period (usedSecondsNow). */
+  usedSeconds: number;
+  /** The account's jobs submitted and not ended, this one excluded (from the cache). */
+  runningJobs: number;
+}
+
 /** Why a running job is cancelled at the provider. */
-export type StopReason = "suspend" | "deadline";
+export type StopReason = "cancel" | "suspend" | "deadline";
 
 /** A side effect, carried out by the reconciler in the order planned. */
 export type Action =
@@ -109,6 +126,11 @@ export interface Plan {
   error?: PassError;
   submission?: SubmissionOutcome;
   recovery?: RecoveryKind;
+  /**
+   * The provider's confirmed final answer a stopped job ended with (after a cancel: the status read
+   * once the provider has ended it), for what is recorded from it when a job ends.
+   */
+  ended?: ProviderResult;
 }
 
 export const retry = (message: string): PassError => ({ terminal: false, message });

@@ -41,6 +41,23 @@ export function planFor(plans: Plans, priceIds: readonly string[]): Plan | undef
   };
 }
 
+/** BillingAccount.status.usage as the plans read it. */
+export interface PeriodUsage {
+  usedSeconds: number;
+  periodEnd?: string;
+}
+
+/**
+ * The GPU seconds the account has used in the billing period current at `nowMs`: none recorded
+ * yet is 0, and so is a period that has ended (the figures are last period's until the next
+ * job's usage starts the new one).
+ */
+export function usedSecondsNow(usage: PeriodUsage | undefined, nowMs: number): number {
+  if (!usage) return 0;
+  const end = usage.periodEnd === undefined ? NaN : Date.parse(usage.periodEnd);
+  return end <= nowMs ? 0 : usage.usedSeconds;
+}
+
 export interface AdmissionInput {
   /** Configured plans; an empty set turns plan limits off (every job is admitted as before). */
   plans: Plans;
@@ -82,17 +99,19 @@ export function admission(input: AdmissionInput): AdmissionVerdict {
           ? "the account's subscription has no price recorded yet"
           : `no plan is configured for price ${priceIds.join(", ")}`,
     };
+  // The messages name the plan's figures, not the account's moving ones: a waiting job's condition
+  // (and its Event) changes when the verdict does, not with every job that ends meanwhile.
   if (usedSeconds >= plan.gpuSecondsPerPeriod)
     return {
       admitted: false,
       reason: "UsageLimitReached",
-      message: `the account used ${usedSeconds} of its ${plan.gpuSecondsPerPeriod} GPU seconds this billing period`,
+      message: `the account has used the ${plan.gpuSecondsPerPeriod} GPU seconds its plan allows this billing period; the job waits for the next period or a larger plan`,
     };
   if (plan.maxConcurrentJobs !== undefined && runningJobs >= plan.maxConcurrentJobs)
     return {
       admitted: false,
       reason: "ConcurrencyLimitReached",
-      message: `the account runs ${runningJobs} jobs, its plan allows ${plan.maxConcurrentJobs} at once`,
+      message: `the account runs the ${plan.maxConcurrentJobs} jobs at once its plan allows; the job waits for one to end`,
     };
   if (executionTimeoutMs !== undefined && executionTimeoutMs > plan.maxExecutionTimeoutMs)
     return {

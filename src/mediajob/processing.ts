@@ -9,7 +9,7 @@ import { currentProviderJobId } from "./job.js";
 import { retry, type Facts, type Plan } from "./plan.js";
 import { applyProviderResult } from "./provider-result.js";
 import { afterProviderLostJob, msUntilStuck, resetToPending } from "./recovery.js";
-import { planStop } from "./stop.js";
+import { planFollow, planStop, stopFollowed } from "./stop.js";
 import { isUnconfirmed } from "./submission.js";
 import { decideUnconfirmed } from "./unconfirmed.js";
 import { unconfirmedStatus } from "./write-ahead.js";
@@ -25,6 +25,9 @@ export function providerReadDue(
 ): { endpointId: string; providerJobId: string } | undefined {
   const status = job.status;
   if (status?.phase !== "Processing" || job.metadata.deletionTimestamp) return undefined;
+  // Cancelled and still running at the provider: followed at every pass until it has ended there.
+  if (stopFollowed(status) && status.endpointId && status.providerJobId)
+    return { endpointId: status.endpointId, providerJobId: status.providerJobId };
   if (msUntilDeadline(job.spec, status, nowMs) <= 0 || job.spec.suspend || isUnconfirmed(status))
     return undefined;
   if (msUntilStuck(job, nowMs, defaultTimeoutSeconds) > 0 || !status.endpointId) return undefined;
@@ -38,8 +41,13 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
   const nowMs = facts.now.getTime();
   const now = facts.now.toISOString();
   const gen = job.metadata.generation;
+  const followed = stopFollowed(status);
+  if (followed && followed.why !== "delete")
+    return planFollow(job, status, { ...followed, why: followed.why }, facts);
+  // spec.cancel is final: it comes before the deadline and a suspension.
+  if (job.spec.cancel && !isUnconfirmed(status)) return planStop(job, status, "cancel", now);
   if (msUntilDeadline(job.spec, status, nowMs) <= 0) return planStop(job, status, "deadline", now);
-  if (job.spec.suspend) {
+  if (job.spec.suspend || job.spec.cancel) {
     if (!isUnconfirmed(status)) return planStop(job, status, "suspend", now);
     // Its provider id is unknown, so it cannot be cancelled, and it may be running: it is not
     // submitted again either. It is cancelled once its id arrives (its callback), or ends as any
@@ -56,7 +64,7 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
           status: "Unknown",
           reason: "SuspendPending",
           message:
-            "spec.suspend is true, but the submission is unconfirmed (its provider id is unknown): it " +
+            `spec.${job.spec.cancel ? "cancel" : "suspend"} is true, but the submission is unconfirmed (its provider id is unknown): it ` +
             "is cancelled once its id arrives with its callback, and never submitted again meanwhile",
         },
         now,

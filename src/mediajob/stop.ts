@@ -1,15 +1,56 @@
-// A running job stopped at the provider because it was suspended or ran past its deadline, as
-// batch/v1 Job does, and the Event that tells how a job ended.
+// A running job stopped at the provider because it was cancelled (spec.cancel), suspended or ran
+// past its deadline, as batch/v1 Job does; the provider job followed after the cancel until it has
+// ended there (a cancelled worker may run on, and be billed); and the Event that tells how a job
+// ended.
+import { getCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { failureText, withCondition, type PlannedEvent } from "./conditions.js";
 import { deadlineExceeded, suspendedStatus } from "./deadline.js";
 import { TERMINAL_STATUSES, type ProviderJobStatus } from "../provider/schemas.js";
-import type { ProviderResult } from "./job.js";
+import { ERROR_MAX_CHARS, clip, type ProviderResult } from "./job.js";
 import { applyProviderResult } from "./provider-result.js";
-import { retry, type Plan, type StopReason } from "./plan.js";
+import { retry, type Facts, type Plan, type StopReason } from "./plan.js";
 
 /** The provider's answer to a cancel: the job's status then, or an error. */
 export type CancelAnswer = { result: ProviderResult } | { lost: true } | { error: string };
+
+/** How long a cancelled job may run on at the provider before it is told (CANCEL_FOLLOW_WARNING_SECONDS). */
+const CANCEL_FOLLOW_WARNING_MS = 120_000;
+
+/**
+ * The Stopping condition of a job whose cancel was sent while the provider still runs it: True
+ * with the reason that says why it was cancelled, and whether it has run on past the warning.
+ */
+const STOPPING = "Stopping";
+const REASONS: Record<StopReason | "delete", { sent: string; overdue: string }> = {
+  cancel: { sent: "CancelSent", overdue: "RunningAfterCancel" },
+  suspend: { sent: "SuspendCancelSent", overdue: "RunningAfterSuspendCancel" },
+  deadline: { sent: "DeadlineCancelSent", overdue: "RunningAfterDeadlineCancel" },
+  delete: { sent: "DeleteCancelSent", overdue: "RunningAfterDeleteCancel" },
+};
+
+/** A job being followed after its cancel: why, since when, and whether it was told overdue. */
+interface Followed<Why = StopReason | "delete"> {
+  why: Why;
+  since: string;
+  overdue: boolean;
+}
+
+/** The cancel a Processing job is being followed after, if any (its Stopping condition). */
+export function stopFollowed(status: MediaJobStatus | undefined): Followed | undefined {
+  const c = getCondition(status?.conditions, STOPPING);
+  if (c?.status !== "True") return undefined;
+  for (const why of Object.keys(REASONS) as Array<StopReason | "delete">) {
+    const r = REASONS[why];
+    if (c.reason === r.sent || c.reason === r.overdue)
+      return { why, since: c.lastTransitionTime, overdue: c.reason === r.overdue };
+  }
+  return undefined;
+}
+
+/** Whether a job is told as running on at the provider past the warning after its cancel. */
+export const runningAfterCancel = (status: MediaJobStatus | undefined): boolean =>
+  status?.phase === "Processing" && stopFollowed(status)?.overdue === true;
 
 /** What the plan does with a job to stop: cancel it, or, its provider id unknown, stop it here. */
 export function planStop(job: MediaJob, status: MediaJobStatus, why: StopReason, now: string): Plan {
@@ -24,10 +65,13 @@ export function planStop(job: MediaJob, status: MediaJobStatus, why: StopReason,
 }
 
 /**
- * The cancel's answer read. A job the provider finished meanwhile keeps its result (it ran once;
- * it is not run again). Suspended: Pending until resumed. Past the deadline: Failed
- * (DeadlineExceeded), even when the cancel fails: the provider was given the deadline as the
- * job's TTL where it could be. A suspension whose cancel failed is retried.
+ * The cancel's answer read (the reconciler hands over the job's status read right after the
+ * cancel, when it could: that has the final figures the cancel's own answer lacks). A job the
+ * provider finished meanwhile keeps its result (it ran once; it is not run again). A job the
+ * provider still runs is followed (planFollow) until it has ended there. Cancelled: Cancelled for
+ * good. Suspended: Pending until resumed. Past the deadline: Failed (DeadlineExceeded), even when
+ * the cancel fails: the provider was given the deadline as the job's TTL where it could be. A
+ * suspension or cancellation whose cancel failed is retried.
  */
 export function afterStop(
   job: MediaJob,
@@ -35,28 +79,195 @@ export function afterStop(
   why: StopReason,
   answer: CancelAnswer,
   now: string,
+  followMs?: number,
 ): Plan {
   const id = status.providerJobId;
   const events: PlannedEvent[] = [];
   let cancelled: string;
   if ("result" in answer) {
     const res = answer.result;
-    if (TERMINAL_STATUSES.has(res.status as ProviderJobStatus) && res.status !== "CANCELLED") {
+    if (!TERMINAL_STATUSES.has(res.status as ProviderJobStatus))
+      return following(job, status, why, res, now, followMs);
+    if (res.status !== "CANCELLED") {
       // It finished before the cancel: its own end, not the suspension's or the deadline's.
       const applied = applyProviderResult({ ...job, status }, res, now);
-      if (applied && why === "suspend") return { status: applied, events, actions: [] };
-      if (applied?.phase === "Completed") return { status: applied, events, actions: [] };
+      // A cancelled job that failed for good keeps its failure; one that would be retried is not.
+      const end = (s: MediaJobStatus): Plan => ({ status: s, events, actions: [], ended: res });
+      if (applied && why === "suspend") return end(applied);
+      if (applied?.phase === "Completed") return end(applied);
+      if (applied?.phase === "Failed" && why === "cancel") return end(applied);
     }
     cancelled = `cancelled job ${id} at the provider (${res.status})`;
+    return stopped(job, status, why, now, cancelled, events, res);
   } else if ("lost" in answer) {
     cancelled = `the provider no longer knows job ${id}`;
   } else {
     const message = `could not cancel job ${id} at the provider: ${answer.error}`;
     events.push(["Warning", "CancelFailed", message]);
-    if (why === "suspend") return { status, events, actions: [], error: retry(message) };
+    if (why !== "deadline") return { status, events, actions: [], error: retry(message) };
     cancelled = message;
   }
   return stopped(job, status, why, now, cancelled, events);
+}
+
+/** The cancel was sent and the provider still runs the job: Processing, followed at every tick. */
+function following(
+  job: MediaJob,
+  status: MediaJobStatus,
+  why: StopReason,
+  res: ProviderResult,
+  now: string,
+  followMs: number | undefined,
+): Plan {
+  const message = `cancelled job ${res.id} at the provider, which still reports it ${res.status}: followed until it has ended there`;
+  const prior = stopFollowed(status);
+  const reason = prior?.why === why && prior.overdue ? REASONS[why].overdue : REASONS[why].sent;
+  const events: PlannedEvent[] = prior ? [] : [["Normal", REASONS[why].sent, message]];
+  return {
+    status: prior
+      ? status
+      : withCondition(
+          status,
+          job.metadata.generation,
+          { type: STOPPING, status: "True", reason, message },
+          now,
+        ),
+    events,
+    actions: [],
+    ...(followMs !== undefined && { requeueAfterMs: followMs }),
+  };
+}
+
+/**
+ * A job followed after its cancel, with the provider's status read this pass: ended there, it
+ * ends here as the stop says, with the provider's final answer; still running past the warning,
+ * one Warning Event with the provider's job id (and the jobs-running-after-cancel gauge).
+ */
+export function planFollow(
+  job: MediaJob,
+  status: MediaJobStatus,
+  f: Followed<StopReason>,
+  facts: Facts,
+): Plan {
+  const now = facts.now.toISOString();
+  const tick = facts.settings.tickMs;
+  const id = status.providerJobId;
+  const read = facts.provider;
+  if (!read || "error" in read) return { status, events: [], actions: [], requeueAfterMs: tick };
+  if ("lost" in read) return stopped(job, status, f.why, now, `the provider no longer knows job ${id}`, []);
+  const res = read.result;
+  if (TERMINAL_STATUSES.has(res.status as ProviderJobStatus))
+    return afterStop(job, status, f.why, { result: res }, now);
+  const warnMs = facts.settings.cancelFollowWarningMs ?? CANCEL_FOLLOW_WARNING_MS;
+  return { ...stillRunning(job, status, f, res, facts.now, warnMs, tick), actions: [] };
+}
+
+/** Still running after the cancel: looked at again, and told once past the warning. */
+function stillRunning(
+  job: MediaJob,
+  status: MediaJobStatus,
+  f: Followed,
+  res: ProviderResult,
+  now: Date,
+  warnMs: number,
+  tick: number,
+): { status: MediaJobStatus; events: PlannedEvent[]; requeueAfterMs: number } {
+  const runningForMs = now.getTime() - Date.parse(f.since);
+  if (f.overdue || runningForMs < warnMs)
+    return { status, events: [], requeueAfterMs: Math.max(50, Math.min(tick, warnMs - runningForMs)) };
+  const message =
+    `job ${status.providerJobId ?? res.id} still reports ${res.status} at the provider ${Math.floor(runningForMs / 1000)} s after ` +
+    `it was cancelled (${f.why}): it may still be billed; followed until it has ended there`;
+  return {
+    status: withCondition(
+      status,
+      job.metadata.generation,
+      { type: STOPPING, status: "True", reason: REASONS[f.why].overdue, message },
+      now.toISOString(),
+    ),
+    events: [["Warning", REASONS[f.why].overdue, message]],
+    requeueAfterMs: tick,
+  };
+}
+
+/** What a deletion does after its cancel's answer (and the job's status read after it). */
+export interface DeletionCancelOutcome {
+  /** Written before the finalizer goes (or while it stays): the job's end, or that it is followed. */
+  status?: MediaJobStatus;
+  events: PlannedEvent[];
+  /** The finalizer may go: the provider has ended the job, or the deletion gave up waiting. */
+  letGo: boolean;
+  requeueAfterMs?: number;
+  /** The provider's final answer the job ended with. */
+  ended?: ProviderResult;
+}
+
+/**
+ * A deleted job whose cancel was answered: ended at the provider, it ends Cancelled here with the
+ * provider's final answer, then is let go; still running, it keeps its finalizer and is followed
+ * at every tick (a Warning past the warning), until DELETE_CANCEL_TIMEOUT_SECONDS lets it go.
+ */
+export function afterDeletionCancel(
+  job: MediaJob,
+  res: ProviderResult,
+  o: { now: Date; deletingForMs: number; giveUpMs: number; warnMs?: number; tickMs: number },
+): DeletionCancelOutcome {
+  const status = job.status ?? {};
+  const now = o.now.toISOString();
+  const id = status.providerJobId ?? res.id;
+  if (TERMINAL_STATUSES.has(res.status as ProviderJobStatus)) {
+    // It ended there on its own before the cancel took: that end, if it is final; else Cancelled.
+    const own = res.status === "CANCELLED" ? undefined : applyProviderResult(job, res, now);
+    const ended: MediaJobStatus | undefined =
+      status.phase !== "Processing"
+        ? undefined
+        : own && own.phase !== "Pending"
+          ? own
+          : {
+              ...status,
+              phase: "Cancelled",
+              updatedAt: now,
+              completedAt: now,
+              error: clip(
+                `Cancelled: the MediaJob was deleted: cancelled job ${id} at the provider (${res.status})`,
+                ERROR_MAX_CHARS,
+              ),
+            };
+    return { ...(ended && { status: ended }), events: [], letGo: true, ended: res };
+  }
+  if (o.deletingForMs >= o.giveUpMs)
+    return {
+      events: [
+        [
+          "Warning",
+          "CancelAbandoned",
+          `job ${id} still reports ${res.status} at the provider after the cancel; deleting without waiting longer`,
+        ],
+      ],
+      letGo: true,
+    };
+  const prior = stopFollowed(status);
+  if (prior?.why !== "delete") {
+    const message = `cancelled job ${id} at the provider, which still reports it ${res.status}: followed until it has ended there before the MediaJob goes`;
+    return {
+      status: withCondition(
+        status,
+        job.metadata.generation,
+        { type: STOPPING, status: "True", reason: REASONS.delete.sent, message },
+        now,
+      ),
+      events: [["Normal", REASONS.delete.sent, message]],
+      letGo: false,
+      requeueAfterMs: o.tickMs,
+    };
+  }
+  const next = stillRunning(job, status, prior, res, o.now, o.warnMs ?? CANCEL_FOLLOW_WARNING_MS, o.tickMs);
+  return {
+    ...(next.status !== status && { status: next.status }),
+    events: next.events,
+    letGo: false,
+    requeueAfterMs: next.requeueAfterMs,
+  };
 }
 
 function stopped(
@@ -66,23 +277,40 @@ function stopped(
   now: string,
   cancelled: string,
   events: PlannedEvent[],
+  ended?: ProviderResult,
 ): Plan {
+  const gen = job.metadata.generation;
+  const last = ended && { ended };
   if (why === "deadline") {
     const failed = deadlineExceeded(status, now, cancelled);
     events.push(["Warning", "DeadlineExceeded", failed.error!]);
-    return { status: failed, events, actions: [] };
+    return { status: failed, events, actions: [], ...last };
   }
+  if (why === "cancel")
+    return { status: cancelledStatus(status, now, cancelled), events, actions: [], ...last };
   const message = `spec.suspend is true: ${cancelled}; the job is submitted again once it is false`;
   events.push(["Normal", "Suspended", message]);
   return {
     status: withCondition(
       suspendedStatus(status, now),
-      job.metadata.generation,
+      gen,
       { type: "Suspended", status: "True", reason: "Suspended", message },
       now,
     ),
     events,
     actions: [],
+    ...last,
+  };
+}
+
+/** Cancelled for good (spec.cancel): `what` says what became of it at the provider. */
+export function cancelledStatus(status: MediaJobStatus, now: string, what: string): MediaJobStatus {
+  return {
+    ...status,
+    phase: "Cancelled",
+    updatedAt: now,
+    completedAt: now,
+    error: clip(`Cancelled: spec.cancel is true: ${what}`, ERROR_MAX_CHARS),
   };
 }
 

@@ -41,7 +41,14 @@ export interface SubmissionPlan {
 export function planSubmission(
   job: MediaJob,
   status: MediaJobStatus,
-  o: { endpointId: string; newSubmissionId: string; now: string; defaultTimeoutSeconds: number },
+  o: {
+    endpointId: string;
+    newSubmissionId: string;
+    now: string;
+    defaultTimeoutSeconds: number;
+    /** policy.executionTimeout from spec or the account's plan (planLimits), ms. */
+    executionTimeoutMs?: number;
+  },
 ): SubmissionPlan {
   const { endpointId, now } = o;
   const jobId = status.jobId ?? effectiveJobId(job);
@@ -74,7 +81,8 @@ export function planSubmission(
       // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that is
       // still running is left alone. The provider's queue+run TTL is made explicit instead, and
       // spec.activeDeadlineSeconds, a hard limit, is handed to the provider where it fits.
-      policy: providerPolicy(job.spec, intent, Date.parse(now), PROVIDER_JOB_TTL_MS),
+      // The job's or its plan's executionTimeout bounds the run too: the smaller limit is sent.
+      policy: providerPolicy(job.spec, intent, Date.parse(now), PROVIDER_JOB_TTL_MS, o.executionTimeoutMs),
     },
     callback: {
       namespace: job.metadata.namespace!,

@@ -16,12 +16,20 @@ import {
 import type { KubeApi } from "../k8s/api.js";
 import { isAlreadyExists, isConflict } from "../k8s/errors.js";
 import type { WebhookMetrics } from "./metrics.js";
-import type { SubscriptionLookup } from "./paymentapi.js";
+import type { CurrentSubscription, SubscriptionLookup } from "./paymentapi.js";
+
+const samePrices = (a: readonly string[] | undefined, b: readonly string[] | undefined): boolean =>
+  a === undefined || (b !== undefined && a.length === b.length && a.every((p, i) => p === b[i]));
 
 export interface SubscriptionChange {
   customerId: string;
   subscriptionId?: string;
   subscriptionStatus: SubscriptionStatus;
+  /**
+   * The subscription's price ids (its items' prices, sorted), which select the account's plan.
+   * Undefined: the event does not list them, and the account keeps those it has.
+   */
+  priceIds?: string[];
   eventId: string;
   /** event.created, seconds since the epoch. */
   created: number;
@@ -83,6 +91,7 @@ function accountStatusAfter(
     ),
   };
   if (change.subscriptionId !== undefined) status.subscriptionId = change.subscriptionId;
+  if (change.priceIds !== undefined) status.priceIds = change.priceIds;
   return status;
 }
 
@@ -116,7 +125,7 @@ export async function applySubscriptionChange(
 ): Promise<ApplyResult> {
   const { api, namespace, metrics } = deps;
   const name = billingAccountName(change.customerId);
-  let providerStatus: SubscriptionStatus | undefined;
+  let provider: CurrentSubscription | undefined;
   for (let round = 0; round < 8; round++) {
     const current = await api.get<BillingAccount>("billingaccounts", namespace, name);
     if (!current) {
@@ -137,10 +146,19 @@ export async function applySubscriptionChange(
     const lookup = deps.subscriptions;
     if (order === "tie" && lookup && change.subscriptionId) {
       // Asked once per delivery, then kept across conflict retries: the answer is "now" either way.
-      providerStatus ??= await lookup.currentStatus(change.subscriptionId);
-      // The provider's state wins; a write only when it changes what the account holds.
-      if (providerStatus !== current.status?.subscriptionStatus)
-        next = { ...change, subscriptionStatus: providerStatus };
+      provider ??= await lookup.current(change.subscriptionId);
+      // The provider's state (and prices) win; a write only when it changes what the account holds.
+      if (
+        provider.status !== current.status?.subscriptionStatus ||
+        !samePrices(provider.priceIds, current.status?.priceIds)
+      ) {
+        const { priceIds: _event, ...rest } = change;
+        next = {
+          ...rest,
+          subscriptionStatus: provider.status,
+          ...(provider.priceIds && { priceIds: provider.priceIds }),
+        };
+      }
     } else if (order === "newer" || (order === "tie" && supersedes(change, current.status))) {
       next = change;
     }
@@ -150,7 +168,7 @@ export async function applySubscriptionChange(
         account: name,
         subscriptionStatus: current.status?.subscriptionStatus,
         ...(order === "same" || order === "tie" ? {} : { supersededBy: current.status?.lastEventId }),
-        ...(providerStatus !== undefined && { askedProvider: true }),
+        ...(provider !== undefined && { askedProvider: true }),
       };
     }
     try {
@@ -162,7 +180,7 @@ export async function applySubscriptionChange(
         applied: true,
         account: name,
         subscriptionStatus: written.status?.subscriptionStatus,
-        ...(providerStatus !== undefined && { askedProvider: true }),
+        ...(provider !== undefined && { askedProvider: true }),
       };
     } catch (err) {
       if (!isConflict(err)) throw err;

@@ -1,12 +1,35 @@
 // The payment provider's API, for the one question the sidecar asks it: a subscription's current
-// state, when two events of the same second disagree (event order alone cannot tell which is
+// state (and prices), when two events of the same second disagree (event order alone cannot tell which is
 // newer). GET {PAYMENT_PROVIDER_API_URL}/v1/subscriptions/{id} with the secret key as a Bearer
 // token, as Stripe's API answers it: https://docs.stripe.com/api/subscriptions/retrieve
 import { HttpRequestError, keepAlivePools, send, text as readText, type HttpAnswer } from "../http/client.js";
 import { z } from "zod";
 import { SubscriptionStatus } from "../crds/index.js";
 
-const SubscriptionObject = z.object({ id: z.string(), status: SubscriptionStatus });
+// A subscription's items, each with its price (an object, or its id when not expanded):
+// https://docs.stripe.com/api/subscriptions/object#subscription_object-items. Stripe allows 20
+// items per subscription, the most BillingAccount.status.priceIds holds.
+const PriceRef = z.union([z.string().min(1).max(255), z.object({ id: z.string().min(1).max(255) })]);
+export const SubscriptionItems = z.object({
+  data: z.array(z.object({ price: PriceRef })).max(20),
+});
+
+/** The distinct price ids of the items, sorted: the same subscription always reads the same. */
+export function subscriptionPriceIds(items: z.infer<typeof SubscriptionItems>): string[] {
+  return [...new Set(items.data.map((i) => (typeof i.price === "string" ? i.price : i.price.id)))].sort();
+}
+
+const SubscriptionObject = z.object({
+  id: z.string(),
+  status: SubscriptionStatus,
+  items: SubscriptionItems.optional(),
+});
+
+/** A subscription as the provider has it now: its state and, when it lists them, its prices. */
+export interface CurrentSubscription {
+  status: SubscriptionStatus;
+  priceIds?: string[];
+}
 
 class PaymentApiError extends Error {
   constructor(
@@ -19,8 +42,8 @@ class PaymentApiError extends Error {
 }
 
 export interface SubscriptionLookup {
-  /** The subscription's status now, as the provider has it. Throws PaymentApiError. */
-  currentStatus(subscriptionId: string): Promise<SubscriptionStatus>;
+  /** The subscription now, as the provider has it. Throws PaymentApiError. */
+  current(subscriptionId: string): Promise<CurrentSubscription>;
 }
 
 export class PaymentApi implements SubscriptionLookup {
@@ -34,7 +57,7 @@ export class PaymentApi implements SubscriptionLookup {
 
   readonly #pools = keepAlivePools();
 
-  async currentStatus(subscriptionId: string): Promise<SubscriptionStatus> {
+  async current(subscriptionId: string): Promise<CurrentSubscription> {
     const url = `${this.opts.baseUrl}/v1/subscriptions/${encodeURIComponent(subscriptionId)}`;
     let res: HttpAnswer;
     let text: string;
@@ -65,7 +88,10 @@ export class PaymentApi implements SubscriptionLookup {
     const sub = SubscriptionObject.safeParse(body);
     if (!sub.success || sub.data.id !== subscriptionId)
       throw new PaymentApiError("payment provider answered an unusable subscription object", 200);
-    return sub.data.status;
+    return {
+      status: sub.data.status,
+      ...(sub.data.items && { priceIds: subscriptionPriceIds(sub.data.items) }),
+    };
   }
 }
 

@@ -23,7 +23,7 @@ import { describeError, isAlreadyExists, isConflict } from "../k8s/errors.js";
 import { applySubscriptionChange, type SubscriptionChange } from "./billing.js";
 import type { FinishedEvents } from "./finished.js";
 import { paymentTypeLabel, type WebhookMetrics } from "./metrics.js";
-import type { SubscriptionLookup } from "./paymentapi.js";
+import { SubscriptionItems, subscriptionPriceIds, type SubscriptionLookup } from "./paymentapi.js";
 import { ignoredMessage, isFinished, newPaymentRecord, recordedOutcome } from "./paymentrecord.js";
 import type { InFlight, VerifyThenLimit } from "./ratelimit.js";
 import { refuse, send, type Answer } from "./replies.js";
@@ -57,6 +57,7 @@ const Subscription = z.object({
   id: z.string().min(1).max(255).optional(),
   customer: IdRef,
   status: SubscriptionStatus,
+  items: SubscriptionItems.optional(),
 });
 
 /** A subscription event whose object we cannot apply: recorded Failed, answered 400. */
@@ -81,6 +82,7 @@ function subscriptionChange(event: EventEnvelope): SubscriptionChange {
     customerId: refId(sub.data.customer),
     ...(sub.data.id ? { subscriptionId: sub.data.id } : {}),
     subscriptionStatus: sub.data.status,
+    ...(sub.data.items && { priceIds: subscriptionPriceIds(sub.data.items) }),
     eventId: event.id,
     created: event.created,
   };

@@ -47,6 +47,9 @@ describe("BillingAccount plan and usage status", () => {
     );
     expect(out.split("\n")[0]).toMatch(/NAME\s+CUSTOMER\s+SUBSCRIPTION\s+USED\s+LIMIT\s+UPDATED\s+AGE/);
     expect(out).toMatch(/cus_usage\s+active\s+3600\s+36000\s/);
+    // The plan's prices too, last.
+    expect(out.split("\n")[0]).toMatch(/AGE\s+PRICES$/);
+    expect(out).toMatch(/\["price_small"\]\s*$/m);
     // The default view stays as it was.
     const narrow = execFileSync("kubectl", ["--kubeconfig", testKubeconfigPath(), "-n", ns, "get", "bacct"], {
       encoding: "utf8",

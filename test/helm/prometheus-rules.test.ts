@@ -129,6 +129,25 @@ function cases(sel: string): Case[] {
       series: [[s("media_orchestrator_mediajobs_stuck", 'workload="asr", pod="a"'), "0x10 1x5 0x15"]],
     },
     {
+      alert: "MediaOrchestratorJobRunningAfterCancel",
+      fires: true,
+      at: "10m",
+      series: [
+        [s("media_orchestrator_mediajobs_running_after_cancel", 'workload="render", pod="a"'), "1x15"],
+        [s("media_orchestrator_mediajobs_running_after_cancel", 'workload="asr", pod="a"'), "0x15"],
+      ],
+      labels: { workload: "render" },
+    },
+    {
+      alert: "MediaOrchestratorJobRunningAfterCancel",
+      fires: false,
+      at: "10m",
+      // Ended at the provider within the alert's 5 minutes.
+      series: [
+        [s("media_orchestrator_mediajobs_running_after_cancel", 'workload="render", pod="a"'), "0x4 1x3 0x8"],
+      ],
+    },
+    {
       alert: "MediaOrchestratorSubmissionsFailing",
       fires: true,
       at: "30m",

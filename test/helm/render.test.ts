@@ -87,6 +87,7 @@ const CONTROLLER_RULES = [
   { apiGroups: [G], resources: ["gpuendpoints"], verbs: ["list", "watch"] },
   { apiGroups: [G], resources: ["gpuendpoints/status"], verbs: ["update"] },
   { apiGroups: [G], resources: ["billingaccounts"], verbs: ["list", "watch"] },
+  { apiGroups: [G], resources: ["billingaccounts/status"], verbs: ["update"] },
   { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
 ];
 const WEBHOOKS_RULES = [
@@ -889,6 +890,31 @@ describe("helm template, production options", () => {
       });
   });
 
+  it("passes plans and the cancel-follow warning through the environment, and the product reads them", () => {
+    const plan = { gpuSecondsPerPeriod: 36_000, maxConcurrentJobs: 4, maxExecutionTimeoutMs: 600_000 };
+    const pod = podOf([
+      "--set-json",
+      `plans=${JSON.stringify({ price_small: plan })}`,
+      "--set",
+      "cancelFollowWarningSeconds=60",
+    ]);
+    for (const c of pod.containers)
+      expect(parseEnv({ ...literalEnv(c), GPU_PROVIDER_API_KEY: "k", CALLBACK_SECRET: "s" })).toMatchObject({
+        MEDIA_PLANS: { price_small: plan },
+        CANCEL_FOLLOW_WARNING_SECONDS: 60,
+      });
+    // A plan the provider could not honour is refused by the chart, before any pod starts.
+    const bad = helm([
+      "template",
+      "mo",
+      CHART_DIR,
+      "--set-json",
+      `plans=${JSON.stringify({ price_small: { ...plan, maxExecutionTimeoutMs: 1000 } })}`,
+    ]);
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toMatch(/maxExecutionTimeoutMs/);
+  });
+
   it("passes the leader-election durations through the environment, and the product reads them", () => {
     const pod = podOf([
       "--set",
@@ -1033,6 +1059,7 @@ describe("helm template, production options", () => {
       "MediaOrchestratorReconcileErrors",
       "MediaOrchestratorWebhooksDown",
       "MediaOrchestratorJobsStuck",
+      "MediaOrchestratorJobRunningAfterCancel",
       "MediaOrchestratorSubmissionsFailing",
       "MediaOrchestratorProviderKeyInvalid",
       "MediaOrchestratorEndpointNotReady",

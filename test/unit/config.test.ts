@@ -52,6 +52,20 @@ describe("configuration", () => {
     );
   });
 
+  it("reads plans keyed by price id: none by default, checked at start", () => {
+    expect(parseEnv({}).MEDIA_PLANS).toEqual({});
+    expect(parseEnv({ MEDIA_PLANS: " " }).MEDIA_PLANS).toEqual({});
+    const plan = { gpuSecondsPerPeriod: 3600, maxConcurrentJobs: 2, maxExecutionTimeoutMs: 600_000 };
+    expect(parseEnv({ MEDIA_PLANS: JSON.stringify({ price_small: plan }) }).MEDIA_PLANS).toEqual({
+      price_small: plan,
+    });
+    expect(() => parseEnv({ MEDIA_PLANS: "{not json" })).toThrow(/MEDIA_PLANS: must be a JSON object/);
+    expect(() =>
+      parseEnv({ MEDIA_PLANS: JSON.stringify({ price_small: { ...plan, maxExecutionTimeoutMs: 1000 } }) }),
+    ).toThrow(/MEDIA_PLANS: invalid plans \(price_small.maxExecutionTimeoutMs/);
+    expect(parseEnv({}).CANCEL_FOLLOW_WARNING_SECONDS).toBe(120);
+  });
+
   it("reads several webhook secrets for a rotation", () => {
     expect(webhookSecrets(parseEnv({ PAYMENT_PROVIDER_WEBHOOK_SECRET: "whsec_a, whsec_b" }))).toEqual([
       "whsec_a",

@@ -474,11 +474,14 @@ const cases: Case[] = [
     events: [],
   },
   {
-    name: "Deleted while Processing: cancelled at the provider, then the finalizer goes",
+    name: "Deleted while Processing: cancelled at the provider, its final status recorded, then the finalizer goes",
     world: {
       jobs: [job({ meta: { ...withFinalizer, deletionTimestamp: ago(1) }, status: processing() })],
-      kube: [releases],
-      provider: [{ call: "cancel", answer: () => ({ id: "p-1", status: "CANCELLED" }) }],
+      kube: [writes((s) => expect(s).toMatchObject({ phase: "Cancelled" })), releases],
+      provider: [
+        { call: "cancel", answer: () => ({ id: "p-1", status: "CANCELLED" }) },
+        { call: "status", answer: () => ({ id: "p-1", status: "CANCELLED" }) },
+      ],
     },
     result: undefined,
     events: ["Normal CancelledAtProvider"],

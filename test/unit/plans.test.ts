@@ -31,7 +31,7 @@ describe("admission", () => {
       {
         admitted: false,
         reason: "UsageLimitReached",
-        message: expect.stringContaining("3600 of its 3600") as string,
+        message: expect.stringContaining("used the 3600 GPU seconds its plan allows") as string,
       },
     ],
     [

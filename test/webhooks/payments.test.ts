@@ -51,7 +51,7 @@ const uid = () => randomBytes(6).toString("hex");
 function subscriptionEvent(
   customer: string,
   status: string,
-  opts: { id?: string; type?: string; created?: number; sub?: string } = {},
+  opts: { id?: string; type?: string; created?: number; sub?: string; prices?: string[] } = {},
 ) {
   return {
     id: opts.id ?? `evt_${uid()}`,
@@ -59,7 +59,29 @@ function subscriptionEvent(
     type: opts.type ?? "customer.subscription.updated",
     created: opts.created ?? nowS(),
     livemode: false,
-    data: { object: { id: opts.sub ?? `sub_${customer}`, object: "subscription", customer, status } },
+    data: {
+      object: {
+        id: opts.sub ?? `sub_${customer}`,
+        object: "subscription",
+        customer,
+        status,
+        ...(opts.prices && { items: subscriptionItems(opts.prices) }),
+      },
+    },
+  };
+}
+
+/** A subscription's `items` list as Stripe sends it: each item with its (expanded) price. */
+function subscriptionItems(prices: string[]) {
+  return {
+    object: "list",
+    data: prices.map((p, i) => ({
+      id: `si_${i}_${uid()}`,
+      object: "subscription_item",
+      price: { id: p, object: "price", recurring: { interval: "month", usage_type: "licensed" } },
+      quantity: 1,
+    })),
+    has_more: false,
   };
 }
 
@@ -561,6 +583,85 @@ describe("subscription events", () => {
       finals.push((await account(c))?.status?.subscriptionStatus ?? "none");
     }
     expect(finals).toEqual(["unpaid", "unpaid"]);
+  });
+
+  it("records the subscription's price ids with its state, under the same ordering", async () => {
+    const c = `cus_prices_${uid()}`;
+    const t = nowS() - 100;
+    const first = subscriptionEvent(c, "active", { created: t, prices: ["price_small", "price_small"] });
+    const upgraded = subscriptionEvent(c, "active", {
+      created: t + 10,
+      prices: ["price_pack", "price_large"],
+    });
+    const stale = subscriptionEvent(c, "active", { created: t + 5, prices: ["price_old"] });
+    expect((await deliver(first)).status).toBe(200);
+    expect((await account(c))?.status?.priceIds).toEqual(["price_small"]);
+    expect((await deliver(upgraded)).status).toBe(200);
+    // An older event delivered late changes neither the state nor the prices.
+    expect((await deliver(stale)).status).toBe(200);
+    expect((await account(c))?.status).toMatchObject({
+      priceIds: ["price_large", "price_pack"],
+      lastEventId: upgraded.id,
+    });
+    // A replay of the newest writes nothing; an event that lists no items keeps the prices.
+    expect((await deliver(upgraded)).status).toBe(200);
+    const bare = subscriptionEvent(c, "past_due", { created: t + 20 });
+    expect((await deliver(bare)).status).toBe(200);
+    expect((await account(c))?.status).toMatchObject({
+      subscriptionStatus: "past_due",
+      priceIds: ["price_large", "price_pack"],
+    });
+    // A price given by id (not expanded) is read too.
+    const byId = subscriptionEvent(c, "active", { created: t + 30 });
+    byId.data.object = {
+      ...byId.data.object,
+      items: { object: "list", data: [{ price: "price_by_id" }] },
+    } as never;
+    expect((await deliver(byId)).status).toBe(200);
+    expect((await account(c))?.status?.priceIds).toEqual(["price_by_id"]);
+  });
+
+  it("answers 400 to a subscription whose items are not usable, and keeps the prices", async () => {
+    const c = `cus_badprices_${uid()}`;
+    const t = nowS() - 100;
+    expect((await deliver(subscriptionEvent(c, "active", { created: t, prices: ["price_a"] }))).status).toBe(
+      200,
+    );
+    const bad = subscriptionEvent(c, "active", { created: t + 1 });
+    bad.data.object = { ...bad.data.object, items: { data: [{ price: { id: "" } }] } } as never;
+    expect((await deliver(bad)).status).toBe(400);
+    expect((await account(c))?.status?.priceIds).toEqual(["price_a"]);
+  });
+
+  it("settles a same-second tie with the provider's current prices too", async () => {
+    const sim = await startSimulator({ paymentApiKeys: ["sim-payment-key"] });
+    try {
+      const s = await start({
+        env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url, PAYMENT_PROVIDER_API_KEY: "sim-payment-key" },
+      });
+      const t = nowS() - 50;
+      const c = `cus_tie_prices_${uid()}`;
+      const a = subscriptionEvent(c, "active", {
+        id: `evt_tp_b_${uid()}`,
+        created: t,
+        prices: ["price_small"],
+      });
+      const b = subscriptionEvent(c, "active", {
+        id: `evt_tp_a_${uid()}`,
+        created: t,
+        prices: ["price_large"],
+      });
+      sim.setSubscription({
+        id: `sub_${c}`,
+        customer: c,
+        status: "active",
+        items: subscriptionItems(["price_large"]),
+      });
+      for (const ev of [a, b]) expect((await deliver(ev, s.url)).status).toBe(200);
+      expect((await account(c))?.status?.priceIds).toEqual(["price_large"]);
+    } finally {
+      await sim.close();
+    }
   });
 
   it("marks a deleted subscription canceled", async () => {

@@ -60,7 +60,8 @@ export async function handleJobApi(ctx: SimContext, req: IncomingMessage, parts:
     }
     const job = ctx.engine.job(jobId);
     if (job === undefined || job.endpointId !== endpointId) return jobNotFound();
-    if (op === "cancel") ctx.engine.cancel(job);
+    if (op === "cancel" && !(ctx.faults().ignoreCancel && job.status === "IN_PROGRESS"))
+      ctx.engine.cancel(job);
     return json(200, statusView(job));
   }
   if (op === "health" && jobId === undefined) {

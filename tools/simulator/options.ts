@@ -38,6 +38,11 @@ export const FaultsSchema = z.strictObject({
   /** Probability that a job ends FAILED instead of COMPLETED. */
   failJob: rate.optional(),
   /**
+   * Cancels of running jobs are answered with the job's status and change nothing: the worker runs
+   * on (and is billed) until it ends on its own, as RunPod users report of some cancels.
+   */
+  ignoreCancel: z.boolean().optional(),
+  /**
    * RunPod ignores unknown keys on /run, the client's `id` among them, and makes up its own
    * `<uuid>-u1` id, so every submission runs (https://docs.runpod.io/serverless/endpoints/send-requests).
    * That is the default here too. `honourClientId: true` (or `ignoreClientId: false`) makes the

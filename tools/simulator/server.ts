@@ -77,7 +77,7 @@ export interface Simulator {
   sendPaymentEvent(event: Record<string, unknown>): Promise<PaymentDelivery>;
   paymentDeliveries(): PaymentDelivery[];
   /** The payment provider's current state of a subscription (GET /v1/subscriptions/{id}). */
-  setSubscription(sub: { id: string; customer: string; status: string }): void;
+  setSubscription(sub: { id: string; customer: string; status: string } & Record<string, unknown>): void;
   subscription(id: string): SimSubscription | undefined;
   /** Creates a billing meter (as POST /v1/billing/meters would). */
   createMeter(spec: MeterSpec): SimMeter;

@@ -240,6 +240,10 @@ message in the template's name). What install refuses, lint refuses too.
   value: {{ .Values.jobTimeoutSeconds | quote }}
 - name: UNCONFIRMED_SUBMISSION_POLICY
   value: {{ .Values.unconfirmedSubmissionPolicy | quote }}
+- name: MEDIA_PLANS
+  value: {{ .Values.plans | default dict | toJson | quote }}
+- name: CANCEL_FOLLOW_WARNING_SECONDS
+  value: {{ .Values.cancelFollowWarningSeconds | quote }}
 - name: MAX_CONCURRENT_RECONCILES
   value: {{ .Values.maxConcurrentReconciles | quote }}
 - name: WATCH_NAMESPACE
@@ -385,6 +389,7 @@ With webhooks.separateDeployment each process's ServiceAccount gets only its own
 - apiGroups: ["media-orchestrator.io"]
   resources: ["billingaccounts"]
   verbs: ["get", "list", "watch", "create"]
+# c: the plan's limit on the account (status.usage.limitSeconds); w: the subscription state
 - apiGroups: ["media-orchestrator.io"]
   resources: ["billingaccounts/status"]
   verbs: ["update"]
@@ -423,6 +428,10 @@ With webhooks.separateDeployment each process's ServiceAccount gets only its own
 - apiGroups: ["media-orchestrator.io"]
   resources: ["billingaccounts"]
   verbs: ["list", "watch"]
+# the plan's limit shown on the account (status.usage.limitSeconds)
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["billingaccounts/status"]
+  verbs: ["update"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

@@ -13,7 +13,12 @@ import type { EventSink } from "../../k8s/events.js";
 import { isProviderError, type GpuProviderClient } from "../../provider/index.js";
 import { pickEndpoint } from "../../mediajob/admission.js";
 import type { PlannedEvent } from "../../mediajob/conditions.js";
-import { cancelFailedEvent, cancelledEvent, planDeletion } from "../../mediajob/deletion.js";
+import {
+  CANCEL_GIVE_UP_MS,
+  cancelFailedEvent,
+  cancelledEvent,
+  planDeletion,
+} from "../../mediajob/deletion.js";
 import { acceptedStatus } from "../../mediajob/write-ahead.js";
 import { afterNextStep, type CreateAnswer } from "../../mediajob/next-step.js";
 import {
@@ -32,13 +37,15 @@ import {
   type SubmissionOutcome,
 } from "../../mediajob/plan.js";
 import { providerReadDue } from "../../mediajob/processing.js";
-import { afterStop, type CancelAnswer } from "../../mediajob/stop.js";
+import { afterDeletionCancel, afterStop, type CancelAnswer } from "../../mediajob/stop.js";
+import { usedSecondsNow } from "../../mediajob/plans.js";
 import { sameStatus } from "../same-status.js";
 import type { Informer } from "../informer.js";
 import { StaleCacheGuard } from "../stale-cache.js";
 import type { ReconcileResult } from "../workqueue.js";
 import { submit } from "./submit.js";
 import { JobWrites, jobKey, type JobApi } from "./writes.js";
+import type { AccountJobs } from "../account-jobs.js";
 
 interface MediaJobSettings extends PlanSettings {
   callbackBaseUrl: string;
@@ -68,6 +75,8 @@ export interface MediaJobDeps {
   onTransition?: (from: string | undefined, to: string | undefined) => void;
   /** A job recovered by the controller itself (for metrics). */
   onRecovery?: (kind: RecoveryKind) => void;
+  /** Running jobs per account, for the plans' concurrency cap; needed when plans are configured. */
+  accountJobs?: AccountJobs;
 }
 
 /** A pass's retryable error: the key is retried with backoff (the cause is in a condition). */
@@ -131,11 +140,21 @@ export class MediaJobReconciler {
     const nowDate = this.now();
     const now = nowDate.toISOString();
     const before = job.status;
-    let plan = planJob(job, await this.gather(job, nowDate));
+    const facts = await this.gather(job, nowDate);
+    // Counted, planned and reserved with no await between: two passes of one account cannot both
+    // take its last concurrent slot.
+    const account = this.accountFacts(job, nowDate);
+    if (account) facts.account = account;
+    let plan = planJob(job, facts);
+    const reservation = this.reserve(job, plan);
     let written: MediaJob | undefined;
-    for (const action of plan.actions) {
-      ({ job, plan, written } = await this.execute(job, plan, action, now));
-      if (written) break;
+    try {
+      for (const action of plan.actions) {
+        ({ job, plan, written } = await this.execute(job, plan, action, now));
+        if (written) break;
+      }
+    } finally {
+      if (reservation && written?.status?.phase !== "Processing") this.d.accountJobs?.release(...reservation);
     }
     if (plan.submission) this.d.onSubmission?.(plan.submission);
     if (plan.recovery) this.d.onRecovery?.(plan.recovery);
@@ -188,6 +207,29 @@ export class MediaJobReconciler {
     return facts;
   }
 
+  /** What the plans read of a Pending job's account: its prices, this period's usage, its running jobs. */
+  private accountFacts(job: MediaJob, now: Date): Facts["account"] {
+    const account = job.spec.account;
+    const plans = this.d.settings.plans;
+    if (!account || !plans || Object.keys(plans).length === 0 || !this.d.accountJobs) return undefined;
+    if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
+    const ns = this.d.accountNamespace ?? job.metadata.namespace ?? "";
+    const status = this.d.accounts.get(ns, billingAccountName(account))?.status;
+    return {
+      priceIds: status?.priceIds ?? [],
+      usedSeconds: usedSecondsNow(status?.usage, now.getTime()),
+      runningJobs: this.d.accountJobs.count(account, jobKey(job)),
+    };
+  }
+
+  /** A planned submission of a job with an account holds its place in the account's count. */
+  private reserve(job: MediaJob, plan: Plan): [string, string] | undefined {
+    const account = job.spec.account;
+    if (!account || !this.d.accountJobs || !plan.actions.some((a) => a.type === "submit")) return undefined;
+    this.d.accountJobs.reserve(account, jobKey(job));
+    return [account, jobKey(job)];
+  }
+
   private async readStatus(endpointId: string, providerJobId: string): Promise<ProviderRead> {
     try {
       return { result: await this.d.provider.status(endpointId, providerJobId) };
@@ -219,10 +261,15 @@ export class MediaJobReconciler {
         let answer: CancelAnswer;
         try {
           answer = { result: await this.d.provider.cancel(action.endpointId, action.providerJobId) };
+          // The cancel's answer says little (RunPod: the id and a status); the job's own status has
+          // the final figures (executionTime, delayTime) a stopped job's usage is recorded from.
+          const read = await this.readStatus(action.endpointId, action.providerJobId);
+          if ("result" in read) answer = read;
         } catch (err) {
           answer = isProviderError(err, "JOB_NOT_FOUND") ? { lost: true } : { error: describeError(err) };
         }
-        return { job, plan: this.then(job, plan, afterStop(job, plan.status, action.why, answer, now), now) };
+        const next = afterStop(job, plan.status, action.why, answer, now, this.d.settings.tickMs);
+        return { job, plan: this.then(job, plan, next, now) };
       }
       case "createNextStep": {
         const ns = job.metadata.namespace!;
@@ -308,7 +355,26 @@ export class MediaJobReconciler {
         if (!this.fenceHolds()) return { error: retry("not the leader: no cancel") };
         try {
           const res = await this.d.provider.cancel(step.endpointId, step.providerJobId);
-          await this.record(job, cancelledEvent(step.providerJobId, res.status));
+          // The job's own status after the cancel: whether it has ended there, and its final figures.
+          const read = await this.readStatus(step.endpointId, step.providerJobId);
+          const final = "result" in read ? read.result : res;
+          const nowDate = this.now();
+          const outcome = afterDeletionCancel(job, final, {
+            now: nowDate,
+            deletingForMs: nowDate.getTime() - new Date(job.metadata.deletionTimestamp ?? 0).getTime(),
+            giveUpMs: this.d.settings.cancelGiveUpMs ?? CANCEL_GIVE_UP_MS,
+            warnMs: this.d.settings.cancelFollowWarningMs,
+            tickMs: this.d.settings.tickMs,
+          });
+          if (outcome.status)
+            job = await this.writes.replaceStatus(
+              job,
+              finalStatus(job, outcome.status, nowDate.toISOString()),
+            );
+          for (const e of outcome.events) await this.record(job, e);
+          if (!outcome.letGo)
+            return { result: { requeueAfterMs: outcome.requeueAfterMs ?? this.d.settings.tickMs } };
+          await this.record(job, cancelledEvent(step.providerJobId, final.status));
         } catch (err) {
           if (isProviderError(err, "JOB_NOT_FOUND") || isProviderError(err, "ENDPOINT_NOT_FOUND")) continue;
           await this.record(job, cancelFailedEvent(step.providerJobId, describeError(err), step.giveUp));
