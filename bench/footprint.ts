@@ -463,7 +463,11 @@ export async function footprint(
         environment: Object.entries(runtimeEnv)
           .map(([k, v]) => `${k}=${v}`)
           .join(" "),
-        controller: { jobs1kMiB: jobs1k.rssRunsMiB, jobs10kMiB: jobs10k.rssRunsMiB },
+        controller: {
+          jobs1kMiB: jobs1k.rssRunsMiB,
+          jobs10kMiB: jobs10k.rssRunsMiB,
+          startupPeakMiB: { jobs1k: jobs1k.startupPeakMiB, jobs10k: jobs10k.startupPeakMiB },
+        },
         webhooks: { idleMiB: hooksIdle },
       };
 
