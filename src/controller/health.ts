@@ -1,5 +1,6 @@
 // The controller's own /healthz, /readyz and /metrics (the sidecar has its own on another port).
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
+import { nodeHttp } from "../http/node-http.js";
 import type { Manager } from "./manager.js";
 
 export function startControllerHealthServer(
@@ -7,7 +8,7 @@ export function startControllerHealthServer(
   host: string,
   port: number,
 ): Promise<{ server: Server; url: string }> {
-  const server = createServer((req, res) => {
+  const server = nodeHttp.createServer((req, res) => {
     const send = (code: number, body: string, type = "text/plain") => {
       res.writeHead(code, { "Content-Type": type });
       res.end(body);

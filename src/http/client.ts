@@ -4,13 +4,9 @@
 // each container about 10 MiB of its idle RSS (the Wasm engine's pages and undici's modules,
 // measured in docs/benchmarks.md, "Import costs"). Everything these clients need is here: pooled
 // keep-alive connections, a caller's AbortSignal, the answer's body as a stream or as text.
-import {
-  Agent as HttpAgent,
-  request as httpRequest,
-  type IncomingHttpHeaders,
-  type IncomingMessage,
-} from "node:http";
+import type { Agent as HttpAgent, IncomingHttpHeaders, IncomingMessage } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest, type AgentOptions } from "node:https";
+import { nodeHttp } from "./node-http.js";
 
 export type HttpMethod = "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE";
 
@@ -53,7 +49,7 @@ export function keepAlivePools(
   idleMs = 30_000,
 ): { http: HttpAgent; https: HttpsAgent } {
   return {
-    http: new HttpAgent({ keepAlive: true, timeout: idleMs }),
+    http: new nodeHttp.Agent({ keepAlive: true, timeout: idleMs }),
     https: new HttpsAgent({ ...tls, keepAlive: true, timeout: idleMs }),
   };
 }
@@ -94,7 +90,7 @@ export function send(url: string | URL, req: HttpRequest): Promise<HttpAnswer> {
       ...(req.agent !== undefined && { agent: req.agent }),
       ...(req.signal !== undefined && { signal: req.signal }),
     };
-    const out = secure ? httpsRequest(target, options) : httpRequest(target, options);
+    const out = secure ? httpsRequest(target, options) : nodeHttp.request(target, options);
     out.on("socket", (socket) => {
       // A pooled connection is already open; a new one is open once connected (TLS: once secure).
       if (!socket.connecting) connected = true;

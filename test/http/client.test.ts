@@ -2,10 +2,12 @@
 // whether a failed request may have reached the server is what the GPU provider's client reads to
 // decide that a /run cannot have been accepted, so it must never say "not sent" for a request that
 // was.
+import { execFileSync } from "node:child_process";
 import { createServer, type Server } from "node:http";
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { HttpRequestError, keepAlivePools, send, text } from "../../src/http/client.js";
+import { REPO_ROOT } from "../support/controlplane.js";
 
 const servers: (Server | TcpServer)[] = [];
 afterEach(async () => {
@@ -73,5 +75,17 @@ describe("send", () => {
     }
     expect(peers.size).toBe(1);
     pools.http.destroy();
+  });
+});
+
+describe("the containers' code", () => {
+  it("loads neither undici nor Node's bundled copy of it (fetch's), 10 MiB of RSS each", () => {
+    const code = `await import("./src/webhooks/run.ts"); await import("./src/controller/run.ts");
+process.stdout.write(JSON.stringify(process.moduleLoadList.filter((m) => m.includes("undici"))));`;
+    const out = execFileSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], {
+      cwd: REPO_ROOT,
+      encoding: "utf8",
+    });
+    expect(JSON.parse(out)).toEqual([]);
   });
 });
