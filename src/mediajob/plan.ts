@@ -21,6 +21,7 @@ import { planProcessing } from "./processing.js";
 import { endEvent } from "./stop.js";
 import { msUntilExpiry } from "./ttl.js";
 import type { UnconfirmedSubmissionPolicy } from "./unconfirmed.js";
+import { DEFAULT_USAGE_SETTINGS, withBilledUsage, type UsageSettings } from "./usage.js";
 import type { SubmissionPlan } from "./write-ahead.js";
 
 /** The controller's settings a plan reads. */
@@ -34,6 +35,8 @@ export interface PlanSettings {
   cancelGiveUpMs?: number;
   /** The reconciliation tick: how often waiting jobs are looked at again. */
   tickMs: number;
+  /** How recorded usage is billed and metered. Default: DEFAULT_USAGE_SETTINGS (metering off). */
+  usage?: UsageSettings;
 }
 
 /** What the provider said when asked for a job's status. */
@@ -142,7 +145,9 @@ export function planJob(job: MediaJob, facts: Facts): Plan {
         return { status, events: [], actions: [] };
     }
   })();
-  return { ...plan, status: finalStatus(job, plan.status, now) };
+  // Usage recorded by any writer of a result is billed here, in the pass's one status write.
+  const billed = withBilledUsage(job, plan.status, facts.settings.usage ?? DEFAULT_USAGE_SETTINGS);
+  return { ...plan, status: finalStatus(job, billed, now) };
 }
 
 /** What follows the status write. */

@@ -11,6 +11,7 @@ import {
   isTerminal,
   maxAttempts,
 } from "./job.js";
+import { withRecordedUsage } from "./usage.js";
 
 /**
  * Whether a provider status object speaks about the current submission of this job. Callbacks and
@@ -97,12 +98,18 @@ export function applyProviderResult(
   const status = job.status?.jobId ? job.status : initialStatus(job, now);
   if (isTerminal(status.phase)) return undefined;
   if (!concernsCurrentSubmission(status, result, opts)) return undefined;
-  const base: MediaJobStatus = {
-    ...status,
-    providerJobId: status.providerJobId ?? result.id,
-    ...(status.submission && { submission: { ...status.submission, state: "Accepted" as const } }),
-    updatedAt: now,
-  };
+  // The attempt's GPU time rides on the write of its end (status.usage), whatever the end.
+  const base: MediaJobStatus = withRecordedUsage(
+    job,
+    {
+      ...status,
+      providerJobId: status.providerJobId ?? result.id,
+      ...(status.submission && { submission: { ...status.submission, state: "Accepted" as const } }),
+      updatedAt: now,
+    },
+    result,
+    now,
+  );
   const overDeadline = msUntilDeadline(job.spec, status, Date.parse(now)) <= 0;
   switch (result.status) {
     case "COMPLETED": {

@@ -3,6 +3,7 @@
 // actions in order. Level-triggered: the same object in the same world always leads to the same
 // actions, so a repeated or concurrent trigger is harmless. Only the write-ahead submission
 // (submit.ts) writes status more than once in a pass, and it does so by name.
+import { DEFAULT_USAGE_SETTINGS, withBilledUsage } from "../../mediajob/usage.js";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { billingAccountName, type BillingAccount } from "../../crds/billingaccount.js";
@@ -248,7 +249,13 @@ export class MediaJobReconciler {
     return {
       ...plan,
       ...next,
-      status: finalStatus(job, next.status, now),
+      // An answer that ended the attempt (a cancel answered with its end) recorded its usage: billed
+      // in this same write, as planJob bills.
+      status: finalStatus(
+        job,
+        withBilledUsage(job, next.status, this.d.settings.usage ?? DEFAULT_USAGE_SETTINGS),
+        now,
+      ),
       events: [...plan.events, ...next.events],
     };
   }

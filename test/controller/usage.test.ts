@@ -1,0 +1,164 @@
+// Usage metered exactly once, against the real control plane, the sidecar (callbacks confirmed at
+// the provider's /status) and the simulator's GPU and payment sides over HTTP: each ended job's
+// GPU time is recorded on the MediaJob, billed, sent as one meter event per attempt, counted into
+// its BillingAccount's period usage, and a payment provider that is down for a while (and loses
+// answers) leaves a visible backlog that drains with every identifier recorded once.
+import { execFileSync } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
+import { API_VERSION } from "../../src/crds/common.js";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+let stack: ControllerStack;
+let ns = "";
+
+const CUSTOMER = "cus_meter";
+
+beforeAll(async () => {
+  stack = await startControllerStack(kc, {
+    name: "usage",
+    sidecar: true,
+    endpoints: ["asr"],
+    sim: { meters: [{ id: "mtr_gpu", event_name: "gpu_seconds", display_name: "GPU seconds" }] },
+    env: { PAYMENT_PROVIDER_API_KEY: "sim-payment-key", USAGE_REPORT_INTERVAL_SECONDS: "1" },
+    manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
+  });
+  ns = stack.ns;
+  const created = await api.create<BillingAccount>("billingaccounts", ns, {
+    apiVersion: API_VERSION,
+    kind: "BillingAccount",
+    metadata: { name: billingAccountName(CUSTOMER) },
+    spec: { customerId: CUSTOMER },
+  } as never);
+  await api.replaceStatus("billingaccounts", {
+    ...created,
+    status: { subscriptionStatus: "active" },
+  } as never);
+}, 120_000);
+
+afterAll(() => stack?.stop());
+
+const getJob = (name: string) => api.get<MediaJob>("mediajobs", ns, name);
+const getAccount = () => api.get<BillingAccount>("billingaccounts", ns, billingAccountName(CUSTOMER));
+const billed = (executionMs: number) => Math.ceil(executionMs / 1000);
+
+async function reported(name: string): Promise<MediaJob> {
+  let job: MediaJob | undefined;
+  await eventually(
+    async () => {
+      job = await getJob(name);
+      const a = job?.status?.usage?.attempts ?? [];
+      return (
+        a.length > 0 &&
+        a.every((x) => x.meter === "Reported" && x.counted === true && x.countedReported === true)
+      );
+    },
+    { timeoutMs: 60_000 },
+  );
+  return job!;
+}
+
+describe("usage recorded and metered once", () => {
+  it("records the provider's times on the job, meters them once and counts them into the account", async () => {
+    await api.create("mediajobs", ns, mediaJob("clip-1", { workload: "asr", account: CUSTOMER }) as never);
+    await waitForPhase(api, ns, "clip-1", "Completed");
+    const job = await reported("clip-1");
+    const atProvider = stack.sim.getJob(job.status!.providerJobId!)!;
+    expect(atProvider.executionTime).toBeGreaterThan(0);
+    const seconds = billed(atProvider.executionTime!);
+    expect(job.status?.usage).toMatchObject({
+      workload: "asr",
+      account: CUSTOMER,
+      billedSeconds: seconds,
+      attempts: [
+        {
+          attempt: 1,
+          providerJobId: atProvider.id,
+          endpointId: job.status?.endpointId,
+          providerStatus: "COMPLETED",
+          executionTimeMs: atProvider.executionTime,
+          delayTimeMs: atProvider.delayTime,
+          billedSeconds: seconds,
+          meter: "Reported",
+          eventName: "gpu_seconds",
+          identifier: `mj_${job.metadata.uid}_1`,
+        },
+      ],
+    });
+    const events = stack.sim.meterEvents().filter((e) => e.identifier === `mj_${job.metadata.uid}_1`);
+    expect(events).toMatchObject([
+      { customer: CUSTOMER, value: seconds, eventName: "gpu_seconds", meterId: "mtr_gpu" },
+    ]);
+    await eventually(async () => (await getAccount())?.status?.usage?.reportedSeconds === seconds);
+    expect((await getAccount())?.status?.usage).toMatchObject({
+      usedSeconds: seconds,
+      reportedSeconds: seconds,
+    });
+    // kubectl get mj -o wide shows the billed seconds.
+    const wide = execFileSync(
+      "kubectl",
+      ["--kubeconfig", testKubeconfigPath(), "-n", ns, "get", "mj", "clip-1", "-o", "wide"],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(wide.split("\n")[0]).toMatch(/GPU SECONDS/);
+    expect(wide.split("\n")[1]).toMatch(new RegExp(`\\s${seconds}\\s*$`));
+  }, 90_000);
+
+  it("a payment provider down for a while: the backlog waits (the TTL too), shows, and drains once, despite lost answers", async () => {
+    const before = (await getAccount())?.status?.usage?.usedSeconds ?? 0;
+    stack.sim.setFaults({ paymentServerErrorsFirst: 1_000_000 });
+    const names = ["outage-1", "outage-2", "outage-3"];
+    for (const name of names)
+      await api.create(
+        "mediajobs",
+        ns,
+        mediaJob(name, { workload: "asr", account: CUSTOMER, ttlSecondsAfterFinished: 0 }) as never,
+      );
+    for (const name of names) await waitForPhase(api, ns, name, "Completed");
+    // Unreported: kept past their TTL, in the outbox, counted as used but not reported.
+    await eventually(
+      async () => {
+        const jobs = await Promise.all(names.map(getJob));
+        return jobs.every(
+          (j) =>
+            j?.status?.usage?.attempts[0]?.counted === true && j.status.usage.attempts[0].meter === "Pending",
+        );
+      },
+      { timeoutMs: 30_000 },
+    );
+    const metrics = await stack.manager.metrics.registry.getSingleMetricAsString(
+      "media_orchestrator_usage_unreported",
+    );
+    expect(metrics).toMatch(/media_orchestrator_usage_unreported 3/);
+    const waiting = await Promise.all(names.map(getJob));
+    const seconds = waiting.map((j) => j!.status!.usage!.billedSeconds!);
+    const account = (await getAccount())!.status!.usage!;
+    expect(account.usedSeconds).toBe(before + seconds.reduce((a, b) => a + b, 0));
+    expect(account.reportedSeconds).toBe(before);
+    expect(stack.sim.billingStats().serverErrors).toBeGreaterThan(0);
+    // Back, losing half its answers: every report lands once, then the TTL deletes the jobs.
+    stack.sim.setFaults({ lostMeterEventAnswers: 0.5 });
+    await eventually(async () => (await Promise.all(names.map(getJob))).every((j) => j === undefined), {
+      timeoutMs: 90_000,
+    });
+    for (const [i, j] of waiting.entries()) {
+      const events = stack.sim.meterEvents().filter((e) => e.identifier === `mj_${j!.metadata.uid}_1`);
+      expect(events.map((e) => e.value)).toEqual([seconds[i]]);
+    }
+    await eventually(async () => {
+      const u = (await getAccount())?.status?.usage;
+      return u?.reportedSeconds === u?.usedSeconds && u?.counting === undefined;
+    });
+    expect((await getAccount())?.status?.usage?.usedSeconds).toBe(
+      before + seconds.reduce((a, b) => a + b, 0),
+    );
+    stack.sim.setFaults({});
+  }, 150_000);
+});
