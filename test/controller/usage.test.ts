@@ -9,13 +9,22 @@ import { billingAccountName, type BillingAccount } from "../../src/crds/billinga
 import { API_VERSION } from "../../src/crds/common.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
-import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
+import type { Manager } from "../../src/controller/manager.js";
+import { eventsOf, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import {
+  mediaJob,
+  startControllerStack,
+  startManager,
+  waitForPhase,
+  type ControllerStack,
+} from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
 let stack: ControllerStack;
 let ns = "";
+/** The controller that takes over from the stack's in the outage test (a leader change). */
+let successor: Manager | undefined;
 
 const CUSTOMER = "cus_meter";
 
@@ -41,7 +50,10 @@ beforeAll(async () => {
   } as never);
 }, 120_000);
 
-afterAll(() => stack?.stop());
+afterAll(async () => {
+  await successor?.stop();
+  await stack?.stop();
+});
 
 const getJob = (name: string) => api.get<MediaJob>("mediajobs", ns, name);
 const getAccount = () => api.get<BillingAccount>("billingaccounts", ns, billingAccountName(CUSTOMER));
@@ -143,6 +155,13 @@ describe("usage recorded and metered once", () => {
     expect(account.usedSeconds).toBe(before + seconds.reduce((a, b) => a + b, 0));
     expect(account.reportedSeconds).toBe(before);
     expect(stack.sim.billingStats().serverErrors).toBeGreaterThan(0);
+    // The oldest was tried (firstSentAt is written before the call) and not recorded; the rest of
+    // the customer's queue waits behind it, backing off.
+    expect(waiting.some((j) => j!.status!.usage!.attempts[0]!.firstSentAt !== undefined)).toBe(true);
+    // The leader goes; another controller takes over the outbox from the jobs alone.
+    await stack.manager.stop();
+    successor = startManager(kc, stack.sim, { ...stack.env, PAYMENT_PROVIDER_API_URL: stack.sim.url });
+    await successor.start();
     // Back, losing half its answers: every report lands once, then the TTL deletes the jobs.
     stack.sim.setFaults({ lostMeterEventAnswers: 0.5 });
     await eventually(async () => (await Promise.all(names.map(getJob))).every((j) => j === undefined), {
@@ -159,6 +178,62 @@ describe("usage recorded and metered once", () => {
     expect((await getAccount())?.status?.usage?.usedSeconds).toBe(
       before + seconds.reduce((a, b) => a + b, 0),
     );
+    // The simulator's seeded faults did lose answers: the resends were replayed, not recorded again.
+    expect(stack.sim.billingStats()).toMatchObject({ lostAnswers: expect.any(Number) as number });
+    expect(stack.sim.billingStats().lostAnswers).toBeGreaterThan(0);
     stack.sim.setFaults({});
   }, 150_000);
+
+  it("a report the payment provider may have forgotten, or would refuse as too old, is not sent: it is surfaced", async () => {
+    const now = Date.now();
+    const iso = (hoursAgo: number) => new Date(now - hoursAgo * 3_600_000).toISOString();
+    const cases = [
+      { name: "tried-yesterday", endedAt: iso(26), firstSentAt: iso(25), message: /23 hours/ },
+      { name: "ended-long-ago", endedAt: iso(36 * 24), message: /ended too long ago/ },
+    ];
+    for (const c of cases) {
+      // An account with no BillingAccount: the job waits and is never submitted; its status is ours.
+      const created = await api.create<MediaJob>(
+        "mediajobs",
+        ns,
+        mediaJob(c.name, { workload: "asr", account: "cus_unknown" }) as never,
+      );
+      await eventually(async () => (await getJob(c.name))?.status?.phase === "Pending");
+      const identifier = `mj_${created.metadata.uid}_1`;
+      await api.updateStatusWithRetry<MediaJob>("mediajobs", ns, c.name, (cur) => ({
+        ...cur,
+        status: {
+          ...cur.status,
+          phase: "Completed",
+          completedAt: c.endedAt,
+          usage: {
+            workload: "asr",
+            account: "cus_unknown",
+            billedSeconds: 5,
+            attempts: [
+              {
+                attempt: 1,
+                providerJobId: `p-${c.name}`,
+                providerStatus: "COMPLETED",
+                executionTimeMs: 5_000,
+                endedAt: c.endedAt,
+                billedSeconds: 5,
+                meter: "Pending",
+                eventName: "gpu_seconds",
+                identifier,
+                ...(c.firstSentAt !== undefined && { firstSentAt: c.firstSentAt }),
+              },
+            ],
+          },
+        },
+      }));
+      await eventually(async () => (await getJob(c.name))?.status?.usage?.attempts[0]?.meter === "Refused");
+      const attempt = (await getJob(c.name))!.status!.usage!.attempts[0]!;
+      expect(attempt.message).toMatch(c.message);
+      expect(stack.sim.meterEvents().filter((e) => e.identifier === identifier)).toEqual([]);
+      await eventually(async () =>
+        (await eventsOf(kc, ns, c.name)).some((e) => e.type === "Warning" && e.reason === "UsageNotReported"),
+      );
+    }
+  }, 60_000);
 });
