@@ -20,6 +20,7 @@ const COMMANDS: Record<CommandName, () => Promise<Command>> = {
   redeliver: () => import("./redeliver.js"),
   doctor: () => import("./doctor.js"),
   accept: () => import("./accept.js"),
+  usage: () => import("./usage.js"),
 };
 
 export async function main(
