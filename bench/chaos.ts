@@ -419,7 +419,7 @@ await create();
 while (!settled && Date.now() < deadline()) await sleep(1_000);
 // Every job is terminal: the usage reporter drains its outbox (bounded, as the jobs are).
 if (settled) {
-  const drainEnd = Date.now() + 120_000;
+  const drainEnd = Date.now() + 300_000;
   while (Date.now() < drainEnd) {
     const backlog = await listJobs(api, NAMESPACE)
       .then(meterBacklog)

@@ -41,6 +41,12 @@ export interface UsageReporterDeps {
 }
 
 const BACKOFF_MIN_MS = 1_000;
+// A payment provider down for hours is asked about once every 5 minutes per customer and meter.
+/** Calls tried again at once after a passing fault, and the pause before each. */
+const QUICK_RETRIES = 2;
+const QUICK_RETRY_MS = 250;
+/** Passes asked for while one runs are made this long after it. */
+const PASS_GAP_MS = 250;
 const BACKOFF_MAX_MS = 5 * 60_000;
 /** Attempts counted into one account per write (its `counting` list holds at most 1,000). */
 const COUNT_BATCH = 500;
@@ -94,7 +100,8 @@ export class UsageReporter {
         this.running = undefined;
         if (this.again && !this.stopped) {
           this.again = false;
-          this.wake();
+          // A little later: a burst of job events makes one more pass, not one per event.
+          setTimeout(() => this.wake(), PASS_GAP_MS).unref();
         }
       });
   }
@@ -139,9 +146,14 @@ export class UsageReporter {
 
   private async countAll(work: Outstanding[]): Promise<void> {
     const byAccount = new Map<string, Outstanding[]>();
+    // Every count id each account's jobs still owe: what may stay in the account's `counting`.
+    const live = new Map<string, Set<string>>();
     for (const w of work) {
       const account = w.job.status!.usage!.account;
       if (account === undefined || !awaitsCount(w.job.status!.usage!, w.attempt)) continue;
+      const ids = live.get(account) ?? new Set<string>();
+      for (const c of countEntries(w.job, w.attempt)) ids.add(c.id);
+      live.set(account, ids);
       const list = byAccount.get(account) ?? [];
       list.push(w);
       byAccount.set(account, list);
@@ -154,21 +166,20 @@ export class UsageReporter {
     for (const [account, list] of byAccount) {
       if (!this.d.leading()) return;
       try {
-        await this.countInto(account, list.slice(0, COUNT_BATCH));
+        await this.countInto(account, list.slice(0, COUNT_BATCH), live.get(account) ?? new Set());
       } catch (err) {
         this.d.log.warn({ account, err: describeError(err) }, "could not count usage into the account");
       }
     }
   }
 
-  private async countInto(customer: string, list: Outstanding[]): Promise<void> {
+  private async countInto(customer: string, list: Outstanding[], live: ReadonlySet<string>): Promise<void> {
     const name = billingAccountName(customer);
     const ns = this.d.accountNamespace;
     if (!this.d.accounts.get(ns, name)) return; // its jobs wait for it (they were admitted by it)
     const uncounted = list.flatMap(({ job, attempt }) => countEntries(job, attempt));
     // Attempts of this account counted in a pass whose job writes the cache has not shown yet stay
-    // listed: only an attempt its job shows counted (or whose job is gone) leaves `counting`.
-    const live = this.liveCounts(customer);
+    // listed (`live`): only an attempt its job shows counted (or whose job is gone) leaves `counting`.
     const res = await this.d.api.updateStatusWithRetry<BillingAccount>(
       "billingaccounts",
       ns,
@@ -188,17 +199,6 @@ export class UsageReporter {
         if (a.counted === true && (!reported || a.countedReported === true)) return undefined;
         return { ...a, counted: true, ...(reported && { countedReported: true }) };
       });
-  }
-
-  /** Every count id the account's cached jobs still owe. */
-  private liveCounts(customer: string): Set<string> {
-    const ids = new Set<string>();
-    for (const job of this.d.jobs.list()) {
-      const usage = job.status?.usage;
-      if (usage?.account !== customer) continue;
-      for (const a of usage.attempts) for (const c of countEntries(job, a)) ids.add(c.id);
-    }
-    return ids;
   }
 
   // ---- meters
@@ -227,9 +227,13 @@ export class UsageReporter {
       if (this.stopped || !this.d.leading()) return;
       const ok = await this.sendOne(w);
       if (!ok) {
-        const delayMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, (b?.delayMs ?? 0) * 2));
-        const jitter = Math.random() * delayMs * 0.2;
-        this.backoff.set(key, { until: this.now().getTime() + delayMs + jitter, delayMs });
+        // Doubling while the failures follow one another; a success starts it over.
+        const prior = this.backoff.get(key)?.delayMs ?? 0;
+        const delayMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, prior * 2));
+        const waitMs = delayMs + Math.random() * delayMs * 0.2;
+        this.backoff.set(key, { until: this.now().getTime() + waitMs, delayMs });
+        // Tried again when the backoff ends, not at the next tick.
+        setTimeout(() => this.wake(), waitMs).unref();
         return;
       }
       this.backoff.delete(key);
@@ -264,13 +268,22 @@ export class UsageReporter {
       current = stamped;
     }
     const value = attempt.billedSeconds!;
-    const result = await this.d.meter!.send({
+    const event = {
       eventName: attempt.eventName!,
       customer: usage.account!,
       value,
       identifier: attempt.identifier ?? meterIdentifier({ uid: job.metadata.uid!, attempt: attempt.attempt }),
       timestamp: verdict.timestamp,
-    });
+    };
+    // A passing fault (a 5xx, a reset connection) is tried again at once, twice, as Stripe's own
+    // clients do, before the customer's queue backs off: the same identifier, so never twice.
+    let result = await this.d.meter!.send(event);
+    for (let retry = 0; result.outcome === "retry" && retry < QUICK_RETRIES; retry++) {
+      this.d.metrics?.sends.inc({ outcome: "retry" });
+      await new Promise((r) => setTimeout(r, QUICK_RETRY_MS * (retry + 1) * (0.5 + Math.random())));
+      if (this.stopped || !this.d.leading()) return false;
+      result = await this.d.meter!.send(event);
+    }
     this.d.metrics?.sends.inc({
       outcome: result.outcome === "recorded" && result.duplicate ? "duplicate" : result.outcome,
     });
