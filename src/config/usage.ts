@@ -9,10 +9,13 @@ function meteringEnabled(env: Env): boolean {
   return env.USAGE_METERING ?? env.PAYMENT_PROVIDER_API_KEY !== undefined;
 }
 
-/** The controller's usage settings; refuses metering without a payment API key. */
-export function usageSettings(env: Env): UsageSettings {
+/**
+ * The usage settings. The controller's refuse metering without a payment API key; the sidecar's
+ * only bill (the controller decides what is metered).
+ */
+export function usageSettings(env: Env, opts: { sidecar?: boolean } = {}): UsageSettings {
   const metering = meteringEnabled(env);
-  if (metering && env.PAYMENT_PROVIDER_API_KEY === undefined)
+  if (metering && !opts.sidecar && env.PAYMENT_PROVIDER_API_KEY === undefined)
     throw new ConfigError([
       "PAYMENT_PROVIDER_API_KEY: required by the controller when USAGE_METERING is true",
     ]);

@@ -11,7 +11,7 @@ import {
   isTerminal,
   maxAttempts,
 } from "./job.js";
-import { withRecordedUsage } from "./usage.js";
+import { withBilledUsage, withRecordedUsage, type UsageSettings } from "./usage.js";
 
 /**
  * Whether a provider status object speaks about the current submission of this job. Callbacks and
@@ -91,15 +91,16 @@ export function applyProviderResult(
   job: MediaJob,
   result: ProviderResult,
   now: string,
-  opts: { adopt?: boolean } = {},
+  opts: { adopt?: boolean; billing?: UsageSettings } = {},
 ): MediaJobStatus | undefined {
   // A fast job's callback can arrive before the controller's first status write: judge it against
   // the status the job is about to have (its id is spec.id or the uid, fixed already).
   const status = job.status?.jobId ? job.status : initialStatus(job, now);
   if (isTerminal(status.phase)) return undefined;
   if (!concernsCurrentSubmission(status, result, opts)) return undefined;
-  // The attempt's GPU time rides on the write of its end (status.usage), whatever the end.
-  const base: MediaJobStatus = withRecordedUsage(
+  // The attempt's GPU time rides on the write of its end (status.usage), whatever the end; billed
+  // there too when the writer has the rule (the sidecar), else by the controller's next pass.
+  const recorded = withRecordedUsage(
     job,
     {
       ...status,
@@ -110,6 +111,9 @@ export function applyProviderResult(
     result,
     now,
   );
+  const base: MediaJobStatus = opts.billing
+    ? withBilledUsage(job, recorded, opts.billing, { decideMeter: false })
+    : recorded;
   const overDeadline = msUntilDeadline(job.spec, status, Date.parse(now)) <= 0;
   switch (result.status) {
     case "COMPLETED": {

@@ -217,32 +217,45 @@ function meterEventName(workload: string, settings: UsageSettings): string {
 }
 
 /**
- * Bills the recorded attempts not billed yet under the controller's rule: their whole seconds, and
- * whether they go to the meters (Pending: metering on, an account to bill, seconds to bill). The
- * controller's pass does it, in its one status write, so every writer of a result (the sidecar,
- * the CLI) records the same raw facts and only the controller needs the configuration.
+ * Bills the recorded attempts not billed yet under the rule: their whole seconds, and whether they
+ * go to the meters (Pending: metering on, an account to bill, seconds to bill; else Off). The
+ * sidecar bills in the write that records the attempt (`decideMeter` false: an attempt with an
+ * account and seconds is left for the controller to decide, as only the controller meters); the
+ * controller's pass bills and decides whatever is left, in its one status write, so a writer
+ * without the configuration (the CLI) may record raw facts alone.
  */
 export function withBilledUsage(
   job: MediaJob,
   status: MediaJobStatus,
   settings: UsageSettings,
+  opts: { decideMeter?: boolean } = {},
 ): MediaJobStatus {
+  const decideMeter = opts.decideMeter ?? true;
   const usage = status.usage;
-  if (!usage?.attempts.some((a) => a.billedSeconds === undefined)) return status;
+  const undecided = (a: UsageAttempt): boolean =>
+    a.billedSeconds === undefined || (decideMeter && a.meter === undefined);
+  if (!usage?.attempts.some(undecided)) return status;
   const uid = job.metadata.uid;
   const attempts = usage.attempts.map((a): UsageAttempt => {
-    if (a.billedSeconds !== undefined) return a;
-    const billed = billableSeconds(
-      {
-        status: a.providerStatus,
-        ...(a.executionTimeMs !== undefined && { executionTime: a.executionTimeMs }),
-        ...(a.delayTimeMs !== undefined && { delayTime: a.delayTimeMs }),
-      },
-      settings.rule,
-    );
-    const seconds = billed.ok ? billed.seconds : 0;
-    const metered = settings.metering && usage.account !== undefined && seconds > 0 && uid !== undefined;
-    if (!metered) return { ...a, billedSeconds: seconds, meter: "Off" };
+    if (!undecided(a)) return a;
+    let seconds = a.billedSeconds;
+    if (seconds === undefined) {
+      const billed = billableSeconds(
+        {
+          status: a.providerStatus,
+          ...(a.executionTimeMs !== undefined && { executionTime: a.executionTimeMs }),
+          ...(a.delayTimeMs !== undefined && { delayTime: a.delayTimeMs }),
+        },
+        settings.rule,
+      );
+      seconds = billed.ok ? billed.seconds : 0;
+    }
+    // Nobody to bill, or nothing: never metered, whoever bills it.
+    if (usage.account === undefined || seconds === 0 || uid === undefined)
+      return { ...a, billedSeconds: seconds, meter: "Off" };
+    // Whether it is metered is the controller's to say (its reporter sends it).
+    if (!decideMeter) return { ...a, billedSeconds: seconds };
+    if (!settings.metering) return { ...a, billedSeconds: seconds, meter: "Off" };
     return {
       ...a,
       billedSeconds: seconds,
@@ -276,6 +289,10 @@ export function usageOutstanding(job: MediaJob): boolean {
   const usage = job.status?.usage;
   if (!usage) return false;
   return usage.attempts.some(
-    (a) => a.billedSeconds === undefined || a.meter === "Pending" || awaitsCount(usage, a),
+    (a) =>
+      a.billedSeconds === undefined ||
+      a.meter === undefined ||
+      a.meter === "Pending" ||
+      awaitsCount(usage, a),
   );
 }

@@ -196,6 +196,32 @@ describe("usage recorded when an attempt ends", () => {
   });
 });
 
+describe("the sidecar bills in the write that records the end", () => {
+  const result = { id: "p-1", status: "COMPLETED", executionTime: 1_200, output: {} };
+  it("a job without an account: billed and settled there, so the controller's pass writes nothing more", () => {
+    const j = job({ account: undefined }, running());
+    const written = applyProviderResult(j, result, NOW.toISOString(), { billing: metering })!;
+    expect(written.usage?.attempts[0]).toMatchObject({ billedSeconds: 2, meter: "Off" });
+    expect(usageOutstanding(job({ account: undefined }, written))).toBe(false);
+    const plan = planJob(job({ account: undefined }, written), facts(metering));
+    expect(plan.status.usage).toEqual(written.usage);
+  });
+  it("a job with an account: billed there, metered or not as the controller decides", () => {
+    const written = applyProviderResult(job({}, running()), result, NOW.toISOString(), {
+      billing: metering,
+    })!;
+    expect(written.usage?.attempts[0]?.billedSeconds).toBe(2);
+    expect(written.usage?.attempts[0]?.meter).toBeUndefined();
+    expect(usageOutstanding(job({}, written))).toBe(true);
+    expect(planJob(job({}, written), facts(metering)).status.usage?.attempts[0]).toMatchObject({
+      billedSeconds: 2,
+      meter: "Pending",
+      identifier: "mj_uid-1_1",
+    });
+    expect(planJob(job({}, written), facts()).status.usage?.attempts[0]).toMatchObject({ meter: "Off" });
+  });
+});
+
 describe("what waits on usage", () => {
   const ended = (attempt: Record<string, unknown>): MediaJob =>
     job(
