@@ -191,7 +191,10 @@ export class Manager {
       }),
       events,
       log: log.child({ component: "usage-reporter" }),
-      metrics: new UsageMetrics(this.metrics.registry),
+      metrics: new UsageMetrics(this.metrics.registry, [
+        usage.defaultEventName,
+        ...Object.values(usage.eventNames),
+      ]),
       intervalMs: env.USAGE_REPORT_INTERVAL_SECONDS * 1000,
       synced: () => this.synced,
       leading: () => this.leading && (this.elector?.holdsLease() ?? true),

@@ -9,7 +9,8 @@ export class UsageMetrics {
   readonly backlog: Gauge;
   readonly backlogOldestSeconds: Gauge;
 
-  constructor(registry: Registry) {
+  /** `eventNames`: the configured meter event names, exposed at 0 from the start. */
+  constructor(registry: Registry, eventNames: readonly string[] = []) {
     const registers = [registry];
     this.meteredSeconds = new Counter({
       name: "media_orchestrator_usage_metered_seconds_total",
@@ -17,6 +18,7 @@ export class UsageMetrics {
       labelNames: ["event_name"] as const,
       registers,
     });
+    for (const name of new Set(eventNames)) this.meteredSeconds.inc({ event_name: name }, 0);
     this.sends = new Counter({
       name: "media_orchestrator_usage_meter_sends_total",
       help: "Meter event calls by outcome: recorded, duplicate (recorded earlier), retry (429, 5xx, no answer), refused",
