@@ -21,7 +21,7 @@ export type MeterSendResult =
   | { outcome: "recorded"; duplicate: boolean }
   /** Not recorded now, may be later: 429, 5xx, a timeout, no connection. Try again after a backoff. */
   | { outcome: "retry"; reason: string; retryAfterMs?: number }
-  /** The provider refuses the event itself (400, 401, 403, 404): sending it again changes nothing. */
+  /** The provider refuses the event itself (400, 422): sending it again changes nothing. */
   | { outcome: "refused"; reason: string };
 
 export interface MeterSender {
@@ -73,10 +73,16 @@ export class MeterClient implements MeterSender {
     if (status >= 200 && status < 300) return { outcome: "recorded", duplicate: false };
     const error = stripeError(text);
     if (status === 400 && isDuplicate(error)) return { outcome: "recorded", duplicate: true };
-    if (status === 429 || status >= 500 || status === 409)
+    // Only the event itself can be refused for good (400: invalid, or its identifier's key reused
+    // with another value). A refused key (401, 403), a wrong URL (404), a conflict, throttling and
+    // outages are the installation's or the provider's: the backlog waits for them to be fixed.
+    if (status !== 400 && status !== 422)
       return {
         outcome: "retry",
-        reason: `payment provider answered HTTP ${status}${error.code ? ` (${error.code})` : ""}`,
+        reason:
+          status === 401 || status === 403
+            ? `payment provider refused the API key (HTTP ${status}): check PAYMENT_PROVIDER_API_KEY`
+            : `payment provider answered HTTP ${status}${error.code ? ` (${error.code})` : ""}`,
         ...retryAfter(res.headers["retry-after"]),
       };
     return {
