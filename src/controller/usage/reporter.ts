@@ -309,6 +309,7 @@ export class UsageReporter {
     );
     const id = attempt.identifier ?? `${job.metadata.uid}/${attempt.attempt}`;
     if (written && !this.told.has(id)) {
+      if (this.told.size >= 10_000) this.told.clear(); // bounded: at worst an Event told twice
       this.told.add(id);
       this.d.metrics?.refused.inc();
       void this.d.events.record(
