@@ -254,7 +254,7 @@ export class UsageReporter {
         attempt,
         "first sent more than 23 hours ago and not confirmed: the payment provider may have recorded it and " +
           "forgotten its identifier since, so it is not sent again blindly; compare the meter's event " +
-          "summaries for the customer, then set meter to Reported (recorded) or clear firstSentAt (resend)",
+          "summaries for the customer, then set meter to Reported (it was recorded), or to Pending without firstSentAt (send it again)",
       );
     let current = job;
     if (attempt.firstSentAt === undefined) {
