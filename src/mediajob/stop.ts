@@ -43,7 +43,8 @@ export function afterStop(
     const res = answer.result;
     if (TERMINAL_STATUSES.has(res.status as ProviderJobStatus) && res.status !== "CANCELLED") {
       // It finished before the cancel: its own end, not the suspension's or the deadline's.
-      const applied = applyProviderResult({ ...job, status }, res, now);
+      // A /cancel answer, not the job's status: its usage is not recorded from it.
+      const applied = applyProviderResult({ ...job, status }, res, now, { recordUsage: false });
       if (applied && why === "suspend") return { status: applied, events, actions: [] };
       if (applied?.phase === "Completed") return { status: applied, events, actions: [] };
     }

@@ -6,6 +6,7 @@ import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { settled } from "../../src/mediajob/at-rest.js";
 import { planJob, type Facts } from "../../src/mediajob/plan.js";
 import { applyProviderResult } from "../../src/mediajob/provider-result.js";
+import { afterStop } from "../../src/mediajob/stop.js";
 import { msUntilExpiry } from "../../src/mediajob/ttl.js";
 import {
   DEFAULT_USAGE_SETTINGS,
@@ -142,6 +143,18 @@ describe("usage recorded when an attempt ends", () => {
     expect(plan.status.usage?.attempts[0]).toMatchObject(c.attempt);
     expect(plan.status.usage?.billedSeconds).toBe(c.billed);
     expect(plan.status.usage?.workload).toBe(c.spec?.workload ?? "asr");
+  });
+
+  it("a /cancel answer that finds the job completed ends it, but records no usage from it (only /status does)", () => {
+    const plan = afterStop(
+      job({}, running()),
+      running(),
+      "suspend",
+      { result: { id: "p-1", status: "COMPLETED", output: {} } },
+      NOW.toISOString(),
+    );
+    expect(plan.status.phase).toBe("Completed");
+    expect(plan.status.usage).toBeUndefined();
   });
 
   it("a job still running records nothing", () => {
