@@ -101,7 +101,9 @@ describe("kubectl media usage", () => {
     expect(header).toMatch(
       /^CUSTOMER\s+PERIOD\s+USED\s+REPORTED\s+LIMIT\s+UNREPORTED\s+OLDEST UNREPORTED\s+REFUSED$/,
     );
-    expect(rows[0]).toMatch(/^cus_paid\s+2026-11-01\.\.2026-12-01\s+120\s+100\s+3600\s+20 s \(2\)\s+120m\s+0$/);
+    expect(rows[0]).toMatch(
+      /^cus_paid\s+2026-11-01\.\.2026-12-01\s+120\s+100\s+3600\s+20 s \(2\)\s+120m\s+0$/,
+    );
     expect(rows[1]).toMatch(/^cus_quiet\s+-\s+-\s+-\s+-\s+0 s \(0\)\s+-\s+0$/);
   });
 
