@@ -1,6 +1,6 @@
 // A burst of metered jobs for two customers while the payment provider fails a third of its meter
-// event calls (5xx, half of them after recording the event) and loses a further part of its
-// answers: with the product's default reporting interval, the outbox drains within seconds of the
+// event calls (5xx, half of them after recording the event), loses a further part of its answers
+// and refuses a second concurrent call for one customer and meter (429): with the product's default reporting interval, the outbox drains within seconds of the
 // last job's end (a failed call is tried again when its backoff ends, not at the next tick), and
 // every attempt is recorded once with its billed seconds.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -47,7 +47,8 @@ afterAll(() => stack?.stop());
 
 describe("usage backlog under payment provider faults", () => {
   it("drains within seconds of the burst's end, each attempt recorded once", async () => {
-    stack.sim.setFaults({ paymentServerErrors: 0.35, lostMeterEventAnswers: 0.2 });
+    // Each call holds its customer and meter 100 ms: a second call for them meanwhile would get 429.
+    stack.sim.setFaults({ paymentServerErrors: 0.35, lostMeterEventAnswers: 0.2, meterEventLatencyMs: 100 });
     const names = Array.from({ length: JOBS }, (_, i) => `burst-${i}`);
     for (const [i, name] of names.entries())
       await api.create(
@@ -76,6 +77,8 @@ describe("usage backlog under payment provider faults", () => {
       ]);
     }
     expect(stack.sim.billingStats().serverErrors).toBeGreaterThan(0);
+    // One call at a time per customer and meter: never refused for concurrency.
+    expect(stack.sim.billingStats().concurrencyRefused).toBe(0);
     stack.sim.setFaults({});
   }, 150_000);
 });
