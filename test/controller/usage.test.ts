@@ -241,4 +241,37 @@ describe("usage recorded and metered once", () => {
       );
     }
   }, 60_000);
+
+  it("a period that ended starts over at 0 without any job ending (a customer held at its limit is admitted again)", async () => {
+    const customerId = "cus_rollover";
+    const created = await api.create<BillingAccount>("billingaccounts", ns, {
+      apiVersion: API_VERSION,
+      kind: "BillingAccount",
+      metadata: { name: billingAccountName(customerId) },
+      spec: { customerId },
+    } as never);
+    await api.replaceStatus("billingaccounts", {
+      ...created,
+      status: {
+        subscriptionStatus: "active",
+        usage: {
+          periodStart: "2026-01-01T00:00:00Z",
+          periodEnd: "2026-02-01T00:00:00Z",
+          usedSeconds: 3600,
+          reportedSeconds: 3600,
+          limitSeconds: 3600,
+        },
+      },
+    } as never);
+    const now = new Date();
+    const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString();
+    await eventually(async () => {
+      const u = (await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(customerId)))?.status
+        ?.usage;
+      return u?.periodStart === monthStart;
+    });
+    const u = (await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(customerId)))!.status!
+      .usage!;
+    expect(u).toMatchObject({ usedSeconds: 0, reportedSeconds: 0, limitSeconds: 3600 });
+  }, 30_000);
 });

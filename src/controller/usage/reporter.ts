@@ -159,10 +159,16 @@ export class UsageReporter {
       byAccount.set(account, list);
     }
     // An account still listing attempts between its two writes gets a write that drops them once
-    // their jobs show them counted (or are gone), so `counting` empties when the work is done.
-    for (const acct of this.d.accounts.list(this.d.accountNamespace))
-      if (acct.status?.usage?.counting?.length && !byAccount.has(acct.spec.customerId))
+    // their jobs show them counted (or are gone), so `counting` empties when the work is done; one
+    // whose period has ended gets the write that starts the next at 0, so a customer held at its
+    // plan's limit is admitted again when the period rolls over, with no job ending to trigger it.
+    const nowMs = this.now().getTime();
+    for (const acct of this.d.accounts.list(this.d.accountNamespace)) {
+      const u = acct.status?.usage;
+      const ended = u?.periodEnd !== undefined && nowMs >= Date.parse(u.periodEnd);
+      if ((u?.counting?.length || ended) && !byAccount.has(acct.spec.customerId))
         byAccount.set(acct.spec.customerId, []);
+    }
     for (const [account, list] of byAccount) {
       if (!this.d.leading()) return;
       try {
