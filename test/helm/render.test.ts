@@ -86,7 +86,9 @@ const CONTROLLER_RULES = [
   { apiGroups: [G], resources: ["mediajobs/status"], verbs: ["update"] },
   { apiGroups: [G], resources: ["gpuendpoints"], verbs: ["list", "watch"] },
   { apiGroups: [G], resources: ["gpuendpoints/status"], verbs: ["update"] },
-  { apiGroups: [G], resources: ["billingaccounts"], verbs: ["list", "watch"] },
+  // The usage reporter reads an account and writes its period usage.
+  { apiGroups: [G], resources: ["billingaccounts"], verbs: ["get", "list", "watch"] },
+  { apiGroups: [G], resources: ["billingaccounts/status"], verbs: ["update"] },
   { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
 ];
 const WEBHOOKS_RULES = [

@@ -411,7 +411,8 @@ With webhooks.separateDeployment each process's ServiceAccount gets only its own
 - apiGroups: ["media-orchestrator.io"]
   resources: ["gpuendpoints/status"]
   verbs: ["update"]
-# c: informer (admission of jobs); w: subscription events (get, create)
+# c: informer (admission of jobs), the usage reporter (get, then status update: period usage);
+# w: subscription events (get, create, status update)
 - apiGroups: ["media-orchestrator.io"]
   resources: ["billingaccounts"]
   verbs: ["get", "list", "watch", "create"]
@@ -449,10 +450,14 @@ With webhooks.separateDeployment each process's ServiceAccount gets only its own
 - apiGroups: ["media-orchestrator.io"]
   resources: ["gpuendpoints/status"]
   verbs: ["update"]
-# informer: admission reads the accounts the sidecar writes
+# informer: admission reads the accounts the sidecar writes; the usage reporter reads one (get)
+# and writes its period usage (status update)
 - apiGroups: ["media-orchestrator.io"]
   resources: ["billingaccounts"]
-  verbs: ["list", "watch"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["media-orchestrator.io"]
+  resources: ["billingaccounts/status"]
+  verbs: ["update"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
