@@ -137,11 +137,11 @@ const UsageAttempt = z.object({
     .optional()
     .describe("Whole seconds billed under the billing rule (absent: not yet billed by the controller)."),
   meter: z
-    .enum(["Pending", "Reported", "Refused", "Off"])
+    .enum(["Pending", "Reported", "Refused", "NotMetered"])
     .optional()
     .describe(
       "The meter report: Pending (in the outbox), Reported (the payment provider accepted it), Refused " +
-        "(not sent: see message), Off (metering is off, no account, or nothing billed).",
+        "(not sent: see message), NotMetered (metering is off, no account, or nothing billed).",
     ),
   eventName: z.string().max(100).optional().describe("The meter event name it is reported under."),
   identifier: z.string().max(100).optional().describe("The meter event identifier (one per attempt)."),

@@ -218,7 +218,7 @@ function meterEventName(workload: string, settings: UsageSettings): string {
 
 /**
  * Bills the recorded attempts not billed yet under the rule: their whole seconds, and whether they
- * go to the meters (Pending: metering on, an account to bill, seconds to bill; else Off). The
+ * go to the meters (Pending: metering on, an account to bill, seconds to bill; else NotMetered). The
  * sidecar bills in the write that records the attempt (`decideMeter` false: an attempt with an
  * account and seconds is left for the controller to decide, as only the controller meters); the
  * controller's pass bills and decides whatever is left, in its one status write, so a writer
@@ -252,10 +252,10 @@ export function withBilledUsage(
     }
     // Nobody to bill, or nothing: never metered, whoever bills it.
     if (usage.account === undefined || seconds === 0 || uid === undefined)
-      return { ...a, billedSeconds: seconds, meter: "Off" };
+      return { ...a, billedSeconds: seconds, meter: "NotMetered" };
     // Whether it is metered is the controller's to say (its reporter sends it).
     if (!decideMeter) return { ...a, billedSeconds: seconds };
-    if (!settings.metering) return { ...a, billedSeconds: seconds, meter: "Off" };
+    if (!settings.metering) return { ...a, billedSeconds: seconds, meter: "NotMetered" };
     return {
       ...a,
       billedSeconds: seconds,

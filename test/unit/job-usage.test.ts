@@ -91,7 +91,12 @@ describe("usage recorded when an attempt ends", () => {
       result: { id: "p-1", status: "TIMED_OUT", executionTime: 600_000 },
       usage: { ...metering, rule: { ...metering.rule, billFailed: false } },
       phase: "Failed",
-      attempt: { providerStatus: "TIMED_OUT", executionTimeMs: 600_000, billedSeconds: 0, meter: "Off" },
+      attempt: {
+        providerStatus: "TIMED_OUT",
+        executionTimeMs: 600_000,
+        billedSeconds: 0,
+        meter: "NotMetered",
+      },
       billed: 0,
     },
     {
@@ -115,7 +120,7 @@ describe("usage recorded when an attempt ends", () => {
       name: "metering off (the default): billed, not metered",
       result: { id: "p-1", status: "COMPLETED", executionTime: 10, output: {} },
       phase: "Completed",
-      attempt: { billedSeconds: 1, meter: "Off" },
+      attempt: { billedSeconds: 1, meter: "NotMetered" },
       billed: 1,
     },
     {
@@ -124,7 +129,7 @@ describe("usage recorded when an attempt ends", () => {
       result: { id: "p-1", status: "COMPLETED", executionTime: 10, output: {} },
       usage: metering,
       phase: "Completed",
-      attempt: { billedSeconds: 1, meter: "Off" },
+      attempt: { billedSeconds: 1, meter: "NotMetered" },
       billed: 1,
     },
     {
@@ -214,7 +219,7 @@ describe("the sidecar bills in the write that records the end", () => {
   it("a job without an account: billed and settled there, so the controller's pass writes nothing more", () => {
     const j = job({ account: undefined }, running());
     const written = applyProviderResult(j, result, NOW.toISOString(), { billing: metering })!;
-    expect(written.usage?.attempts[0]).toMatchObject({ billedSeconds: 2, meter: "Off" });
+    expect(written.usage?.attempts[0]).toMatchObject({ billedSeconds: 2, meter: "NotMetered" });
     expect(usageOutstanding(job({ account: undefined }, written))).toBe(false);
     const plan = planJob(job({ account: undefined }, written), facts(metering));
     expect(plan.status.usage).toEqual(written.usage);
@@ -231,7 +236,9 @@ describe("the sidecar bills in the write that records the end", () => {
       meter: "Pending",
       identifier: "mj_uid-1_1",
     });
-    expect(planJob(job({}, written), facts()).status.usage?.attempts[0]).toMatchObject({ meter: "Off" });
+    expect(planJob(job({}, written), facts()).status.usage?.attempts[0]).toMatchObject({
+      meter: "NotMetered",
+    });
   });
 });
 
@@ -266,7 +273,7 @@ describe("what waits on usage", () => {
     ["reported, not yet counted into the account", { meter: "Reported" }, true],
     ["reported, counted as used, not yet as reported", { meter: "Reported", counted: true }, true],
     ["reported and counted", { meter: "Reported", counted: true, countedReported: true }, false],
-    ["not metered and counted", { meter: "Off", counted: true }, false],
+    ["not metered and counted", { meter: "NotMetered", counted: true }, false],
     ["refused and counted: surfaced, not held forever", { meter: "Refused", counted: true }, false],
   ];
   it.each(table)("%s: outstanding %s, TTL and settling wait on it", (_n, attempt, outstanding) => {
