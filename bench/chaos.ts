@@ -9,7 +9,8 @@
 // has its endpoints' workersMax lowered behind the operator's back; two controller replicas with
 // leader election whose leader is SIGKILLed at random points; two sidecars, one SIGKILLed once;
 // the control plane stopped and started again on its data directory; payment events delivered out
-// of order, each delivery posted 20 times at once across both sidecars. Exit 1 when an invariant
+// of order, each delivery posted 20 times at once across both sidecars; metered customers whose
+// usage goes to a payment provider that fails and loses answers. Exit 1 when an invariant
 // is broken; the seed is printed first, so a failure can be replayed.
 import { randomBytes } from "node:crypto";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
@@ -28,6 +29,15 @@ import { REPO_ROOT } from "../test/support/controlplane.js";
 import { installCrds } from "../test/support/crds.js";
 import { waitForServed } from "../test/support/kube.js";
 import { checkJobs, isTerminal, listJobs, outstanding, planJobs } from "./chaos/jobs.js";
+import {
+  checkMetering,
+  createMeteredAccounts,
+  meterBacklog,
+  meteredCustomers,
+  METER,
+  type EndedProviderJob,
+  type MeterEventRecord,
+} from "./chaos/metering.js";
 import { checkPayments, planPayments, sendPayments, type PaymentTraffic } from "./chaos/payments.js";
 import { ControlPlane, Supervised, type ControlPlaneAddress } from "./chaos/processes.js";
 import { apiserverFront, serviceFront } from "./chaos/proxies.js";
@@ -126,6 +136,9 @@ const faults = {
   serverErrors: 0.05,
   lostRunAnswers: 0.02,
   failJob: 0.05,
+  // The payment provider's meters: 5xx (half of them after recording the event) and lost answers.
+  paymentServerErrors: 0.1,
+  lostMeterEventAnswers: 0.1,
 };
 const simConfig = join(workDir, "simulator.json");
 writeFileSync(
@@ -142,6 +155,7 @@ writeFileSync(
       workersMax: WORKERS,
     })),
     faults,
+    meters: [METER],
   }),
 );
 const simulator = new Supervised(
@@ -245,7 +259,10 @@ await waitUntil("the three GpuEndpoints Ready", async () => {
 say(`${elapsed()} stack up: simulator, 2 sidecars, 2 controllers (leader ${(await leader())?.name})`);
 
 // ---- the work, the payment traffic and the faults, together ----
-const planned = planJobs(rng, JOBS);
+// Customers whose jobs are metered: their accounts active from the start.
+const customers = meteredCustomers(SEED, Math.max(2, Math.min(5, Math.round(JOBS / 100))));
+await createMeteredAccounts(api, NAMESPACE, customers);
+const planned = planJobs(rng, JOBS, customers);
 const pipelines = planned.filter((j) => j.pipeline).length;
 const expectedMediaJobs = JOBS + 2 * pipelines;
 const payments = planPayments(rng, SEED, Math.max(10, Math.round(JOBS / 20)));
@@ -400,6 +417,17 @@ const progressLog = setInterval(
 );
 await create();
 while (!settled && Date.now() < deadline()) await sleep(1_000);
+// Every job is terminal: the usage reporter drains its outbox (bounded, as the jobs are).
+if (settled) {
+  const drainEnd = Date.now() + 300_000;
+  while (Date.now() < drainEnd) {
+    const backlog = await listJobs(api, NAMESPACE)
+      .then(meterBacklog)
+      .catch(() => 1);
+    if (backlog === 0) break;
+    await sleep(2_000);
+  }
+}
 const settledInTime = settled;
 settled = true;
 clearInterval(progressLog);
@@ -418,6 +446,9 @@ const deliveries = await sim<{
 const stats = await sim<{ serverErrors: number; lostRunAnswers: number }>("stats");
 const simFaults = await sim<{ honourClientId?: boolean; ignoreClientId?: boolean }>("faults");
 const jobCheck = checkJobs(jobs, executions, deliveries.dropped, deliveries.deliveries);
+const { jobs: endedProviderJobs } = await sim<{ jobs: EndedProviderJob[] }>("ended-jobs");
+const { events: meterEvents } = await sim<{ events: MeterEventRecord[] }>("payment/meters");
+const meteringCheck = checkMetering(jobs, customers, endedProviderJobs, meterEvents);
 const paymentCheck = await checkPayments(api, NAMESPACE, payments);
 const selfExits =
   [...controllers, ...sidecars].reduce((n, p) => n + p.exits, 0) -
@@ -449,6 +480,14 @@ const result: ChaosResult = {
   paymentEventsDuplicated: paymentCheck.duplicated,
   paymentEventsUnrecorded: paymentCheck.unrecorded,
   staleAccounts: paymentCheck.stale.length,
+  meteredCustomers: meteringCheck.customers,
+  meteredJobs: meteringCheck.meteredJobs,
+  meteredSeconds: meteringCheck.meteredSeconds,
+  meteredSecondsDiff: meteringCheck.meteredSecondsDiff,
+  meterEventsDuplicated: meteringCheck.meterEventsDuplicated,
+  meterBacklog: meteringCheck.meterBacklog,
+  meterRefused: meteringCheck.meterRefused,
+  unconfirmedRunSeconds: meteringCheck.unconfirmedRunSeconds,
   byPhase: jobCheck.byPhase,
   faults: {
     controllerKills: counts.controllerKills,
@@ -474,6 +513,8 @@ const result: ChaosResult = {
     endedUnconfirmed: jobCheck.endedUnconfirmed.slice(0, 20),
     duplicateSteps: jobCheck.duplicateSteps.slice(0, 20),
     staleAccounts: paymentCheck.stale.slice(0, 20),
+    meterEventsDuplicated: meteringCheck.examples,
+    meteredSecondsDiff: meteringCheck.perCustomer.filter((c) => c.metered !== c.billable),
   },
 };
 result.broken = INVARIANTS.filter((k) => result[k] !== 0);

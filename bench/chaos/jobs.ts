@@ -18,10 +18,14 @@ export interface PlannedJob {
   body: Record<string, unknown>;
 }
 
-/** `count` top-level MediaJobs; every third one is a pipeline asr -> tts -> render. */
-export function planJobs(rng: Rng, count: number): PlannedJob[] {
+/**
+ * `count` top-level MediaJobs; every third one is a pipeline asr -> tts -> render. Half are billed
+ * to one of `accounts` (metered customers; a pipeline's steps inherit it).
+ */
+export function planJobs(rng: Rng, count: number, accounts: readonly string[] = []): PlannedJob[] {
   return Array.from({ length: count }, (_, i) => {
     const pipeline = rng.next() < 1 / 3;
+    const account = accounts.length > 0 && rng.next() < 1 / 2 ? rng.pick(accounts) : undefined;
     const name = `chaos-${String(i).padStart(5, "0")}${pipeline ? "-p" : ""}`;
     const spec = pipeline
       ? {
@@ -34,7 +38,16 @@ export function planJobs(rng: Rng, count: number): PlannedJob[] {
           ],
         }
       : { workload: rng.pick(WORKLOADS), maxAttempts: MAX_ATTEMPTS, input: { n: i } };
-    return { name, pipeline, body: { apiVersion: API_VERSION, kind: "MediaJob", metadata: { name }, spec } };
+    return {
+      name,
+      pipeline,
+      body: {
+        apiVersion: API_VERSION,
+        kind: "MediaJob",
+        metadata: { name },
+        spec: account === undefined ? spec : { ...spec, account },
+      },
+    };
   });
 }
 

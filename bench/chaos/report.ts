@@ -33,6 +33,21 @@ export interface ChaosResult {
   paymentEventsDuplicated: number;
   paymentEventsUnrecorded: number;
   staleAccounts: number;
+  /** Customers whose jobs were metered, and those jobs (MediaJobs, pipeline steps included). */
+  meteredCustomers: number;
+  meteredJobs: number;
+  /** GPU seconds the payment provider recorded for them. */
+  meteredSeconds: number;
+  /** Σ over customers of |metered − billable seconds the GPU provider reported for their jobs|: invariant 0. */
+  meteredSecondsDiff: number;
+  /** Identifiers recorded twice or with another value than their attempt's: invariant 0. */
+  meterEventsDuplicated: number;
+  /** Attempts still unreported at the end: invariant 0. */
+  meterBacklog: number;
+  /** Attempts whose report was refused (never sent): invariant 0 here (no report is that old). */
+  meterRefused: number;
+  /** Runs of jobs ended SubmissionUnconfirmed: never confirmed, so never recorded. Not an invariant. */
+  unconfirmedRunSeconds: number;
   byPhase: Record<string, number>;
   faults: {
     controllerKills: number;
@@ -65,6 +80,10 @@ export const INVARIANTS = [
   "paymentEventsDuplicated",
   "paymentEventsUnrecorded",
   "staleAccounts",
+  "meteredSecondsDiff",
+  "meterEventsDuplicated",
+  "meterBacklog",
+  "meterRefused",
 ] as const;
 
 export function table(r: ChaosResult): string {
@@ -121,6 +140,19 @@ export function table(r: ChaosResult): string {
     ],
     ["events without a PaymentEvent record", r.paymentEventsUnrecorded, "invariant: 0"],
     ["BillingAccounts not in the newest event's state", r.staleAccounts, "invariant: 0"],
+    [
+      "metered seconds off the provider's billable seconds",
+      r.meteredSecondsDiff,
+      `invariant: 0 (${r.meteredSeconds} s metered for ${r.meteredCustomers} customers, ${r.meteredJobs} jobs)`,
+    ],
+    ["meter identifiers recorded twice or changed", r.meterEventsDuplicated, "invariant: 0"],
+    ["usage unreported at the end", r.meterBacklog, "invariant: 0"],
+    ["usage reports refused", r.meterRefused, "invariant: 0"],
+    [
+      "  runs never confirmed (SubmissionUnconfirmed)",
+      r.unconfirmedRunSeconds,
+      "not an invariant: billable seconds of runs no answer confirmed, not recorded",
+    ],
     ["faults: controller leader SIGKILLs", r.faults.controllerKills, ""],
     ["faults: sidecar SIGKILLs", r.faults.sidecarKills, ""],
     ["faults: control plane restarts", r.faults.controlPlaneRestarts, "same data directory"],

@@ -15,12 +15,15 @@ export type CommandName =
   | "redeliver"
   | "doctor"
   | "accept"
-  | "cancel";
+  | "cancel"
+  | "usage";
 
 interface CommandSpec {
   name: CommandName;
   /** Positional arguments, all required. */
   args: string[];
+  /** One more positional argument that may be left out. */
+  optionalArg?: string;
   summary: string;
   details: string;
   /** Flags beyond the global ones. */
@@ -156,6 +159,20 @@ const COMMANDS: readonly CommandSpec[] = [
     output: true,
     allNamespaces: true,
   },
+  {
+    name: "usage",
+    args: [],
+    optionalArg: "account",
+    summary: "each account's GPU seconds this billing period, beside what was reported",
+    details:
+      "For each BillingAccount (or the one named: its customer id or object name), the period's\n" +
+      "used seconds (billed, reported or not), the seconds the payment provider accepted, the plan's\n" +
+      "limit, and the usage still waiting to be reported (seconds, attempts, the oldest). Exit 1\n" +
+      "when a report was refused (it needs a person: see its UsageNotReported Event).",
+    flags: [],
+    output: true,
+    allNamespaces: true,
+  },
 ];
 
 const OPTIONS = {
@@ -236,8 +253,9 @@ function invocation(spec: CommandSpec, values: Values, args: string[], tokens: T
   if (args.length < spec.args.length) {
     throw new UsageError(`${spec.name} needs ${spec.args.map((a) => `<${a}>`).join(" ")}`, spec.name);
   }
-  if (args.length > spec.args.length) {
-    throw new UsageError(`unexpected argument "${args[spec.args.length]}"`, spec.name);
+  const most = spec.args.length + (spec.optionalArg === undefined ? 0 : 1);
+  if (args.length > most) {
+    throw new UsageError(`unexpected argument "${args[most]}"`, spec.name);
   }
   if (values["all-namespaces"] && values.namespace !== undefined) {
     throw new UsageError("use either -n/--namespace or -A/--all-namespaces, not both", spec.name);
@@ -261,6 +279,11 @@ function invocation(spec: CommandSpec, values: Values, args: string[], tokens: T
     dryRun: values["dry-run"] ?? false,
     webhooksUrl: values["webhooks-url"],
   };
+}
+
+/** ` <mediajob>`, ` [<account>]`: a command's positional arguments as its usage line shows them. */
+function argsUsage(c: CommandSpec): string {
+  return c.args.map((a) => ` <${a}>`).join("") + (c.optionalArg === undefined ? "" : ` [<${c.optionalArg}>]`);
 }
 
 function findCommand(name: string): CommandSpec | undefined {
@@ -296,11 +319,9 @@ function cleanParseError(err: unknown): string {
 }
 
 function mainHelp(): string {
-  const width = Math.max(
-    ...COMMANDS.map((c) => c.name.length + c.args.map((a) => ` <${a}>`).join("").length),
-  );
+  const width = Math.max(...COMMANDS.map((c) => c.name.length + argsUsage(c).length));
   const lines = COMMANDS.map((c) => {
-    const usage = c.name + c.args.map((a) => ` <${a}>`).join("");
+    const usage = c.name + argsUsage(c);
     return `  ${usage.padEnd(width)}   ${c.summary}`;
   });
   return `kubectl media: the media-orchestrator runbook as commands.
@@ -342,7 +363,7 @@ function commandHelp(c: CommandSpec): string {
     own.push("      --dry-run                say what would be done, change nothing");
   if (c.flags.includes("webhooks-url"))
     own.push("      --webhooks-url URL       the webhooks sidecar's base URL (default: $WEBHOOKS_URL)");
-  const usage = `kubectl media ${c.name}${c.args.map((a) => ` <${a}>`).join("")} [flags]`;
+  const usage = `kubectl media ${c.name}${argsUsage(c)} [flags]`;
   return `${c.summary}
 
 ${c.details}

@@ -21,6 +21,7 @@ const COMMANDS: Record<CommandName, () => Promise<Command>> = {
   doctor: () => import("./doctor.js"),
   accept: () => import("./accept.js"),
   cancel: () => import("./cancel.js"),
+  usage: () => import("./usage.js"),
 };
 
 export async function main(

@@ -5,6 +5,7 @@ import { z } from "zod";
 import { CALLBACK_SECRET_MIN_BYTES } from "../callback/token.js";
 import { PlansSchema } from "../mediajob/plans.js";
 import { UNCONFIRMED_SUBMISSION_POLICIES } from "../mediajob/unconfirmed.js";
+import { DEFAULT_METER_EVENT_NAME } from "../mediajob/usage.js";
 import { parseRateLimits } from "./rate-limits.js";
 import {
   SecretFileError,
@@ -14,6 +15,7 @@ import {
   type SecretFilesWatch,
 } from "./secret-files.js";
 import { trustedProxiesProblem } from "./trusted-proxies.js";
+import { METER_EVENT_NAME, parseEventNames } from "./meter-event-names.js";
 
 const bool = z
   .enum(["true", "false", "1", "0", "yes", "no"])
@@ -195,6 +197,29 @@ export const EnvSchema = z.object({
   WEBHOOKS_REPLAY_MEMORY: z.coerce.number().int().min(0).default(100_000),
   /** PaymentEvents are kept this long (longer than the provider's 3-day retry window). */
   PAYMENT_EVENT_RETENTION_HOURS: seconds(24 * 7),
+  /**
+   * Whether the controller reports billed usage to the payment provider's meters (docs/design.md,
+   * "Usage and plans"). Default: on when PAYMENT_PROVIDER_API_KEY is set, as the rest of payments.
+   */
+  USAGE_METERING: bool.optional(),
+  /** Which of the provider's times are billed: `execution` (the default) or `executionAndDelay`. */
+  USAGE_BILLED_TIME: z.enum(["execution", "executionAndDelay"]).default("execution"),
+  /** Seconds billed at least for a job attempt with any billable time. */
+  USAGE_MINIMUM_SECONDS: z.coerce.number().int().min(0).max(86_400).default(0),
+  /** Whether FAILED and TIMED_OUT attempts are billed (the GPU provider charges them either way). */
+  USAGE_BILL_FAILED: bool.default(true),
+  /** The meter event name of workloads without their own in USAGE_METER_EVENT_NAMES. */
+  USAGE_METER_EVENT_NAME: z
+    .string()
+    .regex(METER_EVENT_NAME, "must be 1-100 letters, digits, '_', '-', '.' or ':'")
+    .default(DEFAULT_METER_EVENT_NAME),
+  /** Meter event names per workload, `workload=event_name` comma-separated (e.g. `render=render_seconds`). */
+  USAGE_METER_EVENT_NAMES: optionalText.refine(
+    (v) => v === undefined || parseEventNames(v) !== undefined,
+    "must be workload=event_name entries, comma-separated",
+  ),
+  /** How often the usage reporter looks for unreported usage (a job's end also wakes it). */
+  USAGE_REPORT_INTERVAL_SECONDS: seconds(10),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /**
    * A directory of secret files named after the variables they supply (GPU_PROVIDER_API_KEY, ...):

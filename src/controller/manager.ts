@@ -8,6 +8,10 @@ import { BillingAccount, billingAccountName } from "../crds/billingaccount.js";
 import { GpuEndpoint } from "../crds/gpuendpoint.js";
 import { MediaJob } from "../crds/mediajob.js";
 import { stateNamespace, type Env } from "../config/env.js";
+import { usageSettings } from "../config/usage.js";
+import { MeterClient } from "./usage/meter-client.js";
+import { UsageMetrics } from "./usage/metrics.js";
+import { UsageReporter } from "./usage/reporter.js";
 import type { KubeApi, KubeObject } from "../k8s/api.js";
 import { describeError } from "../k8s/errors.js";
 import { BackgroundEventRecorder, EventRecorder } from "../k8s/events.js";
@@ -82,6 +86,8 @@ export class Manager {
   /** Gives the garbage of a burst of work (a list, a pass) back to the system once it is over. */
   readonly compaction: IdleCompaction;
   private compactionTimer?: NodeJS.Timeout;
+  /** The leader's usage reporter: account period usage and the meter events (usage/reporter.ts). */
+  readonly usage: UsageReporter;
 
   constructor(private readonly o: ManagerOptions) {
     const { api, env, log } = o;
@@ -146,6 +152,7 @@ export class Manager {
       defaultTimeoutSeconds: env.JOB_TIMEOUT_SECONDS,
     });
 
+    const usage = usageSettings(env);
     if (!env.CALLBACK_BASE_URL || !env.CALLBACK_SECRET)
       throw new Error("CALLBACK_BASE_URL and CALLBACK_SECRET are required");
     this.jobReconciler = new MediaJobReconciler({
@@ -170,6 +177,7 @@ export class Manager {
         tickMs,
         plans: env.MEDIA_PLANS,
         cancelFollowWarningMs: env.CANCEL_FOLLOW_WARNING_SECONDS * 1000,
+        usage,
       },
       accountJobs: this.accountJobs,
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
@@ -177,6 +185,28 @@ export class Manager {
       onRecovery: (kind) => this.metrics.recoveries.inc({ kind }),
       fence: () => this.leading && (this.elector?.holdsLease() ?? true),
       leadership: () => this.leadership?.signal,
+    });
+    this.usage = new UsageReporter({
+      api,
+      jobs: this.jobs,
+      accounts: this.accounts,
+      accountNamespace,
+      ...(usage.metering && {
+        meter: new MeterClient({
+          baseUrl: env.PAYMENT_PROVIDER_API_URL,
+          // Read per call: a rotated key file takes effect without a restart.
+          apiKey: () => env.PAYMENT_PROVIDER_API_KEY ?? "",
+        }),
+      }),
+      events,
+      log: log.child({ component: "usage-reporter" }),
+      metrics: new UsageMetrics(this.metrics.registry, [
+        usage.defaultEventName,
+        ...Object.values(usage.eventNames),
+      ]),
+      intervalMs: env.USAGE_REPORT_INTERVAL_SECONDS * 1000,
+      synced: () => this.synced,
+      leading: () => this.leading && (this.elector?.holdsLease() ?? true),
     });
     // Shared for a tick, with room for the tick timer and the reconciles to drift by up to 500 ms.
     this.providerView = new ProviderView(
@@ -207,6 +237,16 @@ export class Manager {
       if (jobEventWorthALook(event, job, old, ours, superseded)) this.jobQueue.add(key);
     });
     this.jobs.on((event, job, old) => this.accountJobs.observe(event, job, old));
+    // A job whose usage changed (recorded, billed) has work for the usage reporter.
+    this.jobs.on((event, job, old) => {
+      if (
+        this.leading &&
+        event !== "delete" &&
+        job.status?.usage !== undefined &&
+        job.status.usage !== old?.status?.usage
+      )
+        this.usage.wake();
+    });
     // Counted by the leader only, so a sum across replicas counts each job once.
     this.jobs.on((event, job, old) => {
       if (this.leading) this.metrics.resources.observe(event, job, old);
@@ -295,6 +335,7 @@ export class Manager {
       this.jobQueue.run(concurrency, this.reconcileJob),
       this.endpointQueue.run(Math.max(1, Math.min(4, concurrency)), this.endpointReconciler.reconcile),
     ]);
+    this.usage.start();
     this.resync();
     const tickMs = this.o.env.RESYNC_INTERVAL_SECONDS * 1000;
     this.resyncTimer = setInterval(() => this.resync(), tickMs);
@@ -335,6 +376,7 @@ export class Manager {
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     this.jobQueue.shutdown();
     this.endpointQueue.shutdown();
+    void this.usage.stop();
     if (!this.stopped) this.o.onLeadershipLost?.();
   }
 
@@ -346,6 +388,7 @@ export class Manager {
     this.jobQueue.shutdown();
     this.endpointQueue.shutdown();
     await this.running; // in-flight reconciles finish
+    await this.usage.stop();
     await this.events.flush(); // and the Events they recorded are written
     if (this.elector) await this.elector.stop();
     this.leading = false;

@@ -32,7 +32,16 @@ const BillingAccountUsage = z.object({
     .min(0)
     .optional()
     .describe("The plan's GPU seconds for the period; absent: no plan limit."),
+  counting: z
+    .array(z.string().max(100))
+    .max(1000)
+    .optional()
+    .describe(
+      "Job attempts whose seconds were added to usedSeconds and are not yet marked counted on their " +
+        "MediaJob: a controller that restarts between the two writes adds them once.",
+    ),
 });
+export type BillingAccountUsage = z.infer<typeof BillingAccountUsage>;
 
 export const BillingAccountStatus = z.object({
   subscriptionId: z.string().max(255).optional().describe("The payment provider's subscription id."),

@@ -136,6 +136,58 @@ const SubmissionIntent = z.object({
 });
 type SubmissionIntent = z.infer<typeof SubmissionIntent>;
 
+/** One attempt's usage, as the provider's confirmed status reported it when the attempt ended. */
+const UsageAttempt = z.object({
+  attempt: z.int().min(1).describe("The attempt (status.attempts when it was submitted)."),
+  providerJobId: z.string().max(256).describe("The provider's id of the attempt's job."),
+  endpointId: z.string().max(256).optional().describe("The provider's endpoint the attempt ran on."),
+  providerStatus: z
+    .enum(["COMPLETED", "FAILED", "TIMED_OUT", "CANCELLED"])
+    .describe("How the provider reported the attempt ended."),
+  executionTimeMs: z
+    .int()
+    .min(0)
+    .optional()
+    .describe("The provider's executionTime, ms (absent: not reported)."),
+  delayTimeMs: z.int().min(0).optional().describe("The provider's delayTime (queue and cold start), ms."),
+  endedAt: Timestamp.describe("When the attempt's end was recorded: the meter event's time."),
+  billedSeconds: z
+    .int()
+    .min(0)
+    .optional()
+    .describe("Whole seconds billed under the billing rule (absent: not yet billed by the controller)."),
+  meter: z
+    .enum(["Pending", "Reported", "Refused", "NotMetered"])
+    .optional()
+    .describe(
+      "The meter report: Pending (in the outbox), Reported (the payment provider accepted it), Refused " +
+        "(not sent: see message), NotMetered (metering is off, no account, or nothing billed).",
+    ),
+  eventName: z.string().max(100).optional().describe("The meter event name it is reported under."),
+  identifier: z.string().max(100).optional().describe("The meter event identifier (one per attempt)."),
+  firstSentAt: Timestamp.optional().describe("When a send was first tried (before the call)."),
+  reportedAt: Timestamp.optional().describe("When the payment provider accepted it."),
+  counted: z
+    .boolean()
+    .optional()
+    .describe("True once the seconds were added to the BillingAccount's usedSeconds."),
+  countedReported: z
+    .boolean()
+    .optional()
+    .describe("True once the reported seconds were added to the BillingAccount's reportedSeconds."),
+  message: z.string().max(1024).optional().describe("Why the report was refused or is held."),
+});
+
+/** What the job was billed: each ended attempt's usage, and their sum. */
+const JobUsage = z.object({
+  workload: Workload.describe("The job's workload (the meter event name is chosen by it)."),
+  account: z.string().max(255).optional().describe("The payment-provider customer billed (spec.account)."),
+  billedSeconds: z.int().min(0).optional().describe("Sum of the attempts' billedSeconds."),
+  attempts: z.array(UsageAttempt).max(256).describe("The ended attempts' usage, oldest first."),
+});
+export type JobUsage = z.infer<typeof JobUsage>;
+export type UsageAttempt = z.infer<typeof UsageAttempt>;
+
 export const MediaJobStatus = z.object({
   phase: JobPhase.optional().describe(
     "Where the job is: Pending (not submitted, or waiting to be submitted again), Processing " +
@@ -212,6 +264,10 @@ export const MediaJobStatus = z.object({
     .max(253)
     .optional()
     .describe("Name of the MediaJob created for the next pipeline step."),
+  usage: JobUsage.optional().describe(
+    "GPU time the provider reported for each ended attempt (from its status API, never a callback " +
+      "body), the seconds billed and their meter report.",
+  ),
   conditions: Conditions.optional().describe(
     "Succeeded (True/False once final: `kubectl wait --for=condition=Succeeded`), Admitted, " +
       "EndpointReady, Submitted, Suspended, Overdue, and on a pipeline's first job PipelineSucceeded " +
@@ -320,6 +376,13 @@ export const mediaJobDefinition: ResourceDefinition = {
     { name: "Job ID", type: "string", jsonPath: ".status.jobId", priority: 1 },
     { name: "Provider Job", type: "string", jsonPath: ".status.providerJobId", priority: 1 },
     { name: "Replay", type: "boolean", jsonPath: ".status.replay", priority: 1 },
+    {
+      name: "GPU Seconds",
+      type: "integer",
+      jsonPath: ".status.usage.billedSeconds",
+      description: "Whole GPU seconds billed for the job's ended attempts.",
+      priority: 1,
+    },
   ],
   // The sidecar asks which MediaJob holds a provider job before a callback may adopt it
   // (src/callback/adoption.ts): one indexed list call, on any replica, however fresh.

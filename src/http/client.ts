@@ -123,3 +123,11 @@ export function dump(res: IncomingMessage): Promise<void> {
     res.resume();
   });
 }
+
+/** A failed request's kind (a timeout, a refused connection), never its URL or headers. */
+export function failureKind(err: unknown): string {
+  const cause = err instanceof Error ? (err.cause as { name?: unknown } | undefined) : undefined;
+  if (cause?.name === "TimeoutError") return "TimeoutError";
+  if (err instanceof HttpRequestError && err.code !== undefined) return err.code;
+  return err instanceof Error ? err.name : "error";
+}

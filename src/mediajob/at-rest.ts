@@ -3,6 +3,7 @@
 // a pass per job.
 import type { MediaJob } from "../crds/mediajob.js";
 import { FINALIZER, isTerminal } from "./job.js";
+import { usageOutstanding } from "./usage.js";
 
 /**
  * Failed, Cancelled, or Completed with its next pipeline step created (or none to create), and no
@@ -22,7 +23,8 @@ export function atRest(job: MediaJob): boolean {
 }
 
 /**
- * At rest, and its current spec observed (status.observedGeneration is the object's generation):
+ * At rest, its usage billed, counted and reported (the usage reporter reads it whole from the
+ * cache until then), and its current spec observed (status.observedGeneration is the object's generation):
  * a reconcile would change nothing, so the manager never runs one, and the cache keeps such a job
  * as a small record (cache-transform.ts). A spec edit makes the job unobserved until the reconcile
  * it triggers writes the new observedGeneration.
@@ -30,6 +32,7 @@ export function atRest(job: MediaJob): boolean {
 export function settled(job: MediaJob): boolean {
   return (
     atRest(job) &&
+    !usageOutstanding(job) &&
     job.metadata.generation !== undefined &&
     job.status?.observedGeneration === job.metadata.generation
   );

@@ -16,6 +16,9 @@ export interface ProviderResult {
   status: string;
   output?: unknown;
   error?: unknown;
+  /** GPU time, ms, as the provider's status API reports it (RunPod's executionTime, delayTime). */
+  executionTime?: number;
+  delayTime?: number;
 }
 
 /** spec.id, else metadata.uid: the idempotency key, fixed in status.jobId once set. */

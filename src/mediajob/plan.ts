@@ -22,6 +22,7 @@ import { endEvent } from "./stop.js";
 import { msUntilExpiry } from "./ttl.js";
 import type { Plans } from "./plans.js";
 import type { UnconfirmedSubmissionPolicy } from "./unconfirmed.js";
+import { DEFAULT_USAGE_SETTINGS, withBilledUsage, type UsageSettings } from "./usage.js";
 import type { SubmissionPlan } from "./write-ahead.js";
 
 /** The controller's settings a plan reads. */
@@ -39,6 +40,8 @@ export interface PlanSettings {
   tickMs: number;
   /** Plans by price id (plans.ts); absent or empty: no plan limits. */
   plans?: Plans;
+  /** How recorded usage is billed and metered. Default: DEFAULT_USAGE_SETTINGS (metering off). */
+  usage?: UsageSettings;
 }
 
 /** What the provider said when asked for a job's status. */
@@ -126,11 +129,6 @@ export interface Plan {
   error?: PassError;
   submission?: SubmissionOutcome;
   recovery?: RecoveryKind;
-  /**
-   * The provider's confirmed final answer a stopped job ended with (after a cancel: the status read
-   * once the provider has ended it), for what is recorded from it when a job ends.
-   */
-  ended?: ProviderResult;
 }
 
 export const retry = (message: string): PassError => ({ terminal: false, message });
@@ -164,7 +162,9 @@ export function planJob(job: MediaJob, facts: Facts): Plan {
         return { status, events: [], actions: [] };
     }
   })();
-  return { ...plan, status: finalStatus(job, plan.status, now) };
+  // Usage recorded by any writer of a result is billed here, in the pass's one status write.
+  const billed = withBilledUsage(job, plan.status, facts.settings.usage ?? DEFAULT_USAGE_SETTINGS);
+  return { ...plan, status: finalStatus(job, billed, now) };
 }
 
 /** What follows the status write. */

@@ -11,6 +11,7 @@ import {
   isTerminal,
   maxAttempts,
 } from "./job.js";
+import { withBilledUsage, withRecordedUsage, type UsageSettings } from "./usage.js";
 
 /**
  * Whether a provider status object speaks about the current submission of this job. Callbacks and
@@ -90,19 +91,33 @@ export function applyProviderResult(
   job: MediaJob,
   result: ProviderResult,
   now: string,
-  opts: { adopt?: boolean } = {},
+  opts: {
+    adopt?: boolean;
+    billing?: UsageSettings;
+    /**
+     * False for an answer that is not the provider's status of the job (a /cancel answer carries
+     * no times): the attempt's end is applied, its usage not recorded from it.
+     */
+    recordUsage?: boolean;
+  } = {},
 ): MediaJobStatus | undefined {
   // A fast job's callback can arrive before the controller's first status write: judge it against
   // the status the job is about to have (its id is spec.id or the uid, fixed already).
   const status = job.status?.jobId ? job.status : initialStatus(job, now);
   if (isTerminal(status.phase)) return undefined;
   if (!concernsCurrentSubmission(status, result, opts)) return undefined;
-  const base: MediaJobStatus = {
+  // The attempt's GPU time rides on the write of its end (status.usage), whatever the end; billed
+  // there too when the writer has the rule (the sidecar), else by the controller's next pass.
+  const ended: MediaJobStatus = {
     ...status,
     providerJobId: status.providerJobId ?? result.id,
     ...(status.submission && { submission: { ...status.submission, state: "Accepted" as const } }),
     updatedAt: now,
   };
+  const recorded = opts.recordUsage === false ? ended : withRecordedUsage(job, ended, result, now);
+  const base: MediaJobStatus = opts.billing
+    ? withBilledUsage(job, recorded, opts.billing, { decideMeter: false })
+    : recorded;
   const overDeadline = msUntilDeadline(job.spec, status, Date.parse(now)) <= 0;
   switch (result.status) {
     case "COMPLETED": {

@@ -6,6 +6,7 @@ import { ADOPTED_BY_CALLBACK } from "../callback/adoption.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import type { KubeApi } from "../k8s/api.js";
 import { applyProviderResult } from "./provider-result.js";
+import type { UsageSettings } from "./usage.js";
 import { isTerminal, type ProviderResult } from "./job.js";
 import { recordAccepted } from "./submission.js";
 import { withPhaseConditions } from "./conditions.js";
@@ -55,6 +56,8 @@ export interface ResultWrite {
   conflictAttempts?: number;
   /** The job as the writer has just read it: the first try writes over it without a second read. */
   read?: MediaJob;
+  /** The billing rule, to bill the ended attempt in this same write (the controller meters it). */
+  billing?: UsageSettings;
 }
 
 export type ResultOutcome =
@@ -113,7 +116,10 @@ export function decideResult(
       current.metadata.generation,
     ),
   });
-  const applied = applyProviderResult(current, w.result, w.now, { adopt });
+  const applied = applyProviderResult(current, w.result, w.now, {
+    adopt,
+    ...(w.billing && { billing: w.billing }),
+  });
   if (applied) return { outcome: "applied", status: adopting ? marked(applied) : applied, adopted: adopting };
   if (adopting && w.submission) {
     const recorded = recordAccepted(status, w.submission.attempt, w.result.id);

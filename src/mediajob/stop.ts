@@ -9,10 +9,15 @@ import { deadlineExceeded, suspendedStatus } from "./deadline.js";
 import { TERMINAL_STATUSES, type ProviderJobStatus } from "../provider/schemas.js";
 import { ERROR_MAX_CHARS, clip, type ProviderResult } from "./job.js";
 import { applyProviderResult } from "./provider-result.js";
+import { withRecordedUsage } from "./usage.js";
 import { retry, type Facts, type Plan, type StopReason } from "./plan.js";
 
-/** The provider's answer to a cancel: the job's status then, or an error. */
-export type CancelAnswer = { result: ProviderResult } | { lost: true } | { error: string };
+/**
+ * The provider's answer to a cancel: the job's status then, or an error. `confirmed`: the job's own
+ * status read (not the cancel's answer), whose times are the attempt's usage.
+ */
+export type CancelAnswer =
+  { result: ProviderResult; confirmed?: boolean } | { lost: true } | { error: string };
 
 /** How long a cancelled job may run on at the provider before it is told (CANCEL_FOLLOW_WARNING_SECONDS). */
 const CANCEL_FOLLOW_WARNING_MS = 120_000;
@@ -89,16 +94,19 @@ export function afterStop(
     if (!TERMINAL_STATUSES.has(res.status as ProviderJobStatus))
       return following(job, status, why, res, now, followMs);
     if (res.status !== "CANCELLED") {
-      // It finished before the cancel: its own end, not the suspension's or the deadline's.
-      const applied = applyProviderResult({ ...job, status }, res, now);
+      // It finished before the cancel: its own end, not the suspension's or the deadline's. Its
+      // usage is recorded from the job's status read, never from a cancel's answer.
+      const applied = applyProviderResult({ ...job, status }, res, now, {
+        recordUsage: answer.confirmed === true,
+      });
       // A cancelled job that failed for good keeps its failure; one that would be retried is not.
-      const end = (s: MediaJobStatus): Plan => ({ status: s, events, actions: [], ended: res });
+      const end = (s: MediaJobStatus): Plan => ({ status: s, events, actions: [] });
       if (applied && why === "suspend") return end(applied);
       if (applied?.phase === "Completed") return end(applied);
       if (applied?.phase === "Failed" && why === "cancel") return end(applied);
     }
     cancelled = `cancelled job ${id} at the provider (${res.status})`;
-    return stopped(job, status, why, now, cancelled, events, res);
+    return stopped(job, status, why, now, cancelled, events, answer.confirmed ? res : undefined);
   } else if ("lost" in answer) {
     cancelled = `the provider no longer knows job ${id}`;
   } else {
@@ -157,7 +165,7 @@ export function planFollow(
   if ("lost" in read) return stopped(job, status, f.why, now, `the provider no longer knows job ${id}`, []);
   const res = read.result;
   if (TERMINAL_STATUSES.has(res.status as ProviderJobStatus))
-    return afterStop(job, status, f.why, { result: res }, now);
+    return afterStop(job, status, f.why, { result: res, confirmed: true }, now);
   const warnMs = facts.settings.cancelFollowWarningMs ?? CANCEL_FOLLOW_WARNING_MS;
   return { ...stillRunning(job, status, f, res, facts.now, warnMs, tick), actions: [] };
 }
@@ -198,8 +206,6 @@ export interface DeletionCancelOutcome {
   /** The finalizer may go: the provider has ended the job, or the deletion gave up waiting. */
   letGo: boolean;
   requeueAfterMs?: number;
-  /** The provider's final answer the job ended with. */
-  ended?: ProviderResult;
 }
 
 /**
@@ -210,21 +216,30 @@ export interface DeletionCancelOutcome {
 export function afterDeletionCancel(
   job: MediaJob,
   res: ProviderResult,
-  o: { now: Date; deletingForMs: number; giveUpMs: number; warnMs?: number; tickMs: number },
+  o: {
+    now: Date;
+    deletingForMs: number;
+    giveUpMs: number;
+    warnMs?: number;
+    tickMs: number;
+    /** `res` is the job's own status read, whose times are the attempt's usage. */
+    confirmed?: boolean;
+  },
 ): DeletionCancelOutcome {
   const status = job.status ?? {};
   const now = o.now.toISOString();
   const id = status.providerJobId ?? res.id;
   if (TERMINAL_STATUSES.has(res.status as ProviderJobStatus)) {
     // It ended there on its own before the cancel took: that end, if it is final; else Cancelled.
-    const own = res.status === "CANCELLED" ? undefined : applyProviderResult(job, res, now);
+    const recordUsage = o.confirmed === true;
+    const own = res.status === "CANCELLED" ? undefined : applyProviderResult(job, res, now, { recordUsage });
     const ended: MediaJobStatus | undefined =
       status.phase !== "Processing"
         ? undefined
         : own && own.phase !== "Pending"
           ? own
           : {
-              ...status,
+              ...(recordUsage ? withRecordedUsage(job, status, res, now) : status),
               phase: "Cancelled",
               updatedAt: now,
               completedAt: now,
@@ -233,7 +248,7 @@ export function afterDeletionCancel(
                 ERROR_MAX_CHARS,
               ),
             };
-    return { ...(ended && { status: ended }), events: [], letGo: true, ended: res };
+    return { ...(ended && { status: ended }), events: [], letGo: true };
   }
   if (o.deletingForMs >= o.giveUpMs)
     return {
@@ -280,14 +295,14 @@ function stopped(
   ended?: ProviderResult,
 ): Plan {
   const gen = job.metadata.generation;
-  const last = ended && { ended };
+  // The attempt's usage, from the job's status read once the provider ended it.
+  if (ended) status = withRecordedUsage(job, status, ended, now);
   if (why === "deadline") {
     const failed = deadlineExceeded(status, now, cancelled);
     events.push(["Warning", "DeadlineExceeded", failed.error!]);
-    return { status: failed, events, actions: [], ...last };
+    return { status: failed, events, actions: [] };
   }
-  if (why === "cancel")
-    return { status: cancelledStatus(status, now, cancelled), events, actions: [], ...last };
+  if (why === "cancel") return { status: cancelledStatus(status, now, cancelled), events, actions: [] };
   const message = `spec.suspend is true: ${cancelled}; the job is submitted again once it is false`;
   events.push(["Normal", "Suspended", message]);
   return {
@@ -299,7 +314,6 @@ function stopped(
     ),
     events,
     actions: [],
-    ...last,
   };
 }
 

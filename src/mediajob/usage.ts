@@ -2,7 +2,9 @@
 // and a meter identifier out. Money is exact: every value here is an integer, and milliseconds are
 // summed before the one rounding step, so no fraction of a second is rounded twice.
 import { z } from "zod";
+import type { JobUsage, MediaJob, MediaJobStatus, UsageAttempt } from "../crds/mediajob.js";
 import type { ProviderJobStatus } from "../provider/schemas.js";
+import type { ProviderResult } from "./job.js";
 
 /** Which of the provider's reported times are billed. */
 const BILLED_TIME = ["execution", "executionAndDelay"] as const;
@@ -123,4 +125,174 @@ export function meterSendVerdict(
   if (firstAttemptAt !== undefined && now - firstAttemptAt > METER_DEDUP_WINDOW_S - 3600)
     return { send: "reconcileFirst", timestamp };
   return { send: "now", timestamp };
+}
+
+// ---- Usage on the MediaJob (status.usage): recorded where a result ends an attempt, billed by the
+// controller's next pass, then counted and reported by the leader's usage reporter.
+
+/** How recorded usage is billed and metered: the controller's configuration (src/config/env.ts). */
+export interface UsageSettings {
+  rule: BillingRule;
+  /** Whether billed usage is reported to the payment provider's meters (the outbox fills). */
+  metering: boolean;
+  /** Meter event name per workload; `defaultEventName` for the others. */
+  eventNames: Readonly<Record<string, string>>;
+  defaultEventName: string;
+}
+
+/** The meter event name when none is configured for a workload. */
+export const DEFAULT_METER_EVENT_NAME = "gpu_seconds";
+
+export const DEFAULT_USAGE_SETTINGS: UsageSettings = {
+  rule: DEFAULT_BILLING_RULE,
+  metering: false,
+  eventNames: {},
+  defaultEventName: DEFAULT_METER_EVENT_NAME,
+};
+
+const ENDED: ReadonlySet<string> = new Set(["COMPLETED", "FAILED", "TIMED_OUT", "CANCELLED"]);
+
+function recordedMs(v: number | undefined): number | undefined | "invalid" {
+  const ms = reportedMs("", v);
+  if (typeof ms === "string") return "invalid";
+  return v === undefined ? undefined : ms;
+}
+
+/**
+ * The status with the ended attempt's usage recorded, as the provider's confirmed status reports
+ * it. Called where a result ends an attempt (provider-result.ts), so the record rides on the one
+ * status write of that result. Once per attempt: a repeated result of the same attempt changes
+ * nothing. `result` must come from the provider's status API, never from a callback body.
+ */
+export function withRecordedUsage(
+  job: MediaJob,
+  status: MediaJobStatus,
+  result: ProviderResult,
+  now: string,
+): MediaJobStatus {
+  if (!ENDED.has(result.status)) return status;
+  const attempt = status.submission?.attempt ?? Math.max(1, status.attempts ?? 1);
+  const prior = status.usage;
+  if (prior?.attempts.some((a) => a.attempt === attempt)) return status;
+  if ((prior?.attempts.length ?? 0) >= USAGE_ATTEMPTS_MAX) return status;
+  const execution = recordedMs(result.executionTime);
+  const delay = recordedMs(result.delayTime);
+  const entry: UsageAttempt = {
+    attempt,
+    providerJobId: status.providerJobId ?? result.id,
+    ...(status.endpointId !== undefined && { endpointId: status.endpointId }),
+    providerStatus: result.status as UsageAttempt["providerStatus"],
+    ...(typeof execution === "number" && { executionTimeMs: execution }),
+    ...(typeof delay === "number" && { delayTimeMs: delay }),
+    endedAt: now,
+  };
+  if (execution === "invalid" || delay === "invalid") {
+    entry.billedSeconds = 0;
+    entry.meter = "Refused";
+    entry.message = `the provider reported a time that is not a duration (executionTime ${String(
+      result.executionTime,
+    )}, delayTime ${String(result.delayTime)}): not billed`;
+  }
+  return {
+    ...status,
+    usage: {
+      workload: job.spec.workload,
+      ...(job.spec.account !== undefined && { account: job.spec.account }),
+      ...((prior?.billedSeconds !== undefined || entry.billedSeconds !== undefined) && {
+        billedSeconds: (prior?.billedSeconds ?? 0) + (entry.billedSeconds ?? 0),
+      }),
+      attempts: [...(prior?.attempts ?? []), entry],
+    },
+  };
+}
+
+/** status.usage.attempts' cap in the CRD. */
+const USAGE_ATTEMPTS_MAX = 256;
+
+/** The meter event name of a workload. */
+function meterEventName(workload: string, settings: UsageSettings): string {
+  return Object.hasOwn(settings.eventNames, workload)
+    ? (settings.eventNames[workload] as string)
+    : settings.defaultEventName;
+}
+
+/**
+ * Bills the recorded attempts not billed yet under the rule: their whole seconds, and whether they
+ * go to the meters (Pending: metering on, an account to bill, seconds to bill; else NotMetered). The
+ * sidecar bills in the write that records the attempt (`decideMeter` false: an attempt with an
+ * account and seconds is left for the controller to decide, as only the controller meters); the
+ * controller's pass bills and decides whatever is left, in its one status write, so a writer
+ * without the configuration (the CLI) may record raw facts alone.
+ */
+export function withBilledUsage(
+  job: MediaJob,
+  status: MediaJobStatus,
+  settings: UsageSettings,
+  opts: { decideMeter?: boolean } = {},
+): MediaJobStatus {
+  const decideMeter = opts.decideMeter ?? true;
+  const usage = status.usage;
+  const undecided = (a: UsageAttempt): boolean =>
+    a.billedSeconds === undefined || (decideMeter && a.meter === undefined);
+  if (!usage?.attempts.some(undecided)) return status;
+  const uid = job.metadata.uid;
+  const attempts = usage.attempts.map((a): UsageAttempt => {
+    if (!undecided(a)) return a;
+    let seconds = a.billedSeconds;
+    if (seconds === undefined) {
+      const billed = billableSeconds(
+        {
+          status: a.providerStatus,
+          ...(a.executionTimeMs !== undefined && { executionTime: a.executionTimeMs }),
+          ...(a.delayTimeMs !== undefined && { delayTime: a.delayTimeMs }),
+        },
+        settings.rule,
+      );
+      seconds = billed.ok ? billed.seconds : 0;
+    }
+    // Nobody to bill, or nothing: never metered, whoever bills it.
+    if (usage.account === undefined || seconds === 0 || uid === undefined)
+      return { ...a, billedSeconds: seconds, meter: "NotMetered" };
+    // Whether it is metered is the controller's to say (its reporter sends it).
+    if (!decideMeter) return { ...a, billedSeconds: seconds };
+    if (!settings.metering) return { ...a, billedSeconds: seconds, meter: "NotMetered" };
+    return {
+      ...a,
+      billedSeconds: seconds,
+      meter: "Pending",
+      eventName: meterEventName(usage.workload, settings),
+      identifier: meterIdentifier({ uid, attempt: a.attempt }),
+    };
+  });
+  return {
+    ...status,
+    usage: {
+      ...usage,
+      billedSeconds: attempts.reduce((sum, a) => sum + (a.billedSeconds ?? 0), 0),
+      attempts,
+    },
+  };
+}
+
+/** Whether an attempt's billed (or reported) seconds still have to reach the BillingAccount's period usage. */
+export const awaitsCount = (usage: JobUsage, a: UsageAttempt): boolean =>
+  usage.account !== undefined &&
+  (a.billedSeconds ?? 0) > 0 &&
+  (a.counted !== true || (a.meter === "Reported" && a.countedReported !== true));
+
+/**
+ * Whether the job's usage still needs the controller: an attempt not billed yet, a report in the
+ * outbox, or seconds not yet counted into its account. Such a job is not settled (its status
+ * stays whole in the cache, where the usage reporter finds it) and its TTL waits.
+ */
+export function usageOutstanding(job: MediaJob): boolean {
+  const usage = job.status?.usage;
+  if (!usage) return false;
+  return usage.attempts.some(
+    (a) =>
+      a.billedSeconds === undefined ||
+      a.meter === undefined ||
+      a.meter === "Pending" ||
+      awaitsCount(usage, a),
+  );
 }

@@ -33,6 +33,7 @@ import type { KubeApi } from "../k8s/api.js";
 import { isConflict } from "../k8s/errors.js";
 import type { EventSink } from "../k8s/events.js";
 import { matchSubmission, writeProviderResult, type SubmissionRef } from "../mediajob/result.js";
+import type { UsageSettings } from "../mediajob/usage.js";
 import { isTerminal } from "../mediajob/job.js";
 import { isProviderError, type GpuProviderClient } from "../provider/index.js";
 import { PROVIDER_JOB_ID } from "../provider/job-id.js";
@@ -66,6 +67,8 @@ export interface CallbackRouteDeps {
   /** Where the Warning Event of an adoption goes. Without it, only the log and the metric tell. */
   events?: EventSink;
   conflictAttempts?: number;
+  /** The billing rule (USAGE_*): an ended attempt is billed in the write that records it. */
+  billing?: UsageSettings;
   /** Default CALLBACK_BODY_LIMIT. */
   bodyLimit?: number;
 }
@@ -342,6 +345,7 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
           submission: submissionOf(target),
           adopt: true,
           conflictAttempts: deps.conflictAttempts ?? 8,
+          ...(deps.billing && { billing: deps.billing }),
           // The read the checks above made: a conflict (the job changed while the provider was
           // asked) re-reads, so one read and one write is the usual cost of a callback.
           read: job,

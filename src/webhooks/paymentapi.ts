@@ -2,7 +2,7 @@
 // state (and prices), when two events of the same second disagree (event order alone cannot tell which is
 // newer). GET {PAYMENT_PROVIDER_API_URL}/v1/subscriptions/{id} with the secret key as a Bearer
 // token, as Stripe's API answers it: https://docs.stripe.com/api/subscriptions/retrieve
-import { HttpRequestError, keepAlivePools, send, text as readText, type HttpAnswer } from "../http/client.js";
+import { failureKind, keepAlivePools, send, text as readText, type HttpAnswer } from "../http/client.js";
 import { z } from "zod";
 import { SubscriptionStatus } from "../crds/index.js";
 
@@ -71,7 +71,7 @@ export class PaymentApi implements SubscriptionLookup {
       text = await readText(res.body);
     } catch (err) {
       // Never the URL's query or the key: the error text reaches logs and the record's message.
-      const what = reasonOf(err);
+      const what = failureKind(err);
       throw new PaymentApiError(`payment provider unreachable (${what}) retrieving a subscription`);
     }
     if (res.statusCode !== 200)
@@ -93,13 +93,4 @@ export class PaymentApi implements SubscriptionLookup {
       ...(sub.data.items && { priceIds: subscriptionPriceIds(sub.data.items) }),
     };
   }
-}
-
-/** A failed request's kind (a timeout, a refused connection), never its URL. */
-function reasonOf(err: unknown): string {
-  const cause =
-    err instanceof Error ? (err.cause as { name?: unknown; code?: unknown } | undefined) : undefined;
-  if (cause?.name === "TimeoutError") return "TimeoutError";
-  if (err instanceof HttpRequestError && err.code !== undefined) return err.code;
-  return err instanceof Error ? err.name : "error";
 }

@@ -7,6 +7,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Logger } from "pino";
 import { Registry } from "prom-client";
 import { stateNamespace, webhookSecrets, type Env } from "../config/env.js";
+import { usageSettings } from "../config/usage.js";
 import { DEFAULT_RATE_LIMITS, parseRateLimits, type RateLimitSettings } from "../config/rate-limits.js";
 import type { KubeApi } from "../k8s/api.js";
 import type { GpuProviderClient } from "../provider/index.js";
@@ -241,6 +242,7 @@ async function buildWebhookServer(opts: WebhookServerOptions): Promise<FastifyIn
     },
     events: new EventRecorder(opts.api, "webhooks", log),
     watchNamespace: opts.env.WATCH_NAMESPACE,
+    billing: usageSettings(opts.env, { sidecar: true }),
     provider: opts.provider,
     now,
     metrics,

@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { PIPELINE_LABEL, STEP_LABEL } from "../../src/mediajob/pipeline.js";
 import { checkJobs } from "../../bench/chaos/jobs.js";
+import { checkMetering } from "../../bench/chaos/metering.js";
 
 function job(
   name: string,
@@ -114,5 +115,70 @@ describe("chaos accounting", () => {
       { name: "q", phase: "Completed", reason: "next step never created" },
     ]);
     expect(check.duplicateSteps).toEqual([{ pipeline: "p", step: "1", jobs: ["p-1-tts", "p-1-tts-again"] }]);
+  });
+});
+
+describe("chaos metering accounting", () => {
+  const usage = (account: string, attempts: Array<[string, number]>) => ({
+    workload: "asr" as const,
+    account,
+    attempts: attempts.map(([identifier, billedSeconds], i) => ({
+      attempt: i + 1,
+      providerJobId: `p-${identifier}`,
+      providerStatus: "COMPLETED" as const,
+      endedAt: "2026-11-25T00:00:00Z",
+      billedSeconds,
+      meter: "Reported" as const,
+      identifier,
+    })),
+  });
+  const jobs = [
+    job(
+      "a",
+      {
+        phase: "Completed",
+        failures: 1,
+        usage: usage("cus_1", [
+          ["mj_a_1", 2],
+          ["mj_a_2", 3],
+        ]),
+      },
+      { account: "cus_1" },
+    ),
+    job("b", { phase: "Completed", usage: usage("cus_2", [["mj_b_1", 4]]) }, { account: "cus_2" }),
+    job("free", { phase: "Completed" }),
+  ];
+  // The provider's record of what ran: both attempts of a (by their submission ids), b, a job of nobody's.
+  const ended = [
+    { id: "p1", key: "id-a", status: "FAILED", executionTime: 1_500 },
+    { id: "p2", key: "id-a-retry-1", status: "COMPLETED", executionTime: 2_001, delayTime: 9_000 },
+    { id: "p3", key: "id-b", status: "COMPLETED", executionTime: 3_999 },
+    { id: "p4", key: "id-free", status: "COMPLETED", executionTime: 60_000 },
+  ];
+
+  it("matches each customer's metered seconds with the provider's billable seconds for its jobs", () => {
+    const events = [
+      { identifier: "mj_a_1", customer: "cus_1", value: 2 },
+      { identifier: "mj_a_2", customer: "cus_1", value: 3 },
+      { identifier: "mj_b_1", customer: "cus_2", value: 4 },
+    ];
+    const c = checkMetering(jobs, ["cus_1", "cus_2"], ended, events);
+    expect(c).toMatchObject({
+      meteredSeconds: 9,
+      meteredSecondsDiff: 0,
+      meterEventsDuplicated: 0,
+      meteredJobs: 2,
+    });
+  });
+
+  it("counts a missing report as a difference, and a repeated or changed identifier as duplicated", () => {
+    const c = checkMetering(jobs, ["cus_1", "cus_2"], ended, [
+      { identifier: "mj_a_1", customer: "cus_1", value: 2 },
+      { identifier: "mj_a_1", customer: "cus_1", value: 2 },
+      { identifier: "mj_b_1", customer: "cus_2", value: 5 },
+    ]);
+    expect(c.meterEventsDuplicated).toBe(2);
+    // cus_1: metered 2 of 5; cus_2: metered 5 of 4.
+    expect(c.meteredSecondsDiff).toBe(3 + 1);
   });
 });

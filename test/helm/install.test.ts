@@ -834,18 +834,22 @@ describe("webhooks.separateDeployment: the sidecar with a ServiceAccount of its 
       at({ group: "", resource: "secrets", verb: "get" }),
     ])
       expect(await can(a), JSON.stringify(a)).toBe(false);
-    // And the controller's ServiceAccount none of the sidecar's: no payment records, no accounts.
+    // And the controller's ServiceAccount none of the sidecar's: no payment records, no new
+    // accounts; it writes an account's status only for its period usage (the usage reporter).
     const controllerSa = `system:serviceaccount:${SEP.ns}:${FULLNAME(SEP)}`;
     const controllerAuthz = impersonating(kc, controllerSa).makeApiClient(AuthorizationV1Api);
     const controllerCan = async (a: V1ResourceAttributes) =>
       (await controllerAuthz.createSelfSubjectAccessReview({ body: { spec: { resourceAttributes: a } } }))
         .status?.allowed ?? false;
     expect(await controllerCan(at({ resource: "billingaccounts", verb: "watch" }))).toBe(true);
+    expect(
+      await controllerCan(at({ resource: "billingaccounts", subresource: "status", verb: "update" })),
+    ).toBe(true);
     for (const a of [
       at({ resource: "paymentevents", verb: "create" }),
       at({ resource: "paymentevents", verb: "get" }),
       at({ resource: "billingaccounts", verb: "create" }),
-      at({ resource: "billingaccounts", subresource: "status", verb: "update" }),
+      at({ resource: "billingaccounts", verb: "update" }),
     ])
       expect(await controllerCan(a), JSON.stringify(a)).toBe(false);
   });

@@ -321,6 +321,23 @@ function cases(sel: string): Case[] {
         [s("media_orchestrator_webhooks_signature_failures_total", 'reason="mismatch", pod="a"'), "0x40"],
       ],
     },
+    {
+      alert: "MediaOrchestratorUsageBacklogOld",
+      fires: true,
+      at: "30m",
+      // The leader's gauge grows a minute a minute from 55 minutes; a follower's stays 0.
+      series: [
+        [s("media_orchestrator_usage_unreported_oldest_seconds", 'pod="a"'), "3300+60x40"],
+        [s("media_orchestrator_usage_unreported_oldest_seconds", 'pod="b"'), "0x40"],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorUsageBacklogOld",
+      fires: false,
+      at: "30m",
+      // A backlog that drains within the hour (a short outage) stays quiet.
+      series: [[s("media_orchestrator_usage_unreported_oldest_seconds", 'pod="a"'), "600+60x20 0x20"]],
+    },
   ];
 }
 

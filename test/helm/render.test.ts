@@ -86,7 +86,8 @@ const CONTROLLER_RULES = [
   { apiGroups: [G], resources: ["mediajobs/status"], verbs: ["update"] },
   { apiGroups: [G], resources: ["gpuendpoints"], verbs: ["list", "watch"] },
   { apiGroups: [G], resources: ["gpuendpoints/status"], verbs: ["update"] },
-  { apiGroups: [G], resources: ["billingaccounts"], verbs: ["list", "watch"] },
+  // The usage reporter reads an account and writes its period usage; the plan's limit is shown there.
+  { apiGroups: [G], resources: ["billingaccounts"], verbs: ["get", "list", "watch"] },
   { apiGroups: [G], resources: ["billingaccounts/status"], verbs: ["update"] },
   { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
 ];
@@ -1029,6 +1030,47 @@ describe("helm template, production options", () => {
     ).toBeUndefined();
   });
 
+  it("usage metering: off by default; on, the controller also gets the payment API key (never the signing secret)", () => {
+    const controllerOf = (args: string[]) => {
+      const d = one<Manifest & { spec: { template: { spec: PodSpecWithVolumes } } }>(
+        renderEnv("prod", args),
+        "Deployment",
+      );
+      const pod = d.spec.template.spec;
+      const c = pod.containers.find((x) => x.name === "controller")!;
+      const env = Object.fromEntries(
+        (c.env as Array<{ name: string; value?: string }>).map((e) => [e.name, e.value]),
+      );
+      const keys = pod.volumes
+        .filter((v) => v.name === "controller-secrets")
+        .flatMap((v) => v.projected!.sources.flatMap((s) => s.secret.items.map((i) => i.key)));
+      return { env, keys };
+    };
+    const off = controllerOf([]);
+    expect(off.env).toMatchObject({ USAGE_METERING: "false", USAGE_BILLED_TIME: "execution" });
+    expect(off.keys).not.toContain("PAYMENT_PROVIDER_API_KEY");
+    const on = controllerOf([
+      "--set",
+      "usage.metering=true",
+      "--set",
+      "usage.billedTime=executionAndDelay",
+      "--set",
+      "usage.meterEventNames.render=render_seconds",
+      "--set",
+      "usage.meterEventNames.asr=asr_seconds",
+    ]);
+    expect(on.env).toMatchObject({
+      USAGE_METERING: "true",
+      USAGE_BILLED_TIME: "executionAndDelay",
+      USAGE_METER_EVENT_NAME: "gpu_seconds",
+      USAGE_METER_EVENT_NAMES: "asr=asr_seconds,render=render_seconds",
+    });
+    expect(on.keys).toContain("PAYMENT_PROVIDER_API_KEY");
+    expect(on.keys).not.toContain("PAYMENT_PROVIDER_WEBHOOK_SECRET");
+    // The values a typo would get wrong are refused by the chart's schema.
+    expect(() => renderEnv("prod", ["--set", "usage.billedTime=wall"])).toThrow(/billedTime/);
+  });
+
   it("renders the ServiceMonitor and PrometheusRule only where their API is served, or when told to", () => {
     const on = [
       "--set",
@@ -1067,6 +1109,7 @@ describe("helm template, production options", () => {
       "MediaOrchestratorCallbacksUnauthorized",
       "MediaOrchestratorCallbackAdoptionHeld",
       "MediaOrchestratorPaymentSignatureFailures",
+      "MediaOrchestratorUsageBacklogOld",
     ]);
     const forced = renderEnv("prod", [
       ...on,

@@ -84,7 +84,10 @@ describe("a cancelled job the provider still runs", () => {
     const final = { id: "p-1", status: "CANCELLED", executionTime: 61_000, delayTime: 900 };
     const end = planJob(job({ cancel: true }, sent.status), facts(at(150), { result: final }));
     expect(end.status.phase).toBe("Cancelled");
-    expect(end.ended).toEqual(final);
+    // The provider's final figures are the attempt's usage, recorded in the same write.
+    expect(end.status.usage?.attempts).toEqual([
+      expect.objectContaining({ providerStatus: "CANCELLED", executionTimeMs: 61_000, delayTimeMs: 900 }),
+    ]);
     expect(end.status.conditions?.find((c) => c.type === "Stopping")?.status).toBe("False");
     expect(runningAfterCancel(end.status)).toBe(false);
   });
@@ -128,8 +131,17 @@ describe("a deleted job after its cancel", () => {
 
   it("ends Cancelled with the provider's final answer and is let go once the provider has ended it", () => {
     const final = { id: "p-1", status: "CANCELLED", executionTime: 4_000 };
-    const out = afterDeletionCancel(deleting, final, o);
-    expect(out).toMatchObject({ letGo: true, ended: final, status: { phase: "Cancelled" } });
+    const out = afterDeletionCancel(deleting, final, { ...o, confirmed: true });
+    expect(out).toMatchObject({ letGo: true, status: { phase: "Cancelled" } });
+    expect(out.status?.usage?.attempts).toEqual([
+      expect.objectContaining({ providerStatus: "CANCELLED", executionTimeMs: 4_000 }),
+    ]);
+  });
+
+  it("records no usage from a cancel's own answer (only the job's status read has its times)", () => {
+    const out = afterDeletionCancel(deleting, { id: "p-1", status: "CANCELLED", executionTime: 4_000 }, o);
+    expect(out.status?.phase).toBe("Cancelled");
+    expect(out.status?.usage).toBeUndefined();
   });
 
   it("is kept and followed while the provider runs it, and let go with a Warning at the give-up", () => {

@@ -120,6 +120,15 @@ const DEFAULT_TTL_MS = 24 * 3_600_000;
 // RunPod keeps a /runsync result 1 minute (https://docs.runpod.io/serverless/endpoints/operation-reference).
 const SYNC_RETENTION_MS = 60_000;
 
+/** A job that ended, as its last status reported it: what the provider bills it. */
+export interface EndedJob {
+  id: string;
+  key: string;
+  status: string;
+  executionTime?: number;
+  delayTime?: number;
+}
+
 export class Engine {
   readonly #d: EngineDeps;
   readonly #endpoints = new Map<string, EndpointRuntime>();
@@ -127,6 +136,8 @@ export class Engine {
   readonly #executions = new Map<string, number>();
   /** Every job's execution key by its provider id, kept after the job is forgotten (inspection). */
   readonly #keys = new Map<string, string>();
+  /** Every ended job's reported times by its provider id, kept after its status expires (inspection). */
+  readonly #endedJobs = new Map<string, EndedJob>();
   readonly #held = new Set<string>();
   /** /runsync and /status-sync requests waiting for a job to end. */
   readonly #waiters = new Map<Job, Set<() => void>>();
@@ -253,6 +264,11 @@ export class Engine {
 
   jobs(): Job[] {
     return [...this.#jobs.values()];
+  }
+
+  /** What the provider reported for every job that ended, as its status did (the usage it bills). */
+  endedJobs(): EndedJob[] {
+    return [...this.#endedJobs.values()].map((e) => ({ ...e }));
   }
 
   cancel(job: Job): void {
@@ -512,6 +528,13 @@ export class Engine {
   }
 
   #terminal(job: Job): void {
+    this.#endedJobs.set(job.id, {
+      id: job.id,
+      key: job.key,
+      status: job.status,
+      ...(job.executionTime !== undefined && { executionTime: job.executionTime }),
+      ...(job.delayTime !== undefined && { delayTime: job.delayTime }),
+    });
     const ep = this.#endpoints.get(job.endpointId);
     if (ep !== undefined) {
       if (job.status === "COMPLETED") ep.completed++;

@@ -113,6 +113,10 @@ export async function handleInspection(
       const view = jobView(ctx, id);
       return view === undefined ? json(404, { error: "job not found" }) : json(200, view);
     }
+    case "GET ended-jobs":
+      // Every job that ended with the times it reported, also after its status expired: the GPU
+      // seconds the provider bills (the chaos run compares them with what was metered).
+      return json(200, { jobs: ctx.engine.endedJobs() });
     case "GET jobs/:id/key": {
       // Which of our jobs a provider id was submitted for, as the provider's console shows it,
       // also after its status expired (the chaos run's operator checks adoptions with it).

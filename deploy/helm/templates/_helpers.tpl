@@ -230,6 +230,22 @@ message in the template's name). What install refuses, lint refuses too.
 {{- end }}
 - name: PAYMENT_PROVIDER_API_URL
   value: {{ .Values.paymentProvider.apiUrl | quote }}
+- name: USAGE_METERING
+  value: {{ .Values.usage.metering | quote }}
+- name: USAGE_BILLED_TIME
+  value: {{ .Values.usage.billedTime | quote }}
+- name: USAGE_MINIMUM_SECONDS
+  value: {{ .Values.usage.minimumSeconds | quote }}
+- name: USAGE_BILL_FAILED
+  value: {{ .Values.usage.billFailed | quote }}
+- name: USAGE_METER_EVENT_NAME
+  value: {{ .Values.usage.meterEventName | quote }}
+{{- with .Values.usage.meterEventNames }}
+- name: USAGE_METER_EVENT_NAMES
+  value: {{ include "media-orchestrator.meterEventNames" . | quote }}
+{{- end }}
+- name: USAGE_REPORT_INTERVAL_SECONDS
+  value: {{ .Values.usage.reportIntervalSeconds | quote }}
 - name: CALLBACK_BASE_URL
   value: {{ include "media-orchestrator.callbackBaseUrl" . | quote }}
 - name: RESYNC_INTERVAL_SECONDS
@@ -284,6 +300,15 @@ message in the template's name). What install refuses, lint refuses too.
   value: {{ include "media-orchestrator.secretsDir" . | quote }}
 {{- end }}
 
+{{/* usage.meterEventNames as USAGE_METER_EVENT_NAMES: workload=event_name, comma-separated, sorted. */}}
+{{- define "media-orchestrator.meterEventNames" -}}
+{{- $out := list }}
+{{- range $w, $name := . }}
+{{- $out = append $out (printf "%s=%s" $w $name) }}
+{{- end }}
+{{- join "," $out }}
+{{- end }}
+
 {{- define "media-orchestrator.secretsDir" -}}
 /var/run/secrets/media-orchestrator
 {{- end }}
@@ -299,13 +324,18 @@ message in the template's name). What install refuses, lint refuses too.
 
 {{/*
 The Secret keys each container sees, as files named after the variables they supply
-(src/config/secret-files.ts): the controller never sees the payment credentials, the sidecar
+(src/config/secret-files.ts): the controller sees the payment API key only with usage.metering
+(to send meter events), never the webhook signing secret; the sidecar
 gets its own (restricted) GPU key when one is given. A projected volume, not subPath mounts:
 the kubelet updates it when the Secret changes, and the processes re-read it.
 */}}
 {{- define "media-orchestrator.secretsVolume" -}}
 {{- $ := .root }}
 {{- $main := list (dict "key" "GPU_PROVIDER_API_KEY" "path" "GPU_PROVIDER_API_KEY") }}
+{{- /* The controller reports usage to the payment provider's meters only with usage.metering. */}}
+{{- if and (ne .name "webhooks") $.Values.usage.metering }}
+{{- $main = append $main (dict "key" "PAYMENT_PROVIDER_API_KEY" "path" "PAYMENT_PROVIDER_API_KEY") }}
+{{- end }}
 {{- if eq .name "webhooks" }}
 {{- $main = list (dict "key" (include "media-orchestrator.webhooksGpuKey" $) "path" "GPU_PROVIDER_API_KEY") (dict "key" "PAYMENT_PROVIDER_API_KEY" "path" "PAYMENT_PROVIDER_API_KEY") (dict "key" "PAYMENT_PROVIDER_WEBHOOK_SECRET" "path" "PAYMENT_PROVIDER_WEBHOOK_SECRET") }}
 {{- end -}}
@@ -385,7 +415,8 @@ With webhooks.separateDeployment each process's ServiceAccount gets only its own
 - apiGroups: ["media-orchestrator.io"]
   resources: ["gpuendpoints/status"]
   verbs: ["update"]
-# c: informer (admission of jobs); w: subscription events (get, create)
+# c: informer (admission of jobs), the usage reporter (get, then status update: period usage);
+# w: subscription events (get, create, status update)
 - apiGroups: ["media-orchestrator.io"]
   resources: ["billingaccounts"]
   verbs: ["get", "list", "watch", "create"]
@@ -424,11 +455,12 @@ With webhooks.separateDeployment each process's ServiceAccount gets only its own
 - apiGroups: ["media-orchestrator.io"]
   resources: ["gpuendpoints/status"]
   verbs: ["update"]
-# informer: admission reads the accounts the sidecar writes
+# informer: admission reads the accounts the sidecar writes; the usage reporter reads one (get)
+# and writes its period usage (status update)
 - apiGroups: ["media-orchestrator.io"]
   resources: ["billingaccounts"]
-  verbs: ["list", "watch"]
-# the plan's limit shown on the account (status.usage.limitSeconds)
+  verbs: ["get", "list", "watch"]
+# the account's period usage (the usage reporter) and its plan's limit (status.usage)
 - apiGroups: ["media-orchestrator.io"]
   resources: ["billingaccounts/status"]
   verbs: ["update"]

@@ -3,6 +3,7 @@
 // actions in order. Level-triggered: the same object in the same world always leads to the same
 // actions, so a repeated or concurrent trigger is harmless. Only the write-ahead submission
 // (submit.ts) writes status more than once in a pass, and it does so by name.
+import { DEFAULT_USAGE_SETTINGS, withBilledUsage } from "../../mediajob/usage.js";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { billingAccountName, type BillingAccount } from "../../crds/billingaccount.js";
@@ -264,7 +265,7 @@ export class MediaJobReconciler {
           // The cancel's answer says little (RunPod: the id and a status); the job's own status has
           // the final figures (executionTime, delayTime) a stopped job's usage is recorded from.
           const read = await this.readStatus(action.endpointId, action.providerJobId);
-          if ("result" in read) answer = read;
+          if ("result" in read) answer = { result: read.result, confirmed: true };
         } catch (err) {
           answer = isProviderError(err, "JOB_NOT_FOUND") ? { lost: true } : { error: describeError(err) };
         }
@@ -295,7 +296,13 @@ export class MediaJobReconciler {
     return {
       ...plan,
       ...next,
-      status: finalStatus(job, next.status, now),
+      // An answer that ended the attempt (a cancel answered with its end) recorded its usage: billed
+      // in this same write, as planJob bills.
+      status: finalStatus(
+        job,
+        withBilledUsage(job, next.status, this.d.settings.usage ?? DEFAULT_USAGE_SETTINGS),
+        now,
+      ),
       events: [...plan.events, ...next.events],
     };
   }
@@ -365,11 +372,16 @@ export class MediaJobReconciler {
             giveUpMs: this.d.settings.cancelGiveUpMs ?? CANCEL_GIVE_UP_MS,
             warnMs: this.d.settings.cancelFollowWarningMs,
             tickMs: this.d.settings.tickMs,
+            confirmed: "result" in read,
           });
           if (outcome.status)
             job = await this.writes.replaceStatus(
               job,
-              finalStatus(job, outcome.status, nowDate.toISOString()),
+              finalStatus(
+                job,
+                withBilledUsage(job, outcome.status, this.d.settings.usage ?? DEFAULT_USAGE_SETTINGS),
+                nowDate.toISOString(),
+              ),
             );
           for (const e of outcome.events) await this.record(job, e);
           if (!outcome.letGo)

@@ -1,0 +1,135 @@
+// usage: each account's GPU seconds this billing period, beside what the payment provider has
+// accepted and what still waits to be reported (docs/design.md, "Usage and plans").
+import { billingAccountName, type BillingAccount } from "../crds/billingaccount.js";
+import type { MediaJob } from "../crds/mediajob.js";
+import type { CliContext } from "./context.js";
+import { humanDuration } from "./duration.js";
+import { CliError, EXIT_OK, EXIT_PROBLEM } from "./errors.js";
+import { listJobs } from "./jobs.js";
+
+/** One account's line. */
+export interface AccountUsageView {
+  customer: string;
+  /** The BillingAccount's name, when it exists. */
+  account?: string;
+  periodStart?: string;
+  periodEnd?: string;
+  usedSeconds?: number;
+  reportedSeconds?: number;
+  limitSeconds?: number;
+  /** Attempts waiting in the outbox (meter Pending), their seconds, the oldest one's age. */
+  unreportedAttempts: number;
+  unreportedSeconds: number;
+  oldestUnreportedMs?: number;
+  /** Attempts whose report was refused or held (meter Refused with seconds): a person decides. */
+  refusedAttempts: number;
+}
+
+/** The accounts' usage from their BillingAccounts and the jobs' status.usage; `only`: one customer. */
+export function usageViews(
+  accounts: readonly BillingAccount[],
+  jobs: readonly MediaJob[],
+  nowMs: number,
+  only?: string,
+): AccountUsageView[] {
+  const views = new Map<string, AccountUsageView>();
+  const viewOf = (customer: string): AccountUsageView => {
+    let v = views.get(customer);
+    if (!v) {
+      v = { customer, unreportedAttempts: 0, unreportedSeconds: 0, refusedAttempts: 0 };
+      views.set(customer, v);
+    }
+    return v;
+  };
+  for (const a of accounts) {
+    const v = viewOf(a.spec.customerId);
+    const u = a.status?.usage;
+    v.account = a.metadata.name;
+    if (u) {
+      v.periodStart = u.periodStart;
+      if (u.periodEnd !== undefined) v.periodEnd = u.periodEnd;
+      v.usedSeconds = u.usedSeconds;
+      v.reportedSeconds = u.reportedSeconds;
+      if (u.limitSeconds !== undefined) v.limitSeconds = u.limitSeconds;
+    }
+  }
+  for (const job of jobs) {
+    const usage = job.status?.usage;
+    if (usage?.account === undefined) continue;
+    for (const a of usage.attempts) {
+      const seconds = a.billedSeconds ?? 0;
+      if (a.meter === "Pending") {
+        const v = viewOf(usage.account);
+        v.unreportedAttempts++;
+        v.unreportedSeconds += seconds;
+        const age = Math.max(0, nowMs - Date.parse(a.endedAt));
+        v.oldestUnreportedMs = Math.max(v.oldestUnreportedMs ?? 0, age);
+      } else if (a.meter === "Refused" && seconds > 0) viewOf(usage.account).refusedAttempts++;
+    }
+  }
+  const all = [...views.values()].sort((x, y) => x.customer.localeCompare(y.customer));
+  return only === undefined
+    ? all
+    : all.filter((v) => v.customer === only || v.account === only || billingAccountName(only) === v.account);
+}
+
+export async function run(ctx: CliContext): Promise<number> {
+  const { api } = await ctx.kube();
+  // BillingAccounts live in the controller's state namespace: -n (or the context's namespace).
+  const accountNamespace = await ctx.namespace();
+  const [accounts, jobs] = await Promise.all([
+    api.list<BillingAccount>("billingaccounts", accountNamespace).then((l) => l.items),
+    listJobs(api, await ctx.listNamespace()),
+  ]);
+  const only = ctx.inv.args[0];
+  const views = usageViews(accounts, jobs, Date.now(), only);
+  if (only !== undefined && views.length === 0)
+    throw new CliError(
+      `no account "${only}" in namespace "${accountNamespace}" and no job billed to it`,
+      "list the accounts with: kubectl get bacct -n <namespace> (BillingAccounts live where the webhooks sidecar writes them)",
+    );
+  if (ctx.out.machine) {
+    ctx.out.data({
+      items: views.map((v) => ({
+        customer: v.customer,
+        account: v.account ?? null,
+        periodStart: v.periodStart ?? null,
+        periodEnd: v.periodEnd ?? null,
+        usedSeconds: v.usedSeconds ?? null,
+        reportedSeconds: v.reportedSeconds ?? null,
+        limitSeconds: v.limitSeconds ?? null,
+        unreportedAttempts: v.unreportedAttempts,
+        unreportedSeconds: v.unreportedSeconds,
+        oldestUnreportedSeconds:
+          v.oldestUnreportedMs === undefined ? null : Math.floor(v.oldestUnreportedMs / 1000),
+        refusedAttempts: v.refusedAttempts,
+      })),
+    });
+  } else if (views.length === 0) {
+    ctx.out.note(`No billing accounts in namespace "${accountNamespace}" and no job billed to one.`);
+  } else {
+    const n = (v: number | undefined) => (v === undefined ? "-" : String(v));
+    ctx.out.table(
+      ["customer", "period", "used", "reported", "limit", "unreported", "oldest unreported", "refused"],
+      views.map((v) => [
+        v.customer,
+        v.periodStart === undefined
+          ? "-"
+          : `${v.periodStart.slice(0, 10)}..${v.periodEnd?.slice(0, 10) ?? ""}`,
+        n(v.usedSeconds),
+        n(v.reportedSeconds),
+        n(v.limitSeconds),
+        `${v.unreportedSeconds} s (${v.unreportedAttempts})`,
+        v.oldestUnreportedMs === undefined ? "-" : humanDuration(v.oldestUnreportedMs),
+        String(v.refusedAttempts),
+      ]),
+    );
+    const refused = views.reduce((s, v) => s + v.refusedAttempts, 0);
+    if (refused > 0)
+      ctx.out.note(
+        `${refused} job attempt(s) were not reported (meter Refused): 'kubectl get mj -o yaml' shows each ` +
+          "attempt's message, and its UsageNotReported Event says why (docs/design.md, Usage and plans).",
+      );
+  }
+  return views.some((v) => v.refusedAttempts > 0) ? EXIT_PROBLEM : EXIT_OK;
+}

@@ -1,0 +1,32 @@
+// The usage configuration (billing rule, meter event names, metering on or off) from the
+// environment, as the controller's pure domain reads it (src/mediajob/usage.ts, UsageSettings).
+import { BillingRuleSchema, type UsageSettings } from "../mediajob/usage.js";
+import { ConfigError, type Env } from "./env.js";
+import { parseEventNames } from "./meter-event-names.js";
+
+/** Metering is on when asked for, or by default when there is a payment API key to meter with. */
+function meteringEnabled(env: Env): boolean {
+  return env.USAGE_METERING ?? env.PAYMENT_PROVIDER_API_KEY !== undefined;
+}
+
+/**
+ * The usage settings. The controller's refuse metering without a payment API key; the sidecar's
+ * only bill (the controller decides what is metered).
+ */
+export function usageSettings(env: Env, opts: { sidecar?: boolean } = {}): UsageSettings {
+  const metering = meteringEnabled(env);
+  if (metering && !opts.sidecar && env.PAYMENT_PROVIDER_API_KEY === undefined)
+    throw new ConfigError([
+      "PAYMENT_PROVIDER_API_KEY: required by the controller when USAGE_METERING is true",
+    ]);
+  return {
+    rule: BillingRuleSchema.parse({
+      billedTime: env.USAGE_BILLED_TIME,
+      minimumSeconds: env.USAGE_MINIMUM_SECONDS,
+      billFailed: env.USAGE_BILL_FAILED,
+    }),
+    metering,
+    eventNames: env.USAGE_METER_EVENT_NAMES ? (parseEventNames(env.USAGE_METER_EVENT_NAMES) ?? {}) : {},
+    defaultEventName: env.USAGE_METER_EVENT_NAME,
+  };
+}

@@ -1,0 +1,44 @@
+// The usage reporter's metrics: what was metered, and the outbox's backlog (how many attempts, how
+// old the oldest), which the chart's alert watches.
+import { Counter, Gauge, type Registry } from "prom-client";
+
+export class UsageMetrics {
+  readonly meteredSeconds: Counter<"event_name">;
+  readonly sends: Counter<"outcome">;
+  readonly refused: Counter;
+  readonly backlog: Gauge;
+  readonly backlogOldestSeconds: Gauge;
+
+  /** `eventNames`: the configured meter event names, exposed at 0 from the start. */
+  constructor(registry: Registry, eventNames: readonly string[] = []) {
+    const registers = [registry];
+    this.meteredSeconds = new Counter({
+      name: "media_orchestrator_usage_metered_seconds_total",
+      help: "GPU seconds the payment provider accepted as meter events, by event name",
+      labelNames: ["event_name"] as const,
+      registers,
+    });
+    for (const name of new Set(eventNames)) this.meteredSeconds.inc({ event_name: name }, 0);
+    this.sends = new Counter({
+      name: "media_orchestrator_usage_meter_sends_total",
+      help: "Meter event calls by outcome: recorded, duplicate (recorded earlier), retry (429, 5xx, no answer), refused",
+      labelNames: ["outcome"] as const,
+      registers,
+    });
+    this.refused = new Counter({
+      name: "media_orchestrator_usage_reports_refused_total",
+      help: "Job attempts whose usage was not reported (refused by the provider, too old, or past the deduplication window)",
+      registers,
+    });
+    this.backlog = new Gauge({
+      name: "media_orchestrator_usage_unreported",
+      help: "Job attempts whose usage waits in the outbox to be reported",
+      registers,
+    });
+    this.backlogOldestSeconds = new Gauge({
+      name: "media_orchestrator_usage_unreported_oldest_seconds",
+      help: "Age of the oldest unreported usage (since its job attempt ended); 0 when none waits",
+      registers,
+    });
+  }
+}

@@ -1,0 +1,372 @@
+// The usage reporter: the leader's loop that turns billed usage on MediaJobs into meter events
+// and BillingAccount period usage. The job's status.usage is the outbox: an attempt in it with
+// meter=Pending is sent, then marked Reported, so a crash, a lost answer or a leader change sends
+// the same identifier again (the payment provider keeps one event per identifier), never a second
+// event. docs/design.md, "Usage and plans", states the guarantees and the one residual window.
+import type { Logger } from "pino";
+import { billingAccountName, type BillingAccount } from "../../crds/billingaccount.js";
+import type { MediaJob, MediaJobStatus, UsageAttempt } from "../../crds/mediajob.js";
+import type { KubeApi } from "../../k8s/api.js";
+import { describeError } from "../../k8s/errors.js";
+import type { EventSink } from "../../k8s/events.js";
+import { awaitsCount, meterIdentifier, meterSendVerdict } from "../../mediajob/usage.js";
+import { countedUsage, type UncountedAttempt } from "./account-usage.js";
+import type { MeterSender } from "./meter-client.js";
+import type { UsageMetrics } from "./metrics.js";
+
+/** What the reporter reads jobs and accounts from: the manager's caches. */
+interface Cache<T> {
+  list(namespace?: string): T[];
+  get(namespace: string, name: string): T | undefined;
+}
+
+export interface UsageReporterDeps {
+  api: KubeApi;
+  jobs: Cache<MediaJob>;
+  accounts: Cache<BillingAccount>;
+  accountNamespace: string;
+  /** Undefined: metering is off (accounts' period usage is still kept). */
+  meter?: MeterSender;
+  events: EventSink;
+  log: Logger;
+  metrics?: UsageMetrics;
+  intervalMs: number;
+  /** Whether the caches have synced: counting before then could count an attempt twice. */
+  synced: () => boolean;
+  /** Whether this process still leads: checked before every send. */
+  leading: () => boolean;
+  now?: () => Date;
+  /** Customer+event groups sent to at once. */
+  concurrency?: number;
+}
+
+const BACKOFF_MIN_MS = 1_000;
+// A payment provider down for hours is asked about once every 5 minutes per customer and meter.
+/** Calls tried again at once after a passing fault, and the pause before each. */
+const QUICK_RETRIES = 2;
+const QUICK_RETRY_MS = 250;
+/** Passes asked for while one runs are made this long after it. */
+const PASS_GAP_MS = 250;
+const BACKOFF_MAX_MS = 5 * 60_000;
+/** Attempts counted into one account per write (its `counting` list holds at most 1,000). */
+const COUNT_BATCH = 500;
+
+interface Outstanding {
+  job: MediaJob;
+  attempt: UsageAttempt;
+}
+
+export class UsageReporter {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private again = false;
+  private stopped = true;
+  /** Per customer and event name: when it may be tried again, and the next backoff. */
+  private readonly backoff = new Map<string, { until: number; delayMs: number }>();
+  /** Identifiers whose refusal was already told as an Event. */
+  private readonly told = new Set<string>();
+
+  constructor(private readonly d: UsageReporterDeps) {}
+
+  private now(): Date {
+    return this.d.now?.() ?? new Date();
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.timer = setInterval(() => this.wake(), this.d.intervalMs);
+    this.timer.unref();
+    this.wake();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  /** Runs a pass now, or right after the one under way. */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.pass()
+      .catch((err: unknown) => this.d.log.warn({ err: describeError(err) }, "usage report pass failed"))
+      .finally(() => {
+        this.running = undefined;
+        if (this.again && !this.stopped) {
+          this.again = false;
+          // A little later: a burst of job events makes one more pass, not one per event.
+          setTimeout(() => this.wake(), PASS_GAP_MS).unref();
+        }
+      });
+  }
+
+  /** The jobs' attempts whose usage still needs work, billed (the controller's pass bills them). */
+  private outstanding(): Outstanding[] {
+    const out: Outstanding[] = [];
+    for (const job of this.d.jobs.list()) {
+      const usage = job.status?.usage;
+      if (!usage) continue;
+      for (const attempt of usage.attempts)
+        if (
+          attempt.billedSeconds !== undefined &&
+          (attempt.meter === "Pending" || awaitsCount(usage, attempt))
+        )
+          out.push({ job, attempt });
+    }
+    return out;
+  }
+
+  /** One pass: account usage counted, then the outbox sent. Also the metrics of the backlog. */
+  async pass(): Promise<void> {
+    if (!this.d.synced() || !this.d.leading()) return;
+    const work = this.outstanding();
+    this.observeBacklog(work);
+    await this.countAll(work);
+    if (this.d.meter) await this.sendAll(work.filter((w) => w.attempt.meter === "Pending"));
+    this.observeBacklog(this.outstanding());
+  }
+
+  private observeBacklog(work: Outstanding[]): void {
+    const m = this.d.metrics;
+    if (!m) return;
+    const pending = work.filter((w) => w.attempt.meter === "Pending");
+    const nowMs = this.now().getTime();
+    const oldest = pending.reduce((min, w) => Math.min(min, Date.parse(w.attempt.endedAt)), Infinity);
+    m.backlog.set(pending.length);
+    m.backlogOldestSeconds.set(Number.isFinite(oldest) ? Math.max(0, (nowMs - oldest) / 1000) : 0);
+  }
+
+  // ---- accounts
+
+  private async countAll(work: Outstanding[]): Promise<void> {
+    const byAccount = new Map<string, Outstanding[]>();
+    // Every count id each account's jobs still owe: what may stay in the account's `counting`.
+    const live = new Map<string, Set<string>>();
+    for (const w of work) {
+      const account = w.job.status!.usage!.account;
+      if (account === undefined || !awaitsCount(w.job.status!.usage!, w.attempt)) continue;
+      const ids = live.get(account) ?? new Set<string>();
+      for (const c of countEntries(w.job, w.attempt)) ids.add(c.id);
+      live.set(account, ids);
+      const list = byAccount.get(account) ?? [];
+      list.push(w);
+      byAccount.set(account, list);
+    }
+    // An account still listing attempts between its two writes gets a write that drops them once
+    // their jobs show them counted (or are gone), so `counting` empties when the work is done; one
+    // whose period has ended gets the write that starts the next at 0, so a customer held at its
+    // plan's limit is admitted again when the period rolls over, with no job ending to trigger it.
+    const nowMs = this.now().getTime();
+    for (const acct of this.d.accounts.list(this.d.accountNamespace)) {
+      const u = acct.status?.usage;
+      const ended = u?.periodEnd !== undefined && nowMs >= Date.parse(u.periodEnd);
+      if ((u?.counting?.length || ended) && !byAccount.has(acct.spec.customerId))
+        byAccount.set(acct.spec.customerId, []);
+    }
+    for (const [account, list] of byAccount) {
+      if (!this.d.leading()) return;
+      try {
+        await this.countInto(account, list.slice(0, COUNT_BATCH), live.get(account) ?? new Set());
+      } catch (err) {
+        this.d.log.warn({ account, err: describeError(err) }, "could not count usage into the account");
+      }
+    }
+  }
+
+  private async countInto(customer: string, list: Outstanding[], live: ReadonlySet<string>): Promise<void> {
+    const name = billingAccountName(customer);
+    const ns = this.d.accountNamespace;
+    if (!this.d.accounts.get(ns, name)) return; // its jobs wait for it (they were admitted by it)
+    const uncounted = list.flatMap(({ job, attempt }) => countEntries(job, attempt));
+    // Attempts of this account counted in a pass whose job writes the cache has not shown yet stay
+    // listed (`live`): only an attempt its job shows counted (or whose job is gone) leaves `counting`.
+    const res = await this.d.api.updateStatusWithRetry<BillingAccount>(
+      "billingaccounts",
+      ns,
+      name,
+      (cur) => ({
+        ...cur,
+        status: {
+          ...cur.status,
+          usage: countedUsage({ current: cur.status?.usage, uncounted, live, now: this.now() }),
+        },
+      }),
+    );
+    if (!res.written) return;
+    for (const { job, attempt } of list)
+      await this.writeAttempt(job, attempt.attempt, (a) => {
+        const reported = a.meter === "Reported" && attempt.meter === "Reported";
+        if (a.counted === true && (!reported || a.countedReported === true)) return undefined;
+        return { ...a, counted: true, ...(reported && { countedReported: true }) };
+      });
+  }
+
+  // ---- meters
+
+  private async sendAll(pending: Outstanding[]): Promise<void> {
+    const groups = new Map<string, Outstanding[]>();
+    for (const w of pending) {
+      const key = `${w.job.status!.usage!.account ?? ""}\u0000${w.attempt.eventName ?? ""}`;
+      const list = groups.get(key) ?? [];
+      list.push(w);
+      groups.set(key, list);
+    }
+    // One call at a time per customer and meter (Stripe refuses a second with 429); groups in parallel.
+    const queue = [...groups.entries()];
+    const workers = Array.from({ length: Math.min(queue.length, this.d.concurrency ?? 8) }, async () => {
+      for (let next = queue.shift(); next; next = queue.shift()) await this.sendGroup(next[0], next[1]);
+    });
+    await Promise.all(workers);
+  }
+
+  private async sendGroup(key: string, list: Outstanding[]): Promise<void> {
+    const b = this.backoff.get(key);
+    if (b && b.until > this.now().getTime()) return;
+    list.sort((x, y) => Date.parse(x.attempt.endedAt) - Date.parse(y.attempt.endedAt));
+    for (const w of list) {
+      if (this.stopped || !this.d.leading()) return;
+      const ok = await this.sendOne(w);
+      if (!ok) {
+        // Doubling while the failures follow one another; a success starts it over.
+        const prior = this.backoff.get(key)?.delayMs ?? 0;
+        const delayMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, prior * 2));
+        const waitMs = delayMs + Math.random() * delayMs * 0.2;
+        this.backoff.set(key, { until: this.now().getTime() + waitMs, delayMs });
+        // Tried again when the backoff ends, not at the next tick.
+        setTimeout(() => this.wake(), waitMs).unref();
+        return;
+      }
+      this.backoff.delete(key);
+    }
+  }
+
+  /** Sends one attempt's usage; false when the group must back off (429, 5xx, no answer). */
+  private async sendOne({ job, attempt }: Outstanding): Promise<boolean> {
+    const usage = job.status!.usage!;
+    const nowMs = this.now().getTime();
+    const s = (iso: string | undefined) =>
+      iso === undefined ? undefined : Math.floor(Date.parse(iso) / 1000);
+    const verdict = meterSendVerdict(s(attempt.endedAt)!, s(attempt.firstSentAt), Math.floor(nowMs / 1000));
+    if (verdict.send === "never") return this.refuse(job, attempt, verdict.reason);
+    if (verdict.send === "reconcileFirst")
+      return this.refuse(
+        job,
+        attempt,
+        "first sent more than 23 hours ago and not confirmed: the payment provider may have recorded it and " +
+          "forgotten its identifier since, so it is not sent again blindly; compare the meter's event " +
+          "summaries for the customer, then set meter to Reported (it was recorded), or to Pending without firstSentAt (send it again)",
+      );
+    let current = job;
+    if (attempt.firstSentAt === undefined) {
+      // Written before the call: the outbox knows a send may have happened, and since when.
+      const stamped = await this.writeAttempt(job, attempt.attempt, (a) =>
+        a.meter === "Pending" && a.firstSentAt === undefined
+          ? { ...a, firstSentAt: new Date(nowMs).toISOString() }
+          : undefined,
+      );
+      if (!stamped) return true; // changed or gone meanwhile: the next pass sees it as it is
+      current = stamped;
+    }
+    const value = attempt.billedSeconds!;
+    const event = {
+      eventName: attempt.eventName!,
+      customer: usage.account!,
+      value,
+      identifier: attempt.identifier ?? meterIdentifier({ uid: job.metadata.uid!, attempt: attempt.attempt }),
+      timestamp: verdict.timestamp,
+    };
+    // A passing fault (a 5xx, a reset connection) is tried again at once, twice, as Stripe's own
+    // clients do, before the customer's queue backs off: the same identifier, so never twice.
+    let result = await this.d.meter!.send(event);
+    for (let retry = 0; result.outcome === "retry" && retry < QUICK_RETRIES; retry++) {
+      this.d.metrics?.sends.inc({ outcome: "retry" });
+      await new Promise((r) => setTimeout(r, QUICK_RETRY_MS * (retry + 1) * (0.5 + Math.random())));
+      if (this.stopped || !this.d.leading()) return false;
+      result = await this.d.meter!.send(event);
+    }
+    this.d.metrics?.sends.inc({
+      outcome: result.outcome === "recorded" && result.duplicate ? "duplicate" : result.outcome,
+    });
+    if (result.outcome === "retry") {
+      this.d.log.info(
+        { job: keyOf(job), attempt: attempt.attempt, reason: result.reason },
+        "meter event not recorded yet; retrying with backoff",
+      );
+      return false;
+    }
+    if (result.outcome === "refused") return this.refuse(current, attempt, result.reason);
+    const written = await this.writeAttempt(current, attempt.attempt, (a) =>
+      a.meter === "Pending" ? { ...a, meter: "Reported", reportedAt: this.now().toISOString() } : undefined,
+    );
+    if (written && !result.duplicate)
+      this.d.metrics?.meteredSeconds.inc({ event_name: attempt.eventName! }, value);
+    return true;
+  }
+
+  private async refuse(job: MediaJob, attempt: UsageAttempt, reason: string): Promise<boolean> {
+    const written = await this.writeAttempt(job, attempt.attempt, (a) =>
+      a.meter === "Pending" ? { ...a, meter: "Refused", message: reason.slice(0, 1024) } : undefined,
+    );
+    const id = attempt.identifier ?? `${job.metadata.uid}/${attempt.attempt}`;
+    if (written && !this.told.has(id)) {
+      if (this.told.size >= 10_000) this.told.clear(); // bounded: at worst an Event told twice
+      this.told.add(id);
+      this.d.metrics?.refused.inc();
+      void this.d.events.record(
+        written,
+        "Warning",
+        "UsageNotReported",
+        `attempt ${attempt.attempt}'s ${attempt.billedSeconds ?? 0} GPU seconds were not reported: ${reason}`,
+      );
+    }
+    return true;
+  }
+
+  /**
+   * Changes one attempt of the job's status.usage (a read-modify-write with the resourceVersion,
+   * re-read on conflict), only on the same object (its uid). Returns the written job.
+   */
+  private async writeAttempt(
+    job: MediaJob,
+    attempt: number,
+    change: (a: UsageAttempt) => UsageAttempt | undefined,
+  ): Promise<MediaJob | undefined> {
+    const res = await this.d.api.updateStatusWithRetry<MediaJob>(
+      "mediajobs",
+      job.metadata.namespace!,
+      job.metadata.name,
+      (cur) => {
+        if (cur.metadata.uid !== job.metadata.uid) return undefined;
+        const usage = cur.status?.usage;
+        const i = usage?.attempts.findIndex((a) => a.attempt === attempt) ?? -1;
+        if (!usage || i < 0) return undefined;
+        const next = change(usage.attempts[i]!);
+        if (!next) return undefined;
+        const attempts = usage.attempts.with(i, next);
+        const status: MediaJobStatus = { ...cur.status, usage: { ...usage, attempts } };
+        return { ...cur, status };
+      },
+      5,
+    );
+    return res.written ? res.object : undefined;
+  }
+}
+
+const keyOf = (job: MediaJob): string => `${job.metadata.namespace}/${job.metadata.name}`;
+
+/** The counts an attempt still owes its account: its billed seconds, and once reported, those. */
+function countEntries(job: MediaJob, a: UsageAttempt): UncountedAttempt[] {
+  const id = a.identifier ?? meterIdentifier({ uid: job.metadata.uid!, attempt: a.attempt });
+  const seconds = a.billedSeconds ?? 0;
+  const out: UncountedAttempt[] = [];
+  if (a.counted !== true) out.push({ id, kind: "used", seconds, endedAt: a.endedAt });
+  if (a.meter === "Reported" && a.countedReported !== true)
+    out.push({ id: `${id}+reported`, kind: "reported", seconds, endedAt: a.endedAt });
+  return out;
+}

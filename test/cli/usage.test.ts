@@ -1,0 +1,145 @@
+// `kubectl media usage` against the real control plane: BillingAccounts and MediaJob statuses
+// written directly (no controller), the command run in-process through the CLI's own main() with
+// its real argument parsing and output. It shows each account's period usage beside what was
+// reported and what waits, names one account, and exits 1 when a report needs a person.
+import { beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../src/cli/main.js";
+import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
+import { API_VERSION } from "../../src/crds/common.js";
+import type { MediaJob, UsageAttempt } from "../../src/crds/mediajob.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import { createTestNamespace, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import { mediaJob } from "../support/stack.js";
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+let ns = "";
+
+async function kubectlMedia(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = "";
+  let stderr = "";
+  const code = await main(
+    [...args, "--kubeconfig", testKubeconfigPath()],
+    { KUBECONFIG: testKubeconfigPath() },
+    { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } },
+  );
+  return { code, stdout, stderr };
+}
+
+async function account(customerId: string, usage?: Record<string, unknown>): Promise<void> {
+  const created = await api.create<BillingAccount>("billingaccounts", ns, {
+    apiVersion: API_VERSION,
+    kind: "BillingAccount",
+    metadata: { name: billingAccountName(customerId) },
+    spec: { customerId },
+  } as never);
+  await api.replaceStatus("billingaccounts", {
+    ...created,
+    status: { subscriptionStatus: "active", ...(usage && { usage }) },
+  } as never);
+}
+
+async function jobWithUsage(
+  name: string,
+  customer: string,
+  attempts: Array<Partial<UsageAttempt>>,
+): Promise<void> {
+  const created = await api.create<MediaJob>(
+    "mediajobs",
+    ns,
+    mediaJob(name, { workload: "asr", account: customer }) as never,
+  );
+  await api.replaceStatus("mediajobs", {
+    ...created,
+    status: {
+      phase: "Completed",
+      usage: {
+        workload: "asr",
+        account: customer,
+        billedSeconds: attempts.reduce((s, a) => s + (a.billedSeconds ?? 0), 0),
+        attempts: attempts.map((a, i) => ({
+          attempt: i + 1,
+          providerJobId: `p-${name}-${i + 1}`,
+          providerStatus: "COMPLETED",
+          endedAt: new Date(Date.now() - 2 * 3_600_000).toISOString(),
+          billedSeconds: 0,
+          ...a,
+        })),
+      },
+    },
+  } as never);
+}
+
+beforeAll(async () => {
+  ns = await createTestNamespace(kc, "cli-usage");
+  await account("cus_paid", {
+    periodStart: "2026-11-01T00:00:00Z",
+    periodEnd: "2026-12-01T00:00:00Z",
+    usedSeconds: 120,
+    reportedSeconds: 100,
+    limitSeconds: 3600,
+  });
+  await account("cus_quiet");
+  await jobWithUsage("reported", "cus_paid", [{ billedSeconds: 100, meter: "Reported", counted: true }]);
+  await jobWithUsage("waiting", "cus_paid", [
+    { billedSeconds: 12, meter: "Pending", counted: true },
+    {
+      billedSeconds: 8,
+      meter: "Pending",
+      counted: true,
+      endedAt: new Date(Date.now() - 600_000).toISOString(),
+    },
+  ]);
+}, 60_000);
+
+describe("kubectl media usage", () => {
+  it("lists each account's period usage beside what was reported and the backlog", async () => {
+    const run = await kubectlMedia("usage", "-n", ns);
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    const [header, ...rows] = run.stdout.trim().split("\n");
+    expect(header).toMatch(
+      /^CUSTOMER\s+PERIOD\s+USED\s+REPORTED\s+LIMIT\s+UNREPORTED\s+OLDEST UNREPORTED\s+REFUSED$/,
+    );
+    expect(rows[0]).toMatch(
+      /^cus_paid\s+2026-11-01\.\.2026-12-01\s+120\s+100\s+3600\s+20 s \(2\)\s+120m\s+0$/,
+    );
+    expect(rows[1]).toMatch(/^cus_quiet\s+-\s+-\s+-\s+-\s+0 s \(0\)\s+-\s+0$/);
+  });
+
+  it("names one account (by customer id or object name), as JSON; an unknown one is an error", async () => {
+    for (const name of ["cus_paid", billingAccountName("cus_paid")]) {
+      const run = await kubectlMedia("usage", name, "-n", ns, "-o", "json");
+      expect(run.code).toBe(0);
+      expect(JSON.parse(run.stdout)).toEqual({
+        items: [
+          {
+            customer: "cus_paid",
+            account: billingAccountName("cus_paid"),
+            periodStart: "2026-11-01T00:00:00Z",
+            periodEnd: "2026-12-01T00:00:00Z",
+            usedSeconds: 120,
+            reportedSeconds: 100,
+            limitSeconds: 3600,
+            unreportedAttempts: 2,
+            unreportedSeconds: 20,
+            oldestUnreportedSeconds: expect.any(Number) as number,
+            refusedAttempts: 0,
+          },
+        ],
+      });
+    }
+    const unknown = await kubectlMedia("usage", "cus_nobody", "-n", ns);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/no account "cus_nobody"/);
+    expect((await kubectlMedia("usage", "a", "b", "-n", ns)).code).toBe(2);
+  });
+
+  it("exits 1 when a report was refused: a person decides", async () => {
+    await jobWithUsage("refused", "cus_quiet", [{ billedSeconds: 7, meter: "Refused", message: "too old" }]);
+    const run = await kubectlMedia("usage", "cus_quiet", "-n", ns);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toMatch(/cus_quiet\s+-\s+-\s+-\s+-\s+0 s \(0\)\s+-\s+1/);
+    expect(run.stderr).toMatch(/1 job attempt\(s\) were not reported/);
+  });
+});
