@@ -289,7 +289,8 @@ describe("dedupe on event.id", () => {
     const b = await start({ api: kubeB, finished: finishedB });
     const ev = subscriptionEvent(`cus_watch_${uid()}`, "active");
     expect((await deliver(ev, a.url)).status).toBe(200);
-    await eventually(async () => finishedB.has(ev.id) || undefined, { timeoutMs: 10_000 });
+    // B learns of the record from its watch; a loaded machine may take a while to deliver it.
+    await eventually(async () => finishedB.has(ev.id) || undefined, { timeoutMs: 30_000 });
     const before = kubeB.calls.length;
     const res = await deliver(ev, b.url);
     expect(res.json).toEqual({ received: true, duplicate: true });
