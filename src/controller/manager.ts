@@ -7,7 +7,7 @@ import type { Logger } from "pino";
 import { BillingAccount, billingAccountName } from "../crds/billingaccount.js";
 import { GpuEndpoint } from "../crds/gpuendpoint.js";
 import { MediaJob } from "../crds/mediajob.js";
-import { stateNamespace, type Env } from "../config/env.js";
+import { fairShareWeights, stateNamespace, type Env } from "../config/env.js";
 import type { KubeApi, KubeObject } from "../k8s/api.js";
 import { describeError } from "../k8s/errors.js";
 import { BackgroundEventRecorder, EventRecorder } from "../k8s/events.js";
@@ -20,6 +20,7 @@ import { Informer, objectKey } from "./informer.js";
 import { endpointMatches } from "../mediajob/admission.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
 import { jobEventWorthALook } from "./job-at-rest.js";
+import { Dispatcher } from "./dispatch/dispatcher.js";
 import { LeaderElector } from "./leader.js";
 import { MediaJobReconciler, RetryLater } from "./mediajob/reconciler.js";
 import { ControllerMetrics } from "./metrics.js";
@@ -65,6 +66,8 @@ export class Manager {
   private leadership?: AbortController;
   private stopped = false;
   readonly jobReconciler: MediaJobReconciler;
+  /** The endpoints' in-flight windows and fair share; undefined with FAIR_SHARE_WINDOW=false. */
+  readonly dispatcher?: Dispatcher;
   readonly endpointReconciler: GpuEndpointReconciler;
   /** The provider's management view shared by every GpuEndpoint reconcile (one check per tick). */
   readonly providerView: ProviderView;
@@ -140,6 +143,15 @@ export class Manager {
       defaultTimeoutSeconds: env.JOB_TIMEOUT_SECONDS,
     });
 
+    if (env.FAIR_SHARE_WINDOW) {
+      this.dispatcher = new Dispatcher({
+        wake: (key) => this.jobQueue.add(key),
+        jobSeconds: env.FAIR_SHARE_JOB_SECONDS,
+        tickSeconds: env.FAIR_SHARE_TICK_SECONDS,
+        weights: fairShareWeights(env),
+      });
+      this.metrics.dispatch.readFrom(this.dispatcher);
+    }
     if (!env.CALLBACK_BASE_URL || !env.CALLBACK_SECRET)
       throw new Error("CALLBACK_BASE_URL and CALLBACK_SECRET are required");
     this.jobReconciler = new MediaJobReconciler({
@@ -166,6 +178,7 @@ export class Manager {
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
       onSubmission: (outcome) => this.metrics.submissions.inc({ outcome }),
       onRecovery: (kind) => this.metrics.recoveries.inc({ kind }),
+      ...(this.dispatcher && { dispatcher: this.dispatcher }),
       fence: () => this.leading && (this.elector?.holdsLease() ?? true),
       leadership: () => this.leadership?.signal,
     });
@@ -184,6 +197,7 @@ export class Manager {
       log: log.child({ controller: "gpuendpoint" }),
       env,
       tickMs,
+      ...(this.dispatcher && { dispatcher: this.dispatcher }),
     });
 
     this.jobs.on((event, job, old) => {
@@ -200,6 +214,11 @@ export class Manager {
     // Counted by the leader only, so a sum across replicas counts each job once.
     this.jobs.on((event, job, old) => {
       if (this.leading) this.metrics.resources.observe(event, job, old);
+    });
+    // Which jobs are in flight where, on every replica: a new leader's windows start from it.
+    this.jobs.on((event, job) => {
+      this.dispatcher?.observe(event, job);
+      if (event !== "add" && this.leading) this.metrics.dispatch.observe(job);
     });
     this.endpoints.on((event, ep, old) => {
       this.compaction.noteWork();
@@ -276,6 +295,7 @@ export class Manager {
     if (this.leading || this.stopped) return;
     this.leading = true;
     this.leadership = new AbortController();
+    this.dispatcher?.lead();
     this.metrics.leader.set(1);
     this.metrics.leaderChanges.inc({ change: "acquired" });
     const concurrency = this.o.env.MAX_CONCURRENT_RECONCILES;
@@ -317,6 +337,7 @@ export class Manager {
     if (!this.leading) return;
     this.leading = false;
     this.leadership?.abort();
+    this.dispatcher?.stopLeading();
     this.metrics.leader.set(0);
     this.metrics.leaderChanges.inc({ change: "lost" });
     if (this.resyncTimer) clearInterval(this.resyncTimer);

@@ -11,7 +11,8 @@ import type { MediaJob } from "../../crds/mediajob.js";
 import { describeError, isAlreadyExists } from "../../k8s/errors.js";
 import type { EventSink } from "../../k8s/events.js";
 import { isProviderError, type GpuProviderClient } from "../../provider/index.js";
-import { pickEndpoint } from "../../mediajob/admission.js";
+import { admission, endpointReadiness, pickEndpoint } from "../../mediajob/admission.js";
+import type { SlotFact } from "../../mediajob/queued.js";
 import type { PlannedEvent } from "../../mediajob/conditions.js";
 import { cancelFailedEvent, cancelledEvent, planDeletion } from "../../mediajob/deletion.js";
 import { acceptedStatus } from "../../mediajob/write-ahead.js";
@@ -37,6 +38,7 @@ import { sameStatus } from "../same-status.js";
 import type { Informer } from "../informer.js";
 import { StaleCacheGuard } from "../stale-cache.js";
 import type { ReconcileResult } from "../workqueue.js";
+import type { Dispatcher } from "../dispatch/dispatcher.js";
 import { submit } from "./submit.js";
 import { JobWrites, jobKey, type JobApi } from "./writes.js";
 
@@ -64,6 +66,11 @@ export interface MediaJobDeps {
   /** Aborted when leadership is lost: in-flight provider calls stop waiting. */
   leadership?: () => AbortSignal | undefined;
   onSubmission?: (outcome: SubmissionOutcome) => void;
+  /**
+   * The endpoints' in-flight windows and fair share (dispatch/dispatcher.ts). Undefined: no
+   * window, every job that may go is submitted at once.
+   */
+  dispatcher?: Dispatcher;
   now?: () => Date;
   onTransition?: (from: string | undefined, to: string | undefined) => void;
   /** A job recovered by the controller itself (for metrics). */
@@ -131,11 +138,16 @@ export class MediaJobReconciler {
     const nowDate = this.now();
     const now = nowDate.toISOString();
     const before = job.status;
-    let plan = planJob(job, await this.gather(job, nowDate));
+    const facts = await this.gather(job, nowDate);
+    let plan = planJob(job, facts);
     let written: MediaJob | undefined;
-    for (const action of plan.actions) {
-      ({ job, plan, written } = await this.execute(job, plan, action, now));
-      if (written) break;
+    try {
+      for (const action of plan.actions) {
+        ({ job, plan, written } = await this.execute(job, plan, action, now));
+        if (written) break;
+      }
+    } finally {
+      this.afterSlot(key, facts, plan);
     }
     if (plan.submission) this.d.onSubmission?.(plan.submission);
     if (plan.recovery) this.d.onRecovery?.(plan.recovery);
@@ -182,10 +194,50 @@ export class MediaJobReconciler {
         ? [this.d.endpoints.get(ns, ref)].filter((e) => e !== undefined)
         : this.d.endpoints.list(ns);
       facts.endpoint = pickEndpoint(job, candidates);
+      const slot = this.askSlot(job, facts);
+      if (slot) facts.slot = slot;
+    }
+    const submitted = job.status?.submission;
+    if (submitted && submitted.state !== "Accepted" && job.status?.endpointId) {
+      const at = job.status.endpointId;
+      facts.idempotentWorkers = this.d.endpoints
+        .list(ns)
+        .some((e) => e.status?.endpointId === at && e.spec.idempotentWorkers === true);
     }
     const due = providerReadDue(job, now.getTime(), settings.defaultTimeoutSeconds);
     if (due) facts.provider = await this.readStatus(due.endpointId, due.providerJobId);
     return facts;
+  }
+
+  /**
+   * The window's gate, asked only of a job that could be submitted now (not suspended, admitted,
+   * its endpoint Ready), so no slot is held by a job that would not use it.
+   */
+  private askSlot(job: MediaJob, facts: Facts): SlotFact | undefined {
+    const ep = facts.endpoint;
+    if (!this.d.dispatcher || !ep?.status?.endpointId || job.spec.suspend) return undefined;
+    if (admission(job, facts.subscriptionState).status !== "True") return undefined;
+    if (endpointReadiness(job, ep).status !== "True") return undefined;
+    return this.d.dispatcher.gate(job, ep);
+  }
+
+  /**
+   * What the pass did with its slot: an accepted submission grows the window, and a slot the pass
+   * did not use (refused, fenced, not submitted after all) goes back. A 429 shrinks the window
+   * (submit.ts tells the dispatcher, with the answer's Retry-After).
+   */
+  private afterSlot(key: string, facts: Facts, plan: Plan): void {
+    const dispatcher = this.d.dispatcher;
+    const endpointId = facts.endpoint?.status?.endpointId;
+    if (!dispatcher || !endpointId || !facts.slot?.granted) return;
+    switch (plan.submission) {
+      case "accepted":
+        return dispatcher.accepted(endpointId);
+      case "unconfirmed":
+        return; // it may be running: it keeps its slot while Processing
+      default:
+        return dispatcher.release(endpointId, key);
+    }
   }
 
   private async readStatus(endpointId: string, providerJobId: string): Promise<ProviderRead> {
@@ -264,6 +316,9 @@ export class MediaJobReconciler {
       unrecorded: this.unrecorded,
       onSubmission: this.d.onSubmission,
       onTransition: this.d.onTransition,
+      ...(this.d.dispatcher && {
+        onThrottled: this.d.dispatcher.throttled.bind(this.d.dispatcher),
+      }),
     };
   }
 
