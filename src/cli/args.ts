@@ -6,12 +6,23 @@ import { UsageError } from "./errors.js";
 import { parseFormat, type Format } from "./output.js";
 
 export type CommandName =
-  "check-key" | "status" | "stuck" | "reset" | "complete" | "recover" | "redeliver" | "doctor" | "accept";
+  | "check-key"
+  | "status"
+  | "stuck"
+  | "queue"
+  | "reset"
+  | "complete"
+  | "recover"
+  | "redeliver"
+  | "doctor"
+  | "accept";
 
 interface CommandSpec {
   name: CommandName;
   /** Positional arguments, all required. */
   args: string[];
+  /** One more positional argument that may be left out. */
+  optionalArg?: string;
   summary: string;
   details: string;
   /** Flags beyond the global ones. */
@@ -53,6 +64,19 @@ const COMMANDS: readonly CommandSpec[] = [
       "(default 600 s), or every Processing job older than --older-than when it is given.\n" +
       "Exit 1 when any job is stuck, 0 when none is.",
     flags: ["older-than"],
+    output: true,
+    allNamespaces: true,
+  },
+  {
+    name: "queue",
+    args: [],
+    optionalArg: "gpuendpoint",
+    summary: "per GpuEndpoint: jobs in flight, the in-flight window, jobs waiting per account",
+    details:
+      "For each GpuEndpoint (or the one named): the controller's in-flight window (status.window),\n" +
+      "our jobs submitted and not finished, and the Pending jobs waiting for a slot (condition\n" +
+      "Queued) per account (spec.account; (none) for jobs without one), with the oldest one's wait.",
+    flags: [],
     output: true,
     allNamespaces: true,
   },
@@ -214,8 +238,9 @@ function invocation(spec: CommandSpec, values: Values, args: string[], tokens: T
   if (args.length < spec.args.length) {
     throw new UsageError(`${spec.name} needs ${spec.args.map((a) => `<${a}>`).join(" ")}`, spec.name);
   }
-  if (args.length > spec.args.length) {
-    throw new UsageError(`unexpected argument "${args[spec.args.length]}"`, spec.name);
+  const most = spec.args.length + (spec.optionalArg === undefined ? 0 : 1);
+  if (args.length > most) {
+    throw new UsageError(`unexpected argument "${args[most]}"`, spec.name);
   }
   if (values["all-namespaces"] && values.namespace !== undefined) {
     throw new UsageError("use either -n/--namespace or -A/--all-namespaces, not both", spec.name);
@@ -274,11 +299,11 @@ function cleanParseError(err: unknown): string {
 }
 
 function mainHelp(): string {
-  const width = Math.max(
-    ...COMMANDS.map((c) => c.name.length + c.args.map((a) => ` <${a}>`).join("").length),
-  );
+  const usageOf = (c: CommandSpec) =>
+    c.name + c.args.map((a) => ` <${a}>`).join("") + (c.optionalArg ? ` [${c.optionalArg}]` : "");
+  const width = Math.max(...COMMANDS.map((c) => usageOf(c).length));
   const lines = COMMANDS.map((c) => {
-    const usage = c.name + c.args.map((a) => ` <${a}>`).join("");
+    const usage = usageOf(c);
     return `  ${usage.padEnd(width)}   ${c.summary}`;
   });
   return `kubectl media: the media-orchestrator runbook as commands.
@@ -320,7 +345,8 @@ function commandHelp(c: CommandSpec): string {
     own.push("      --dry-run                say what would be done, change nothing");
   if (c.flags.includes("webhooks-url"))
     own.push("      --webhooks-url URL       the webhooks sidecar's base URL (default: $WEBHOOKS_URL)");
-  const usage = `kubectl media ${c.name}${c.args.map((a) => ` <${a}>`).join("")} [flags]`;
+  const optional = c.optionalArg === undefined ? "" : ` [${c.optionalArg}]`;
+  const usage = `kubectl media ${c.name}${c.args.map((a) => ` <${a}>`).join("")}${optional} [flags]`;
   return `${c.summary}
 
 ${c.details}

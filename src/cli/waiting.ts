@@ -27,6 +27,11 @@ function fixFor(job: MediaJob, c: Condition): string {
       return `the job runs once ${account}'s subscription is active or trialing again (a customer.subscription.updated event); delete the job otherwise`;
     case "EndpointMissing":
       return `apply a GpuEndpoint for workload ${job.spec.workload} in namespace ${job.metadata.namespace}, or set spec.endpointRef to one`;
+    case "WindowFull":
+    case "Throttled":
+      return `nothing to fix: the job is submitted when a slot of its endpoint's in-flight window frees, by fair share between accounts (kubectl media queue shows the window and who waits)`;
+    case "NoCapacity":
+      return `the endpoint has no workers (maxWorkers 0): raise spec.maxWorkers of its GpuEndpoint`;
     case "WorkloadMismatch":
       return `set spec.endpointRef to a GpuEndpoint of workload ${job.spec.workload}`;
     default:

@@ -12,6 +12,7 @@ import { billingAccountName } from "../../src/crds/billingaccount.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import { API_VERSION } from "../../src/crds/index.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
+import { main as cliMain } from "../../src/cli/main.js";
 import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { SUBMISSION_IDENTITY_KEY } from "../../src/mediajob/submission-identity.js";
@@ -56,6 +57,22 @@ async function countWrites(ns: string) {
     () => undefined,
   );
   return { writes, stop: () => req.abort() };
+}
+
+/** kubectl-media's main, in this process: its stdout (exit 0 expected). */
+async function media(argv: string[]): Promise<string> {
+  let stdout = "";
+  let stderr = "";
+  const code = await cliMain(
+    ["--kubeconfig", testKubeconfigPath(), ...argv],
+    {},
+    {
+      stdout: { write: (t: string) => (stdout += t) },
+      stderr: { write: (t: string) => (stderr += t) },
+    },
+  );
+  expect(code, stderr).toBe(0);
+  return stdout;
 }
 
 /** An account whose jobs are admitted: its BillingAccount, subscription active. */
@@ -125,6 +142,15 @@ describe("a window of 2 on an endpoint of 2 workers", () => {
       "--no-headers",
     ]);
     expect(row.stdout.split(/\s+/).slice(2, 4)).toEqual(["Pending", "WindowFull"]);
+    // `kubectl media queue` shows the endpoint's window, what is in flight and who waits.
+    const shown = JSON.parse(await media(["queue", "asr", "-n", ns, "-o", "json"])) as {
+      items: Array<{ name: string; window: number; inFlight: number; waiting: Record<string, number> }>;
+    };
+    expect(shown.items).toEqual([
+      expect.objectContaining({ name: "asr", window: 2, waiting: { A: expect.any(Number) } }),
+    ]);
+    expect(shown.items[0]!.inFlight).toBeLessThanOrEqual(2);
+    expect(shown.items[0]!.waiting.A).toBeGreaterThan(0);
 
     await api.create(
       "mediajobs",
