@@ -1229,6 +1229,7 @@ try {
         kc,
         namespace,
         log,
+        apiserverCounts,
         startStack: async (ns, simUrl, extra) => {
           const [hooksPort, ctrlPort] = [await freePort(), await freePort()];
           const env = baseEnv(ns, simUrl, {

@@ -145,7 +145,8 @@ export class Manager {
 
     if (env.FAIR_SHARE_WINDOW) {
       this.dispatcher = new Dispatcher({
-        wake: (key) => this.jobQueue.add(key),
+        // A granted job goes ahead of the waiting jobs' passes: its slot is idle until it submits.
+        wake: (key) => this.jobQueue.addUrgent(key),
         jobSeconds: env.FAIR_SHARE_JOB_SECONDS,
         tickSeconds: env.FAIR_SHARE_TICK_SECONDS,
         weights: fairShareWeights(env),
@@ -216,10 +217,7 @@ export class Manager {
       if (this.leading) this.metrics.resources.observe(event, job, old);
     });
     // Which jobs are in flight where, on every replica: a new leader's windows start from it.
-    this.jobs.on((event, job) => {
-      this.dispatcher?.observe(event, job);
-      if (event !== "add" && this.leading) this.metrics.dispatch.observe(job);
-    });
+    this.jobs.on((event, job) => this.dispatcher?.observe(event, job));
     this.endpoints.on((event, ep, old) => {
       this.compaction.noteWork();
       if (event === "delete") this.ownEndpointWrites.forget(ep);

@@ -259,3 +259,29 @@ describe("the plan of a queued job", () => {
     });
   });
 });
+
+describe("other clients' jobs at the endpoint", () => {
+  const withHealth = (inQueue: number, inProgress: number): GpuEndpoint => {
+    const ep = endpoint({}, 4);
+    ep.status!.health = { jobsInQueue: inQueue, jobsInProgress: inProgress };
+    return ep;
+  };
+
+  it("come off the ceiling", () => {
+    const { d } = dispatcher();
+    // 4 workers: ceiling 5; 3 jobs at the provider that are not ours.
+    d.observeEndpoint(withHealth(1, 2));
+    expect(d.view("ep-1").window).toBe(2);
+  });
+
+  it("are not confused with our own jobs that finished after the report was read", () => {
+    const { d } = dispatcher();
+    const ours = Array.from({ length: 5 }, (_, i) => job(`o${i}`));
+    for (const j of ours) d.observe("update", processing(j));
+    // The report counted our 5; they finish before the next look, which reuses the report.
+    d.observeEndpoint(withHealth(1, 4));
+    for (const j of ours) d.observe("update", completed(j));
+    d.observeEndpoint(withHealth(1, 4));
+    expect(d.view("ep-1").window).toBe(5);
+  });
+});

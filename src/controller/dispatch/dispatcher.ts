@@ -71,6 +71,13 @@ class EndpointDispatch {
   /** The endpoint's capacity at the last look (GpuEndpoint reconcile), and our own count then. */
   capacity?: EndpointCapacity;
   ownAtHealth = 0;
+  /**
+   * The most jobs we had in flight since the look before last, and since the last one: the
+   * /health report a look uses was fetched in that time (it is shared for up to a tick), so our
+   * count when it was read is at most this, and what it counts beyond this is surely not ours.
+   */
+  ownMaxBefore = 0;
+  ownMax = 0;
   maxInFlight?: number;
   /** Account of each in-flight job, for a fair-share state rebuilt from them. */
   readonly accountOf = new Map<string, string>();
@@ -125,9 +132,13 @@ export class Dispatcher {
     return d;
   }
 
-  /** The typical job run the ceiling assumes, seconds. */
+  /**
+   * The typical job run the ceiling assumes, seconds: the configured one, or less when the jobs
+   * seen took less. What is seen (submitted to finished) includes the wait in the provider's
+   * queue, so it is never taken above the setting, only as the sign that jobs are shorter.
+   */
   get jobSeconds(): number {
-    return this.jobSecondsSeen ?? this.o.jobSeconds;
+    return Math.min(this.o.jobSeconds, this.jobSecondsSeen ?? Infinity);
   }
 
   /**
@@ -164,6 +175,7 @@ export class Dispatcher {
         const d = this.at(now);
         d.inFlight.add(key);
         d.accountOf.set(key, accountKey(job));
+        d.ownMax = Math.max(d.ownMax, d.inFlight.size);
       }
       this.at(now).granted.delete(key);
       this.unwait(key);
@@ -214,8 +226,8 @@ export class Dispatcher {
 
   /**
    * What the GpuEndpoint reconcile saw of the endpoint: settings, /health counts, spec.maxInFlight.
-   * Our own in-flight count is noted with it, so jobs of ours that finished or started since the
-   * look are not taken for other clients' jobs.
+   * Our own in-flight count is noted with it (the most we had while the report can have been
+   * read), so jobs of ours that finished since are not taken for other clients' jobs.
    */
   observeEndpoint(ep: GpuEndpoint, scaler?: ScalerSetting): void {
     const id = ep.status?.endpointId;
@@ -224,7 +236,9 @@ export class Dispatcher {
     const d = this.at(id);
     const before = this.ceilingOf(d, id);
     d.capacity = this.capacityOf(ep, id);
-    d.ownAtHealth = d.inFlight.size;
+    d.ownAtHealth = Math.max(d.ownMaxBefore, d.ownMax, d.inFlight.size);
+    d.ownMaxBefore = d.ownMax;
+    d.ownMax = d.inFlight.size;
     d.maxInFlight = maxInFlightOf(ep);
     if (this.ceilingOf(d, id) > before) this.pump(id);
   }
