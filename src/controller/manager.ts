@@ -17,7 +17,7 @@ import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "./idle-compaction.js";
 import { Informer, objectKey } from "./informer.js";
-import { endpointMatches } from "../mediajob/admission.js";
+import { admission, endpointMatches, endpointReadiness, pickEndpoint } from "../mediajob/admission.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
 import { jobEventWorthALook } from "./job-at-rest.js";
 import { Dispatcher } from "./dispatch/dispatcher.js";
@@ -150,6 +150,7 @@ export class Manager {
         jobSeconds: env.FAIR_SHARE_JOB_SECONDS,
         tickSeconds: env.FAIR_SHARE_TICK_SECONDS,
         weights: fairShareWeights(env),
+        eligible: (job) => this.eligibleEndpoint(job),
       });
       this.metrics.dispatch.readFrom(this.dispatcher);
     }
@@ -257,6 +258,25 @@ export class Manager {
     }
   }
 
+  /**
+   * The endpoint a Pending job would be submitted to now, from the caches: admitted by its
+   * account and its endpoint Ready (the same rules as its pass, src/mediajob/pending.ts).
+   */
+  private eligibleEndpoint(job: MediaJob): GpuEndpoint | undefined {
+    const account = job.spec.account;
+    const state = account
+      ? this.accounts.get(stateNamespace(this.o.env), billingAccountName(account))?.status?.subscriptionStatus
+      : undefined;
+    if (admission(job, state).status !== "True") return undefined;
+    const ns = job.metadata.namespace ?? "";
+    const ref = job.spec.endpointRef;
+    const ep = pickEndpoint(
+      job,
+      ref ? [this.endpoints.get(ns, ref)].filter((e) => e !== undefined) : this.endpoints.list(ns),
+    );
+    return endpointReadiness(job, ep).status === "True" ? ep : undefined;
+  }
+
   /** An object the controller cannot read: left alone (evicted from the cache), counted, and told on it. */
   private reportInvalid(resource: "mediajobs" | "gpuendpoints", raw: KubeObject): void {
     this.metrics.invalidObjects.inc({ resource });
@@ -293,7 +313,7 @@ export class Manager {
     if (this.leading || this.stopped) return;
     this.leading = true;
     this.leadership = new AbortController();
-    this.dispatcher?.lead();
+    this.dispatcher?.lead(this.jobs.list());
     this.metrics.leader.set(1);
     this.metrics.leaderChanges.inc({ change: "acquired" });
     const concurrency = this.o.env.MAX_CONCURRENT_RECONCILES;

@@ -285,3 +285,39 @@ describe("other clients' jobs at the endpoint", () => {
     expect(d.view("ep-1").window).toBe(5);
   });
 });
+
+describe("jobs seen in the cache", () => {
+  it("wait from their creation event, not from their first pass: fair share does not follow the work queue's order", () => {
+    const woken: string[] = [];
+    const ep = endpoint({ maxInFlight: 1 });
+    const d = new Dispatcher({
+      wake: (k) => woken.push(k),
+      jobSeconds: 30,
+      tickSeconds: 2,
+      eligible: () => ep,
+    });
+    d.lead();
+    const running = job("run", { account: "A" });
+    d.observe("add", processing(running));
+    // A's burst and then B's job are created; no pass has run for any of them yet.
+    for (let i = 0; i < 20; i++) d.observe("add", job(`a${i}`, { account: "A" }));
+    d.observe("add", job("b", { account: "B" }));
+    d.observe("update", completed(running));
+    expect(woken).toEqual(["ns/b"]);
+  });
+
+  it("a new leader takes the waiting jobs from the cache, oldest first within an account", () => {
+    const woken: string[] = [];
+    const ep = endpoint({ maxInFlight: 1 });
+    const d = new Dispatcher({
+      wake: (k) => woken.push(k),
+      jobSeconds: 30,
+      tickSeconds: 2,
+      eligible: () => ep,
+    });
+    const older = job("older", { account: "A" });
+    const newer = job("newer", { account: "A" });
+    d.lead([newer, older]);
+    expect(woken).toEqual(["ns/older"]);
+  });
+});

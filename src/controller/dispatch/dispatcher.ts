@@ -41,6 +41,12 @@ export interface DispatcherOptions {
   tickSeconds: number;
   /** Per-account weights (default 1). */
   weights?: ReadonlyMap<string, number>;
+  /**
+   * The endpoint a Pending job seen in the cache would be submitted to now (it is admitted and
+   * the endpoint Ready), else undefined: such a job waits from its creation event, not from its
+   * first pass. Absent: jobs wait from their first pass only.
+   */
+  eligible?: (job: MediaJob) => GpuEndpoint | undefined;
   /** A grant the job has not used within this long is taken back (the job did not submit). */
   grantTtlMs?: number;
   now?: () => number;
@@ -112,6 +118,8 @@ export class Dispatcher {
   private readonly where = new Map<string, string>();
   /** The endpoint each waiting job asked about. */
   private readonly waitingAt = new Map<string, string>();
+  /** How many jobs of its account were waiting when each waiting job came (the Queued message). */
+  private readonly positionAt = new Map<string, number>();
   private readonly scalers = new Map<string, ScalerSetting>();
   private leading = false;
   /** Observed run times (submitted to finished), seconds, smoothed. */
@@ -146,7 +154,7 @@ export class Dispatcher {
    * (kept on every replica) seed the fair-share tags, so an account that held many slots under the
    * previous leader does not get more right away.
    */
-  lead(): void {
+  lead(cached: Iterable<MediaJob> = []): void {
     this.leading = true;
     for (const d of this.endpoints.values()) {
       d.granted.clear();
@@ -156,6 +164,15 @@ export class Dispatcher {
       if (d.holdTimer) clearTimeout(d.holdTimer);
     }
     this.waitingAt.clear();
+    this.positionAt.clear();
+    // The Pending jobs in the cache wait from now, in the order of their creation.
+    const pending = [...cached].filter(
+      (j) => (j.status?.phase ?? "Pending") === "Pending" && !j.spec.suspend && !j.metadata.deletionTimestamp,
+    );
+    pending.sort((a, b) =>
+      String(a.metadata.creationTimestamp).localeCompare(String(b.metadata.creationTimestamp)),
+    );
+    for (const j of pending) this.noticeWaiting(j, objectKey(j));
   }
 
   stopLeading(): void {
@@ -193,7 +210,7 @@ export class Dispatcher {
     ) {
       this.unwait(key);
       if (now === undefined) for (const d of this.endpoints.values()) d.granted.delete(key);
-    }
+    } else this.noticeWaiting(job, key);
   }
 
   private leave(endpointId: string, key: string): void {
@@ -209,6 +226,7 @@ export class Dispatcher {
     const at = this.waitingAt.get(key);
     if (at === undefined) return;
     this.waitingAt.delete(key);
+    this.positionAt.delete(key);
     const d = this.endpoints.get(at);
     if (!d) return;
     for (const [account, q] of d.waiting) {
@@ -292,21 +310,8 @@ export class Dispatcher {
     }
     d.maxInFlight = maxInFlightOf(ep);
     if (d.inFlight.has(key) || d.granted.has(key)) return { granted: true };
-    const account = accountKey(job);
-    let position = 0;
-    if (this.waitingAt.get(key) !== id) {
-      this.unwait(key);
-      let q = d.waiting.get(account);
-      if (!q) d.waiting.set(account, (q = new Map()));
-      position = q.size;
-      q.set(key, {
-        id: key,
-        account,
-        priority: priorityOf(job),
-        createdAt: Date.parse(String(job.metadata.creationTimestamp ?? "")) || this.now(),
-      });
-      this.waitingAt.set(key, id);
-    }
+    this.enqueue(job, key, id, d);
+    const position = this.positionAt.get(key) ?? 0;
     this.grant(id, d, key);
     if (d.granted.has(key)) return { granted: true };
     const ceil = this.ceilingOf(d, id);
@@ -322,6 +327,47 @@ export class Dispatcher {
           : `the in-flight window of endpoint ${id} is full (${d.used()} of ${win}): submitted when a slot frees, by fair share between accounts` +
             (position > 0 ? `; ${position} older jobs of its account were waiting when it came` : ""),
     };
+  }
+
+  /** The job waits for a slot of endpoint `id` (once: a job already waiting there keeps its place). */
+  private enqueue(job: MediaJob, key: string, id: string, d: EndpointDispatch): void {
+    if (this.waitingAt.get(key) === id) return;
+    this.unwait(key);
+    // The tags start from the jobs in flight when the first job waits, not when a slot frees:
+    // by then the jobs that held the slots may have finished.
+    d.fair ??= fairShareState(this.inFlightByAccount(d), this.o.weights);
+    const account = accountKey(job);
+    let q = d.waiting.get(account);
+    if (!q) d.waiting.set(account, (q = new Map()));
+    this.positionAt.set(key, q.size);
+    q.set(key, {
+      id: key,
+      account,
+      priority: priorityOf(job),
+      createdAt: Date.parse(String(job.metadata.creationTimestamp ?? "")) || this.now(),
+    });
+    this.waitingAt.set(key, id);
+  }
+
+  /**
+   * A Pending job seen in the cache that could be submitted now (options.eligible: admitted, its
+   * endpoint Ready) waits from this moment, before its own pass: fair share is decided from the
+   * cache, not from the order in which the work queue gets to the jobs. Granted, it is woken.
+   */
+  private noticeWaiting(job: MediaJob, key: string): void {
+    if (!this.leading || !this.o.eligible || this.waitingAt.has(key) || this.where.has(key)) return;
+    const ep = this.o.eligible(job);
+    const id = ep?.status?.endpointId;
+    if (!ep || !id) return;
+    const d = this.at(id);
+    if (d.granted.has(key)) return;
+    if (d.capacity === undefined) {
+      d.capacity = this.capacityOf(ep, id);
+      d.ownAtHealth = d.inFlight.size;
+    }
+    d.maxInFlight = maxInFlightOf(ep);
+    this.enqueue(job, key, id, d);
+    this.grant(id, d);
   }
 
   /** Hands the free slots of an endpoint to the next waiting jobs; wakes those other than `asking`. */

@@ -91,6 +91,8 @@ export interface PassResult {
 interface Step {
   job: MediaJob;
   plan: Plan;
+  /** What became of the submission, when the action was one. */
+  submitted?: SubmissionOutcome;
   /** The action wrote the job's status itself (the write-ahead sequence): no final write. */
   written?: MediaJob;
 }
@@ -141,13 +143,14 @@ export class MediaJobReconciler {
     const facts = await this.gather(job, nowDate);
     let plan = planJob(job, facts);
     let written: MediaJob | undefined;
+    let submitted: SubmissionOutcome | undefined;
     try {
       for (const action of plan.actions) {
-        ({ job, plan, written } = await this.execute(job, plan, action, now));
+        ({ job, plan, written, submitted } = await this.execute(job, plan, action, now));
         if (written) break;
       }
     } finally {
-      this.afterSlot(key, facts, plan);
+      this.afterSlot(key, facts, submitted);
     }
     if (plan.submission) this.d.onSubmission?.(plan.submission);
     if (plan.recovery) this.d.onRecovery?.(plan.recovery);
@@ -226,11 +229,11 @@ export class MediaJobReconciler {
    * did not use (refused, fenced, not submitted after all) goes back. A 429 shrinks the window
    * (submit.ts tells the dispatcher, with the answer's Retry-After).
    */
-  private afterSlot(key: string, facts: Facts, plan: Plan): void {
+  private afterSlot(key: string, facts: Facts, submitted: SubmissionOutcome | undefined): void {
     const dispatcher = this.d.dispatcher;
     const endpointId = facts.endpoint?.status?.endpointId;
     if (!dispatcher || !endpointId || !facts.slot?.granted) return;
-    switch (plan.submission) {
+    switch (submitted) {
       case "accepted":
         return dispatcher.accepted(endpointId);
       case "unconfirmed":
@@ -256,8 +259,12 @@ export class MediaJobReconciler {
         return { job: await this.writes.addFinalizer(job, action.metadata), plan };
       case "labelPipeline":
         return { job: await this.writes.labelPipeline(job, action.metadata), plan };
-      case "submit":
-        return { job, ...(await submit(this.submitDeps(), job, plan, action.submission, now)) };
+      case "submit": {
+        let submitted: SubmissionOutcome | undefined;
+        const deps = this.submitDeps((o) => (submitted = o));
+        const done = await submit(deps, job, plan, action.submission, now);
+        return { job, ...done, ...(submitted && { submitted }) };
+      }
       case "recordProviderId": {
         const { attempt, providerJobId } = action;
         const written = await this.writes.writeOnto(job, (cur) =>
@@ -305,7 +312,7 @@ export class MediaJobReconciler {
     };
   }
 
-  private submitDeps() {
+  private submitDeps(told: (outcome: SubmissionOutcome) => void) {
     return {
       writes: this.writes,
       provider: this.d.provider,
@@ -314,7 +321,10 @@ export class MediaJobReconciler {
       leadership: this.d.leadership,
       log: this.d.log,
       unrecorded: this.unrecorded,
-      onSubmission: this.d.onSubmission,
+      onSubmission: (outcome: SubmissionOutcome) => {
+        told(outcome);
+        this.d.onSubmission?.(outcome);
+      },
       onTransition: this.d.onTransition,
       ...(this.d.dispatcher && {
         onThrottled: this.d.dispatcher.throttled.bind(this.d.dispatcher),
