@@ -15,8 +15,6 @@
 //    B creates the same number of jobs in both runs, as many as the bursts' time holds);
 //  - the provider's 429s to the controller, and the Kubernetes writes of MediaJobs per job (the
 //    apiserver's request counts: creates, updates, status updates, patches; refused ones too).
-import type { ChildProcess } from "node:child_process";
-import type { KubeConfig } from "@kubernetes/client-node";
 import { API_VERSION } from "../src/crds/index.js";
 import { billingAccountName } from "../src/crds/billingaccount.js";
 import type { KubeApi, KubeObject } from "../src/k8s/api.js";
@@ -38,14 +36,13 @@ export interface FairnessOptions {
 
 export interface FairnessDeps {
   api: KubeApi;
-  kc: KubeConfig;
   namespace(name: string): Promise<string>;
   /** Starts the controller and the sidecar on the simulator, with these settings; resolves when ready. */
   startStack(
     ns: string,
     simUrl: string,
     env: Record<string, string>,
-  ): Promise<{ controllerMetricsUrl: string; stop(): Promise<void>; processes: ChildProcess[] }>;
+  ): Promise<{ controllerMetricsUrl: string; stop(): Promise<void> }>;
   log(s: string): void;
   /** The apiserver's request counts so far, by `VERB resource[/subresource]` (lib.ts). */
   apiserverCounts(): Promise<Map<string, number>>;

@@ -1226,7 +1226,6 @@ try {
     results.fairness = await fairness(
       {
         api,
-        kc,
         namespace,
         log,
         apiserverCounts,
@@ -1244,7 +1243,6 @@ try {
           await waitHttp(`http://127.0.0.1:${ctrlPort}/readyz`);
           return {
             controllerMetricsUrl: `http://127.0.0.1:${ctrlPort}/metrics`,
-            processes: [webhooks, controller],
             stop: async () => {
               await stopChild(controller);
               await stopChild(webhooks);

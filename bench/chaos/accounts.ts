@@ -11,7 +11,7 @@ import { fairShareBound, waitBoundSeconds } from "../../src/mediajob/fair-share.
 import type { Rng } from "./rng.js";
 
 /** The accounts with bursts; the run's other jobs share the default account. */
-export const BURST_ACCOUNTS = ["chaos-burst-b", "chaos-burst-c"] as const;
+const BURST_ACCOUNTS = ["chaos-burst-b", "chaos-burst-c"] as const;
 
 export interface PlannedBurst {
   account: string;

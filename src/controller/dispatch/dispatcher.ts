@@ -94,12 +94,6 @@ class EndpointDispatch {
     for (const key of this.granted.keys()) if (!this.inFlight.has(key)) n++;
     return n;
   }
-
-  waitingCount(): number {
-    let n = 0;
-    for (const q of this.waiting.values()) n += q.size;
-    return n;
-  }
 }
 
 const priorityOf = (job: MediaJob): Priority => job.spec.priority ?? "normal";
@@ -465,13 +459,6 @@ export class Dispatcher {
 
   get isLeading(): boolean {
     return this.leading;
-  }
-
-  /** How many jobs wait in total (all endpoints). */
-  waitingTotal(): number {
-    let n = 0;
-    for (const d of this.endpoints.values()) n += d.waitingCount();
-    return n;
   }
 }
 
