@@ -321,3 +321,14 @@ describe("jobs seen in the cache", () => {
     expect(woken).toEqual(["ns/older"]);
   });
 });
+
+describe("the provider's /run rate limit", () => {
+  it("grants at most 900 submissions per endpoint in 10 s, whatever the window", () => {
+    const { d, advance } = dispatcher();
+    const ep = endpoint({ maxInFlight: 5000 });
+    const granted = Array.from({ length: 1000 }, (_, i) => d.gate(job(`r${i}`), ep)).filter((s) => s.granted);
+    expect(granted).toHaveLength(900);
+    advance(10_000);
+    expect(d.gate(job("later"), ep).granted).toBe(true);
+  });
+});

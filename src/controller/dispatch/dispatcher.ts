@@ -85,6 +85,8 @@ class EndpointDispatch {
   ownMaxBefore = 0;
   ownMax = 0;
   maxInFlight?: number;
+  /** When each grant of the last RUN_LIMIT_WINDOW_MS was made, oldest first. */
+  readonly recentGrants: number[] = [];
   /** Account of each in-flight job, for a fair-share state rebuilt from them. */
   readonly accountOf = new Map<string, string>();
   holdTimer?: NodeJS.Timeout;
@@ -372,9 +374,16 @@ export class Dispatcher {
     for (const [key, at] of d.granted) if (nowMs - at > ttl && !d.inFlight.has(key)) d.granted.delete(key);
     const ceil = this.ceilingOf(d, id);
     const win = this.windowOf(d, ceil);
-    const free = freeSlots(win, ceil, d.used(), nowMs);
+    // RunPod's /run limit per endpoint (https://docs.runpod.io/serverless/endpoints/send-requests#rate-limits):
+    // the grants of the last 10 s, each one /run, stay under it (a window of thousands refilled
+    // at once, or jobs that end at once, would otherwise exceed it).
+    while (d.recentGrants.length > 0 && nowMs - d.recentGrants[0]! >= RUN_LIMIT_WINDOW_MS)
+      d.recentGrants.shift();
+    const paced = RUN_LIMIT - d.recentGrants.length;
+    const free = Math.min(freeSlots(win, ceil, d.used(), nowMs), paced);
     if (free <= 0) {
       if (nowMs < win.notBefore) this.pumpAt(id, d, win.notBefore - nowMs);
+      else if (paced <= 0) this.pumpAt(id, d, d.recentGrants[0]! + RUN_LIMIT_WINDOW_MS - nowMs);
       return;
     }
     const candidates: WaitingJob[] = [];
@@ -393,6 +402,7 @@ export class Dispatcher {
     d.fair = state;
     for (const job of picked) {
       d.granted.set(job.id, nowMs);
+      d.recentGrants.push(nowMs);
       this.unwait(job.id);
       if (job.id !== asking) this.o.wake(job.id);
     }
@@ -461,6 +471,10 @@ export class Dispatcher {
     return this.leading;
   }
 }
+
+/** RunPod allows 1,000 /run per 10 s per endpoint; the dispatcher grants at most 900, for retries. */
+const RUN_LIMIT = 900;
+const RUN_LIMIT_WINDOW_MS = 10_000;
 
 const RANK: Record<Priority, number> = { high: 0, normal: 1, low: 2 };
 const byPriorityThenAge = (a: WaitingJob, b: WaitingJob): number =>
