@@ -1,7 +1,7 @@
 // The in-flight window's gate and the dispatcher's bookkeeping, without a cluster: which waiting
 // jobs get the slots of an endpoint as they free (fair share between accounts, priority, age),
 // what a 429 does, what a new leader starts from, and what the plan writes for a queued job.
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { API_VERSION } from "../../src/crds/common.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
@@ -330,5 +330,34 @@ describe("the provider's /run rate limit", () => {
     expect(granted).toHaveLength(900);
     advance(10_000);
     expect(d.gate(job("later"), ep).granted).toBe(true);
+  });
+});
+
+describe("a hold across a leader change", () => {
+  it("a new term's 429 hold still ends in a pump (the previous term's timer does not block it)", async () => {
+    vi.useFakeTimers();
+    try {
+      const woken: string[] = [];
+      let now = T0;
+      const ep = endpoint({ maxInFlight: 2 });
+      const d = new Dispatcher({
+        wake: (k) => woken.push(k),
+        jobSeconds: 30,
+        tickSeconds: 2,
+        now: () => now,
+      });
+      d.lead();
+      d.throttled("ep-1", 1_000);
+      d.gate(job("h1"), ep); // held: a timer for the end of the hold
+      d.stopLeading();
+      d.lead();
+      d.throttled("ep-1", 1_000);
+      d.gate(job("h2"), ep);
+      now += 1_001;
+      await vi.advanceTimersByTimeAsync(1_001);
+      expect(woken).toContain("ns/h2");
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

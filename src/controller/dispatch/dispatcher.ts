@@ -157,7 +157,8 @@ export class Dispatcher {
       d.waiting.clear();
       d.window = undefined;
       d.fair = undefined;
-      if (d.holdTimer) clearTimeout(d.holdTimer);
+      clearTimeout(d.holdTimer);
+      d.holdTimer = undefined;
     }
     this.waitingAt.clear();
     this.positionAt.clear();
@@ -173,7 +174,10 @@ export class Dispatcher {
 
   stopLeading(): void {
     this.leading = false;
-    for (const d of this.endpoints.values()) if (d.holdTimer) clearTimeout(d.holdTimer);
+    for (const d of this.endpoints.values()) {
+      clearTimeout(d.holdTimer);
+      d.holdTimer = undefined;
+    }
   }
 
   /** The informer's view of a job (every replica): in flight, finished, gone. */
