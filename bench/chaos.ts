@@ -43,6 +43,7 @@ import { ControlPlane, Supervised, type ControlPlaneAddress } from "./chaos/proc
 import { apiserverFront, serviceFront } from "./chaos/proxies.js";
 import { INVARIANTS, table, type ChaosResult } from "./chaos/report.js";
 import { Rng } from "./chaos/rng.js";
+import { checkWaitBound, createBurstAccounts, planBursts, type Outage } from "./chaos/accounts.js";
 
 const { values } = parseArgs({
   options: {
@@ -256,6 +257,7 @@ await waitUntil("the three GpuEndpoints Ready", async () => {
       .length === 3
   );
 });
+await createBurstAccounts(api, NAMESPACE);
 say(`${elapsed()} stack up: simulator, 2 sidecars, 2 controllers (leader ${(await leader())?.name})`);
 
 // ---- the work, the payment traffic and the faults, together ----
@@ -264,7 +266,14 @@ const customers = meteredCustomers(SEED, Math.max(2, Math.min(5, Math.round(JOBS
 await createMeteredAccounts(api, NAMESPACE, customers);
 const planned = planJobs(rng, JOBS, customers);
 const pipelines = planned.filter((j) => j.pipeline).length;
-const expectedMediaJobs = JOBS + 2 * pipelines;
+// Two more accounts' bursts (fair share), from a generator of their own: the run's other draws,
+// and so the replay of an older seed, stay as they were.
+const bursts = planBursts(new Rng(SEED ^ 0x5f3759df), Math.max(10, Math.round(JOBS / 10)));
+const burstJobs = bursts.reduce((n, b) => n + b.jobs.length, 0);
+let burstsCreated = 0;
+/** Outages injected (leader kills, the control plane's restart), for the wait bound. */
+const outages: Outage[] = [];
+const expectedMediaJobs = JOBS + 2 * pipelines + burstJobs;
 const payments = planPayments(rng, SEED, Math.max(10, Math.round(JOBS / 20)));
 let terminal = 0;
 let terminalTopLevel = 0;
@@ -286,7 +295,12 @@ async function observe(): Promise<void> {
       terminal = jobs.filter(isTerminal).length;
       terminalTopLevel = jobs.filter((j) => isTerminal(j) && isFirstStep(j)).length;
       const left = outstanding(jobs);
-      if (created === JOBS && jobs.length >= JOBS && left.unfinished.length + left.missingSteps.length === 0)
+      if (
+        created === JOBS &&
+        burstsCreated === burstJobs &&
+        jobs.length >= JOBS + burstJobs &&
+        left.unfinished.length + left.missingSteps.length === 0
+      )
         settled = true;
     } catch {
       // the control plane is restarting
@@ -336,6 +350,16 @@ async function create(): Promise<void> {
   say(`${elapsed()} all ${JOBS} jobs created`);
 }
 
+/** Each account's burst, all at once, when the run reaches its point. */
+async function createBursts(): Promise<void> {
+  for (const b of [...bursts].sort((x, y) => x.atProgress - y.atProgress)) {
+    while (progress() < b.atProgress && !settled) await sleep(250);
+    await Promise.all(b.jobs.map((j) => createOnce("mediajobs", j.body)));
+    burstsCreated += b.jobs.length;
+    say(`${elapsed()} burst of ${b.jobs.length} jobs for account ${b.account}`);
+  }
+}
+
 async function leader(): Promise<{ name: string; replica: Supervised } | undefined> {
   const lease = await leases
     .readNamespacedLease({ name: LEASE, namespace: NAMESPACE })
@@ -367,8 +391,11 @@ async function disrupt(): Promise<void> {
         await sleep(250);
         l = await leader();
       }
+      const killedAt = Date.now();
       await l.replica.kill();
       counts.controllerKills++;
+      // A successor waits out the lease (15 s), then a retry period and a tick.
+      outages.push({ from: killedAt, to: Date.now(), recoveryMs: 15_000 + 2_000 + 5_000 });
       say(`${elapsed()} SIGKILL leader ${l.name} (progress ${(progress() * 100).toFixed(0)} %)`);
     } else if (d.what === "sidecar") {
       const victim = rng.pick(sidecars);
@@ -378,7 +405,10 @@ async function disrupt(): Promise<void> {
     } else {
       say(`${elapsed()} control plane: stop (progress ${(progress() * 100).toFixed(0)} %)`);
       apiserver = undefined;
+      const stoppedAt = Date.now();
       apiserver = await controlPlane.restart(rng.between(2_000, 5_000));
+      // The watches relist, the leader renews or is replaced: up to a lease and a tick more.
+      outages.push({ from: stoppedAt, to: Date.now(), recoveryMs: 15_000 + 2_000 + 5_000 });
       say(`${elapsed()} control plane: started again on its data directory`);
     }
     last = Date.now();
@@ -415,7 +445,7 @@ const progressLog = setInterval(
   () => say(`${elapsed()} created ${created}/${JOBS}, terminal ${terminal}/${expectedMediaJobs}`),
   15_000,
 );
-await create();
+await Promise.all([create(), createBursts()]);
 while (!settled && Date.now() < deadline()) await sleep(1_000);
 // Every job is terminal: the usage reporter drains its outbox (bounded, as the jobs are).
 if (settled) {
@@ -449,6 +479,20 @@ const jobCheck = checkJobs(jobs, executions, deliveries.dropped, deliveries.deli
 const { jobs: endedProviderJobs } = await sim<{ jobs: EndedProviderJob[] }>("ended-jobs");
 const { events: meterEvents } = await sim<{ events: MeterEventRecord[] }>("payment/meters");
 const meteringCheck = checkMetering(jobs, customers, endedProviderJobs, meterEvents);
+// The wait bound with this run's numbers: a window of at least 1 slot (a 429, workersMax lowered
+// to 1) and at most WORKERS plus its headroom; a slot held at most by a dropped callback's
+// timeout plus the confirmation window and a tick; the resync tick.
+const waitCheck = checkWaitBound(
+  jobs,
+  {
+    slots: 1,
+    maxInFlight: 2 * WORKERS,
+    slotSeconds: Number(common.JOB_TIMEOUT_SECONDS) + Number(common.CALLBACK_CONFIRMATION_SECONDS) + 5,
+    tickSeconds: Number(common.RESYNC_INTERVAL_SECONDS),
+    outages,
+  },
+  isFirstStep,
+);
 const paymentCheck = await checkPayments(api, NAMESPACE, payments);
 const selfExits =
   [...controllers, ...sidecars].reduce((n, p) => n + p.exits, 0) -
@@ -463,7 +507,10 @@ const result: ChaosResult = {
   mediaJobs: jobCheck.mediaJobs,
   pipelines,
   durationSeconds: Math.round((Date.now() - started) / 1000),
-  lost: jobCheck.lost.length + Math.max(0, JOBS - jobs.filter(isFirstStep).length),
+  lost: jobCheck.lost.length + Math.max(0, JOBS + burstJobs - jobs.filter(isFirstStep).length),
+  burstJobs,
+  jobsOverWaitBound: waitCheck.overBound.length,
+  worstWaitOverBound: waitCheck.worstRatio,
   executedMoreThanOnce: jobCheck.executedMoreThanOnce.length,
   executedAgainAfterUnconfirmed: jobCheck.executedAgainAfterUnconfirmed,
   executedAgainCallbackDropped: jobCheck.executedAgainCallbackDropped,
@@ -515,6 +562,7 @@ const result: ChaosResult = {
     staleAccounts: paymentCheck.stale.slice(0, 20),
     meterEventsDuplicated: meteringCheck.examples,
     meteredSecondsDiff: meteringCheck.perCustomer.filter((c) => c.metered !== c.billable),
+    jobsOverWaitBound: waitCheck.overBound.slice(0, 20),
   },
 };
 result.broken = INVARIANTS.filter((k) => result[k] !== 0);

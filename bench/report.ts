@@ -203,6 +203,32 @@ export function writeReport(r: Json): void {
       "",
     );
   }
+  if (r.fairness) {
+    const f = r.fairness;
+    const sc = f.scenario ?? {};
+    const on = f.windowOn ?? {};
+    const off = f.windowOff ?? {};
+    const target = (ok: boolean) => (ok ? "met" : "**missed**");
+    const bTarget = 2 * f.jobSeconds * 1000 + f.tickSeconds * 1000;
+    out.push(
+      "## Fair share at the provider",
+      "",
+      `One endpoint of ${sc.workersMax} workers (QUEUE_DELAY scaler, from 0 workers), each job ${f.jobSeconds} s of simulated work in real time. Account A creates ${sc.aJobs} jobs at once, account C (weight 2) ${sc.cJobs} right after, account B one job every ${sc.bIntervalMs} ms, as many as the endpoint needs time for the bursts (${f.windowOn?.smallAccountJobs}). The same scenario twice in the same run: with the in-flight window (the product) and without it (\`FAIR_SHARE_WINDOW=false\`, every job submitted at once). Times are the simulator's own record of each job (submitted, started, ended at the provider). B's start: from the MediaJob's creation to the provider starting it. Shares: worker time of the jobs of A and C started while both had jobs waiting, against 1:2 (share error: the largest relative deviation). Utilisation: busy worker time over workersMax × the span from the first start to the last end. Makespan: from the first creation to the last end. The defaults of \`--only fairness\` are A 5,000 and C 2,000 jobs (\`--fairness-a\`, \`--fairness-c\`, \`--fairness-workers\`, \`--fairness-job-seconds\`); B's rate, 2 jobs a second, must stay under its fair share of the endpoint (a quarter of workersMax / job seconds) for its wait to be bounded, hence 30 workers for 2-second jobs.`,
+      "",
+      "| measure | window on | window off | target |",
+      "|---|---:|---:|---|",
+      `| B's start p50 (ms) | ${on.smallAccountStartP50Ms} | ${off.smallAccountStartP50Ms} | |`,
+      `| B's start p99 (ms) | ${on.smallAccountStartP99Ms} | ${off.smallAccountStartP99Ms} | < 2 × job + tick = ${bTarget}: ${target(on.smallAccountStartP99Ms < bTarget)} |`,
+      `| shares A : C | ${on.shareA} : ${on.shareC} | ${off.shareA} : ${off.shareC} | 0.333 : 0.667 |`,
+      `| share error | ${on.shareError} | ${off.shareError} | ≤ 0.1: ${target(on.shareError <= 0.1)} |`,
+      `| utilisation | ${on.utilisation} | ${off.utilisation} | ≥ 0.95: ${target(on.utilisation >= 0.95)} |`,
+      `| makespan (s) | ${on.makespanSeconds} | ${off.makespanSeconds} | ratio ${f.makespanRatio}, ≤ 1.05: ${target(f.makespanRatio <= 1.05)} |`,
+      `| most workers up | ${on.peakWorkers} | ${off.peakWorkers} | ${sc.workersMax} |`,
+      `| provider 429s | ${on.provider429} | ${off.provider429} | 0: ${target(on.provider429 === 0)} |`,
+      `| Kubernetes writes per job | ${on.kubernetesWritesPerJob} | ${off.kubernetesWritesPerJob} | at most 1 more |`,
+      "",
+    );
+  }
   if (r.rest) {
     const x = r.rest;
     out.push(

@@ -4,6 +4,8 @@
 //                    [--only throughput,intake,scale,recovery,rest]
 //   --only rest [--rest-jobs 1000] [--tick 5]: the stack at rest, which must be quiet
 //   --only footprint [--footprint-starts 3]: the built containers' memory, idle and at peak
+//   --only fairness [--fairness-a 5000] [--fairness-c 2000] [--fairness-job-seconds 2]
+//                   [--fairness-workers 30]: fair share at the provider, window on and off
 //   --split-cores: each throughput size again with the control plane on a core of its own
 //   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
 //   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`)
@@ -52,6 +54,7 @@ import {
   waitHttp,
   watchWrites,
 } from "./lib.js";
+import { fairness } from "./fairness.js";
 import { footprint } from "./footprint.js";
 import { writeReport } from "./report.js";
 
@@ -70,6 +73,10 @@ const { values: args } = parseArgs({
     "footprint-flags": { type: "string" },
     "footprint-env": { type: "string" },
     tick: { type: "string", default: "5" },
+    "fairness-a": { type: "string", default: "5000" },
+    "fairness-c": { type: "string", default: "2000" },
+    "fairness-job-seconds": { type: "string", default: "2" },
+    "fairness-workers": { type: "string", default: "30" },
     profile: { type: "boolean", default: false },
     // Each throughput size once more with the control plane on core 0 and everything else (the
     // controller, the sidecar, the simulator, the bare client) on core 1.
@@ -1219,6 +1226,45 @@ try {
       }
     }
     results.throughput = runs;
+  }
+  if (only.has("fairness")) {
+    log("fairness: bursts of two accounts and a trickle of a third, window on and off...");
+    results.fairness = await fairness(
+      {
+        api,
+        namespace,
+        log,
+        apiserverCounts,
+        startStack: async (ns, simUrl, extra) => {
+          const [hooksPort, ctrlPort] = [await freePort(), await freePort()];
+          const env = baseEnv(ns, simUrl, {
+            CALLBACK_BASE_URL: `http://127.0.0.1:${hooksPort}`,
+            WEBHOOKS_PORT: String(hooksPort),
+            CONTROLLER_METRICS_PORT: String(ctrlPort),
+            ...extra,
+          });
+          const webhooks = startProcess(`webhooks-fairness`, "webhooks", env);
+          const controller = startProcess(`controller-fairness`, "controller", env);
+          await waitHttp(`http://127.0.0.1:${hooksPort}/readyz`);
+          await waitHttp(`http://127.0.0.1:${ctrlPort}/readyz`);
+          return {
+            controllerMetricsUrl: `http://127.0.0.1:${ctrlPort}/metrics`,
+            stop: async () => {
+              await stopChild(controller);
+              await stopChild(webhooks);
+            },
+          };
+        },
+      },
+      {
+        aJobs: Number(args["fairness-a"]),
+        cJobs: Number(args["fairness-c"]),
+        bIntervalMs: 500,
+        jobSeconds: Number(args["fairness-job-seconds"]),
+        workersMax: Number(args["fairness-workers"]),
+        tickSeconds: 2,
+      },
+    );
   }
   if (only.has("intake")) {
     log("sidecar intake (autocannon, 10 s per case)...");

@@ -48,6 +48,12 @@ export interface ChaosResult {
   meterRefused: number;
   /** Runs of jobs ended SubmissionUnconfirmed: never confirmed, so never recorded. Not an invariant. */
   unconfirmedRunSeconds: number;
+  /** Jobs of two more accounts, created in bursts (fair share). */
+  burstJobs: number;
+  /** Top-level jobs that waited past the fair-share bound (docs/design.md, "Fair share"). */
+  jobsOverWaitBound: number;
+  /** The largest wait over its bound (under 1: every job kept it). */
+  worstWaitOverBound: number;
   byPhase: Record<string, number>;
   faults: {
     controllerKills: number;
@@ -84,6 +90,7 @@ export const INVARIANTS = [
   "meterEventsDuplicated",
   "meterBacklog",
   "meterRefused",
+  "jobsOverWaitBound",
 ] as const;
 
 export function table(r: ChaosResult): string {
@@ -94,6 +101,11 @@ export function table(r: ChaosResult): string {
       `${r.pipelines} of them 3-step pipelines; ${r.mediaJobs} MediaJobs in all`,
     ],
     ["jobs lost (not terminal by the deadline)", r.lost, "invariant: 0"],
+    [
+      "jobs that waited past the fair-share bound",
+      r.jobsOverWaitBound,
+      `invariant: 0 (${r.burstJobs} burst jobs of 2 more accounts; worst wait / bound ${r.worstWaitOverBound})`,
+    ],
     [
       "jobs run more than once",
       r.executedMoreThanOnce,

@@ -9,6 +9,7 @@ export type CommandName =
   | "check-key"
   | "status"
   | "stuck"
+  | "queue"
   | "reset"
   | "complete"
   | "recover"
@@ -65,6 +66,19 @@ const COMMANDS: readonly CommandSpec[] = [
       "(default 600 s), or every Processing job older than --older-than when it is given.\n" +
       "Exit 1 when any job is stuck, 0 when none is.",
     flags: ["older-than"],
+    output: true,
+    allNamespaces: true,
+  },
+  {
+    name: "queue",
+    args: [],
+    optionalArg: "gpuendpoint",
+    summary: "per GpuEndpoint: jobs in flight, the in-flight window, jobs waiting per account",
+    details:
+      "For each GpuEndpoint (or the one named): the controller's in-flight window (status.window),\n" +
+      "our jobs submitted and not finished, and the Pending jobs waiting for a slot (condition\n" +
+      "Queued) per account (spec.account; (none) for jobs without one), with the oldest one's wait.",
+    flags: [],
     output: true,
     allNamespaces: true,
   },

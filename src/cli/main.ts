@@ -14,6 +14,7 @@ const COMMANDS: Record<CommandName, () => Promise<Command>> = {
   "check-key": () => import("./check-key.js"),
   status: () => import("./status.js"),
   stuck: () => import("./stuck.js"),
+  queue: () => import("./queue.js"),
   reset: () => import("./reset.js"),
   complete: () => import("./complete.js"),
   recover: () => import("./recover.js"),

@@ -35,6 +35,11 @@ function fixFor(job: MediaJob, c: Condition): string {
       return `add a plan for the subscription's price (chart value plans, MEDIA_PLANS), or wait for the subscription's price to be recorded (kubectl get bacct -o wide)`;
     case "EndpointMissing":
       return `apply a GpuEndpoint for workload ${job.spec.workload} in namespace ${job.metadata.namespace}, or set spec.endpointRef to one`;
+    case "WindowFull":
+    case "Throttled":
+      return `nothing to fix: the job is submitted when a slot of its endpoint's in-flight window frees, by fair share between accounts (kubectl media queue shows the window and who waits)`;
+    case "NoCapacity":
+      return `the endpoint has no workers (maxWorkers 0): raise spec.maxWorkers of its GpuEndpoint`;
     case "WorkloadMismatch":
       return `set spec.endpointRef to a GpuEndpoint of workload ${job.spec.workload}`;
     default:

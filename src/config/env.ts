@@ -98,6 +98,24 @@ export const EnvSchema = z.object({
     })
     .default("fail"),
   /**
+   * The in-flight window per GpuEndpoint (docs/design.md, "Fair share"): at most that many jobs of
+   * an endpoint are at the provider at once, the others wait Pending (Queued) and go by weighted
+   * fair share between accounts. false: every job that may go is submitted at once.
+   */
+  FAIR_SHARE_WINDOW: bool.default(true),
+  /** A job's typical run, seconds, for the window's headroom until the controller has seen some. */
+  FAIR_SHARE_JOB_SECONDS: seconds(30),
+  /** How long, at worst, from a slot freeing to the next job's submission, seconds (the window's headroom). */
+  FAIR_SHARE_TICK_SECONDS: seconds(2),
+  /**
+   * Per-account weights of the fair share, `account=weight` comma-separated (e.g. `cus_A=2,cus_B=1`);
+   * an account not listed has weight 1.
+   */
+  FAIR_SHARE_WEIGHTS: optionalText.superRefine((v, ctx) => {
+    const problem = v === undefined ? undefined : weightsProblem(v);
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
+  }),
+  /**
    * How long a deleted MediaJob keeps trying to cancel its job at a provider that fails, before it
    * is let go without the cancel (a dead provider must not keep objects forever).
    */
@@ -377,4 +395,25 @@ export function managementUrl(
 ): string {
   if (env.GPU_PROVIDER_MANAGEMENT_URL !== undefined) return env.GPU_PROVIDER_MANAGEMENT_URL;
   return env.GPU_PROVIDER_API_URL === RUNPOD_JOB_API_URL ? RUNPOD_MANAGEMENT_URL : env.GPU_PROVIDER_API_URL;
+}
+
+/** FAIR_SHARE_WEIGHTS as a map: account -> weight. */
+export function fairShareWeights(env: Pick<Env, "FAIR_SHARE_WEIGHTS">): Map<string, number> {
+  const weights = new Map<string, number>();
+  for (const part of (env.FAIR_SHARE_WEIGHTS ?? "").split(",")) {
+    const [account, weight] = part.split("=").map((x) => x.trim());
+    if (account && weight) weights.set(account, Number(weight));
+  }
+  return weights;
+}
+
+function weightsProblem(v: string): string | undefined {
+  for (const part of v.split(",")) {
+    if (part.trim() === "") continue;
+    const [account, weight, extra] = part.split("=").map((x) => x.trim());
+    const w = Number(weight);
+    if (!account || extra !== undefined || !Number.isFinite(w) || w <= 0 || w > 1000)
+      return `"${part.trim()}": expected account=weight, a weight above 0 and at most 1000`;
+  }
+  return undefined;
 }

@@ -7,7 +7,7 @@ import type { Logger } from "pino";
 import { BillingAccount, billingAccountName } from "../crds/billingaccount.js";
 import { GpuEndpoint } from "../crds/gpuendpoint.js";
 import { MediaJob } from "../crds/mediajob.js";
-import { stateNamespace, type Env } from "../config/env.js";
+import { fairShareWeights, stateNamespace, type Env } from "../config/env.js";
 import { usageSettings } from "../config/usage.js";
 import { MeterClient } from "./usage/meter-client.js";
 import { UsageMetrics } from "./usage/metrics.js";
@@ -23,9 +23,17 @@ import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "./i
 import { AccountJobs } from "./account-jobs.js";
 import { AccountLimits } from "./account-limits.js";
 import { Informer, objectKey } from "./informer.js";
-import { endpointMatches } from "../mediajob/admission.js";
+import {
+  admission,
+  endpointMatches,
+  endpointReadiness,
+  pickEndpoint,
+  planLimits,
+} from "../mediajob/admission.js";
+import { accountFacts } from "./account-facts.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
 import { jobEventWorthALook } from "./job-at-rest.js";
+import { Dispatcher } from "./dispatch/dispatcher.js";
 import { LeaderElector } from "./leader.js";
 import { MediaJobReconciler, RetryLater } from "./mediajob/reconciler.js";
 import { ControllerMetrics } from "./metrics.js";
@@ -75,6 +83,8 @@ export class Manager {
   private leadership?: AbortController;
   private stopped = false;
   readonly jobReconciler: MediaJobReconciler;
+  /** The endpoints' in-flight windows and fair share; undefined with FAIR_SHARE_WINDOW=false. */
+  readonly dispatcher?: Dispatcher;
   readonly endpointReconciler: GpuEndpointReconciler;
   /** The provider's management view shared by every GpuEndpoint reconcile (one check per tick). */
   readonly providerView: ProviderView;
@@ -153,6 +163,17 @@ export class Manager {
     });
 
     const usage = usageSettings(env);
+    if (env.FAIR_SHARE_WINDOW) {
+      this.dispatcher = new Dispatcher({
+        // A granted job goes ahead of the waiting jobs' passes: its slot is idle until it submits.
+        wake: (key) => this.jobQueue.addUrgent(key),
+        jobSeconds: env.FAIR_SHARE_JOB_SECONDS,
+        tickSeconds: env.FAIR_SHARE_TICK_SECONDS,
+        weights: fairShareWeights(env),
+        eligible: (job) => this.eligibleEndpoint(job),
+      });
+      this.metrics.dispatch.readFrom(this.dispatcher);
+    }
     if (!env.CALLBACK_BASE_URL || !env.CALLBACK_SECRET)
       throw new Error("CALLBACK_BASE_URL and CALLBACK_SECRET are required");
     this.jobReconciler = new MediaJobReconciler({
@@ -183,6 +204,7 @@ export class Manager {
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
       onSubmission: (outcome) => this.metrics.submissions.inc({ outcome }),
       onRecovery: (kind) => this.metrics.recoveries.inc({ kind }),
+      ...(this.dispatcher && { dispatcher: this.dispatcher }),
       fence: () => this.leading && (this.elector?.holdsLease() ?? true),
       leadership: () => this.leadership?.signal,
     });
@@ -223,6 +245,7 @@ export class Manager {
       log: log.child({ controller: "gpuendpoint" }),
       env,
       tickMs,
+      ...(this.dispatcher && { dispatcher: this.dispatcher }),
     });
 
     this.jobs.on((event, job, old) => {
@@ -251,6 +274,8 @@ export class Manager {
     this.jobs.on((event, job, old) => {
       if (this.leading) this.metrics.resources.observe(event, job, old);
     });
+    // Which jobs are in flight where, on every replica: a new leader's windows start from it.
+    this.jobs.on((event, job) => this.dispatcher?.observe(event, job));
     this.endpoints.on((event, ep, old) => {
       this.compaction.noteWork();
       if (event === "delete") this.ownEndpointWrites.forget(ep);
@@ -292,6 +317,37 @@ export class Manager {
     }
   }
 
+  /**
+   * The endpoint a Pending job would be submitted to now, from the caches: admitted by its
+   * account and its plan, its endpoint Ready (the same rules as its pass, src/mediajob/pending.ts).
+   */
+  private eligibleEndpoint(job: MediaJob): GpuEndpoint | undefined {
+    const account = job.spec.account;
+    const state = account
+      ? this.accounts.get(stateNamespace(this.o.env), billingAccountName(account))?.status?.subscriptionStatus
+      : undefined;
+    if (admission(job, state).status !== "True") return undefined;
+    const plans = this.o.env.MEDIA_PLANS;
+    const facts = accountFacts(
+      job,
+      {
+        accounts: this.accounts,
+        accountNamespace: stateNamespace(this.o.env),
+        accountJobs: this.accountJobs,
+        plans,
+      },
+      Date.now(),
+    );
+    if (!planLimits(job, plans, facts).admitted) return undefined;
+    const ns = job.metadata.namespace ?? "";
+    const ref = job.spec.endpointRef;
+    const ep = pickEndpoint(
+      job,
+      ref ? [this.endpoints.get(ns, ref)].filter((e) => e !== undefined) : this.endpoints.list(ns),
+    );
+    return endpointReadiness(job, ep).status === "True" ? ep : undefined;
+  }
+
   /** An object the controller cannot read: left alone (evicted from the cache), counted, and told on it. */
   private reportInvalid(resource: "mediajobs" | "gpuendpoints", raw: KubeObject): void {
     this.metrics.invalidObjects.inc({ resource });
@@ -328,6 +384,7 @@ export class Manager {
     if (this.leading || this.stopped) return;
     this.leading = true;
     this.leadership = new AbortController();
+    this.dispatcher?.lead(this.jobs.list());
     this.metrics.leader.set(1);
     this.metrics.leaderChanges.inc({ change: "acquired" });
     const concurrency = this.o.env.MAX_CONCURRENT_RECONCILES;
@@ -371,6 +428,7 @@ export class Manager {
     if (!this.leading) return;
     this.leading = false;
     this.leadership?.abort();
+    this.dispatcher?.stopLeading();
     this.metrics.leader.set(0);
     this.metrics.leaderChanges.inc({ change: "lost" });
     if (this.resyncTimer) clearInterval(this.resyncTimer);

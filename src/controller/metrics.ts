@@ -2,6 +2,7 @@
 // controller and the sidecar).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { ProviderMetrics } from "../provider/metrics.js";
+import { DispatchMetrics } from "./dispatch/metrics.js";
 import { ResourceMetrics } from "./resource-metrics.js";
 import { WorkQueueMetrics } from "./workqueue-metrics.js";
 
@@ -24,6 +25,8 @@ export class ControllerMetrics {
   readonly workqueue = new WorkQueueMetrics(this.registry);
   /** MediaJobs and GpuEndpoints: gauges from the caches, what jobs went through. */
   readonly resources = new ResourceMetrics(this.registry);
+  /** media_orchestrator_dispatch_*: the endpoints' in-flight windows (dispatch/dispatcher.ts). */
+  readonly dispatch = new DispatchMetrics(this.registry);
   /** media_orchestrator_provider_*: the GpuProviderClient's onCall. */
   readonly provider = new ProviderMetrics(this.registry);
   readonly recoveries = new Counter({

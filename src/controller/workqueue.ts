@@ -38,6 +38,12 @@ export interface WorkQueueMetricsSink {
 export class WorkQueue {
   private readonly queue: string[] = [];
   private head = 0;
+  /**
+   * Keys to process before the queue (addUrgent): a job granted a slot of its endpoint's window
+   * must not wait behind a tick's worth of waiting jobs. A key may then also sit in `queue`; the
+   * entry taken second is stale (no longer dirty) and skipped.
+   */
+  private readonly urgent: string[] = [];
   private readonly dirty = new Set<string>();
   private readonly processing = new Set<string>();
   private readonly failures = new Map<string, number>();
@@ -61,7 +67,7 @@ export class WorkQueue {
   }
 
   get length(): number {
-    return this.queue.length - this.head;
+    return this.queue.length - this.head + this.urgent.length;
   }
 
   get inFlight(): number {
@@ -77,6 +83,15 @@ export class WorkQueue {
     }
     if (this.processing.has(key)) return; // picked up again by done()
     this.queue.push(key);
+    this.wake();
+  }
+
+  /** add(), ahead of every key already queued (a key being processed runs again right after). */
+  addUrgent(key: string): void {
+    if (this.shuttingDown) return;
+    this.add(key);
+    if (this.processing.has(key) || this.urgent.includes(key)) return;
+    this.urgent.push(key);
     this.wake();
   }
 
@@ -152,15 +167,12 @@ export class WorkQueue {
 
   /** The next key to process, or undefined once shut down (queued keys are not drained). */
   async get(): Promise<string | undefined> {
+    let key: string | undefined;
     for (;;) {
       if (this.shuttingDown) return undefined;
-      if (this.length > 0) break;
+      key = this.next();
+      if (key !== undefined) break;
       await new Promise<void>((r) => this.waiters.push(r));
-    }
-    const key = this.queue[this.head++]!;
-    if (this.head > 1024 && this.head * 2 > this.queue.length) {
-      this.queue.splice(0, this.head);
-      this.head = 0;
     }
     this.dirty.delete(key);
     this.processing.add(key);
@@ -171,6 +183,24 @@ export class WorkQueue {
       this.startedAt.set(key, now);
     }
     return key;
+  }
+
+  /** The next key to hand out, urgent ones first; entries of keys already taken are skipped. */
+  private next(): string | undefined {
+    const takeable = (k: string) => this.dirty.has(k) && !this.processing.has(k);
+    while (this.urgent.length > 0) {
+      const k = this.urgent.shift()!;
+      if (takeable(k)) return k;
+    }
+    while (this.head < this.queue.length) {
+      const k = this.queue[this.head++]!;
+      if (this.head > 1024 && this.head * 2 > this.queue.length) {
+        this.queue.splice(0, this.head);
+        this.head = 0;
+      }
+      if (takeable(k)) return k;
+    }
+    return undefined;
   }
 
   done(key: string): void {

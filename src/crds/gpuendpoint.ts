@@ -36,6 +36,24 @@ export const GpuEndpointSpec = z.object({
   minWorkers: z.int().min(0).max(1000).default(0).describe("Always-running workers (1 avoids cold starts)."),
   maxWorkers: z.int().min(0).max(1000).default(3).describe("Upper bound on workers, to cap cost."),
   idleTimeoutSeconds: z.int().min(1).max(3600).default(5).describe("Seconds an idle worker stays up."),
+  maxInFlight: z
+    .int()
+    .min(0)
+    .max(100_000)
+    .optional()
+    .describe(
+      "Most of our jobs submitted to this endpoint and not finished at once (the in-flight window). " +
+        "Default: from the endpoint's capacity as the provider reports it (workersMax, its scaler, " +
+        "/health). Jobs past it wait Pending with condition Queued and go by fair share between accounts.",
+    ),
+  idempotentWorkers: z
+    .boolean()
+    .optional()
+    .describe(
+      "True: the endpoint's workers deduplicate on the submission identity in the job's input " +
+        "(input._mediaOrchestrator), so a submission whose answer was lost is submitted again at its " +
+        "confirmation deadline instead of failing the job. Default false: at most once.",
+    ),
   create: EndpointCreation.optional().describe(
     "Create the provider endpoint with these settings when none is found.",
   ),
@@ -86,6 +104,16 @@ export const GpuEndpointStatus = z.object({
   workersMax: z.int().min(0).optional().describe("maxWorkers as the provider has it."),
   idleTimeoutSeconds: z.int().min(0).optional().describe("idleTimeoutSeconds as the provider has it."),
   health: EndpointHealth.optional(),
+  window: z
+    .int()
+    .min(0)
+    .optional()
+    .describe("The in-flight window now: how many of our jobs may be at the provider at once."),
+  inFlight: z
+    .int()
+    .min(0)
+    .optional()
+    .describe("Our jobs submitted to the endpoint and not finished, at the last look."),
   lastSyncedAt: Timestamp.optional().describe(
     "When the status last changed (it is written only when it changes, not at every look).",
   ),
@@ -137,5 +165,7 @@ export const gpuEndpointDefinition: ResourceDefinition = {
       priority: 1,
     },
     { name: "Queue", type: "integer", jsonPath: ".status.health.jobsInQueue", priority: 1 },
+    { name: "In Flight", type: "integer", jsonPath: ".status.inFlight", priority: 1 },
+    { name: "Window", type: "integer", jsonPath: ".status.window", priority: 1 },
   ],
 };

@@ -46,6 +46,15 @@ const JobSettings = {
     .max(255)
     .optional()
     .describe("Payment-provider customer id; the job waits until that account is active or trialing."),
+  priority: z
+    .enum(["high", "normal", "low"])
+    .optional()
+    .describe(
+      "Order among the waiting jobs of the same account (default normal): high goes first, low last. " +
+        "Between accounts, slots of the endpoint's in-flight window go by fair share, whatever the " +
+        "priority. A low job is also sent with the provider's policy.lowPriority (it does not make " +
+        "the endpoint scale up).",
+    ),
   activeDeadlineSeconds: z
     .int()
     .min(1)

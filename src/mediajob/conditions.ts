@@ -28,7 +28,10 @@ export function summaryOf(conditions: Condition[]): { reason: string; message: s
     find("Suspended", "True") ||
     find("Suspended", "Unknown") ||
     (succeeded?.reason === "Pending" &&
-      (find("Admitted", "False") || find("EndpointReady", "False") || find("Submitted", "False"))) ||
+      (find("Admitted", "False") ||
+        find("EndpointReady", "False") ||
+        find("Queued", "True") ||
+        find("Submitted", "False"))) ||
     find("Stopping", "True") ||
     find("Submitted", "Unknown", SUBMISSION_UNCONFIRMED) ||
     find("Overdue", "True") ||

@@ -1,5 +1,6 @@
-// A Pending job: held while suspended, failed past its deadline, admitted by its account, matched
-// to a Ready endpoint, then submitted (the finalizer first, so a deletion always cancels it).
+// A Pending job: held while suspended, failed past its deadline, admitted by its account and its
+// plan, matched to a Ready endpoint, given a slot of that endpoint's in-flight window, then
+// submitted (the finalizer first, so a deletion always cancels it).
 import { getCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { admission, endpointReadiness, planLimits } from "./admission.js";
@@ -9,6 +10,7 @@ import { FINALIZER } from "./job.js";
 import { firstStepMetadata } from "./pipeline.js";
 import type { Action, Facts, Plan } from "./plan.js";
 import { cancelledStatus } from "./stop.js";
+import { dequeuedStatus, queuedStatus } from "./queued.js";
 import { planSubmission } from "./write-ahead.js";
 
 export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts): Plan {
@@ -85,6 +87,11 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
   status = noteCondition(status, gen, ready, now, events, ready.status === "True" ? "Normal" : "Warning");
   const endpointId = facts.endpoint?.status?.endpointId;
   if (ready.status !== "True" || !endpointId) return wait(status);
+
+  // The endpoint's in-flight window (queued.ts): without a slot the job waits here, Queued.
+  const slot = facts.slot;
+  if (slot && !slot.granted) return wait(queuedStatus(status, gen, slot, now));
+  status = dequeuedStatus(status, gen, now);
 
   const actions: Action[] = [];
   // The finalizer goes on before the job exists at the provider, so a deletion always cancels it.

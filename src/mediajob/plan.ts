@@ -18,6 +18,7 @@ import { planCompleted } from "./next-step.js";
 import { planPending } from "./pending.js";
 import { ownPipelineCondition, pipelineFirstOf, stepPipelineCondition } from "./pipeline.js";
 import { planProcessing } from "./processing.js";
+import type { SlotFact } from "./queued.js";
 import { endEvent } from "./stop.js";
 import { msUntilExpiry } from "./ttl.js";
 import type { Plans } from "./plans.js";
@@ -59,6 +60,16 @@ export interface Facts {
   endpoint?: GpuEndpoint;
   /** The provider's status of the job, read only when providerReadDue said it was due. */
   provider?: ProviderRead;
+  /**
+   * The dispatcher's answer: may this job take a slot of its endpoint's in-flight window now?
+   * Asked only of a job that could be submitted now; absent: no window (submitted at once).
+   */
+  slot?: SlotFact;
+  /**
+   * The job's endpoint has spec.idempotentWorkers: an unconfirmed submission is submitted again
+   * at its confirmation deadline (counted), whatever unconfirmedPolicy says.
+   */
+  idempotentWorkers?: boolean;
   /** A fresh random id for a submission this pass may write. */
   newSubmissionId: string;
   /** An accepted provider id whose record write failed in an earlier pass: recorded now. */

@@ -177,7 +177,9 @@ function planUnconfirmed(job: MediaJob, status: MediaJobStatus, facts: Facts): P
       nowMs,
       defaultTimeoutSeconds: facts.settings.defaultTimeoutSeconds,
       windowMs: facts.settings.confirmationWindowMs,
-      policy: facts.settings.unconfirmedPolicy ?? "fail",
+      // Workers that deduplicate on the submission identity (submission-identity.ts) make a
+      // second submission of the same attempt harmless: it is resubmitted, not failed.
+      policy: facts.idempotentWorkers ? "resubmit" : (facts.settings.unconfirmedPolicy ?? "fail"),
     },
   );
   if (decision.action === "wait") {

@@ -10,6 +10,7 @@ import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { withCondition, withPhaseConditions } from "./conditions.js";
 import { providerPolicy } from "./deadline.js";
 import { effectiveJobId, submissionId } from "./job.js";
+import { submissionIdentity, withSubmissionIdentity } from "./submission-identity.js";
 import {
   intentStatus,
   markUnconfirmed,
@@ -30,7 +31,11 @@ export interface SubmissionPlan {
   intent: MediaJobStatus;
   attempt: number;
   /** Step (3): the /run request, less its callback URL (signed by the reconciler: the key stays there). */
-  request: { id: string; input: Record<string, unknown>; policy: { executionTimeout?: number; ttl: number } };
+  request: {
+    id: string;
+    input: Record<string, unknown>;
+    policy: { executionTimeout?: number; ttl: number; lowPriority?: boolean };
+  };
   callback: CallbackTarget;
   callbackExpiresAt: number;
   /** When the job is looked at again once accepted: its timeout. */
@@ -77,12 +82,19 @@ export function planSubmission(
     attempt,
     request: {
       id: submissionId(status, jobId),
-      input: job.spec.input ?? {},
+      input: withSubmissionIdentity(
+        job.spec.input ?? {},
+        submissionIdentity(job.metadata.uid ?? "", jobId, intent),
+      ),
       // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that is
       // still running is left alone. The provider's queue+run TTL is made explicit instead, and
       // spec.activeDeadlineSeconds, a hard limit, is handed to the provider where it fits.
-      // The job's or its plan's executionTimeout bounds the run too: the smaller limit is sent.
-      policy: providerPolicy(job.spec, intent, Date.parse(now), PROVIDER_JOB_TTL_MS, o.executionTimeoutMs),
+      // The job's or its plan's executionTimeout bounds the run too: the smaller limit is sent. A
+      // low priority job does not make the endpoint scale up (RunPod's policy.lowPriority).
+      policy: {
+        ...providerPolicy(job.spec, intent, Date.parse(now), PROVIDER_JOB_TTL_MS, o.executionTimeoutMs),
+        ...(job.spec.priority === "low" && { lowPriority: true }),
+      },
     },
     callback: {
       namespace: job.metadata.namespace!,

@@ -58,7 +58,7 @@ export interface SubmitRequest {
   id: string;
   input: Record<string, unknown>;
   webhook?: string;
-  policy?: { executionTimeout?: number; ttl?: number };
+  policy?: { executionTimeout?: number; ttl?: number; lowPriority?: boolean };
 }
 
 export type { WorkersChange } from "./management.js";
@@ -117,7 +117,11 @@ export class GpuProviderClient {
   async submit(
     endpointId: string,
     req: SubmitRequest,
-    opts: { signal?: AbortSignal } = {},
+    opts: {
+      signal?: AbortSignal;
+      /** False: a 429 is not retried here but thrown at once (the caller waits out Retry-After). */
+      retryRateLimited?: boolean;
+    } = {},
   ): Promise<{ id: string; status: ProviderJobStatus }> {
     if (req.id === "") throw new ProviderError("BAD_REQUEST", "GPU provider submit: empty job id");
     const body = {
@@ -127,7 +131,8 @@ export class GpuProviderClient {
       ...(req.policy !== undefined && { policy: req.policy }),
     };
     const res = await this.#jobApi({ op: "submit", endpointId }, "POST", `/run`, SubmitResponse, body, {
-      retryIf: (err) => !err.mayHaveBeenAccepted,
+      retryIf: (err) =>
+        !err.mayHaveBeenAccepted && (opts.retryRateLimited !== false || err.code !== "RATE_LIMITED"),
       ...(opts.signal !== undefined && { signal: opts.signal }),
     });
     return { id: res.id, status: res.status };

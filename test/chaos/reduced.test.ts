@@ -49,11 +49,14 @@ describe("make chaos, reduced", () => {
         "adoptedAnotherJob",
         "paymentEventsDuplicated",
         "staleAccounts",
+        "jobsOverWaitBound",
       ])
         expect(result[invariant], invariant).toBe(0);
       expect(result.faults.controllerKills).toBeGreaterThanOrEqual(2);
       expect(result.faults.sidecarKills).toBeGreaterThanOrEqual(1);
       expect(result.faults.controlPlaneRestarts).toBe(1);
+      // Two more accounts' bursts went through fair share.
+      expect(result.burstJobs).toBeGreaterThanOrEqual(20);
       expect(result.faults.ignoreClientId).toBe(true);
       // Reported, not an invariant: jobs failed (SubmissionUnconfirmed) rather than run twice.
       expect(result.unconfirmedSubmissionPolicy).toBe("fail");

@@ -4,7 +4,7 @@
 // configuration the product actually reads, RBAC exactly as documented, secrets, and clear
 // failures on bad values.
 import { beforeAll, describe, expect, it } from "vitest";
-import { EnvSchema, parseEnv } from "../../src/config/env.js";
+import { EnvSchema, fairShareWeights, parseEnv } from "../../src/config/env.js";
 import {
   CHART_DIR,
   EXPECTED_RULES,
@@ -914,6 +914,27 @@ describe("helm template, production options", () => {
     ]);
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toMatch(/maxExecutionTimeoutMs/);
+  });
+
+  it("passes the fair-share settings through the environment, and the product reads them", () => {
+    const pod = podOf([
+      "--set",
+      "fairShare.weights.cus_A=2",
+      "--set",
+      "fairShare.weights.cus_B=1.5",
+      "--set",
+      "fairShare.jobSeconds=45",
+    ]);
+    for (const c of pod.containers) {
+      const env = parseEnv({ ...literalEnv(c), GPU_PROVIDER_API_KEY: "k", CALLBACK_SECRET: "s" });
+      expect(env).toMatchObject({ FAIR_SHARE_WINDOW: true, FAIR_SHARE_JOB_SECONDS: 45 });
+      expect(fairShareWeights(env)).toEqual(
+        new Map([
+          ["cus_A", 2],
+          ["cus_B", 1.5],
+        ]),
+      );
+    }
   });
 
   it("passes the leader-election durations through the environment, and the product reads them", () => {

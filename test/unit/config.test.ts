@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   ConfigError,
+  fairShareWeights,
   parseEnv,
   requireSidecarVars,
   requireStrongCallbackSecrets,
@@ -64,6 +65,18 @@ describe("configuration", () => {
       parseEnv({ MEDIA_PLANS: JSON.stringify({ price_small: { ...plan, maxExecutionTimeoutMs: 1000 } }) }),
     ).toThrow(/MEDIA_PLANS: invalid plans \(price_small.maxExecutionTimeoutMs/);
     expect(parseEnv({}).CANCEL_FOLLOW_WARNING_SECONDS).toBe(120);
+  });
+
+  it("reads the fair-share weights, and refuses a weight that is not a positive number", () => {
+    expect(fairShareWeights(parseEnv({}))).toEqual(new Map());
+    expect(fairShareWeights(parseEnv({ FAIR_SHARE_WEIGHTS: "cus_A=2, cus_B=0.5" }))).toEqual(
+      new Map([
+        ["cus_A", 2],
+        ["cus_B", 0.5],
+      ]),
+    );
+    expect(() => parseEnv({ FAIR_SHARE_WEIGHTS: "cus_A=0" })).toThrow(/FAIR_SHARE_WEIGHTS: "cus_A=0"/);
+    expect(() => parseEnv({ FAIR_SHARE_WEIGHTS: "cus_A" })).toThrow(/expected account=weight/);
   });
 
   it("reads several webhook secrets for a rotation", () => {

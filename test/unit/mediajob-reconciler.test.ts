@@ -8,6 +8,7 @@ import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
+import { Dispatcher } from "../../src/controller/dispatch/dispatcher.js";
 import { RetryLater } from "../../src/controller/mediajob/reconciler.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
 import {
@@ -542,6 +543,34 @@ describe("MediaJob reconciler, without a control plane", () => {
       provider: [{ call: "status", answer: () => Promise.reject(providerError("PROVIDER_UNAVAILABLE")) }],
     });
     await expect(h.reconciler.reconcile("ns/clip")).rejects.toBeInstanceOf(RetryLater);
+  });
+
+  it("with an in-flight window: an accepted submission keeps its slot until the cache shows it; a queued job waits", async () => {
+    const dispatcher = new Dispatcher({ wake: () => undefined, jobSeconds: 30, tickSeconds: 2 });
+    dispatcher.lead();
+    const windowOfOne = { ...endpoint, spec: { ...endpoint.spec, maxInFlight: 1 } } as GpuEndpoint;
+    const first = job({ meta: withFinalizer });
+    const h = harness({
+      now: NOW,
+      jobs: [first, job({ meta: { name: "second", uid: "uid-2", ...withFinalizer } })],
+      endpoints: [windowOfOne],
+      dispatcher,
+      kube: [
+        writes((s) => expect(s.phase).toBe("Processing"), "3"),
+        writes((s) => expect(s.providerJobId).toBe("p-9"), "4"),
+        // The second job: no slot, Queued (its one write).
+        writes((s) => {
+          expect(s.phase).toBe("Pending");
+          expect(cond(s, "Queued")).toMatchObject({ status: "True", reason: "WindowFull" });
+        }),
+      ],
+      provider: [{ call: "submit", answer: () => ({ id: "p-9", status: "IN_QUEUE" }) }],
+    });
+    await h.reconciler.pass("ns/clip");
+    // The intent's watch event has not come yet: the slot is still the first job's.
+    await h.reconciler.pass("ns/second");
+    h.done();
+    expect(dispatcher.view("ep-1")).toMatchObject({ window: 1, waiting: { "": 1 } });
   });
 
   it("a job no longer in the cache: nothing happens", async () => {

@@ -36,6 +36,34 @@ describe("WorkQueue", () => {
     expect(await q.get()).toBe("a");
   });
 
+  it("hands out an urgent key before the queued ones, once, and a queued key it jumped once", async () => {
+    const q = new WorkQueue();
+    for (const k of ["a", "b", "c"]) q.add(k);
+    q.addUrgent("c"); // already queued: moved ahead
+    q.addUrgent("d"); // new: ahead too
+    const got: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const k = (await q.get())!;
+      got.push(k);
+      q.done(k);
+    }
+    expect(got).toEqual(["c", "d", "a", "b"]);
+    // Nothing left: c's first queue entry was stale.
+    q.add("e");
+    expect(await q.get()).toBe("e");
+  });
+
+  it("an urgent key being processed runs again after done(), not twice at once", async () => {
+    const q = new WorkQueue();
+    q.add("a");
+    q.add("b");
+    const a = await q.get();
+    q.addUrgent("a");
+    expect(await q.get()).toBe("b");
+    q.done(a!);
+    expect(await q.get()).toBe("a");
+  });
+
   it("runs a key on one worker at a time, even under many workers and re-adds", async () => {
     const q = new WorkQueue();
     let running = 0;

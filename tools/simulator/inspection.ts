@@ -44,6 +44,9 @@ export function jobView(ctx: SimContext, id: string) {
     key: job.key,
     executions: ctx.engine.executions(job.key),
     timeline: { ...job.timeline },
+    /** The input as submitted (the submission identity a worker may deduplicate on included). */
+    input: job.input,
+    ...(job.lowPriority && { lowPriority: true }),
   };
 }
 

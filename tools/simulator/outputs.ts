@@ -173,7 +173,10 @@ export function workerControls(input: Record<string, unknown>): {
   };
 }
 
-export function outputFor(workload: Workload, input: Record<string, unknown>): Record<string, unknown> {
+export function outputFor(workload: Workload, submitted: Record<string, unknown>): Record<string, unknown> {
+  // The controller's submission identity (docs/controller.md, "Submission identity") says which
+  // submission this is, not what to compute: a worker's output depends on the user's input only.
+  const { _mediaOrchestrator: _identity, ...input } = submitted;
   const digest = inputDigest(input);
   const output = (() => {
     switch (workload) {

@@ -38,6 +38,8 @@ export type SimJob = ProviderJob & {
   key: string;
   executions: number;
   timeline: JobTimeline;
+  input: Record<string, unknown>;
+  lowPriority?: boolean;
 };
 
 export interface Simulator {

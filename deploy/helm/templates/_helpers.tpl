@@ -262,6 +262,14 @@ message in the template's name). What install refuses, lint refuses too.
   value: {{ .Values.cancelFollowWarningSeconds | quote }}
 - name: MAX_CONCURRENT_RECONCILES
   value: {{ .Values.maxConcurrentReconciles | quote }}
+- name: FAIR_SHARE_WINDOW
+  value: {{ .Values.fairShare.window | quote }}
+- name: FAIR_SHARE_JOB_SECONDS
+  value: {{ .Values.fairShare.jobSeconds | quote }}
+{{- with .Values.fairShare.weights }}
+- name: FAIR_SHARE_WEIGHTS
+  value: {{ include "media-orchestrator.fairShareWeights" . | quote }}
+{{- end }}
 - name: WATCH_NAMESPACE
   value: {{ include "media-orchestrator.watchNamespace" . | quote }}
 - name: LEADER_ELECTION
@@ -602,3 +610,12 @@ volumeMounts:
       protocol: TCP
     {{- end }}
 {{- end }}
+
+{{/* fairShare.weights (account: weight) as FAIR_SHARE_WEIGHTS: account=weight,... */}}
+{{- define "media-orchestrator.fairShareWeights" -}}
+{{- $parts := list -}}
+{{- range $account, $weight := . -}}
+{{- $parts = append $parts (printf "%s=%v" $account $weight) -}}
+{{- end -}}
+{{- join "," $parts -}}
+{{- end -}}

@@ -29,6 +29,7 @@ import {
   warmWorkersCondition,
 } from "./diagnosis.js";
 import type { ProviderView } from "./provider-view.js";
+import type { Dispatcher } from "../dispatch/dispatcher.js";
 
 export interface GpuEndpointDeps {
   api: KubeApi;
@@ -47,6 +48,8 @@ export interface GpuEndpointDeps {
   >;
   tickMs: number;
   now?: () => Date;
+  /** Told the endpoint's capacity; its window and in-flight count go into the status. */
+  dispatcher?: Dispatcher;
 }
 
 type Resolution =
@@ -204,6 +207,18 @@ export class GpuEndpointReconciler {
       });
       // Perhaps gone at the provider since the last listing: the next tick lists again.
       if (isProviderError(err) && err.status === 404) this.d.view.invalidateEndpoints();
+    }
+    // 5. The in-flight window follows the capacity just seen (dispatch/dispatcher.ts).
+    if (this.d.dispatcher) {
+      this.d.dispatcher.observeEndpoint(
+        { ...ep, status },
+        {
+          scalerType: live.scalerType as string | undefined,
+          scalerValue: live.scalerValue as number | undefined,
+        },
+      );
+      const { window, inFlight } = this.d.dispatcher.view(live.id);
+      status = { ...status, window, inFlight };
     }
     return finish({
       type: "Ready",

@@ -12,7 +12,8 @@ import type { MediaJob } from "../../crds/mediajob.js";
 import { describeError, isAlreadyExists } from "../../k8s/errors.js";
 import type { EventSink } from "../../k8s/events.js";
 import { isProviderError, type GpuProviderClient } from "../../provider/index.js";
-import { pickEndpoint } from "../../mediajob/admission.js";
+import { admission, endpointReadiness, pickEndpoint, planLimits } from "../../mediajob/admission.js";
+import type { SlotFact } from "../../mediajob/queued.js";
 import type { PlannedEvent } from "../../mediajob/conditions.js";
 import {
   CANCEL_GIVE_UP_MS,
@@ -39,11 +40,12 @@ import {
 } from "../../mediajob/plan.js";
 import { providerReadDue } from "../../mediajob/processing.js";
 import { afterDeletionCancel, afterStop, type CancelAnswer } from "../../mediajob/stop.js";
-import { usedSecondsNow } from "../../mediajob/plans.js";
+import { accountFacts } from "../account-facts.js";
 import { sameStatus } from "../same-status.js";
 import type { Informer } from "../informer.js";
 import { StaleCacheGuard } from "../stale-cache.js";
 import type { ReconcileResult } from "../workqueue.js";
+import type { Dispatcher } from "../dispatch/dispatcher.js";
 import { submit } from "./submit.js";
 import { JobWrites, jobKey, type JobApi } from "./writes.js";
 import type { AccountJobs } from "../account-jobs.js";
@@ -72,6 +74,11 @@ export interface MediaJobDeps {
   /** Aborted when leadership is lost: in-flight provider calls stop waiting. */
   leadership?: () => AbortSignal | undefined;
   onSubmission?: (outcome: SubmissionOutcome) => void;
+  /**
+   * The endpoints' in-flight windows and fair share (dispatch/dispatcher.ts). Undefined: no
+   * window, every job that may go is submitted at once.
+   */
+  dispatcher?: Dispatcher;
   now?: () => Date;
   onTransition?: (from: string | undefined, to: string | undefined) => void;
   /** A job recovered by the controller itself (for metrics). */
@@ -94,6 +101,8 @@ export interface PassResult {
 interface Step {
   job: MediaJob;
   plan: Plan;
+  /** What became of the submission, when the action was one. */
+  submitted?: SubmissionOutcome;
   /** The action wrote the job's status itself (the write-ahead sequence): no final write. */
   written?: MediaJob;
 }
@@ -143,19 +152,23 @@ export class MediaJobReconciler {
     const before = job.status;
     const facts = await this.gather(job, nowDate);
     // Counted, planned and reserved with no await between: two passes of one account cannot both
-    // take its last concurrent slot.
-    const account = this.accountFacts(job, nowDate);
+    // take its last concurrent slot, and a window's slot is asked for only by a job its plan admits.
+    const account = accountFacts(job, { ...this.d, plans: this.d.settings.plans }, nowDate.getTime());
     if (account) facts.account = account;
+    const slot = this.askSlot(job, facts);
+    if (slot) facts.slot = slot;
     let plan = planJob(job, facts);
     const reservation = this.reserve(job, plan);
     let written: MediaJob | undefined;
+    let submitted: SubmissionOutcome | undefined;
     try {
       for (const action of plan.actions) {
-        ({ job, plan, written } = await this.execute(job, plan, action, now));
+        ({ job, plan, written, submitted } = await this.execute(job, plan, action, now));
         if (written) break;
       }
     } finally {
       if (reservation && written?.status?.phase !== "Processing") this.d.accountJobs?.release(...reservation);
+      this.afterSlot(key, facts, submitted);
     }
     if (plan.submission) this.d.onSubmission?.(plan.submission);
     if (plan.recovery) this.d.onRecovery?.(plan.recovery);
@@ -203,24 +216,16 @@ export class MediaJobReconciler {
         : this.d.endpoints.list(ns);
       facts.endpoint = pickEndpoint(job, candidates);
     }
+    const submitted = job.status?.submission;
+    if (submitted && submitted.state !== "Accepted" && job.status?.endpointId) {
+      const at = job.status.endpointId;
+      facts.idempotentWorkers = this.d.endpoints
+        .list(ns)
+        .some((e) => e.status?.endpointId === at && e.spec.idempotentWorkers === true);
+    }
     const due = providerReadDue(job, now.getTime(), settings.defaultTimeoutSeconds);
     if (due) facts.provider = await this.readStatus(due.endpointId, due.providerJobId);
     return facts;
-  }
-
-  /** What the plans read of a Pending job's account: its prices, this period's usage, its running jobs. */
-  private accountFacts(job: MediaJob, now: Date): Facts["account"] {
-    const account = job.spec.account;
-    const plans = this.d.settings.plans;
-    if (!account || !plans || Object.keys(plans).length === 0 || !this.d.accountJobs) return undefined;
-    if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
-    const ns = this.d.accountNamespace ?? job.metadata.namespace ?? "";
-    const status = this.d.accounts.get(ns, billingAccountName(account))?.status;
-    return {
-      priceIds: status?.priceIds ?? [],
-      usedSeconds: usedSecondsNow(status?.usage, now.getTime()),
-      runningJobs: this.d.accountJobs.count(account, jobKey(job)),
-    };
   }
 
   /** A planned submission of a job with an account holds its place in the account's count. */
@@ -229,6 +234,41 @@ export class MediaJobReconciler {
     if (!account || !this.d.accountJobs || !plan.actions.some((a) => a.type === "submit")) return undefined;
     this.d.accountJobs.reserve(account, jobKey(job));
     return [account, jobKey(job)];
+  }
+
+  /**
+   * The window's gate, asked only of a job that could be submitted now (not suspended or
+   * cancelled, admitted by its account and its plan, its endpoint Ready), so no slot is held by a
+   * job that would not use it.
+   */
+  private askSlot(job: MediaJob, facts: Facts): SlotFact | undefined {
+    const ep = facts.endpoint;
+    if (!this.d.dispatcher || !ep?.status?.endpointId || job.spec.suspend || job.spec.cancel)
+      return undefined;
+    if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
+    if (admission(job, facts.subscriptionState).status !== "True") return undefined;
+    if (!planLimits(job, this.d.settings.plans, facts.account).admitted) return undefined;
+    if (endpointReadiness(job, ep).status !== "True") return undefined;
+    return this.d.dispatcher.gate(job, ep);
+  }
+
+  /**
+   * What the pass did with its slot: an accepted submission grows the window, and a slot the pass
+   * did not use (refused, fenced, not submitted after all) goes back. A 429 shrinks the window
+   * (submit.ts tells the dispatcher, with the answer's Retry-After).
+   */
+  private afterSlot(key: string, facts: Facts, submitted: SubmissionOutcome | undefined): void {
+    const dispatcher = this.d.dispatcher;
+    const endpointId = facts.endpoint?.status?.endpointId;
+    if (!dispatcher || !endpointId || !facts.slot?.granted) return;
+    switch (submitted) {
+      case "accepted":
+        return dispatcher.accepted(endpointId);
+      case "unconfirmed":
+        return; // it may be running: it keeps its slot while Processing
+      default:
+        return dispatcher.release(endpointId, key);
+    }
   }
 
   private async readStatus(endpointId: string, providerJobId: string): Promise<ProviderRead> {
@@ -247,8 +287,12 @@ export class MediaJobReconciler {
         return { job: await this.writes.addFinalizer(job, action.metadata), plan };
       case "labelPipeline":
         return { job: await this.writes.labelPipeline(job, action.metadata), plan };
-      case "submit":
-        return { job, ...(await submit(this.submitDeps(), job, plan, action.submission, now)) };
+      case "submit": {
+        let submitted: SubmissionOutcome | undefined;
+        const deps = this.submitDeps((o) => (submitted = o));
+        const done = await submit(deps, job, plan, action.submission, now);
+        return { job, ...done, ...(submitted && { submitted }) };
+      }
       case "recordProviderId": {
         const { attempt, providerJobId } = action;
         const written = await this.writes.writeOnto(job, (cur) =>
@@ -307,7 +351,7 @@ export class MediaJobReconciler {
     };
   }
 
-  private submitDeps() {
+  private submitDeps(told: (outcome: SubmissionOutcome) => void) {
     return {
       writes: this.writes,
       provider: this.d.provider,
@@ -316,8 +360,14 @@ export class MediaJobReconciler {
       leadership: this.d.leadership,
       log: this.d.log,
       unrecorded: this.unrecorded,
-      onSubmission: this.d.onSubmission,
+      onSubmission: (outcome: SubmissionOutcome) => {
+        told(outcome);
+        this.d.onSubmission?.(outcome);
+      },
       onTransition: this.d.onTransition,
+      ...(this.d.dispatcher && {
+        onThrottled: this.d.dispatcher.throttled.bind(this.d.dispatcher),
+      }),
     };
   }
 

@@ -36,6 +36,12 @@ export interface SubmitDeps {
   unrecorded: Map<string, { attempt: number; providerJobId: string }>;
   onSubmission?: (outcome: SubmissionOutcome) => void;
   onTransition?: (from: string | undefined, to: string | undefined) => void;
+  /**
+   * The endpoint's in-flight window (dispatch/dispatcher.ts): told of a 429 at once, so the window
+   * shrinks and the job waits out Retry-After in Kubernetes; the client then does not retry a 429
+   * itself. Undefined: the client retries 429s within its budget, as without a window.
+   */
+  onThrottled?: (endpointId: string, retryAfterMs?: number) => void;
 }
 
 /** What the sequence leaves: the pass's plan with its Events, requeue or error, and the job as stored. */
@@ -88,12 +94,17 @@ export async function submit(
       expiresAt: p.callbackExpiresAt,
     });
     providerJobId = (
-      await d.provider.submit(p.endpointId, { ...p.request, webhook }, { ...(signal && { signal }) })
+      await d.provider.submit(
+        p.endpointId,
+        { ...p.request, webhook },
+        { ...(signal && { signal }), ...(d.onThrottled && { retryRateLimited: false }) },
+      )
     ).id;
   } catch (err) {
     const refused = isProviderError(err) && !err.mayHaveBeenAccepted;
     const message = `submission to endpoint ${p.endpointId} ${refused ? "failed" : "is unconfirmed"}: ${describeError(err)}`;
     if (refused) {
+      if (isProviderError(err, "RATE_LIMITED")) d.onThrottled?.(p.endpointId, err.retryAfterMs);
       const reason = isProviderError(err) ? err.code : "SubmitFailed";
       const written = await d.writes.writeOnto(stored, (cur) =>
         withdrawnStatus(cur, p, now, { reason, message }),

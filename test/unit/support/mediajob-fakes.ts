@@ -68,6 +68,8 @@ export interface World {
   leader?: boolean | (() => boolean);
   now: Date;
   settings?: Partial<MediaJobDeps["settings"]>;
+  /** The endpoints' in-flight windows; absent: none (every job goes at once). */
+  dispatcher?: MediaJobDeps["dispatcher"];
 }
 
 export function harness(w: World) {
@@ -111,6 +113,7 @@ export function harness(w: World) {
     now: () => w.now,
     onSubmission: (o) => submissions.push(o),
     onRecovery: (k) => recoveries.push(k),
+    ...(w.dispatcher && { dispatcher: w.dispatcher }),
   };
   const reconciler = new MediaJobReconciler(deps);
   return {

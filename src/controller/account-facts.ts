@@ -1,0 +1,33 @@
+// What the plans read of a Pending job's account, from the caches: its prices, this period's
+// usage and its running jobs. Read by the reconciler (the job's plan) and by the fair-share
+// dispatcher (a job its plan refuses does not wait for a slot of the endpoint's window).
+import { billingAccountName, type BillingAccount } from "../crds/billingaccount.js";
+import type { MediaJob } from "../crds/mediajob.js";
+import type { AccountFacts } from "../mediajob/plan.js";
+import { usedSecondsNow, type Plans } from "../mediajob/plans.js";
+import type { AccountJobs } from "./account-jobs.js";
+import type { Informer } from "./informer.js";
+import { jobKey } from "./mediajob/writes.js";
+
+export interface AccountSources {
+  accounts: Pick<Informer<BillingAccount>, "get">;
+  /** Where BillingAccounts live; absent: the job's namespace. */
+  accountNamespace?: string;
+  accountJobs?: AccountJobs;
+  plans?: Plans;
+}
+
+/** The job's account facts, or undefined when no plan applies (no account, no plans, not Pending). */
+export function accountFacts(job: MediaJob, src: AccountSources, nowMs: number): AccountFacts | undefined {
+  const account = job.spec.account;
+  const plans = src.plans;
+  if (!account || !plans || Object.keys(plans).length === 0 || !src.accountJobs) return undefined;
+  if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
+  const ns = src.accountNamespace ?? job.metadata.namespace ?? "";
+  const status = src.accounts.get(ns, billingAccountName(account))?.status;
+  return {
+    priceIds: status?.priceIds ?? [],
+    usedSeconds: usedSecondsNow(status?.usage, nowMs),
+    runningJobs: src.accountJobs.count(account, jobKey(job)),
+  };
+}

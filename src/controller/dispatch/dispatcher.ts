@@ -1,0 +1,506 @@
+// The leader's dispatcher: per provider endpoint, how many of our jobs may be submitted and not yet
+// finished (the in-flight window, src/mediajob/window.ts), and which waiting jobs get the slots as
+// they free (weighted fair share between accounts, src/mediajob/fair-share.ts).
+//
+// Everything here is memory, rebuilt from the informer cache: which jobs are in flight (Processing
+// at an endpoint) is read from the cache's events on every replica; the window, the fair-share
+// tags, the waiting jobs and the grants not yet used are the leader's and start afresh when a
+// replica starts leading (lead()). The dispatcher never submits anything itself: a job's own
+// reconcile asks it (gate()) and, granted, submits through the write-ahead protocol, which is what
+// keeps a submission from happening twice across leader changes.
+import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
+import type { MediaJob } from "../../crds/mediajob.js";
+import {
+  DEFAULT_ACCOUNT,
+  fairShareState,
+  pickNext,
+  type FairShareState,
+  type Priority,
+  type WaitingJob,
+} from "../../mediajob/fair-share.js";
+import type { SlotFact } from "../../mediajob/queued.js";
+import {
+  ceiling,
+  freeSlots,
+  initialWindow,
+  onAccepted,
+  onThrottled,
+  windowSize,
+  type EndpointCapacity,
+  type WindowState,
+} from "../../mediajob/window.js";
+import { isTerminal } from "../../mediajob/job.js";
+import { objectKey } from "../informer.js";
+
+export interface DispatcherOptions {
+  /** Reconcile this job soon: it was granted a slot. */
+  wake: (key: string) => void;
+  /** A job's typical run before any was seen to finish, seconds. */
+  jobSeconds: number;
+  /** How long, at worst, between a slot freeing and the next submission, seconds. */
+  tickSeconds: number;
+  /** Per-account weights (default 1). */
+  weights?: ReadonlyMap<string, number>;
+  /**
+   * The endpoint a Pending job seen in the cache would be submitted to now (it is admitted and
+   * the endpoint Ready), else undefined: such a job waits from its creation event, not from its
+   * first pass. Absent: jobs wait from their first pass only.
+   */
+  eligible?: (job: MediaJob) => GpuEndpoint | undefined;
+  /** A grant the job has not used within this long is taken back (the job did not submit). */
+  grantTtlMs?: number;
+  now?: () => number;
+}
+
+/** What `kubectl media queue` and the GpuEndpoint status show of one endpoint. */
+export interface EndpointDispatchView {
+  window: number;
+  inFlight: number;
+  waiting: Record<string, number>;
+}
+
+/** RunPod's scaler of an endpoint as the management API reports it. */
+export interface ScalerSetting {
+  scalerType?: string;
+  scalerValue?: number;
+}
+
+class EndpointDispatch {
+  /** Jobs Processing at this endpoint in the cache: submitted and not finished. */
+  readonly inFlight = new Set<string>();
+  /** Jobs given a slot whose submission the cache does not show yet, with when. */
+  readonly granted = new Map<string, number>();
+  /** Jobs that asked and wait, by account, in arrival order (sorted lazily for a pick). */
+  readonly waiting = new Map<string, Map<string, WaitingJob>>();
+  window?: WindowState;
+  fair?: FairShareState;
+  /** The endpoint's capacity at the last look (GpuEndpoint reconcile), and our own count then. */
+  capacity?: EndpointCapacity;
+  ownAtHealth = 0;
+  /**
+   * The most jobs we had in flight since the look before last, and since the last one: the
+   * /health report a look uses was fetched in that time (it is shared for up to a tick), so our
+   * count when it was read is at most this, and what it counts beyond this is surely not ours.
+   */
+  ownMaxBefore = 0;
+  ownMax = 0;
+  maxInFlight?: number;
+  /** When each grant of the last RUN_LIMIT_WINDOW_MS was made, oldest first. */
+  readonly recentGrants: number[] = [];
+  /** Account of each in-flight job, for a fair-share state rebuilt from them. */
+  readonly accountOf = new Map<string, string>();
+  holdTimer?: NodeJS.Timeout;
+
+  used(): number {
+    let n = this.inFlight.size;
+    for (const key of this.granted.keys()) if (!this.inFlight.has(key)) n++;
+    return n;
+  }
+}
+
+const priorityOf = (job: MediaJob): Priority => job.spec.priority ?? "normal";
+
+const accountKey = (job: MediaJob): string => job.spec.account ?? DEFAULT_ACCOUNT;
+
+/** A job is in flight at an endpoint while it is Processing there. */
+function inFlightAt(job: MediaJob): string | undefined {
+  const s = job.status;
+  return s?.phase === "Processing" && s.endpointId ? s.endpointId : undefined;
+}
+
+export class Dispatcher {
+  private readonly endpoints = new Map<string, EndpointDispatch>();
+  /** Where each in-flight job is, so an event that moves it finds its old endpoint. */
+  private readonly where = new Map<string, string>();
+  /** The endpoint each waiting job asked about. */
+  private readonly waitingAt = new Map<string, string>();
+  /** How many jobs of its account were waiting when each waiting job came (the Queued message). */
+  private readonly positionAt = new Map<string, number>();
+  private readonly scalers = new Map<string, ScalerSetting>();
+  private leading = false;
+  /** Observed run times (submitted to finished), seconds, smoothed. */
+  private jobSecondsSeen?: number;
+
+  constructor(private readonly o: DispatcherOptions) {}
+
+  private now(): number {
+    return this.o.now?.() ?? Date.now();
+  }
+
+  private at(endpointId: string): EndpointDispatch {
+    let d = this.endpoints.get(endpointId);
+    if (!d) {
+      d = new EndpointDispatch();
+      this.endpoints.set(endpointId, d);
+    }
+    return d;
+  }
+
+  /**
+   * The typical job run the ceiling assumes, seconds: the configured one, or less when the jobs
+   * seen took less. What is seen (submitted to finished) includes the wait in the provider's
+   * queue, so it is never taken above the setting, only as the sign that jobs are shorter.
+   */
+  get jobSeconds(): number {
+    return Math.min(this.o.jobSeconds, this.jobSecondsSeen ?? Infinity);
+  }
+
+  /**
+   * This replica starts leading: the leader's memory starts afresh from the cache. In-flight jobs
+   * (kept on every replica) seed the fair-share tags, so an account that held many slots under the
+   * previous leader does not get more right away.
+   */
+  lead(cached: Iterable<MediaJob> = []): void {
+    this.leading = true;
+    for (const d of this.endpoints.values()) {
+      d.granted.clear();
+      d.waiting.clear();
+      d.window = undefined;
+      d.fair = undefined;
+      clearTimeout(d.holdTimer);
+      d.holdTimer = undefined;
+    }
+    this.waitingAt.clear();
+    this.positionAt.clear();
+    // The Pending jobs in the cache wait from now, in the order of their creation.
+    const pending = [...cached].filter(
+      (j) => (j.status?.phase ?? "Pending") === "Pending" && !j.spec.suspend && !j.metadata.deletionTimestamp,
+    );
+    pending.sort((a, b) =>
+      String(a.metadata.creationTimestamp).localeCompare(String(b.metadata.creationTimestamp)),
+    );
+    for (const j of pending) this.noticeWaiting(j, objectKey(j));
+  }
+
+  stopLeading(): void {
+    this.leading = false;
+    for (const d of this.endpoints.values()) {
+      clearTimeout(d.holdTimer);
+      d.holdTimer = undefined;
+    }
+  }
+
+  /** The informer's view of a job (every replica): in flight, finished, gone. */
+  observe(event: "add" | "update" | "delete", job: MediaJob): void {
+    const key = objectKey(job);
+    const was = this.where.get(key);
+    const now = event === "delete" ? undefined : inFlightAt(job);
+    if (now !== undefined) {
+      if (was !== now) {
+        if (was !== undefined) this.leave(was, key);
+        this.where.set(key, now);
+        const d = this.at(now);
+        d.inFlight.add(key);
+        d.accountOf.set(key, accountKey(job));
+        d.ownMax = Math.max(d.ownMax, d.inFlight.size);
+      }
+      this.at(now).granted.delete(key);
+      this.unwait(key);
+    } else if (was !== undefined) {
+      this.where.delete(key);
+      this.leave(was, key);
+      if (event !== "delete" && isTerminal(job.status?.phase)) this.learnDuration(job);
+    }
+    // A job that cannot go now (gone, suspended, no longer Pending) waits no more.
+    if (
+      event === "delete" ||
+      job.metadata.deletionTimestamp ||
+      job.spec.suspend ||
+      (job.status?.phase ?? "Pending") !== "Pending"
+    ) {
+      this.unwait(key);
+      if (now === undefined) for (const d of this.endpoints.values()) d.granted.delete(key);
+    } else this.noticeWaiting(job, key);
+  }
+
+  private leave(endpointId: string, key: string): void {
+    const d = this.at(endpointId);
+    d.inFlight.delete(key);
+    d.accountOf.delete(key);
+    d.granted.delete(key);
+    // A slot freed: the next jobs go now, not at the next tick.
+    this.pump(endpointId);
+  }
+
+  private unwait(key: string): void {
+    const at = this.waitingAt.get(key);
+    if (at === undefined) return;
+    this.waitingAt.delete(key);
+    this.positionAt.delete(key);
+    const d = this.endpoints.get(at);
+    if (!d) return;
+    for (const [account, q] of d.waiting) {
+      if (q.delete(key) && q.size === 0) d.waiting.delete(account);
+    }
+  }
+
+  private learnDuration(job: MediaJob): void {
+    const from = Date.parse(job.status?.submittedAt ?? "");
+    const to = Date.parse(job.status?.completedAt ?? "");
+    if (!Number.isFinite(from) || !Number.isFinite(to) || to <= from) return;
+    const s = (to - from) / 1000;
+    this.jobSecondsSeen = this.jobSecondsSeen === undefined ? s : 0.9 * this.jobSecondsSeen + 0.1 * s;
+  }
+
+  /**
+   * What the GpuEndpoint reconcile saw of the endpoint: settings, /health counts, spec.maxInFlight.
+   * Our own in-flight count is noted with it (the most we had while the report can have been
+   * read), so jobs of ours that finished since are not taken for other clients' jobs.
+   */
+  observeEndpoint(ep: GpuEndpoint, scaler?: ScalerSetting): void {
+    const id = ep.status?.endpointId;
+    if (!id) return;
+    if (scaler) this.scalers.set(id, scaler);
+    const d = this.at(id);
+    const before = this.ceilingOf(d, id);
+    d.capacity = this.capacityOf(ep, id);
+    d.ownAtHealth = Math.max(d.ownMaxBefore, d.ownMax, d.inFlight.size);
+    d.ownMaxBefore = d.ownMax;
+    d.ownMax = d.inFlight.size;
+    d.maxInFlight = maxInFlightOf(ep);
+    if (this.ceilingOf(d, id) > before) this.pump(id);
+  }
+
+  private capacityOf(ep: GpuEndpoint, id: string): EndpointCapacity {
+    const s = this.scalers.get(id);
+    const value = s?.scalerValue !== undefined && s.scalerValue > 0 ? s.scalerValue : 4;
+    return {
+      workersMax: ep.status?.workersMax ?? ep.spec.maxWorkers,
+      scaler:
+        s?.scalerType === "REQUEST_COUNT"
+          ? { type: "REQUEST_COUNT", perWorker: value }
+          : { type: "QUEUE_DELAY", seconds: value },
+      inQueue: ep.status?.health?.jobsInQueue ?? 0,
+      inProgress: ep.status?.health?.jobsInProgress ?? 0,
+    };
+  }
+
+  private ceilingOf(d: EndpointDispatch, _id: string): number {
+    if (!d.capacity && d.maxInFlight === undefined) return 0;
+    return ceiling({
+      capacity: d.capacity ?? {
+        workersMax: 0,
+        scaler: { type: "QUEUE_DELAY", seconds: 4 },
+        inQueue: 0,
+        inProgress: 0,
+      },
+      ownInFlight: d.ownAtHealth,
+      jobSeconds: this.jobSeconds,
+      tickSeconds: this.o.tickSeconds,
+      ...(d.maxInFlight !== undefined && { maxInFlight: d.maxInFlight }),
+    });
+  }
+
+  private windowOf(d: EndpointDispatch, ceil: number): WindowState {
+    d.window ??= initialWindow(ceil);
+    return d.window;
+  }
+
+  /**
+   * A Pending job that may be submitted now asks for a slot of its endpoint. Granted once, it
+   * keeps its grant until its submission shows in the cache (or the grant expires unused).
+   */
+  gate(job: MediaJob, ep: GpuEndpoint): SlotFact {
+    const id = ep.status!.endpointId!;
+    const key = objectKey(job);
+    const d = this.at(id);
+    if (d.capacity === undefined) {
+      d.capacity = this.capacityOf(ep, id);
+      d.ownAtHealth = d.inFlight.size;
+    }
+    d.maxInFlight = maxInFlightOf(ep);
+    if (d.inFlight.has(key) || d.granted.has(key)) return { granted: true };
+    this.enqueue(job, key, id, d);
+    const position = this.positionAt.get(key) ?? 0;
+    this.grant(id, d, key);
+    if (d.granted.has(key)) return { granted: true };
+    const ceil = this.ceilingOf(d, id);
+    const win = windowSize(this.windowOf(d, ceil), ceil, this.now());
+    const held = d.window && this.now() < d.window.notBefore;
+    return {
+      granted: false,
+      reason: held ? "Throttled" : ceil === 0 ? "NoCapacity" : "WindowFull",
+      message: held
+        ? `the provider refused submissions to endpoint ${id} (429): held until ${new Date(d.window!.notBefore).toISOString()}, then submitted by fair share between accounts`
+        : ceil === 0
+          ? `endpoint ${id} has no workers (workersMax 0): the job waits here, not at the provider`
+          : `the in-flight window of endpoint ${id} is full (${d.used()} of ${win}): submitted when a slot frees, by fair share between accounts` +
+            (position > 0 ? `; ${position} older jobs of its account were waiting when it came` : ""),
+    };
+  }
+
+  /** The job waits for a slot of endpoint `id` (once: a job already waiting there keeps its place). */
+  private enqueue(job: MediaJob, key: string, id: string, d: EndpointDispatch): void {
+    if (this.waitingAt.get(key) === id) return;
+    this.unwait(key);
+    // The tags start from the jobs in flight when the first job waits, not when a slot frees:
+    // by then the jobs that held the slots may have finished.
+    d.fair ??= fairShareState(this.inFlightByAccount(d), this.o.weights);
+    const account = accountKey(job);
+    let q = d.waiting.get(account);
+    if (!q) d.waiting.set(account, (q = new Map()));
+    this.positionAt.set(key, q.size);
+    q.set(key, {
+      id: key,
+      account,
+      priority: priorityOf(job),
+      createdAt: Date.parse(String(job.metadata.creationTimestamp ?? "")) || this.now(),
+    });
+    this.waitingAt.set(key, id);
+  }
+
+  /**
+   * A Pending job seen in the cache that could be submitted now (options.eligible: admitted, its
+   * endpoint Ready) waits from this moment, before its own pass: fair share is decided from the
+   * cache, not from the order in which the work queue gets to the jobs. Granted, it is woken.
+   */
+  private noticeWaiting(job: MediaJob, key: string): void {
+    if (!this.leading || !this.o.eligible || this.waitingAt.has(key) || this.where.has(key)) return;
+    const ep = this.o.eligible(job);
+    const id = ep?.status?.endpointId;
+    if (!ep || !id) return;
+    const d = this.at(id);
+    if (d.granted.has(key)) return;
+    if (d.capacity === undefined) {
+      d.capacity = this.capacityOf(ep, id);
+      d.ownAtHealth = d.inFlight.size;
+    }
+    d.maxInFlight = maxInFlightOf(ep);
+    this.enqueue(job, key, id, d);
+    this.grant(id, d);
+  }
+
+  /** Hands the free slots of an endpoint to the next waiting jobs; wakes those other than `asking`. */
+  private grant(id: string, d: EndpointDispatch, asking?: string): void {
+    if (!this.leading) return;
+    const nowMs = this.now();
+    const ttl = this.o.grantTtlMs ?? 30_000;
+    for (const [key, at] of d.granted) if (nowMs - at > ttl && !d.inFlight.has(key)) d.granted.delete(key);
+    const ceil = this.ceilingOf(d, id);
+    const win = this.windowOf(d, ceil);
+    // RunPod's /run limit per endpoint (https://docs.runpod.io/serverless/endpoints/send-requests#rate-limits):
+    // the grants of the last 10 s, each one /run, stay under it (a window of thousands refilled
+    // at once, or jobs that end at once, would otherwise exceed it).
+    while (d.recentGrants.length > 0 && nowMs - d.recentGrants[0]! >= RUN_LIMIT_WINDOW_MS)
+      d.recentGrants.shift();
+    const paced = RUN_LIMIT - d.recentGrants.length;
+    const free = Math.min(freeSlots(win, ceil, d.used(), nowMs), paced);
+    if (free <= 0) {
+      if (nowMs < win.notBefore) this.pumpAt(id, d, win.notBefore - nowMs);
+      else if (paced <= 0) this.pumpAt(id, d, d.recentGrants[0]! + RUN_LIMIT_WINDOW_MS - nowMs);
+      return;
+    }
+    const candidates: WaitingJob[] = [];
+    for (const q of d.waiting.values()) {
+      // Within an account the pick takes at most `free` jobs: only those can come first.
+      candidates.push(...firstOf(q.values(), free));
+    }
+    if (candidates.length === 0) return;
+    d.fair ??= fairShareState(this.inFlightByAccount(d), this.o.weights);
+    const { picked, state } = pickNext({
+      waiting: candidates,
+      n: free,
+      weights: this.o.weights,
+      state: d.fair,
+    });
+    d.fair = state;
+    for (const job of picked) {
+      d.granted.set(job.id, nowMs);
+      d.recentGrants.push(nowMs);
+      this.unwait(job.id);
+      if (job.id !== asking) this.o.wake(job.id);
+    }
+  }
+
+  private inFlightByAccount(d: EndpointDispatch): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const a of d.accountOf.values()) counts.set(a, (counts.get(a) ?? 0) + 1);
+    return counts;
+  }
+
+  private pump(id: string): void {
+    const d = this.endpoints.get(id);
+    if (d && d.waiting.size > 0) this.grant(id, d);
+  }
+
+  private pumpAt(id: string, d: EndpointDispatch, ms: number): void {
+    if (d.holdTimer) return;
+    d.holdTimer = setTimeout(() => {
+      d.holdTimer = undefined;
+      this.pump(id);
+    }, ms);
+    d.holdTimer.unref();
+  }
+
+  /** The job did not submit after all (not admitted, refused, fenced): its slot goes back. */
+  release(endpointId: string, key: string): void {
+    const d = this.endpoints.get(endpointId);
+    if (!d?.granted.delete(key)) return;
+    this.pump(endpointId);
+  }
+
+  /** The provider accepted a submission: the window grows back towards its ceiling. */
+  accepted(endpointId: string): void {
+    const d = this.at(endpointId);
+    const ceil = this.ceilingOf(d, endpointId);
+    d.window = onAccepted(this.windowOf(d, ceil), ceil);
+  }
+
+  /** The provider answered 429: the window halves, and nothing goes before Retry-After. */
+  throttled(endpointId: string, retryAfterMs?: number): void {
+    const d = this.at(endpointId);
+    const ceil = this.ceilingOf(d, endpointId);
+    d.window = onThrottled(this.windowOf(d, ceil), ceil, this.now(), retryAfterMs ?? 1_000);
+  }
+
+  /** The endpoint as `kubectl media queue`, the metrics and the GpuEndpoint status show it. */
+  view(endpointId: string): EndpointDispatchView {
+    const d = this.at(endpointId);
+    const ceil = this.ceilingOf(d, endpointId);
+    const waiting: Record<string, number> = {};
+    for (const [account, q] of d.waiting) waiting[account] = q.size;
+    return {
+      window: d.window ? windowSize(d.window, ceil, this.now()) : ceil,
+      inFlight: d.inFlight.size,
+      waiting,
+    };
+  }
+
+  /** Every endpoint the dispatcher knows, by provider id. */
+  endpointIds(): string[] {
+    return [...this.endpoints.keys()];
+  }
+
+  get isLeading(): boolean {
+    return this.leading;
+  }
+}
+
+/** RunPod allows 1,000 /run per 10 s per endpoint; the dispatcher grants at most 900, for retries. */
+const RUN_LIMIT = 900;
+const RUN_LIMIT_WINDOW_MS = 10_000;
+
+const RANK: Record<Priority, number> = { high: 0, normal: 1, low: 2 };
+const byPriorityThenAge = (a: WaitingJob, b: WaitingJob): number =>
+  RANK[a.priority ?? "normal"] - RANK[b.priority ?? "normal"] || a.createdAt - b.createdAt;
+
+/** The first `n` jobs by priority then age: a scan for the usual one or few slots, else a sort. */
+function firstOf(jobs: Iterable<WaitingJob>, n: number): WaitingJob[] {
+  const all = [...jobs];
+  if (n >= 8 || n >= all.length) return all.sort(byPriorityThenAge).slice(0, n);
+  const best: WaitingJob[] = [];
+  for (const job of all) {
+    if (best.length < n) {
+      best.push(job);
+      best.sort(byPriorityThenAge);
+    } else if (byPriorityThenAge(job, best[n - 1]!) < 0) {
+      best[n - 1] = job;
+      best.sort(byPriorityThenAge);
+    }
+  }
+  return best;
+}
+
+function maxInFlightOf(ep: GpuEndpoint): number | undefined {
+  return ep.spec.maxInFlight;
+}

@@ -1,0 +1,363 @@
+// The in-flight window's gate and the dispatcher's bookkeeping, without a cluster: which waiting
+// jobs get the slots of an endpoint as they free (fair share between accounts, priority, age),
+// what a 429 does, what a new leader starts from, and what the plan writes for a queued job.
+import { describe, expect, it, vi } from "vitest";
+import { API_VERSION } from "../../src/crds/common.js";
+import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
+import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
+import { Dispatcher } from "../../src/controller/dispatch/dispatcher.js";
+import { planJob, type Facts } from "../../src/mediajob/plan.js";
+import { SUBMISSION_IDENTITY_KEY } from "../../src/mediajob/submission-identity.js";
+
+const T0 = Date.parse("2026-01-01T00:00:00.000Z");
+
+const endpoint = (spec: Partial<GpuEndpoint["spec"]> = {}, workersMax = 2): GpuEndpoint =>
+  ({
+    apiVersion: API_VERSION,
+    kind: "GpuEndpoint",
+    metadata: { name: "asr", namespace: "ns" },
+    spec: { workload: "asr", minWorkers: 0, maxWorkers: workersMax, idleTimeoutSeconds: 5, ...spec },
+    status: {
+      endpointId: "ep-1",
+      workersMax,
+      health: { jobsInQueue: 0, jobsInProgress: 0 },
+      conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "", lastTransitionTime: "" }],
+    },
+  }) as GpuEndpoint;
+
+let seq = 0;
+const job = (name: string, spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): MediaJob => ({
+  apiVersion: API_VERSION,
+  kind: "MediaJob",
+  metadata: {
+    name,
+    namespace: "ns",
+    uid: `uid-${name}`,
+    generation: 1,
+    creationTimestamp: new Date(T0 + seq++ * 1000).toISOString(),
+  },
+  spec: { workload: "asr", ...spec } as MediaJob["spec"],
+  ...(status && { status }),
+});
+const processing = (j: MediaJob): MediaJob => ({
+  ...j,
+  status: { phase: "Processing", endpointId: "ep-1", attempts: 1 },
+});
+const completed = (j: MediaJob): MediaJob => ({ ...j, status: { phase: "Completed", endpointId: "ep-1" } });
+
+function dispatcher(o: { weights?: Map<string, number> } = {}) {
+  const woken: string[] = [];
+  let now = T0;
+  const d = new Dispatcher({
+    wake: (k) => woken.push(k),
+    jobSeconds: 30,
+    tickSeconds: 2,
+    now: () => now,
+    ...(o.weights && { weights: o.weights }),
+  });
+  d.lead();
+  return { d, woken, advance: (ms: number) => (now += ms) };
+}
+
+/** The job was granted and submitted: the cache shows it Processing. */
+function submit(d: Dispatcher, j: MediaJob): void {
+  d.observe("update", processing(j));
+}
+
+describe("the in-flight window", () => {
+  it("grants as many slots as spec.maxInFlight, then queues with WindowFull", () => {
+    const { d } = dispatcher();
+    const ep = endpoint({ maxInFlight: 2 });
+    const jobs = ["a1", "a2", "a3"].map((n) => job(n, { account: "A" }));
+    expect(d.gate(jobs[0]!, ep)).toEqual({ granted: true });
+    expect(d.gate(jobs[1]!, ep)).toEqual({ granted: true });
+    const third = d.gate(jobs[2]!, ep);
+    expect(third).toMatchObject({ granted: false, reason: "WindowFull" });
+    // Asking again is idempotent: a granted job keeps its grant until its submission shows.
+    expect(d.gate(jobs[0]!, ep)).toEqual({ granted: true });
+    expect(d.view("ep-1")).toMatchObject({ window: 2, waiting: { A: 1 } });
+  });
+
+  it("follows the provider's capacity without maxInFlight: workersMax plus a tick's headroom", () => {
+    const { d } = dispatcher();
+    const ep = endpoint({}, 4);
+    const granted = Array.from({ length: 8 }, (_, i) => d.gate(job(`c${i}`), ep)).filter((s) => s.granted);
+    // QUEUE_DELAY: 4 workers + max(1, ceil(4 × 2 / 30)) = 5.
+    expect(granted).toHaveLength(5);
+  });
+
+  it("workersMax 0: nothing goes to the provider, the job waits with NoCapacity", () => {
+    const { d } = dispatcher();
+    expect(d.gate(job("z"), endpoint({}, 0))).toMatchObject({ granted: false, reason: "NoCapacity" });
+  });
+
+  it("a finished job frees its slot for the next waiting job, which is woken", () => {
+    const { d, woken } = dispatcher();
+    const ep = endpoint({ maxInFlight: 1 });
+    const [first, second] = [job("f1"), job("f2")];
+    expect(d.gate(first!, ep).granted).toBe(true);
+    submit(d, first!);
+    expect(d.gate(second!, ep).granted).toBe(false);
+    d.observe("update", completed(first!));
+    expect(woken).toEqual(["ns/f2"]);
+    expect(d.gate(second!, ep).granted).toBe(true);
+  });
+
+  it("a slot not used (the job did not submit) goes back", () => {
+    const { d, woken } = dispatcher();
+    const ep = endpoint({ maxInFlight: 1 });
+    expect(d.gate(job("r1"), ep).granted).toBe(true);
+    expect(d.gate(job("r2"), ep).granted).toBe(false);
+    d.release("ep-1", "ns/r1");
+    expect(woken).toEqual(["ns/r2"]);
+  });
+
+  it("a 429 halves the window and holds every job until Retry-After", () => {
+    const { d, advance } = dispatcher();
+    const ep = endpoint({ maxInFlight: 4 });
+    const jobs = Array.from({ length: 6 }, (_, i) => job(`t${i}`));
+    for (const j of jobs.slice(0, 4)) expect(d.gate(j, ep).granted).toBe(true);
+    for (const j of jobs.slice(0, 3)) submit(d, j);
+    d.release("ep-1", "ns/t3"); // its /run was answered 429
+    d.throttled("ep-1", 5_000);
+    expect(d.gate(jobs[3]!, ep)).toMatchObject({ granted: false, reason: "Throttled" });
+    advance(5_001);
+    // Window now 2, with 3 in flight: still no slot until two finish.
+    expect(d.view("ep-1").window).toBe(2);
+    expect(d.gate(jobs[3]!, ep)).toMatchObject({ granted: false, reason: "WindowFull" });
+    d.observe("update", completed(jobs[0]!));
+    d.observe("update", completed(jobs[1]!));
+    expect(d.gate(jobs[3]!, ep).granted).toBe(true);
+    // Accepted submissions grow it back.
+    for (let i = 0; i < 10; i++) d.accepted("ep-1");
+    expect(d.view("ep-1").window).toBe(4);
+  });
+});
+
+describe("fair share between accounts", () => {
+  it("a burst of account A does not hold back account B's later job", () => {
+    const { d, woken } = dispatcher();
+    const ep = endpoint({ maxInFlight: 2 });
+    const burst = Array.from({ length: 50 }, (_, i) => job(`a${i}`, { account: "A" }));
+    for (const j of burst) d.gate(j, ep);
+    for (const j of burst.slice(0, 2)) submit(d, j);
+    const b = job("b1", { account: "B" });
+    expect(d.gate(b, ep)).toMatchObject({ granted: false });
+    d.observe("update", completed(burst[0]!));
+    expect(woken).toEqual(["ns/b1"]);
+  });
+
+  it("weights share the slots 2:1 while both accounts have work", () => {
+    const { d, woken } = dispatcher({ weights: new Map([["C", 2]]) });
+    const ep = endpoint({ maxInFlight: 1 });
+    const first = job("x0", { account: "A" });
+    d.gate(first, ep);
+    submit(d, first);
+    for (let i = 0; i < 30; i++) d.gate(job(`a${i}`, { account: "A" }), ep);
+    for (let i = 0; i < 30; i++) d.gate(job(`c${i}`, { account: "C" }), ep);
+    let running = first;
+    for (let i = 0; i < 30; i++) {
+      d.observe("update", completed(running));
+      const next = woken.at(-1)!;
+      running = job(next.slice(3));
+      running.metadata.name = next.slice(3);
+      submit(d, running);
+    }
+    const c = woken.filter((k) => k.startsWith("ns/c")).length;
+    const a = woken.filter((k) => k.startsWith("ns/a")).length;
+    expect(c / a).toBeGreaterThanOrEqual(1.8);
+    expect(c / a).toBeLessThanOrEqual(2.2);
+  });
+
+  it("within an account: high priority first, then the oldest", () => {
+    const { d, woken } = dispatcher();
+    const ep = endpoint({ maxInFlight: 1 });
+    const first = job("p0", { account: "A" });
+    d.gate(first, ep);
+    submit(d, first);
+    d.gate(job("old", { account: "A" }), ep);
+    d.gate(job("low", { account: "A", priority: "low" }), ep);
+    d.gate(job("urgent", { account: "A", priority: "high" }), ep);
+    d.observe("update", completed(first));
+    expect(woken).toEqual(["ns/urgent"]);
+  });
+});
+
+describe("a new leader", () => {
+  it("starts from the jobs in flight in the cache, not from an empty window", () => {
+    const { d } = dispatcher();
+    const ep = endpoint({ maxInFlight: 2 });
+    // Seen by the informer before this replica leads.
+    d.stopLeading();
+    d.observe("add", processing(job("in1", { account: "A" })));
+    d.observe("add", processing(job("in2", { account: "A" })));
+    d.lead();
+    expect(d.gate(job("new", { account: "B" }), ep)).toMatchObject({ granted: false, reason: "WindowFull" });
+    expect(d.view("ep-1")).toMatchObject({ inFlight: 2 });
+  });
+
+  it("forgets the previous term's grants: a granted job asks again", () => {
+    const { d } = dispatcher();
+    const ep = endpoint({ maxInFlight: 1 });
+    expect(d.gate(job("g1"), ep).granted).toBe(true);
+    d.stopLeading();
+    d.lead();
+    expect(d.gate(job("g2"), ep).granted).toBe(true);
+  });
+});
+
+describe("the plan of a queued job", () => {
+  const ready = endpoint();
+  const facts = (o: Partial<Facts>): Facts => ({
+    now: new Date(T0 + 60_000),
+    settings: { defaultTimeoutSeconds: 600, tickMs: 30_000 },
+    newSubmissionId: "fresh-submission",
+    endpoint: ready,
+    ...o,
+  });
+  const full = { granted: false as const, reason: "WindowFull", message: "the window is full (2 of 2)" };
+
+  it("waits Pending with Queued=True and its reason in the REASON column", () => {
+    const plan = planJob(job("q"), facts({ slot: full }));
+    expect(plan.actions.map((a) => a.type)).toEqual([]);
+    expect(plan.status).toMatchObject({ phase: "Pending", reason: "WindowFull" });
+    expect(plan.status.conditions?.find((c) => c.type === "Queued")).toMatchObject({ status: "True" });
+  });
+
+  it("writes Queued once: a later pass with a new message changes nothing", () => {
+    const first = planJob(job("q"), facts({ slot: full })).status;
+    const again = planJob(
+      job("q", {}, first),
+      facts({ now: new Date(T0 + 90_000), slot: { ...full, message: "the window is full (1 of 2)" } }),
+    ).status;
+    expect(again).toEqual(first);
+  });
+
+  it("granted: Queued=False rides along the submission's intent, with the identity in the input", () => {
+    const queued = planJob(job("q"), facts({ slot: full })).status;
+    const plan = planJob(
+      job("q", { priority: "low", input: { a: 1 } }, queued),
+      facts({ slot: { granted: true } }),
+    );
+    const submit = plan.actions.find((a) => a.type === "submit");
+    expect(submit?.type).toBe("submit");
+    if (submit?.type !== "submit") return;
+    expect(submit.submission.intent.conditions?.find((c) => c.type === "Queued")).toMatchObject({
+      status: "False",
+      reason: "Dispatched",
+    });
+    expect(submit.submission.request.policy.lowPriority).toBe(true);
+    expect(submit.submission.request.input).toEqual({
+      a: 1,
+      [SUBMISSION_IDENTITY_KEY]: {
+        jobUid: "uid-q",
+        jobId: "uid-q",
+        attempt: 1,
+        submissionId: "fresh-submission",
+        dedupKey: "uid-q/1",
+      },
+    });
+  });
+});
+
+describe("other clients' jobs at the endpoint", () => {
+  const withHealth = (inQueue: number, inProgress: number): GpuEndpoint => {
+    const ep = endpoint({}, 4);
+    ep.status!.health = { jobsInQueue: inQueue, jobsInProgress: inProgress };
+    return ep;
+  };
+
+  it("come off the ceiling", () => {
+    const { d } = dispatcher();
+    // 4 workers: ceiling 5; 3 jobs at the provider that are not ours.
+    d.observeEndpoint(withHealth(1, 2));
+    expect(d.view("ep-1").window).toBe(2);
+  });
+
+  it("are not confused with our own jobs that finished after the report was read", () => {
+    const { d } = dispatcher();
+    const ours = Array.from({ length: 5 }, (_, i) => job(`o${i}`));
+    for (const j of ours) d.observe("update", processing(j));
+    // The report counted our 5; they finish before the next look, which reuses the report.
+    d.observeEndpoint(withHealth(1, 4));
+    for (const j of ours) d.observe("update", completed(j));
+    d.observeEndpoint(withHealth(1, 4));
+    expect(d.view("ep-1").window).toBe(5);
+  });
+});
+
+describe("jobs seen in the cache", () => {
+  it("wait from their creation event, not from their first pass: fair share does not follow the work queue's order", () => {
+    const woken: string[] = [];
+    const ep = endpoint({ maxInFlight: 1 });
+    const d = new Dispatcher({
+      wake: (k) => woken.push(k),
+      jobSeconds: 30,
+      tickSeconds: 2,
+      eligible: () => ep,
+    });
+    d.lead();
+    const running = job("run", { account: "A" });
+    d.observe("add", processing(running));
+    // A's burst and then B's job are created; no pass has run for any of them yet.
+    for (let i = 0; i < 20; i++) d.observe("add", job(`a${i}`, { account: "A" }));
+    d.observe("add", job("b", { account: "B" }));
+    d.observe("update", completed(running));
+    expect(woken).toEqual(["ns/b"]);
+  });
+
+  it("a new leader takes the waiting jobs from the cache, oldest first within an account", () => {
+    const woken: string[] = [];
+    const ep = endpoint({ maxInFlight: 1 });
+    const d = new Dispatcher({
+      wake: (k) => woken.push(k),
+      jobSeconds: 30,
+      tickSeconds: 2,
+      eligible: () => ep,
+    });
+    const older = job("older", { account: "A" });
+    const newer = job("newer", { account: "A" });
+    d.lead([newer, older]);
+    expect(woken).toEqual(["ns/older"]);
+  });
+});
+
+describe("the provider's /run rate limit", () => {
+  it("grants at most 900 submissions per endpoint in 10 s, whatever the window", () => {
+    const { d, advance } = dispatcher();
+    const ep = endpoint({ maxInFlight: 5000 });
+    const granted = Array.from({ length: 1000 }, (_, i) => d.gate(job(`r${i}`), ep)).filter((s) => s.granted);
+    expect(granted).toHaveLength(900);
+    advance(10_000);
+    expect(d.gate(job("later"), ep).granted).toBe(true);
+  });
+});
+
+describe("a hold across a leader change", () => {
+  it("a new term's 429 hold still ends in a pump (the previous term's timer does not block it)", async () => {
+    vi.useFakeTimers();
+    try {
+      const woken: string[] = [];
+      let now = T0;
+      const ep = endpoint({ maxInFlight: 2 });
+      const d = new Dispatcher({
+        wake: (k) => woken.push(k),
+        jobSeconds: 30,
+        tickSeconds: 2,
+        now: () => now,
+      });
+      d.lead();
+      d.throttled("ep-1", 1_000);
+      d.gate(job("h1"), ep); // held: a timer for the end of the hold
+      d.stopLeading();
+      d.lead();
+      d.throttled("ep-1", 1_000);
+      d.gate(job("h2"), ep);
+      now += 1_001;
+      await vi.advanceTimersByTimeAsync(1_001);
+      expect(woken).toContain("ns/h2");
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
