@@ -553,6 +553,10 @@ const result: ChaosResult = {
   },
   broken: [],
   examples: {
+    // Why each process that exited on its own did (a controller that lost its lease exits).
+    selfExits: [...controllers, ...sidecars].flatMap((p) =>
+      p.ownExits.map((e) => ({ process: p.name, ...e })),
+    ),
     lost: jobCheck.lost.slice(0, 20),
     executedMoreThanOnce: jobCheck.executedMoreThanOnce.slice(0, 20),
     executedAgainCallbackLate: jobCheck.executedAgainCallbackLate.slice(0, 20),

@@ -26,6 +26,8 @@ export class Supervised {
   #stopping = false;
   #exits = 0;
   #starts = 0;
+  /** Exits by the process's own code (not a signal): when, the code, and its last log message. */
+  readonly ownExits: Array<{ at: string; code: number; lastMessage: string }> = [];
   readonly #logFile: string;
 
   constructor(
@@ -64,9 +66,15 @@ export class Supervised {
     );
     this.#starts++;
     this.#child = child;
-    child.once("exit", () => {
+    child.once("exit", (code, signal) => {
       if (this.#stopping) return;
       this.#exits++;
+      if (signal === null && code !== null)
+        this.ownExits.push({
+          at: new Date().toISOString(),
+          code,
+          lastMessage: lastLogMessage(this.#logFile),
+        });
       if (this.opts.restart === false) return;
       setTimeout(() => {
         if (!this.#stopping) this.start();
@@ -161,4 +169,19 @@ export class ControlPlane {
     await gone;
     clearTimeout(timer);
   }
+}
+
+/** The `msg` of the last pino line of a log file (what a process said last before it exited). */
+function lastLogMessage(file: string): string {
+  const lines = readFileSync(file, "utf8").trimEnd().split("\n").slice(-20).reverse();
+  for (const line of lines) {
+    try {
+      const rec = JSON.parse(line) as { msg?: unknown; err?: unknown };
+      if (typeof rec.msg === "string")
+        return `${rec.msg}${rec.err ? `: ${String(rec.err)}` : ""}`.slice(0, 300);
+    } catch {
+      // not a pino line (a stack trace, a warning)
+    }
+  }
+  return lines[0]?.slice(0, 300) ?? "";
 }

@@ -175,7 +175,11 @@ export function table(r: ChaosResult): string {
     ["faults: /run answers lost after acceptance", r.faults.lostRunAnswers, ""],
     ["faults: jobs FAILED at least once", r.faults.jobsFailedOnce, "maxAttempts 2"],
     ["faults: workersMax lowered at the provider", r.faults.workersMaxLowered, ""],
-    ["faults: processes that exited on their own", r.faults.selfExits, "restarted"],
+    [
+      "faults: processes that exited on their own",
+      r.faults.selfExits,
+      `restarted${selfExitReasons(r.examples.selfExits)}`,
+    ],
     [
       "payment posts (20 per delivery, 2 sidecars)",
       r.faults.paymentPosts,
@@ -185,4 +189,14 @@ export function table(r: ChaosResult): string {
   const w0 = Math.max(...rows.map((x) => x[0].length));
   const w1 = Math.max(...rows.map((x) => String(x[1]).length));
   return rows.map(([a, b, c]) => `${a.padEnd(w0)}  ${String(b).padStart(w1)}  ${c}`).join("\n");
+}
+
+/** What the processes that exited on their own said last, counted: "; lost the lease x2". */
+function selfExitReasons(exits: unknown[] | undefined): string {
+  const counts = new Map<string, number>();
+  for (const e of (exits ?? []) as Array<{ process: string; code: number; lastMessage: string }>) {
+    const why = `${e.process.replace(/-\d+$/, "")} exit ${e.code}: ${e.lastMessage}`;
+    counts.set(why, (counts.get(why) ?? 0) + 1);
+  }
+  return [...counts].map(([why, n]) => `; ${why}${n > 1 ? ` (x${n})` : ""}`).join("");
 }
