@@ -4,6 +4,8 @@
 //                    [--only throughput,intake,scale,recovery,rest]
 //   --only rest [--rest-jobs 1000] [--tick 5]: the stack at rest, which must be quiet
 //   --only footprint [--footprint-starts 3]: the built containers' memory, idle and at peak
+//   --only metering [--metering-jobs 10000] [--meter-latency-ms 100]: how long one customer's
+//   burst of ended jobs takes to be fully metered at the payment provider
 //   --split-cores: each throughput size again with the control plane on a core of its own
 //   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
 //   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`)
@@ -53,6 +55,7 @@ import {
   watchWrites,
 } from "./lib.js";
 import { footprint } from "./footprint.js";
+import { metering } from "./metering.js";
 import { writeReport } from "./report.js";
 
 const { values: args } = parseArgs({
@@ -70,6 +73,9 @@ const { values: args } = parseArgs({
     "footprint-flags": { type: "string" },
     "footprint-env": { type: "string" },
     tick: { type: "string", default: "5" },
+    "metering-jobs": { type: "string", default: "10000" },
+    // Stripe answers a meter call in about 100-300 ms: the low end, which flatters one call per event.
+    "meter-latency-ms": { type: "string", default: "100" },
     profile: { type: "boolean", default: false },
     // Each throughput size once more with the control plane on core 0 and everything else (the
     // controller, the sidecar, the simulator, the bare client) on core 1.
@@ -1250,6 +1256,21 @@ try {
     );
     if (variant) results.footprintVariants = [measured];
     else results.footprint = measured;
+  }
+  if (only.has("metering")) {
+    const n = Number(args["metering-jobs"]);
+    log(`metering: one customer's burst of ${n} ended jobs...`);
+    const m = await metering(
+      { api, namespace, baseEnv, concurrency: CONCURRENCY, log },
+      n,
+      Number(args["meter-latency-ms"]),
+    );
+    results.metering = m;
+    log(
+      `  fully metered ${m.secondsToMetered} s after the controller's start (recorded at the provider at ` +
+        `${m.secondsToRecorded} s); meter calls ${JSON.stringify(m.meterCalls)}; ` +
+        `identifiers recorded twice ${m.identifiersRecordedTwice}, value mismatches ${m.valueMismatches}`,
+    );
   }
   if (only.has("scale")) {
     log("memory and scaling...");
