@@ -2,7 +2,7 @@
 // dialect over loopback HTTP): what counts as recorded, what is tried again, what is refused for
 // good, and that the key never appears in a reason.
 import { afterEach, describe, expect, it } from "vitest";
-import { MeterClient, type MeterEvent } from "../../src/controller/usage/meter-client.js";
+import { MeterClient, streamable, type MeterEvent } from "../../src/controller/usage/meter-client.js";
 import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 
 const sims: Simulator[] = [];
@@ -142,5 +142,23 @@ describe("MeterClient.sendBatch (the v2 meter event stream)", () => {
     const r = await client(s, "sk_wrong_key_123456").sendBatch(batch(2));
     expect(r).toMatchObject({ outcome: "retry", reason: /HTTP 401/ });
     expect(JSON.stringify(r)).not.toContain("sk_wrong_key_123456");
+  });
+});
+
+describe("streamable", () => {
+  const now = 2_000_000_000;
+  const names = new Set(["gpu_seconds"]);
+  const at = (o: Partial<MeterEvent>) => streamable(event({ timestamp: now - 60, ...o }), names, now).ok;
+
+  it("streams only what no check after the stream's 200 can refuse", () => {
+    expect(at({})).toBe(true);
+    expect(at({ eventName: "render_seconds" })).toBe(false); // no active meter
+    expect(at({ value: 1.5 })).toBe(false);
+    expect(at({ value: -1 })).toBe(false);
+    expect(at({ customer: "" })).toBe(false);
+    expect(at({ identifier: "x".repeat(101) })).toBe(false);
+    expect(at({ timestamp: now - 35 * 86_400 + 30 })).toBe(false); // inside the limit by less than a minute
+    expect(at({ timestamp: now - 35 * 86_400 + 120 })).toBe(true);
+    expect(at({ timestamp: now + 290 })).toBe(false);
   });
 });
