@@ -116,11 +116,15 @@ describe("MeterClient.sendBatch (the v2 meter event stream)", () => {
     // 14.5 minutes later by this clock: under a minute left, a new session first.
     now += 14.5 * 60_000;
     expect((await c.sendBatch(batch(2, "mj_s2"))).outcome).toBe("recorded");
+    // Each time the meters read, a session made and the batch: 3 requests, then 3 more.
+    expect(s.billingStats().requests).toBe(6);
     // The provider's clock runs ahead: its session expired though this client thinks not.
     now = Date.now();
     s.advancePaymentClock(16 * 60_000);
     expect((await c.sendBatch(batch(2, "mj_s3"))).outcome).toBe("recorded");
     expect(s.meterEvents()).toHaveLength(6);
+    // The refused batch, a new session, the batch again.
+    expect(s.billingStats().requests).toBe(9);
   });
 
   it("leaves to v1 what the stream could refuse after its 200: no active meter, a timestamp at the edge", async () => {
