@@ -47,6 +47,11 @@ export const STREAM_BATCH_MAX = 100;
 const SESSION_RENEW_MARGIN_MS = 60_000;
 /** How long the list of active meters is trusted before it is read again. */
 const METERS_TTL_MS = 5 * 60_000;
+/**
+ * The API version v2 calls name: the one that introduced the meter event stream
+ * (https://docs.stripe.com/changelog/acacia/2024-09-30/usage-based-billing-v2-meter-events-api).
+ */
+const STRIPE_V2_VERSION = "2024-09-30.acacia";
 const EVENT_NAME_MAX = 100;
 const IDENTIFIER_MAX = 100;
 const TIMESTAMP_PAST_S = 35 * 24 * 3600;
@@ -110,7 +115,7 @@ export class MeterClient implements MeterSender {
   /** One call; the answer's status, headers and text, or why there was none (never the key). */
   async #call(
     url: string,
-    init: { method: "GET" | "POST"; bearer: string; body?: string; contentType?: string },
+    init: { method: "GET" | "POST"; bearer: string; body?: string; contentType?: string; v2?: boolean },
   ): Promise<{ status: number; text: string; headers: HttpAnswer["headers"] } | { failed: string }> {
     try {
       const res = await send(url, {
@@ -120,6 +125,7 @@ export class MeterClient implements MeterSender {
           authorization: `Bearer ${init.bearer}`,
           accept: "application/json",
           ...(init.contentType !== undefined && { "content-type": init.contentType }),
+          ...(init.v2 === true && { "stripe-version": STRIPE_V2_VERSION }),
         },
         ...(init.body !== undefined && { body: init.body }),
         signal: AbortSignal.timeout(this.opts.timeoutMs ?? 10_000),
@@ -177,6 +183,7 @@ export class MeterClient implements MeterSender {
       bearer: this.opts.apiKey(),
       body: "{}",
       contentType: "application/json",
+      v2: true,
     });
     if ("failed" in res) return res;
     if (res.status !== 200)
@@ -230,6 +237,7 @@ export class MeterClient implements MeterSender {
         bearer: token,
         body,
         contentType: "application/json",
+        v2: true,
       });
       if ("failed" in res) return { outcome: "retry", reason: res.failed };
       if (res.status >= 200 && res.status < 300) return { outcome: "recorded" };
