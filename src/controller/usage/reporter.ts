@@ -298,7 +298,7 @@ export class UsageReporter {
     const events = ready.map((r) => r.event);
     let result = await this.d.meter!.sendBatch!(events);
     for (let retry = 0; result.outcome === "retry" && retry < QUICK_RETRIES; retry++) {
-      this.d.metrics?.sends.inc({ outcome: "retry" });
+      this.d.metrics?.sends.inc({ outcome: "retry" }, events.length);
       await new Promise((r) => setTimeout(r, QUICK_RETRY_MS * (retry + 1) * (0.5 + Math.random())));
       if (this.stopped || !this.d.leading()) return false;
       result = await this.d.meter!.sendBatch!(events);
@@ -308,7 +308,7 @@ export class UsageReporter {
       return "unstreamable";
     }
     if (result.outcome === "retry") {
-      this.d.metrics?.sends.inc({ outcome: "retry" });
+      this.d.metrics?.sends.inc({ outcome: "retry" }, events.length);
       this.d.log.info(
         { events: events.length, reason: result.reason },
         "meter event batch not recorded yet; retrying with backoff",
