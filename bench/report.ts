@@ -229,6 +229,23 @@ export function writeReport(r: Json): void {
       "",
     );
   }
+  if (r.metering) {
+    const x = r.metering;
+    const v1 = r.meteringOneCallPerEvent;
+    const row = (how: string, m: Json) =>
+      `| ${how} | ${m.jobs.toLocaleString("en")} | ${m.secondsToMetered} | ${m.secondsToRecorded} | ${m.meterCalls.v1Events} | ${m.meterCalls.v2StreamBatches} | ${m.meterCalls.requests} | ${m.identifiersRecordedTwice} | ${m.valueMismatches} |`;
+    out.push(
+      "## Metering a burst",
+      "",
+      `One customer's ${x.jobs.toLocaleString("en")} ended jobs, each one attempt's usage waiting in the outbox, metered by the controller against the simulator's payment API, whose every meter call (a v1 event, a v2 stream batch) takes ${x.meterCallLatencyMs} ms (Stripe answers in about 100-300 ms). From the controller's start until every attempt is \`Reported\` (the backlog is 0), and until the provider had recorded every event (\`tsx bench/run.ts --only metering\`):`,
+      "",
+      "| reporter | jobs | s to metered | s to recorded | v1 event calls | v2 stream calls | payment API requests | identifiers recorded twice | values wrong |",
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+      ...(v1 ? [row("one v1 call per event (before the stream)", v1)] : []),
+      row("v2 stream, batches of up to 100", x),
+      "",
+    );
+  }
   if (r.rest) {
     const x = r.rest;
     out.push(

@@ -6,6 +6,8 @@
 //   --only footprint [--footprint-starts 3]: the built containers' memory, idle and at peak
 //   --only fairness [--fairness-a 5000] [--fairness-c 2000] [--fairness-job-seconds 2]
 //                   [--fairness-workers 30]: fair share at the provider, window on and off
+//   --only metering [--metering-jobs 10000] [--meter-latency-ms 100]: how long one customer's
+//   burst of ended jobs takes to be fully metered at the payment provider
 //   --split-cores: each throughput size again with the control plane on a core of its own
 //   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
 //   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`)
@@ -56,6 +58,7 @@ import {
 } from "./lib.js";
 import { fairness } from "./fairness.js";
 import { footprint } from "./footprint.js";
+import { metering } from "./metering.js";
 import { writeReport } from "./report.js";
 
 const { values: args } = parseArgs({
@@ -77,6 +80,9 @@ const { values: args } = parseArgs({
     "fairness-c": { type: "string", default: "2000" },
     "fairness-job-seconds": { type: "string", default: "2" },
     "fairness-workers": { type: "string", default: "30" },
+    "metering-jobs": { type: "string", default: "10000" },
+    // Stripe answers a meter call in about 100-300 ms: the low end, which flatters one call per event.
+    "meter-latency-ms": { type: "string", default: "100" },
     profile: { type: "boolean", default: false },
     // Each throughput size once more with the control plane on core 0 and everything else (the
     // controller, the sidecar, the simulator, the bare client) on core 1.
@@ -1296,6 +1302,21 @@ try {
     );
     if (variant) results.footprintVariants = [measured];
     else results.footprint = measured;
+  }
+  if (only.has("metering")) {
+    const n = Number(args["metering-jobs"]);
+    log(`metering: one customer's burst of ${n} ended jobs...`);
+    const m = await metering(
+      { api, namespace, baseEnv, concurrency: CONCURRENCY, log },
+      n,
+      Number(args["meter-latency-ms"]),
+    );
+    results.metering = m;
+    log(
+      `  fully metered ${m.secondsToMetered} s after the controller's start (recorded at the provider at ` +
+        `${m.secondsToRecorded} s); meter calls ${JSON.stringify(m.meterCalls)}; ` +
+        `identifiers recorded twice ${m.identifiersRecordedTwice}, value mismatches ${m.valueMismatches}`,
+    );
   }
   if (only.has("scale")) {
     log("memory and scaling...");

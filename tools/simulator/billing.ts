@@ -425,6 +425,9 @@ export class BillingApi {
         code: "invalid_fields",
         message: `events must be a list of 1 to ${STREAM_BATCH_MAX} meter events.`,
       });
+    // The call takes as long as a v1 event's (Stripe answers either in about 100-300 ms).
+    const latency = this.#ctx.faults().meterEventLatencyMs ?? 0;
+    if (latency > 0) await new Promise<void>((resolve) => this.#ctx.clock.afterReal(latency, resolve));
     for (const raw of events) {
       const e = isRecord(raw) ? raw : {};
       const checked = this.#store.validate(

@@ -72,8 +72,9 @@ export const FaultsSchema = z.strictObject({
   /** Token bucket on the payment API, real time; over it: 429 with Stripe's rate_limit error. */
   paymentRateLimit: z.strictObject({ requestsPerSecond: z.number().positive() }).optional(),
   /**
-   * Real ms a v1 meter event call takes, holding its customer and meter the while: a second call
-   * for them meanwhile is refused 429, as Stripe allows one concurrent call per customer and meter.
+   * Real ms a meter event call (v1 event or v2 stream batch) takes; a v1 call holds its customer
+   * and meter the while: a second call for them meanwhile is refused 429, as Stripe allows one
+   * concurrent call per customer and meter.
    */
   meterEventLatencyMs: z.number().min(0).max(60_000).optional(),
 });

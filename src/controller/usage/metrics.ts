@@ -21,7 +21,7 @@ export class UsageMetrics {
     for (const name of new Set(eventNames)) this.meteredSeconds.inc({ event_name: name }, 0);
     this.sends = new Counter({
       name: "media_orchestrator_usage_meter_sends_total",
-      help: "Meter event calls by outcome: recorded, duplicate (recorded earlier), retry (429, 5xx, no answer), refused",
+      help: "Meter event sends by outcome (a stream batch counts each of its events): recorded, duplicate (recorded earlier), retry (429, 5xx, no answer), refused",
       labelNames: ["outcome"] as const,
       registers,
     });

@@ -11,7 +11,7 @@ import { describeError } from "../../k8s/errors.js";
 import type { EventSink } from "../../k8s/events.js";
 import { awaitsCount, meterIdentifier, meterSendVerdict } from "../../mediajob/usage.js";
 import { countedUsage, type UncountedAttempt } from "./account-usage.js";
-import type { MeterSender } from "./meter-client.js";
+import { STREAM_BATCH_MAX, type MeterEvent, type MeterSender } from "./meter-client.js";
 import type { UsageMetrics } from "./metrics.js";
 
 /** What the reporter reads jobs and accounts from: the manager's caches. */
@@ -48,6 +48,8 @@ const QUICK_RETRY_MS = 250;
 /** Passes asked for while one runs are made this long after it. */
 const PASS_GAP_MS = 250;
 const BACKOFF_MAX_MS = 5 * 60_000;
+/** Job status writes made at once for one batch (its firstSentAt stamps, its Reported marks). */
+const WRITE_CONCURRENCY = 16;
 /** Attempts counted into one account per write (its `counting` list holds at most 1,000). */
 const COUNT_BATCH = 500;
 
@@ -229,21 +231,109 @@ export class UsageReporter {
     const b = this.backoff.get(key);
     if (b && b.until > this.now().getTime()) return;
     list.sort((x, y) => Date.parse(x.attempt.endedAt) - Date.parse(y.attempt.endedAt));
-    for (const w of list) {
+    // More than one waiting: batches of up to 100 through the v2 stream, one call at a time; a
+    // batch the stream will not take is sent one event at a time through v1, whose answer says.
+    let unstreamable: Outstanding[] = [];
+    while (list.length > 0) {
       if (this.stopped || !this.d.leading()) return;
-      const ok = await this.sendOne(w);
-      if (!ok) {
-        // Doubling while the failures follow one another; a success starts it over.
-        const prior = this.backoff.get(key)?.delayMs ?? 0;
-        const delayMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, prior * 2));
-        const waitMs = delayMs + Math.random() * delayMs * 0.2;
-        this.backoff.set(key, { until: this.now().getTime() + waitMs, delayMs });
-        // Tried again when the backoff ends, not at the next tick.
-        setTimeout(() => this.wake(), waitMs).unref();
-        return;
-      }
+      let ok: boolean;
+      if (list.length > 1 && this.d.meter!.sendBatch) {
+        const batch = list.splice(0, STREAM_BATCH_MAX);
+        const sent = await this.sendBatch(batch);
+        if (sent === "unstreamable") {
+          unstreamable = unstreamable.concat(batch);
+          continue;
+        }
+        ok = sent;
+      } else ok = await this.sendOne(list.shift()!);
+      if (!ok) return this.backOff(key);
       this.backoff.delete(key);
     }
+    for (const w of unstreamable) {
+      if (this.stopped || !this.d.leading()) return;
+      if (!(await this.sendOne(w))) return this.backOff(key);
+      this.backoff.delete(key);
+    }
+  }
+
+  private backOff(key: string): void {
+    // Doubling while the failures follow one another; a success starts it over.
+    const prior = this.backoff.get(key)?.delayMs ?? 0;
+    const delayMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, prior * 2));
+    const waitMs = delayMs + Math.random() * delayMs * 0.2;
+    this.backoff.set(key, { until: this.now().getTime() + waitMs, delayMs });
+    // Tried again when the backoff ends, not at the next tick.
+    setTimeout(() => this.wake(), waitMs).unref();
+  }
+
+  /**
+   * Sends attempts of one customer and event name as one v2 stream batch: each stamped firstSentAt
+   * before the call (the outbox knows a send may have happened), each marked Reported after the
+   * 200. False when the group must back off; "unstreamable" when v1 must send them one by one.
+   */
+  private async sendBatch(batch: Outstanding[]): Promise<boolean | "unstreamable"> {
+    const nowMs = this.now().getTime();
+    const nowS = Math.floor(nowMs / 1000);
+    const ready: Array<{ w: Outstanding; event: MeterEvent }> = [];
+    await eachLimited(batch, WRITE_CONCURRENCY, async (w) => {
+      const { job, attempt } = w;
+      const verdict = meterSendVerdict(seconds(attempt.endedAt)!, seconds(attempt.firstSentAt), nowS);
+      if (verdict.send !== "now") {
+        await this.sendOne(w); // refused (too old, or past the dedup window) with its reason
+        return;
+      }
+      let current = job;
+      if (attempt.firstSentAt === undefined) {
+        const stamped = await this.writeAttempt(job, attempt.attempt, (a) =>
+          a.meter === "Pending" && a.firstSentAt === undefined
+            ? { ...a, firstSentAt: new Date(nowMs).toISOString() }
+            : undefined,
+        );
+        if (!stamped) return; // changed or gone meanwhile: the next pass sees it as it is
+        current = stamped;
+      }
+      ready.push({ w: { job: current, attempt }, event: this.eventOf(job, attempt, verdict.timestamp) });
+    });
+    if (ready.length === 0) return true;
+    const events = ready.map((r) => r.event);
+    let result = await this.d.meter!.sendBatch!(events);
+    for (let retry = 0; result.outcome === "retry" && retry < QUICK_RETRIES; retry++) {
+      this.d.metrics?.sends.inc({ outcome: "retry" }, events.length);
+      await new Promise((r) => setTimeout(r, QUICK_RETRY_MS * (retry + 1) * (0.5 + Math.random())));
+      if (this.stopped || !this.d.leading()) return false;
+      result = await this.d.meter!.sendBatch!(events);
+    }
+    if (result.outcome === "unstreamable") {
+      this.d.log.info({ reason: result.reason, events: events.length }, "meter events sent one by one");
+      return "unstreamable";
+    }
+    if (result.outcome === "retry") {
+      this.d.metrics?.sends.inc({ outcome: "retry" }, events.length);
+      this.d.log.info(
+        { events: events.length, reason: result.reason },
+        "meter event batch not recorded yet; retrying with backoff",
+      );
+      return false;
+    }
+    this.d.metrics?.sends.inc({ outcome: "recorded" }, ready.length);
+    const reportedAt = this.now().toISOString();
+    await eachLimited(ready, WRITE_CONCURRENCY, async ({ w, event }) => {
+      const written = await this.writeAttempt(w.job, w.attempt.attempt, (a) =>
+        a.meter === "Pending" ? { ...a, meter: "Reported", reportedAt } : undefined,
+      );
+      if (written) this.d.metrics?.meteredSeconds.inc({ event_name: event.eventName }, event.value);
+    });
+    return true;
+  }
+
+  private eventOf(job: MediaJob, attempt: UsageAttempt, timestamp: number): MeterEvent {
+    return {
+      eventName: attempt.eventName!,
+      customer: job.status!.usage!.account!,
+      value: attempt.billedSeconds!,
+      identifier: attempt.identifier ?? meterIdentifier({ uid: job.metadata.uid!, attempt: attempt.attempt }),
+      timestamp,
+    };
   }
 
   /** Sends one attempt's usage; false when the group must back off (429, 5xx, no answer). */
@@ -356,6 +446,22 @@ export class UsageReporter {
     );
     return res.written ? res.object : undefined;
   }
+}
+
+const seconds = (iso: string | undefined): number | undefined =>
+  iso === undefined ? undefined : Math.floor(Date.parse(iso) / 1000);
+
+/** Runs fn over the items, at most `limit` at a time. */
+async function eachLimited<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) await fn(items[next++]!);
+  });
+  await Promise.all(workers);
 }
 
 const keyOf = (job: MediaJob): string => `${job.metadata.namespace}/${job.metadata.name}`;
