@@ -31,6 +31,8 @@ import {
   planLimits,
 } from "../mediajob/admission.js";
 import { accountFacts } from "./account-facts.js";
+import { accountWeights } from "../mediajob/fair-share.js";
+import { planFor, type Plan } from "../mediajob/plans.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
 import { jobEventWorthALook } from "./job-at-rest.js";
 import { Dispatcher } from "./dispatch/dispatcher.js";
@@ -169,7 +171,8 @@ export class Manager {
         wake: (key) => this.jobQueue.addUrgent(key),
         jobSeconds: env.FAIR_SHARE_JOB_SECONDS,
         tickSeconds: env.FAIR_SHARE_TICK_SECONDS,
-        weights: fairShareWeights(env),
+        // An account's weight: its override (FAIR_SHARE_WEIGHTS), else its plan's, else 1.
+        weights: accountWeights(fairShareWeights(env), (account) => this.planOf(account)?.fairShareWeight),
         eligible: (job) => this.eligibleEndpoint(job),
       });
       this.metrics.dispatch.readFrom(this.dispatcher);
@@ -315,6 +318,14 @@ export class Manager {
         onStoppedLeading: () => this.stopLeading(),
       });
     }
+  }
+
+  /** The plan of an account's subscription, when plans are configured (src/mediajob/plans.ts). */
+  private planOf(account: string): Plan | undefined {
+    const plans = this.o.env.MEDIA_PLANS;
+    if (Object.keys(plans).length === 0) return undefined;
+    const status = this.accounts.get(stateNamespace(this.o.env), billingAccountName(account))?.status;
+    return planFor(plans, status?.priceIds ?? []);
   }
 
   /**

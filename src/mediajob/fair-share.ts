@@ -36,8 +36,24 @@ const RANK: Record<Priority, number> = { high: 0, normal: 1, low: 2 };
 
 const accountOf = (job: WaitingJob): string => job.account ?? DEFAULT_ACCOUNT;
 
+/** Per-account weights, read one account at a time (a map, or weights looked up as they are asked for). */
+export type AccountWeights = Pick<ReadonlyMap<string, number>, "get">;
+
+/**
+ * Weights from the per-account overrides first, then `fallback` (the weight of the account's
+ * plan), else 1. Read when asked: a plan that changes changes the weight at the next pick.
+ */
+export function accountWeights(
+  overrides: ReadonlyMap<string, number>,
+  fallback: (account: string) => number | undefined,
+): AccountWeights {
+  return {
+    get: (account) => overrides.get(account) ?? (account === DEFAULT_ACCOUNT ? undefined : fallback(account)),
+  };
+}
+
 /** An account's weight: its entry in `weights`, else 1. Weights that are not positive count as 1. */
-export function weightOf(weights: ReadonlyMap<string, number> | undefined, account: string): number {
+export function weightOf(weights: AccountWeights | undefined, account: string): number {
   const w = weights?.get(account);
   return w !== undefined && Number.isFinite(w) && w > 0 ? w : 1;
 }
@@ -49,7 +65,7 @@ export function weightOf(weights: ReadonlyMap<string, number> | undefined, accou
  */
 export function fairShareState(
   inFlight: ReadonlyMap<string, number> = new Map(),
-  weights?: ReadonlyMap<string, number>,
+  weights?: AccountWeights,
 ): FairShareState {
   const finish = new Map<string, number>();
   for (const [account, n] of inFlight) if (n > 0) finish.set(account, n / weightOf(weights, account));
@@ -69,7 +85,7 @@ export interface PickInput {
   waiting: readonly WaitingJob[];
   /** How many to pick: the free slots of the window. */
   n: number;
-  weights?: ReadonlyMap<string, number>;
+  weights?: AccountWeights;
   /** The state carried from the previous pick; absent: rebuilt from `inFlight`. */
   state?: FairShareState;
   /** Our jobs in flight per account, for a rebuilt state. */

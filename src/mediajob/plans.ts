@@ -15,6 +15,8 @@ const PlanSchema = z.strictObject({
   maxConcurrentJobs: z.int().min(1).optional(),
   /** The longest policy.executionTimeout a job may run with, and the one a job without its own gets. */
   maxExecutionTimeoutMs: z.int().min(EXECUTION_TIMEOUT_MIN_MS).max(EXECUTION_TIMEOUT_MAX_MS),
+  /** The account's weight in fair share at the provider (src/mediajob/fair-share.ts); absent: 1. */
+  fairShareWeight: z.number().positive().max(1000).optional(),
 });
 export type Plan = z.infer<typeof PlanSchema>;
 
@@ -24,8 +26,8 @@ export type Plans = z.infer<typeof PlansSchema>;
 
 /**
  * The limits of a subscription with these prices. Several priced items whose plans are known
- * (a base plan and a pack of extra seconds) add their seconds; concurrency and timeout take the
- * most generous. Undefined when no price has a plan.
+ * (a base plan and a pack of extra seconds) add their seconds; concurrency, timeout and
+ * fair-share weight take the most generous. Undefined when no price has a plan.
  */
 export function planFor(plans: Plans, priceIds: readonly string[]): Plan | undefined {
   const found = [...new Set(priceIds)].flatMap((p) => (Object.hasOwn(plans, p) ? [plans[p] as Plan] : []));
@@ -38,6 +40,9 @@ export function planFor(plans: Plans, priceIds: readonly string[]): Plan | undef
     ),
     ...(caps.every((c) => c !== undefined) && { maxConcurrentJobs: Math.max(...caps) }),
     maxExecutionTimeoutMs: Math.max(...found.map((p) => p.maxExecutionTimeoutMs)),
+    ...(found.some((p) => p.fairShareWeight !== undefined) && {
+      fairShareWeight: Math.max(...found.map((p) => p.fairShareWeight ?? 1)),
+    }),
   };
 }
 

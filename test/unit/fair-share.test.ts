@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  accountWeights,
   DEFAULT_ACCOUNT,
   debtOf,
   fairShareBound,
@@ -28,6 +29,29 @@ const job = (
   createdAt,
 });
 const ids = (jobs: WaitingJob[]) => jobs.map((j) => j.id);
+
+describe("accountWeights", () => {
+  it("takes an account's override first, then its plan's weight, then 1", () => {
+    const plan = new Map([
+      ["cus_gold", 3],
+      ["cus_silver", 2],
+    ]);
+    const w = accountWeights(new Map([["cus_gold", 0.5]]), (a) => plan.get(a));
+    expect(weightOf(w, "cus_gold")).toBe(0.5);
+    expect(weightOf(w, "cus_silver")).toBe(2);
+    expect(weightOf(w, "cus_plain")).toBe(1);
+    expect(weightOf(w, DEFAULT_ACCOUNT)).toBe(1);
+  });
+  it("shares slots by the plans' weights: an account on a weight-2 plan gets two for one", () => {
+    const w = accountWeights(new Map(), (a) => (a === "gold" ? 2 : undefined));
+    const waiting = [
+      ...Array.from({ length: 6 }, (_, i) => job(`g${i}`, "gold", i)),
+      ...Array.from({ length: 6 }, (_, i) => job(`p${i}`, "plain", i)),
+    ];
+    const picked = pickNext({ waiting, n: 6, weights: w }).picked;
+    expect(picked.filter((j) => j.account === "gold")).toHaveLength(4);
+  });
+});
 
 describe("pickNext", () => {
   it.each<[string, WaitingJob[], number, Map<string, number> | undefined, string[]]>([

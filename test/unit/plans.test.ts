@@ -93,6 +93,17 @@ describe("planFor", () => {
       maxExecutionTimeoutMs: 3_600_000,
     });
   });
+  it("gives the subscription the largest fair-share weight of its plans, none when no plan sets one", () => {
+    const weighted = {
+      ...plans,
+      price_gold: { gpuSecondsPerPeriod: 10, maxExecutionTimeoutMs: 60_000, fairShareWeight: 3 },
+    };
+    expect(planFor(weighted, ["price_small", "price_gold"])?.fairShareWeight).toBe(3);
+    expect(planFor(weighted, ["price_small"])).not.toHaveProperty("fairShareWeight");
+    expect(() =>
+      PlansSchema.parse({ p: { gpuSecondsPerPeriod: 1, maxExecutionTimeoutMs: 60_000, fairShareWeight: 0 } }),
+    ).toThrow();
+  });
   it("counts a price listed twice once", () => {
     expect(planFor(plans, ["price_small", "price_small"])?.gpuSecondsPerPeriod).toBe(3600);
   });

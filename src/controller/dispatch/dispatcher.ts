@@ -17,6 +17,7 @@ import {
   type FairShareState,
   type Priority,
   type WaitingJob,
+  type AccountWeights,
 } from "../../mediajob/fair-share.js";
 import type { SlotFact } from "../../mediajob/queued.js";
 import {
@@ -40,7 +41,7 @@ export interface DispatcherOptions {
   /** How long, at worst, between a slot freeing and the next submission, seconds. */
   tickSeconds: number;
   /** Per-account weights (default 1). */
-  weights?: ReadonlyMap<string, number>;
+  weights?: AccountWeights;
   /**
    * The endpoint a Pending job seen in the cache would be submitted to now (it is admitted and
    * the endpoint Ready), else undefined: such a job waits from its creation event, not from its
