@@ -88,17 +88,25 @@ export function send(url: string | URL, req: HttpRequest): Promise<HttpAnswer> {
         ...(req.body !== undefined && { "content-length": String(Buffer.byteLength(req.body)) }),
       },
       ...(req.agent !== undefined && { agent: req.agent }),
-      ...(req.signal !== undefined && { signal: req.signal }),
     };
     const out = secure ? httpsRequest(target, options) : nodeHttp.request(target, options);
+    // The caller's signal ends the exchange while it lasts, not after: Node's own `signal` option
+    // stays armed once the answer has ended, and an abort then destroys the connection the pool
+    // took back, whose error nothing listens to any more (an uncaught exception).
+    const signal = req.signal;
+    const onAbort = () => out.destroy(Object.assign(new Error("aborted"), { code: "ABORT_ERR" }));
+    const disarm = () => signal?.removeEventListener("abort", onAbort);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    out.once("close", disarm);
     out.on("socket", (socket) => {
       // A pooled connection is already open; a new one is open once connected (TLS: once secure).
       if (!socket.connecting) connected = true;
       else socket.once(secure ? "secureConnect" : "connect", () => (connected = true));
     });
-    out.on("response", (res) =>
-      resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, body: res }),
-    );
+    out.on("response", (res) => {
+      res.once("end", disarm).once("close", disarm);
+      resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, body: res });
+    });
     out.on("error", fail);
     out.end(req.body);
   });

@@ -56,6 +56,50 @@ describe("send", () => {
     expect(err.sent).toBe(true);
   });
 
+  it("an abort after the answer has ended leaves its pooled connection alone (no uncaught error)", async () => {
+    const origin = await listen(createServer((_req, res) => res.end("done")));
+    const pools = keepAlivePools();
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown) => uncaught.push(err);
+    process.on("uncaughtException", onUncaught);
+    try {
+      // A watch's end: the caller aborts its signal once the answer is over, as the informer does.
+      const ac = new AbortController();
+      const res = await send(`${origin}/watch`, { method: "GET", agent: pools.http, signal: ac.signal });
+      // Aborted from the body's own end, as the informer's watch does when the stream ends.
+      await new Promise<void>((resolve) => {
+        res.body.on("end", () => (ac.abort(), resolve()));
+        res.body.resume();
+      });
+      await new Promise((r) => setTimeout(r, 50));
+      expect(uncaught).toEqual([]);
+      // The pooled connection still serves the next request.
+      const again = await send(`${origin}/x`, { method: "GET", agent: pools.http });
+      expect(await text(again.body)).toBe("done");
+    } finally {
+      process.off("uncaughtException", onUncaught);
+      pools.http.destroy();
+    }
+  });
+
+  it("an abort while the answer streams ends its body with an error", async () => {
+    const origin = await listen(
+      createServer((req, res) => {
+        res.writeHead(200).write("first\n");
+        const t = setInterval(() => res.write("more\n"), 50);
+        req.on("close", () => clearInterval(t));
+      }),
+    );
+    const ac = new AbortController();
+    const res = await send(`${origin}/watch`, { method: "GET", signal: ac.signal });
+    const ended = new Promise<string>((resolve) => {
+      res.body.on("error", (e) => resolve(String(e))).on("end", () => resolve("end"));
+      res.body.resume();
+    });
+    setTimeout(() => ac.abort(), 120);
+    expect(await ended).toMatch(/aborted/);
+  });
+
   it("answers with status, headers and the body as text, reusing one pooled connection", async () => {
     const peers = new Set<number>();
     const origin = await listen(
