@@ -82,6 +82,30 @@ describe("send", () => {
     }
   });
 
+  it("an abort before anyone reads the body does not crash the process; the body then fails", async () => {
+    const origin = await listen(
+      createServer((req, res) => {
+        res.writeHead(200).write("first\n");
+        const t = setInterval(() => res.write("more\n"), 50);
+        req.on("close", () => clearInterval(t));
+      }),
+    );
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown) => uncaught.push(err);
+    process.on("uncaughtException", onUncaught);
+    try {
+      const ac = new AbortController();
+      const res = await send(`${origin}/watch`, { method: "GET", signal: ac.signal });
+      // A deadline that fires between the answer's headers and its reader.
+      ac.abort();
+      await new Promise((r) => setTimeout(r, 50));
+      expect(uncaught).toEqual([]);
+      await expect(text(res.body)).rejects.toThrow(/aborted/);
+    } finally {
+      process.off("uncaughtException", onUncaught);
+    }
+  });
+
   it("an abort while the answer streams ends its body with an error", async () => {
     const origin = await listen(
       createServer((req, res) => {
