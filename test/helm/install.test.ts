@@ -548,13 +548,18 @@ describe("the operator as the chart's ServiceAccount", () => {
       });
     }
     // Events, recorded as the ServiceAccount; none says a callback went missing.
-    const reasons = await eventually(async () => {
-      const events = await kc
-        .makeApiClient(CoreV1Api)
-        .listNamespacedEvent({ namespace: DEV.ns, fieldSelector: "involvedObject.name=podcast" });
-      const r = events.items.map((e) => e.reason);
-      return r.includes("Submitted") && r.includes("NextStepCreated") ? r : undefined;
-    });
+    const reasons = await eventually(
+      async () => {
+        const events = await kc
+          .makeApiClient(CoreV1Api)
+          .listNamespacedEvent({ namespace: DEV.ns, fieldSelector: "involvedObject.name=podcast" });
+        const r = events.items.map((e) => e.reason);
+        return r.includes("Submitted") && r.includes("NextStepCreated") ? r : undefined;
+        // Events are written after the status they tell of; a loaded machine (the whole suite beside
+        // the chaos test) takes its time.
+      },
+      { timeoutMs: 60_000 },
+    );
     expect(reasons).not.toContain("RecoveredMissedCallback");
   });
 
