@@ -51,8 +51,10 @@ $(PINNED_NODE):
 	@echo "node $$($@ -v) in $(NODE_DIR)"
 endif
 
-# Installed with the pinned Node (its path is a prerequisite: a new pin reinstalls).
-node_modules/.installed: package.json package-lock.json $(PINNED_NODE)
+# Installed with the pinned Node, which must exist first (order-only: the packages hold no code
+# built for one Node version, so a Node unpacked again, or a new pin, does not reinstall them
+# under whatever runs on them).
+node_modules/.installed: package.json package-lock.json | $(PINNED_NODE)
 	npm ci --no-audit
 	@touch $@
 
