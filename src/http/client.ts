@@ -43,6 +43,17 @@ export class HttpRequestError extends Error {
   }
 }
 
+/** A client's keep-alive pools, one per scheme (keepAlivePools). */
+export interface HttpPools {
+  http: HttpAgent;
+  https: HttpsAgent;
+}
+
+/** The pool of `pools` for a URL's scheme. */
+export function poolFor(pools: HttpPools, url: string): HttpAgent {
+  return url.startsWith("https:") ? pools.https : pools.http;
+}
+
 /** Keep-alive pools for both schemes, with the TLS options given for https. */
 export function keepAlivePools(
   tls: AgentOptions = {},

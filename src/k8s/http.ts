@@ -16,6 +16,7 @@ import type { RequestOptions } from "node:https";
 import {
   dump,
   keepAlivePools,
+  poolFor,
   send,
   text as readText,
   type HttpAnswer,
@@ -119,7 +120,7 @@ export class KubeHttp {
         ...(opts.servername !== undefined && { servername: opts.servername }),
         ...(opts.rejectUnauthorized !== undefined && { rejectUnauthorized: opts.rejectUnauthorized }),
       });
-      pool = this.origin.startsWith("https:") ? pools.https : pools.http;
+      pool = poolFor(pools, this.origin);
       // Connections in use finish their requests; idle ones close now, the rest once they are done.
       if (prev) closeWhenIdle(prev.pool);
     }

@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import { HttpRequestError, keepAlivePools, send, text as readText } from "../http/client.js";
+import { HttpRequestError, keepAlivePools, poolFor, send, text as readText } from "../http/client.js";
 import type { z } from "zod";
 import { callApi, observed, type ProviderCall } from "./calls.js";
 import { ProviderError, errorFromResponse, redact } from "./errors.js";
@@ -304,7 +304,7 @@ export class GpuProviderClient {
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
       const res = await send(url, {
-        agent: url.startsWith("https:") ? this.#pools.https : this.#pools.http,
+        agent: poolFor(this.#pools, url),
         method,
         headers: {
           authorization: `Bearer ${this.#apiKey}`,

@@ -2,7 +2,14 @@
 // state (and prices), when two events of the same second disagree (event order alone cannot tell which is
 // newer). GET {PAYMENT_PROVIDER_API_URL}/v1/subscriptions/{id} with the secret key as a Bearer
 // token, as Stripe's API answers it: https://docs.stripe.com/api/subscriptions/retrieve
-import { failureKind, keepAlivePools, send, text as readText, type HttpAnswer } from "../http/client.js";
+import {
+  failureKind,
+  keepAlivePools,
+  poolFor,
+  send,
+  text as readText,
+  type HttpAnswer,
+} from "../http/client.js";
 import { z } from "zod";
 import { SubscriptionStatus } from "../crds/index.js";
 
@@ -63,7 +70,7 @@ export class PaymentApi implements SubscriptionLookup {
     let text: string;
     try {
       res = await send(url, {
-        agent: url.startsWith("https:") ? this.#pools.https : this.#pools.http,
+        agent: poolFor(this.#pools, url),
         method: "GET",
         headers: { authorization: `Bearer ${this.opts.apiKey}`, accept: "application/json" },
         signal: AbortSignal.timeout(this.opts.timeoutMs ?? 5_000),

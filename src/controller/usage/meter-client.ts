@@ -4,7 +4,14 @@
 // Idempotency-Key, so a retry after a lost answer gets the first answer back
 // (https://docs.stripe.com/api/idempotent_requests), and a repeat of an identifier the provider
 // still remembers is refused as a duplicate: both mean the event is recorded once.
-import { failureKind, keepAlivePools, send, text as readText, type HttpAnswer } from "../../http/client.js";
+import {
+  failureKind,
+  keepAlivePools,
+  poolFor,
+  send,
+  text as readText,
+  type HttpAnswer,
+} from "../../http/client.js";
 
 export interface MeterEvent {
   eventName: string;
@@ -119,7 +126,7 @@ export class MeterClient implements MeterSender {
   ): Promise<{ status: number; text: string; headers: HttpAnswer["headers"] } | { failed: string }> {
     try {
       const res = await send(url, {
-        agent: url.startsWith("https:") ? this.#pools.https : this.#pools.http,
+        agent: poolFor(this.#pools, url),
         method: init.method,
         headers: {
           authorization: `Bearer ${init.bearer}`,
@@ -271,7 +278,7 @@ export class MeterClient implements MeterSender {
     try {
       const url = `${this.opts.baseUrl}/v1/billing/meter_events`;
       res = await send(url, {
-        agent: url.startsWith("https:") ? this.#pools.https : this.#pools.http,
+        agent: poolFor(this.#pools, url),
         method: "POST",
         headers: {
           authorization: `Bearer ${this.opts.apiKey()}`,
