@@ -3,25 +3,9 @@
 // actions in order. Level-triggered: the same object in the same world always leads to the same
 // actions, so a repeated or concurrent trigger is harmless. Only the write-ahead submission
 // (submit.ts) writes status more than once in a pass, and it does so by name.
-import { DEFAULT_USAGE_SETTINGS, withBilledUsage } from "../../mediajob/usage.js";
-import { randomBytes } from "node:crypto";
-import type { Logger } from "pino";
-import { billingAccountName, type BillingAccount } from "../../crds/billingaccount.js";
-import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import { describeError, isAlreadyExists } from "../../k8s/errors.js";
-import type { EventSink } from "../../k8s/events.js";
-import { isProviderError, type GpuProviderClient } from "../../provider/index.js";
-import { admission, endpointReadiness, pickEndpoint, planLimits } from "../../mediajob/admission.js";
-import type { SlotFact } from "../../mediajob/queued.js";
 import type { PlannedEvent } from "../../mediajob/conditions.js";
-import {
-  CANCEL_GIVE_UP_MS,
-  cancelFailedEvent,
-  cancelledEvent,
-  planDeletion,
-} from "../../mediajob/deletion.js";
-import { acceptedStatus } from "../../mediajob/write-ahead.js";
 import { afterNextStep, type CreateAnswer } from "../../mediajob/next-step.js";
 import {
   finalStatus,
@@ -29,73 +13,33 @@ import {
   planJob,
   retry,
   type Action,
-  type Facts,
   type FinishAction,
-  type PassError,
   type Plan,
-  type PlanSettings,
-  type ProviderRead,
-  type RecoveryKind,
   type SubmissionOutcome,
 } from "../../mediajob/plan.js";
-import { providerReadDue } from "../../mediajob/processing.js";
-import { afterDeletionCancel, afterStop, type CancelAnswer } from "../../mediajob/stop.js";
-import { accountFacts } from "../account-facts.js";
+import { afterStop, type CancelAnswer } from "../../mediajob/stop.js";
+import { DEFAULT_USAGE_SETTINGS, withBilledUsage } from "../../mediajob/usage.js";
+import { acceptedStatus } from "../../mediajob/write-ahead.js";
+import { isProviderError } from "../../provider/index.js";
 import { sameStatus } from "../same-status.js";
-import type { Informer } from "../informer.js";
 import { StaleCacheGuard } from "../stale-cache.js";
 import type { ReconcileResult } from "../workqueue.js";
-import type { Dispatcher } from "../dispatch/dispatcher.js";
+import type { MediaJobDeps, PassResult } from "./deps.js";
+import { finalize, type Finalizer } from "./finalize.js";
+import {
+  addPlaces,
+  gatherFacts,
+  readProviderStatus,
+  reserveAccountPlace,
+  settleSlot,
+  type Unrecorded,
+} from "./gather.js";
 import { submit } from "./submit.js";
-import { JobWrites, jobKey, type JobApi } from "./writes.js";
-import type { AccountJobs } from "../account-jobs.js";
-
-interface MediaJobSettings extends PlanSettings {
-  callbackBaseUrl: string;
-  callbackSecret: string;
-}
-
-export interface MediaJobDeps {
-  api: JobApi;
-  jobs: Pick<Informer<MediaJob>, "getByKey" | "get">;
-  endpoints: Pick<Informer<GpuEndpoint>, "get" | "list">;
-  accounts: Pick<Informer<BillingAccount>, "get">;
-  provider: Pick<GpuProviderClient, "submit" | "status" | "cancel">;
-  events: EventSink;
-  log: Logger;
-  settings: MediaJobSettings;
-  /** Where the sidecar keeps BillingAccounts; undefined: the job's own namespace. */
-  accountNamespace?: string;
-  /**
-   * The leader's fence, checked immediately before every side effect at the provider: false once
-   * this replica may no longer be the leader. Undefined: always true (no leader election).
-   */
-  fence?: () => boolean;
-  /** Aborted when leadership is lost: in-flight provider calls stop waiting. */
-  leadership?: () => AbortSignal | undefined;
-  onSubmission?: (outcome: SubmissionOutcome) => void;
-  /**
-   * The endpoints' in-flight windows and fair share (dispatch/dispatcher.ts). Undefined: no
-   * window, every job that may go is submitted at once.
-   */
-  dispatcher?: Dispatcher;
-  now?: () => Date;
-  onTransition?: (from: string | undefined, to: string | undefined) => void;
-  /** A job recovered by the controller itself (for metrics). */
-  onRecovery?: (kind: RecoveryKind) => void;
-  /** Running jobs per account, for the plans' concurrency cap; needed when plans are configured. */
-  accountJobs?: AccountJobs;
-}
+import { JobWrites, jobKey } from "./writes.js";
 
 /** A pass's retryable error: the key is retried with backoff (the cause is in a condition). */
 export class RetryLater extends Error {
   override readonly name = "RetryLater";
-}
-
-/** A pass's result, as controller-runtime's `(Result, error)`. */
-export interface PassResult {
-  result?: ReconcileResult;
-  error?: PassError;
 }
 
 interface Step {
@@ -115,11 +59,19 @@ export class MediaJobReconciler {
    * pass so the id is not left to the callback alone. Lost with the process, which is safe: the
    * submission stays Processing (never resubmitted) and its callback adopts it.
    */
-  private readonly unrecorded = new Map<string, { attempt: number; providerJobId: string }>();
+  private readonly unrecorded: Unrecorded = new Map();
   private readonly writes: JobWrites;
+  private readonly finalizer: Finalizer;
 
   constructor(private readonly d: MediaJobDeps) {
     this.writes = new JobWrites(d.api, this.stale, () => this.now(), d.log);
+    this.finalizer = {
+      d,
+      writes: this.writes,
+      now: () => this.now(),
+      fenceHolds: () => this.fenceHolds(),
+      record: (job, event) => this.record(job, event),
+    };
   }
 
   private now(): Date {
@@ -145,20 +97,16 @@ export class MediaJobReconciler {
       return {};
     }
     if (this.stale.isStale(key, job.metadata.resourceVersion)) return { result: { requeueAfterMs: 50 } };
-    if (job.metadata.deletionTimestamp) return this.finalize(job);
+    if (job.metadata.deletionTimestamp) return finalize(this.finalizer, job);
 
     const nowDate = this.now();
     const now = nowDate.toISOString();
     const before = job.status;
-    const facts = await this.gather(job, nowDate);
-    // Counted, planned and reserved with no await between: two passes of one account cannot both
-    // take its last concurrent slot, and a window's slot is asked for only by a job its plan admits.
-    const account = accountFacts(job, { ...this.d, plans: this.d.settings.plans }, nowDate.getTime());
-    if (account) facts.account = account;
-    const slot = this.askSlot(job, facts);
-    if (slot) facts.slot = slot;
+    const facts = await gatherFacts(this.d, job, nowDate, this.unrecorded);
+    // Places taken, planned and reserved with no await between (gather.ts, addPlaces).
+    addPlaces(this.d, job, facts, nowDate.getTime());
     let plan = planJob(job, facts);
-    const reservation = this.reserve(job, plan);
+    const reservation = reserveAccountPlace(this.d, job, plan);
     let written: MediaJob | undefined;
     let submitted: SubmissionOutcome | undefined;
     try {
@@ -168,7 +116,7 @@ export class MediaJobReconciler {
       }
     } finally {
       if (reservation && written?.status?.phase !== "Processing") this.d.accountJobs?.release(...reservation);
-      this.afterSlot(key, facts, submitted);
+      settleSlot(this.d, key, facts, submitted);
     }
     if (plan.submission) this.d.onSubmission?.(plan.submission);
     if (plan.recovery) this.d.onRecovery?.(plan.recovery);
@@ -192,92 +140,6 @@ export class MediaJobReconciler {
     const result =
       kept && finish.requeueAfterMs !== undefined ? { requeueAfterMs: finish.requeueAfterMs } : undefined;
     return { ...(result && { result }), ...(plan.error && { error: plan.error }) };
-  }
-
-  private async gather(job: MediaJob, now: Date): Promise<Facts> {
-    const ns = job.metadata.namespace ?? "";
-    const settings = this.d.settings;
-    const facts: Facts = {
-      now,
-      settings,
-      newSubmissionId: randomBytes(12).toString("base64url"),
-      unrecorded: this.unrecorded.get(jobKey(job)),
-    };
-    if ((job.status?.phase ?? "Pending") === "Pending") {
-      const account = job.spec.account;
-      if (account)
-        facts.subscriptionState = this.d.accounts.get(
-          this.d.accountNamespace ?? ns,
-          billingAccountName(account),
-        )?.status?.subscriptionStatus;
-      const ref = job.spec.endpointRef;
-      const candidates = ref
-        ? [this.d.endpoints.get(ns, ref)].filter((e) => e !== undefined)
-        : this.d.endpoints.list(ns);
-      facts.endpoint = pickEndpoint(job, candidates);
-    }
-    const submitted = job.status?.submission;
-    if (submitted && submitted.state !== "Accepted" && job.status?.endpointId) {
-      const at = job.status.endpointId;
-      facts.idempotentWorkers = this.d.endpoints
-        .list(ns)
-        .some((e) => e.status?.endpointId === at && e.spec.idempotentWorkers === true);
-    }
-    const due = providerReadDue(job, now.getTime(), settings.defaultTimeoutSeconds);
-    if (due) facts.provider = await this.readStatus(due.endpointId, due.providerJobId);
-    return facts;
-  }
-
-  /** A planned submission of a job with an account holds its place in the account's count. */
-  private reserve(job: MediaJob, plan: Plan): [string, string] | undefined {
-    const account = job.spec.account;
-    if (!account || !this.d.accountJobs || !plan.actions.some((a) => a.type === "submit")) return undefined;
-    this.d.accountJobs.reserve(account, jobKey(job));
-    return [account, jobKey(job)];
-  }
-
-  /**
-   * The window's gate, asked only of a job that could be submitted now (not suspended or
-   * cancelled, admitted by its account and its plan, its endpoint Ready), so no slot is held by a
-   * job that would not use it.
-   */
-  private askSlot(job: MediaJob, facts: Facts): SlotFact | undefined {
-    const ep = facts.endpoint;
-    if (!this.d.dispatcher || !ep?.status?.endpointId || job.spec.suspend || job.spec.cancel)
-      return undefined;
-    if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
-    if (admission(job, facts.subscriptionState).status !== "True") return undefined;
-    if (!planLimits(job, this.d.settings.plans, facts.account).admitted) return undefined;
-    if (endpointReadiness(job, ep).status !== "True") return undefined;
-    return this.d.dispatcher.gate(job, ep);
-  }
-
-  /**
-   * What the pass did with its slot: an accepted submission grows the window, and a slot the pass
-   * did not use (refused, fenced, not submitted after all) goes back. A 429 shrinks the window
-   * (submit.ts tells the dispatcher, with the answer's Retry-After).
-   */
-  private afterSlot(key: string, facts: Facts, submitted: SubmissionOutcome | undefined): void {
-    const dispatcher = this.d.dispatcher;
-    const endpointId = facts.endpoint?.status?.endpointId;
-    if (!dispatcher || !endpointId || !facts.slot?.granted) return;
-    switch (submitted) {
-      case "accepted":
-        return dispatcher.accepted(endpointId);
-      case "unconfirmed":
-        return; // it may be running: it keeps its slot while Processing
-      default:
-        return dispatcher.release(endpointId, key);
-    }
-  }
-
-  private async readStatus(endpointId: string, providerJobId: string): Promise<ProviderRead> {
-    try {
-      return { result: await this.d.provider.status(endpointId, providerJobId) };
-    } catch (err) {
-      if (isProviderError(err, "JOB_NOT_FOUND")) return { lost: true };
-      return { error: describeError(err) };
-    }
   }
 
   /** One planned action; an action with an answer hands it to the domain for the rest of the pass. */
@@ -308,7 +170,7 @@ export class MediaJobReconciler {
           answer = { result: await this.d.provider.cancel(action.endpointId, action.providerJobId) };
           // The cancel's answer says little (RunPod: the id and a status); the job's own status has
           // the final figures (executionTime, delayTime) a stopped job's usage is recorded from.
-          const read = await this.readStatus(action.endpointId, action.providerJobId);
+          const read = await readProviderStatus(this.d, action.endpointId, action.providerJobId);
           if ("result" in read) answer = { result: read.result, confirmed: true };
         } catch (err) {
           answer = isProviderError(err, "JOB_NOT_FOUND") ? { lost: true } : { error: describeError(err) };
@@ -392,59 +254,6 @@ export class MediaJobReconciler {
         await this.writes.deleteExpired(job);
         return false;
     }
-  }
-
-  /** Deletion: cancel at the provider, then let go. */
-  private async finalize(job: MediaJob): Promise<PassResult> {
-    const plan = planDeletion(job, this.now().getTime(), this.d.settings.cancelGiveUpMs);
-    for (const step of plan.steps) {
-      if (step.type === "event") await this.record(job, step.event);
-      else if (step.type === "removeFinalizer") await this.writes.removeFinalizer(job);
-      else if (step.type === "reportToPipeline")
-        await this.writes.reportToPipeline(
-          job.metadata.namespace!,
-          step.first,
-          step.uid,
-          step.condition,
-          this.now().toISOString(),
-        );
-      else {
-        if (!this.fenceHolds()) return { error: retry("not the leader: no cancel") };
-        try {
-          const res = await this.d.provider.cancel(step.endpointId, step.providerJobId);
-          // The job's own status after the cancel: whether it has ended there, and its final figures.
-          const read = await this.readStatus(step.endpointId, step.providerJobId);
-          const final = "result" in read ? read.result : res;
-          const nowDate = this.now();
-          const outcome = afterDeletionCancel(job, final, {
-            now: nowDate,
-            deletingForMs: nowDate.getTime() - new Date(job.metadata.deletionTimestamp ?? 0).getTime(),
-            giveUpMs: this.d.settings.cancelGiveUpMs ?? CANCEL_GIVE_UP_MS,
-            warnMs: this.d.settings.cancelFollowWarningMs,
-            tickMs: this.d.settings.tickMs,
-            confirmed: "result" in read,
-          });
-          if (outcome.status)
-            job = await this.writes.replaceStatus(
-              job,
-              finalStatus(
-                job,
-                withBilledUsage(job, outcome.status, this.d.settings.usage ?? DEFAULT_USAGE_SETTINGS),
-                nowDate.toISOString(),
-              ),
-            );
-          for (const e of outcome.events) await this.record(job, e);
-          if (!outcome.letGo)
-            return { result: { requeueAfterMs: outcome.requeueAfterMs ?? this.d.settings.tickMs } };
-          await this.record(job, cancelledEvent(step.providerJobId, final.status));
-        } catch (err) {
-          if (isProviderError(err, "JOB_NOT_FOUND") || isProviderError(err, "ENDPOINT_NOT_FOUND")) continue;
-          await this.record(job, cancelFailedEvent(step.providerJobId, describeError(err), step.giveUp));
-          if (!step.giveUp) throw err;
-        }
-      }
-    }
-    return plan.requeueAfterMs === undefined ? {} : { result: { requeueAfterMs: plan.requeueAfterMs } };
   }
 
   private async record(job: MediaJob, [type, reason, message]: PlannedEvent): Promise<void> {

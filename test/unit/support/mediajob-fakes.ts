@@ -6,7 +6,8 @@ import pino from "pino";
 import type { GpuEndpoint } from "../../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../../src/crds/mediajob.js";
 import type { BillingAccount } from "../../../src/crds/billingaccount.js";
-import { MediaJobReconciler, type MediaJobDeps } from "../../../src/controller/mediajob/reconciler.js";
+import type { MediaJobDeps } from "../../../src/controller/mediajob/deps.js";
+import { MediaJobReconciler } from "../../../src/controller/mediajob/reconciler.js";
 import { ProviderError, type ProviderErrorCode } from "../../../src/provider/errors.js";
 
 /** One expected call: its method, a check of its arguments, and its answer (or the error it throws). */

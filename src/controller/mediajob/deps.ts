@@ -1,0 +1,56 @@
+// What the MediaJob executor is given: the caches it reads, the clients it calls, its settings.
+import type { Logger } from "pino";
+import type { BillingAccount } from "../../crds/billingaccount.js";
+import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
+import type { MediaJob } from "../../crds/mediajob.js";
+import type { EventSink } from "../../k8s/events.js";
+import type { PassError, PlanSettings, RecoveryKind, SubmissionOutcome } from "../../mediajob/plan.js";
+import type { GpuProviderClient } from "../../provider/index.js";
+import type { AccountJobs } from "../account-jobs.js";
+import type { Dispatcher } from "../dispatch/dispatcher.js";
+import type { Informer } from "../informer.js";
+import type { ReconcileResult } from "../workqueue.js";
+import type { JobApi } from "./writes.js";
+
+interface MediaJobSettings extends PlanSettings {
+  callbackBaseUrl: string;
+  callbackSecret: string;
+}
+
+export interface MediaJobDeps {
+  api: JobApi;
+  jobs: Pick<Informer<MediaJob>, "getByKey" | "get">;
+  endpoints: Pick<Informer<GpuEndpoint>, "get" | "list">;
+  accounts: Pick<Informer<BillingAccount>, "get">;
+  provider: Pick<GpuProviderClient, "submit" | "status" | "cancel">;
+  events: EventSink;
+  log: Logger;
+  settings: MediaJobSettings;
+  /** Where the sidecar keeps BillingAccounts; undefined: the job's own namespace. */
+  accountNamespace?: string;
+  /**
+   * The leader's fence, checked immediately before every side effect at the provider: false once
+   * this replica may no longer be the leader. Undefined: always true (no leader election).
+   */
+  fence?: () => boolean;
+  /** Aborted when leadership is lost: in-flight provider calls stop waiting. */
+  leadership?: () => AbortSignal | undefined;
+  onSubmission?: (outcome: SubmissionOutcome) => void;
+  /**
+   * The endpoints' in-flight windows and fair share (dispatch/dispatcher.ts). Undefined: no
+   * window, every job that may go is submitted at once.
+   */
+  dispatcher?: Dispatcher;
+  now?: () => Date;
+  onTransition?: (from: string | undefined, to: string | undefined) => void;
+  /** A job recovered by the controller itself (for metrics). */
+  onRecovery?: (kind: RecoveryKind) => void;
+  /** Running jobs per account, for the plans' concurrency cap; needed when plans are configured. */
+  accountJobs?: AccountJobs;
+}
+
+/** A pass's result, as controller-runtime's `(Result, error)`. */
+export interface PassResult {
+  result?: ReconcileResult;
+  error?: PassError;
+}

@@ -1,0 +1,80 @@
+// A MediaJob being deleted: the domain's deletion plan (src/mediajob/deletion.ts) carried out:
+// cancel at the provider and record what it billed, tell the pipeline, then let go.
+import type { MediaJob } from "../../crds/mediajob.js";
+import { describeError } from "../../k8s/errors.js";
+import type { PlannedEvent } from "../../mediajob/conditions.js";
+import {
+  CANCEL_GIVE_UP_MS,
+  cancelFailedEvent,
+  cancelledEvent,
+  planDeletion,
+} from "../../mediajob/deletion.js";
+import { finalStatus, retry } from "../../mediajob/plan.js";
+import { afterDeletionCancel } from "../../mediajob/stop.js";
+import { DEFAULT_USAGE_SETTINGS, withBilledUsage } from "../../mediajob/usage.js";
+import { isProviderError } from "../../provider/index.js";
+import type { MediaJobDeps, PassResult } from "./deps.js";
+import { readProviderStatus } from "./gather.js";
+import type { JobWrites } from "./writes.js";
+
+export interface Finalizer {
+  d: MediaJobDeps;
+  writes: JobWrites;
+  now: () => Date;
+  fenceHolds: () => boolean;
+  record: (job: MediaJob, event: PlannedEvent) => Promise<void>;
+}
+
+/** One pass over a job with a deletionTimestamp: cancel at the provider, then let go. */
+export async function finalize(f: Finalizer, job: MediaJob): Promise<PassResult> {
+  const { d, writes } = f;
+  const plan = planDeletion(job, f.now().getTime(), d.settings.cancelGiveUpMs);
+  for (const step of plan.steps) {
+    if (step.type === "event") await f.record(job, step.event);
+    else if (step.type === "removeFinalizer") await writes.removeFinalizer(job);
+    else if (step.type === "reportToPipeline")
+      await writes.reportToPipeline(
+        job.metadata.namespace!,
+        step.first,
+        step.uid,
+        step.condition,
+        f.now().toISOString(),
+      );
+    else {
+      if (!f.fenceHolds()) return { error: retry("not the leader: no cancel") };
+      try {
+        const res = await d.provider.cancel(step.endpointId, step.providerJobId);
+        // The job's own status after the cancel: whether it has ended there, and its final figures.
+        const read = await readProviderStatus(d, step.endpointId, step.providerJobId);
+        const final = "result" in read ? read.result : res;
+        const nowDate = f.now();
+        const outcome = afterDeletionCancel(job, final, {
+          now: nowDate,
+          deletingForMs: nowDate.getTime() - new Date(job.metadata.deletionTimestamp ?? 0).getTime(),
+          giveUpMs: d.settings.cancelGiveUpMs ?? CANCEL_GIVE_UP_MS,
+          warnMs: d.settings.cancelFollowWarningMs,
+          tickMs: d.settings.tickMs,
+          confirmed: "result" in read,
+        });
+        if (outcome.status)
+          job = await writes.replaceStatus(
+            job,
+            finalStatus(
+              job,
+              withBilledUsage(job, outcome.status, d.settings.usage ?? DEFAULT_USAGE_SETTINGS),
+              nowDate.toISOString(),
+            ),
+          );
+        for (const e of outcome.events) await f.record(job, e);
+        if (!outcome.letGo)
+          return { result: { requeueAfterMs: outcome.requeueAfterMs ?? d.settings.tickMs } };
+        await f.record(job, cancelledEvent(step.providerJobId, final.status));
+      } catch (err) {
+        if (isProviderError(err, "JOB_NOT_FOUND") || isProviderError(err, "ENDPOINT_NOT_FOUND")) continue;
+        await f.record(job, cancelFailedEvent(step.providerJobId, describeError(err), step.giveUp));
+        if (!step.giveUp) throw err;
+      }
+    }
+  }
+  return plan.requeueAfterMs === undefined ? {} : { result: { requeueAfterMs: plan.requeueAfterMs } };
+}

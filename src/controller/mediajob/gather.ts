@@ -1,0 +1,130 @@
+// The facts of one MediaJob's pass: what the caches say of its account and endpoint, a provider
+// status only when one is due, and the account's and the endpoint window's places it may take.
+import { randomBytes } from "node:crypto";
+import { billingAccountName } from "../../crds/billingaccount.js";
+import type { MediaJob } from "../../crds/mediajob.js";
+import { describeError } from "../../k8s/errors.js";
+import { admission, endpointReadiness, pickEndpoint, planLimits } from "../../mediajob/admission.js";
+import type { Facts, Plan, ProviderRead, SubmissionOutcome } from "../../mediajob/plan.js";
+import { providerReadDue } from "../../mediajob/processing.js";
+import type { SlotFact } from "../../mediajob/queued.js";
+import { isProviderError } from "../../provider/index.js";
+import { accountFacts } from "../account-facts.js";
+import type { MediaJobDeps } from "./deps.js";
+import { jobKey } from "./writes.js";
+
+/** Provider ids of accepted submissions whose record write failed, by key (see the reconciler). */
+export type Unrecorded = Map<string, { attempt: number; providerJobId: string }>;
+
+/** What the caches say of the job, and the provider's status when a read is due (the one await). */
+export async function gatherFacts(
+  d: MediaJobDeps,
+  job: MediaJob,
+  now: Date,
+  unrecorded: Unrecorded,
+): Promise<Facts> {
+  const ns = job.metadata.namespace ?? "";
+  const settings = d.settings;
+  const facts: Facts = {
+    now,
+    settings,
+    newSubmissionId: randomBytes(12).toString("base64url"),
+    unrecorded: unrecorded.get(jobKey(job)),
+  };
+  if ((job.status?.phase ?? "Pending") === "Pending") {
+    const account = job.spec.account;
+    if (account)
+      facts.subscriptionState = d.accounts.get(d.accountNamespace ?? ns, billingAccountName(account))?.status
+        ?.subscriptionStatus;
+    const ref = job.spec.endpointRef;
+    const candidates = ref ? [d.endpoints.get(ns, ref)].filter((e) => e !== undefined) : d.endpoints.list(ns);
+    facts.endpoint = pickEndpoint(job, candidates);
+  }
+  const submitted = job.status?.submission;
+  if (submitted && submitted.state !== "Accepted" && job.status?.endpointId) {
+    const at = job.status.endpointId;
+    facts.idempotentWorkers = d.endpoints
+      .list(ns)
+      .some((e) => e.status?.endpointId === at && e.spec.idempotentWorkers === true);
+  }
+  const due = providerReadDue(job, now.getTime(), settings.defaultTimeoutSeconds);
+  if (due) facts.provider = await readProviderStatus(d, due.endpointId, due.providerJobId);
+  return facts;
+}
+
+/**
+ * The account's running jobs and the endpoint window's slot, added to the facts with no await
+ * before the plan and the reservation: two passes of one account cannot both take its last
+ * concurrent slot, and a window's slot is asked for only by a job its plan admits.
+ */
+export function addPlaces(d: MediaJobDeps, job: MediaJob, facts: Facts, nowMs: number): void {
+  const account = accountFacts(job, { ...d, plans: d.settings.plans }, nowMs);
+  if (account) facts.account = account;
+  const slot = askSlot(d, job, facts);
+  if (slot) facts.slot = slot;
+}
+
+/**
+ * The window's gate, asked only of a job that could be submitted now (not suspended or
+ * cancelled, admitted by its account and its plan, its endpoint Ready), so no slot is held by a
+ * job that would not use it.
+ */
+function askSlot(d: MediaJobDeps, job: MediaJob, facts: Facts): SlotFact | undefined {
+  const ep = facts.endpoint;
+  if (!d.dispatcher || !ep?.status?.endpointId || job.spec.suspend || job.spec.cancel) return undefined;
+  if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
+  if (admission(job, facts.subscriptionState).status !== "True") return undefined;
+  if (!planLimits(job, d.settings.plans, facts.account).admitted) return undefined;
+  if (endpointReadiness(job, ep).status !== "True") return undefined;
+  return d.dispatcher.gate(job, ep);
+}
+
+/** A planned submission of a job with an account holds its place in the account's count. */
+export function reserveAccountPlace(
+  d: MediaJobDeps,
+  job: MediaJob,
+  plan: Plan,
+): [string, string] | undefined {
+  const account = job.spec.account;
+  if (!account || !d.accountJobs || !plan.actions.some((a) => a.type === "submit")) return undefined;
+  d.accountJobs.reserve(account, jobKey(job));
+  return [account, jobKey(job)];
+}
+
+/**
+ * What the pass did with its slot: an accepted submission grows the window, and a slot the pass
+ * did not use (refused, fenced, not submitted after all) goes back. A 429 shrinks the window
+ * (submit.ts tells the dispatcher, with the answer's Retry-After).
+ */
+export function settleSlot(
+  d: MediaJobDeps,
+  key: string,
+  facts: Facts,
+  submitted: SubmissionOutcome | undefined,
+): void {
+  const dispatcher = d.dispatcher;
+  const endpointId = facts.endpoint?.status?.endpointId;
+  if (!dispatcher || !endpointId || !facts.slot?.granted) return;
+  switch (submitted) {
+    case "accepted":
+      return dispatcher.accepted(endpointId);
+    case "unconfirmed":
+      return; // it may be running: it keeps its slot while Processing
+    default:
+      return dispatcher.release(endpointId, key);
+  }
+}
+
+/** The provider's status of a job, as the domain reads it: a result, lost, or an error. */
+export async function readProviderStatus(
+  d: Pick<MediaJobDeps, "provider">,
+  endpointId: string,
+  providerJobId: string,
+): Promise<ProviderRead> {
+  try {
+    return { result: await d.provider.status(endpointId, providerJobId) };
+  } catch (err) {
+    if (isProviderError(err, "JOB_NOT_FOUND")) return { lost: true };
+    return { error: describeError(err) };
+  }
+}
