@@ -50,6 +50,13 @@ function fixFor(job: MediaJob, c: Condition): string {
   }
 }
 
+/**
+ * Waits that are the product working as configured, not something to fix: a job queued for its
+ * endpoint's window or its plan's concurrency, or suspended by its owner. The doctor lists them
+ * as ok, so its warnings stay about what needs a hand.
+ */
+const BY_DESIGN = new Set(["WindowFull", "Throttled", "ConcurrencyLimitReached", "Suspended"]);
+
 /** Why a job waits (the domain's holding condition) and the fix, or undefined when nothing holds it. */
 export function waitOf(job: MediaJob): Wait | undefined {
   const holding = holdingCondition(job.status);
@@ -79,7 +86,7 @@ export function waitingFindings(jobs: MediaJob[]): Array<Omit<Finding, "section"
       return {
         check: "waiting jobs",
         target: key,
-        result: "warn",
+        result: BY_DESIGN.has(first.wait.condition.reason ?? "") ? "ok" : "warn",
         message: `${held.length} MediaJob(s) Pending: ${names}${held.length > 5 ? ", ..." : ""} (${first.wait.condition.message})`,
         fix: first.wait.fix,
       };

@@ -197,6 +197,20 @@ describe("jobs that wait", () => {
     expect(waitingFindings([free])).toMatchObject([{ result: "ok" }]);
   });
 
+  it("doctor tells of jobs waiting by design (a full window, a plan's concurrency, suspended) without a warning", () => {
+    const queued = pending([{ type: "Queued", status: "True", reason: "WindowFull" }]);
+    const capped = pending([{ type: "Admitted", status: "False", reason: "ConcurrencyLimitReached" }]);
+    const suspended = pending([{ type: "Suspended", status: "True", reason: "Suspended" }]);
+    const unknown = pending([{ type: "Admitted", status: "False", reason: "AccountUnknown" }]);
+    const found = waitingFindings([queued, capped, suspended, unknown]);
+    expect(found.map((f) => [f.target, f.result])).toEqual([
+      ["Admitted=False (AccountUnknown)", "warn"],
+      ["Admitted=False (ConcurrencyLimitReached)", "ok"],
+      ["Queued=True (WindowFull)", "ok"],
+      ["Suspended=True (Suspended)", "ok"],
+    ]);
+  });
+
   it("doctor groups waiting jobs by condition and reason", () => {
     const a = pending([{ type: "Admitted", status: "False", reason: "AccountUnknown" }]);
     const b = pending([{ type: "EndpointReady", status: "False", reason: "EndpointMissing" }]);
