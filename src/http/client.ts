@@ -103,9 +103,13 @@ export function send(url: string | URL, req: HttpRequest): Promise<HttpAnswer> {
     const out = secure ? httpsRequest(target, options) : nodeHttp.request(target, options);
     // The caller's signal ends the exchange while it lasts, not after: Node's own `signal` option
     // stays armed once the answer has ended, and an abort then destroys the connection the pool
-    // took back, whose error nothing listens to any more (an uncaught exception).
+    // took back, whose error nothing listens to any more (an uncaught exception). An answer read in
+    // full is already off its connection, though its last 'data' may still be on the way (a watch
+    // aborted from its final event): then only the body stops, and the pooled connection is left
+    // alone. Destroyed without an error, a connection has no 'error' to emit; `fail` names the abort.
     const signal = req.signal;
-    const onAbort = () => out.destroy(Object.assign(new Error("aborted"), { code: "ABORT_ERR" }));
+    let answer: IncomingMessage | undefined;
+    const onAbort = () => (answer?.complete ? answer.destroy() : out.destroy());
     const disarm = () => signal?.removeEventListener("abort", onAbort);
     signal?.addEventListener("abort", onAbort, { once: true });
     out.once("close", disarm);
@@ -115,6 +119,7 @@ export function send(url: string | URL, req: HttpRequest): Promise<HttpAnswer> {
       else socket.once(secure ? "secureConnect" : "connect", () => (connected = true));
     });
     out.on("response", (res) => {
+      answer = res;
       res.once("end", disarm).once("close", disarm);
       resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, body: res });
     });

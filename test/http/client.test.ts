@@ -106,6 +106,45 @@ describe("send", () => {
     }
   });
 
+  it("an abort from the answer's last event, read after the answer is complete, does not crash the process", async () => {
+    // A watch's ERROR event (410 Gone after the control plane restarts) as the answer's last line:
+    // the informer aborts its watch while handling it, when the whole answer may already be in and
+    // its pooled connection taken back.
+    const origin = await listen(
+      createServer((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end('{"type":"ERROR","object":{"code":410}}\n');
+      }),
+    );
+    const pools = keepAlivePools();
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown) => uncaught.push(err);
+    process.on("uncaughtException", onUncaught);
+    try {
+      for (let i = 0; i < 20; i++) {
+        const ac = new AbortController();
+        const res = await send(`${origin}/watch`, { method: "GET", agent: pools.http, signal: ac.signal });
+        res.body.setEncoding("utf8");
+        await new Promise<void>((resolve) => {
+          res.body.on("data", () => ac.abort());
+          res.body
+            .on("error", () => resolve())
+            .on("end", () => resolve())
+            .on("close", () => resolve());
+        });
+      }
+      await new Promise((r) => setTimeout(r, 50));
+      expect(uncaught).toEqual([]);
+      // The pool still serves.
+      const again = await send(`${origin}/x`, { method: "GET", agent: pools.http });
+      expect(again.statusCode).toBe(200);
+      await text(again.body);
+    } finally {
+      process.off("uncaughtException", onUncaught);
+      pools.http.destroy();
+    }
+  });
+
   it("an abort while the answer streams ends its body with an error", async () => {
     const origin = await listen(
       createServer((req, res) => {
