@@ -4,10 +4,10 @@
 // reported and what waits, names one account, and exits 1 when a report needs a person.
 import { beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../src/cli/main.js";
-import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
-import { API_VERSION } from "../../src/crds/common.js";
+import { billingAccountName, type BillingAccountUsage } from "../../src/crds/billingaccount.js";
 import type { MediaJob, UsageAttempt } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
+import { activeAccount } from "../support/accounts.js";
 import { createTestNamespace, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import { mediaJob } from "../support/stack.js";
 
@@ -26,18 +26,8 @@ async function kubectlMedia(...args: string[]): Promise<{ code: number; stdout: 
   return { code, stdout, stderr };
 }
 
-async function account(customerId: string, usage?: Record<string, unknown>): Promise<void> {
-  const created = await api.create<BillingAccount>("billingaccounts", ns, {
-    apiVersion: API_VERSION,
-    kind: "BillingAccount",
-    metadata: { name: billingAccountName(customerId) },
-    spec: { customerId },
-  } as never);
-  await api.replaceStatus("billingaccounts", {
-    ...created,
-    status: { subscriptionStatus: "active", ...(usage && { usage }) },
-  } as never);
-}
+const account = (customerId: string, usage?: BillingAccountUsage) =>
+  activeAccount(api, ns, customerId, usage && { usage });
 
 async function jobWithUsage(
   name: string,

@@ -8,15 +8,14 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { Watch } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { billingAccountName } from "../../src/crds/billingaccount.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
-import { API_VERSION } from "../../src/crds/index.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { main as cliMain } from "../../src/cli/main.js";
 import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { SUBMISSION_IDENTITY_KEY } from "../../src/mediajob/submission-identity.js";
 import type { Simulator } from "../../tools/simulator/server.js";
+import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
   condition,
@@ -75,20 +74,6 @@ async function media(argv: string[]): Promise<string> {
   return stdout;
 }
 
-/** An account whose jobs are admitted: its BillingAccount, subscription active. */
-async function activeAccount(ns: string, customerId: string): Promise<void> {
-  const created = await api.create("billingaccounts", ns, {
-    apiVersion: API_VERSION,
-    kind: "BillingAccount",
-    metadata: { name: billingAccountName(customerId) },
-    spec: { customerId },
-  } as never);
-  await api.replaceStatus("billingaccounts", {
-    ...(created as object),
-    status: { subscriptionStatus: "active" },
-  } as never);
-}
-
 const allPhase = async (ns: string, names: string[], phase: string, timeoutMs = 60_000) => {
   for (const n of names) await waitForPhase(api, ns, n, phase, timeoutMs);
 };
@@ -108,7 +93,7 @@ describe("a window of 2 on an endpoint of 2 workers", () => {
       gpuEndpoint("asr", { workload: "asr", maxWorkers: 2, maxInFlight: 2 }) as never,
     );
     await waitForReady(api, s.ns, "asr");
-    for (const a of ["A", "B"]) await activeAccount(s.ns, a);
+    for (const a of ["A", "B"]) await activeAccount(api, s.ns, a);
   });
   afterAll(() => s?.stop());
 
@@ -202,7 +187,7 @@ describe("backpressure and leader changes", () => {
       gpuEndpoint("asr", { workload: "asr", maxWorkers: 3, maxInFlight: 6 }) as never,
     );
     await waitForReady(api, s.ns, "asr");
-    for (const a of ["odd", "even"]) await activeAccount(s.ns, a);
+    for (const a of ["odd", "even"]) await activeAccount(api, s.ns, a);
   });
   afterAll(() => s?.stop());
 

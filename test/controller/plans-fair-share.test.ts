@@ -3,10 +3,10 @@
 // slot of the endpoint's window, so it never keeps another account's job from the free slot and
 // is not counted as waiting for one.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { API_VERSION, billingAccountName, type BillingAccount } from "../../src/crds/index.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
+import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
 import {
   condition,
@@ -28,19 +28,6 @@ const PLANS = {
   price_roomy: { gpuSecondsPerPeriod: 1_000_000, maxExecutionTimeoutMs: 604_800_000 },
 };
 
-async function account(customer: string, priceId: string): Promise<void> {
-  const created = await api.create<BillingAccount>("billingaccounts", s.ns, {
-    apiVersion: API_VERSION,
-    kind: "BillingAccount",
-    metadata: { name: billingAccountName(customer) },
-    spec: { customerId: customer },
-  } as never);
-  await api.replaceStatus("billingaccounts", {
-    ...created,
-    status: { subscriptionStatus: "active", priceIds: [priceId] },
-  } as never);
-}
-
 beforeAll(async () => {
   // 3,000 simulated seconds at 0.01: 30 real seconds per job, longer than the test.
   s = await startControllerStack(kc, {
@@ -54,8 +41,8 @@ beforeAll(async () => {
     gpuEndpoint("asr", { workload: "asr", maxWorkers: 2, maxInFlight: 2 }) as never,
   );
   await waitForReady(api, s.ns, "asr");
-  await account("cus_one", "price_one");
-  await account("cus_other", "price_roomy");
+  await activeAccount(api, s.ns, "cus_one", { priceIds: ["price_one"] });
+  await activeAccount(api, s.ns, "cus_other", { priceIds: ["price_roomy"] });
 });
 afterAll(() => s?.stop());
 

@@ -4,10 +4,11 @@
 // the provider with policy.executionTimeout (its own, else the plan's), which the provider
 // enforces: a job that runs longer ends TIMED_OUT, billed no more than the limit.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { API_VERSION, billingAccountName, type BillingAccount } from "../../src/crds/index.js";
+import type { BillingAccountStatus } from "../../src/crds/index.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Simulator } from "../../tools/simulator/server.js";
+import { activeAccount } from "../support/accounts.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
 import {
   condition,
@@ -42,20 +43,8 @@ beforeAll(async () => {
 afterAll(() => stack?.stop());
 
 /** An account as the sidecar and the usage recorder leave it (the controller writes on it too). */
-async function account(customer: string, status: Partial<NonNullable<BillingAccount["status"]>>) {
-  const name = billingAccountName(customer);
-  if (!(await api.get<BillingAccount>("billingaccounts", ns, name)))
-    await api.create<BillingAccount>("billingaccounts", ns, {
-      apiVersion: API_VERSION,
-      kind: "BillingAccount",
-      metadata: { name, namespace: ns },
-      spec: { customerId: customer },
-    } as never);
-  await api.updateStatusWithRetry<BillingAccount>("billingaccounts", ns, name, (acct) => ({
-    ...acct,
-    status: { ...acct.status, subscriptionStatus: "active", ...status },
-  }));
-}
+const account = (customer: string, status: Partial<BillingAccountStatus>) =>
+  activeAccount(api, ns, customer, status);
 
 const inAnHour = () => new Date(Date.now() + 3_600_000).toISOString();
 const anHourAgo = () => new Date(Date.now() - 3_600_000).toISOString();
