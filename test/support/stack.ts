@@ -3,6 +3,7 @@
 import { randomBytes } from "node:crypto";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
+import { afterAll, beforeAll } from "vitest";
 import { parseEnv, type Env } from "../../src/config/env.js";
 import { API_VERSION } from "../../src/crds/index.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
@@ -241,4 +242,18 @@ export async function startControllerStack(
       await sim.close();
     },
   };
+}
+
+/**
+ * The controller stack of the enclosing test file (or describe block): started before its tests,
+ * stopped after them. The fields are filled in when the stack has started, so tests read them
+ * (`stack.ns`) as they run, never at load.
+ */
+export function controllerStackForTests(kc: KubeConfig, opts: ControllerStackOptions): ControllerStack {
+  const stack = {} as ControllerStack;
+  beforeAll(async () => {
+    Object.assign(stack, await startControllerStack(kc, opts));
+  });
+  afterAll(() => stack.stop?.());
+  return stack;
 }
