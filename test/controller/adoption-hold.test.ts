@@ -2,22 +2,17 @@
 // callback ties the provider job it names to this MediaJob, and whoever holds the callback URL
 // chooses that job. Such a result is marked AdoptedByCallback and its next step is not created
 // until an operator vouches for it with `kubectl media accept` (or the /run answer confirms it).
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { main } from "../../src/cli/main.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { nextStepName } from "../../src/mediajob/pipeline.js";
 import { eventsOf, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
-import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
+import { controllerStackForTests, mediaJob, waitForPhase } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let s: ControllerStack;
-
-beforeAll(async () => {
-  s = await startControllerStack(kc, { name: "adoption-hold", sidecar: true, endpoints: ["asr", "tts"] });
-});
-afterAll(() => s?.stop());
+const s = controllerStackForTests(kc, { name: "adoption-hold", sidecar: true, endpoints: ["asr", "tts"] });
 
 async function kubectlMedia(args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = "";

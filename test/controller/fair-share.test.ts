@@ -7,7 +7,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { Watch } from "@kubernetes/client-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { main as cliMain } from "../../src/cli/main.js";
@@ -19,13 +19,12 @@ import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
   condition,
+  controllerStackForTests,
   gpuEndpoint,
   mediaJob,
-  startControllerStack,
   startManager,
   waitForPhase,
   waitForReady,
-  type ControllerStack,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
@@ -79,14 +78,13 @@ const allPhase = async (ns: string, names: string[], phase: string, timeoutMs = 
 };
 
 describe("a window of 2 on an endpoint of 2 workers", () => {
-  let s: ControllerStack;
+  // 100 simulated seconds at 0.01: a real second per job.
+  const s = controllerStackForTests(kc, {
+    name: "fair-share",
+    sidecar: true,
+    sim: { executionMs: 100_000, coldStartMs: 0 },
+  });
   beforeAll(async () => {
-    // 100 simulated seconds at 0.01: a real second per job.
-    s = await startControllerStack(kc, {
-      name: "fair-share",
-      sidecar: true,
-      sim: { executionMs: 100_000, coldStartMs: 0 },
-    });
     await api.create(
       "gpuendpoints",
       s.ns,
@@ -95,7 +93,6 @@ describe("a window of 2 on an endpoint of 2 workers", () => {
     await waitForReady(api, s.ns, "asr");
     for (const a of ["A", "B"]) await activeAccount(api, s.ns, a);
   });
-  afterAll(() => s?.stop());
 
   it("a burst of account A does not hold back account B's job, and waits Queued (one write more)", async () => {
     const { ns, sim } = s;
@@ -174,13 +171,12 @@ describe("a window of 2 on an endpoint of 2 workers", () => {
 });
 
 describe("backpressure and leader changes", () => {
-  let s: ControllerStack;
+  const s = controllerStackForTests(kc, {
+    name: "fair-share-429",
+    sidecar: true,
+    sim: { executionMs: 30_000, coldStartMs: 0 },
+  });
   beforeAll(async () => {
-    s = await startControllerStack(kc, {
-      name: "fair-share-429",
-      sidecar: true,
-      sim: { executionMs: 30_000, coldStartMs: 0 },
-    });
     await api.create(
       "gpuendpoints",
       s.ns,
@@ -189,7 +185,6 @@ describe("backpressure and leader changes", () => {
     await waitForReady(api, s.ns, "asr");
     for (const a of ["odd", "even"]) await activeAccount(api, s.ns, a);
   });
-  afterAll(() => s?.stop());
 
   it("a 429 from /run shrinks the window; the jobs wait out Retry-After in Kubernetes and each runs once", async () => {
     const { ns, sim, manager } = s;
@@ -236,13 +231,12 @@ describe("backpressure and leader changes", () => {
 const i2a = (name: string): string => (Number(name.split("-").at(-1)) % 2 ? "odd" : "even");
 
 describe("spec.idempotentWorkers", () => {
-  let s: ControllerStack;
+  const s = controllerStackForTests(kc, {
+    name: "fair-share-idem",
+    sidecar: true,
+    env: { CALLBACK_CONFIRMATION_SECONDS: "2" },
+  });
   beforeAll(async () => {
-    s = await startControllerStack(kc, {
-      name: "fair-share-idem",
-      sidecar: true,
-      env: { CALLBACK_CONFIRMATION_SECONDS: "2" },
-    });
     await api.create(
       "gpuendpoints",
       s.ns,
@@ -250,7 +244,6 @@ describe("spec.idempotentWorkers", () => {
     );
     await waitForReady(api, s.ns, "asr");
   });
-  afterAll(() => s?.stop());
 
   it("an unconfirmed submission is submitted again (counted), with the same dedup key, instead of failing", async () => {
     const { ns, sim } = s;

@@ -2,7 +2,7 @@
 // HTTP: a job its plan holds back (the account's concurrency cap) neither asks for nor waits for a
 // slot of the endpoint's window, so it never keeps another account's job from the free slot and
 // is not counted as waiting for one.
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { beforeAll, expect, it } from "vitest";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
@@ -10,17 +10,15 @@ import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
 import {
   condition,
+  controllerStackForTests,
   gpuEndpoint,
   mediaJob,
-  startControllerStack,
   waitForPhase,
   waitForReady,
-  type ControllerStack,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let s: ControllerStack;
 
 const PLANS = {
   // One job at a time, however many wait.
@@ -28,13 +26,14 @@ const PLANS = {
   price_roomy: { gpuSecondsPerPeriod: 1_000_000, maxExecutionTimeoutMs: 604_800_000 },
 };
 
+// 3,000 simulated seconds at 0.01: 30 real seconds per job, longer than the test.
+const s = controllerStackForTests(kc, {
+  name: "plans-fair",
+  sim: { executionMs: 3_000_000, coldStartMs: 0 },
+  env: { MEDIA_PLANS: JSON.stringify(PLANS) },
+});
+
 beforeAll(async () => {
-  // 3,000 simulated seconds at 0.01: 30 real seconds per job, longer than the test.
-  s = await startControllerStack(kc, {
-    name: "plans-fair",
-    sim: { executionMs: 3_000_000, coldStartMs: 0 },
-    env: { MEDIA_PLANS: JSON.stringify(PLANS) },
-  });
   await api.create(
     "gpuendpoints",
     s.ns,
@@ -44,7 +43,6 @@ beforeAll(async () => {
   await activeAccount(api, s.ns, "cus_one", { priceIds: ["price_one"] });
   await activeAccount(api, s.ns, "cus_other", { priceIds: ["price_roomy"] });
 });
-afterAll(() => s?.stop());
 
 it("a job its plan holds back takes no slot: another account's job goes to the free one at once", async () => {
   const { ns } = s;
