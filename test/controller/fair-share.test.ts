@@ -20,11 +20,9 @@ import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.
 import {
   condition,
   controllerStackForTests,
-  gpuEndpoint,
   mediaJob,
   startManager,
   waitForPhase,
-  waitForReady,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
@@ -83,14 +81,9 @@ describe("a window of 2 on an endpoint of 2 workers", () => {
     name: "fair-share",
     sidecar: true,
     sim: { executionMs: 100_000, coldStartMs: 0 },
+    endpoints: [{ workload: "asr", maxWorkers: 2, maxInFlight: 2 }],
   });
   beforeAll(async () => {
-    await api.create(
-      "gpuendpoints",
-      s.ns,
-      gpuEndpoint("asr", { workload: "asr", maxWorkers: 2, maxInFlight: 2 }) as never,
-    );
-    await waitForReady(api, s.ns, "asr");
     for (const a of ["A", "B"]) await activeAccount(api, s.ns, a);
   });
 
@@ -175,14 +168,9 @@ describe("backpressure and leader changes", () => {
     name: "fair-share-429",
     sidecar: true,
     sim: { executionMs: 30_000, coldStartMs: 0 },
+    endpoints: [{ workload: "asr", maxWorkers: 3, maxInFlight: 6 }],
   });
   beforeAll(async () => {
-    await api.create(
-      "gpuendpoints",
-      s.ns,
-      gpuEndpoint("asr", { workload: "asr", maxWorkers: 3, maxInFlight: 6 }) as never,
-    );
-    await waitForReady(api, s.ns, "asr");
     for (const a of ["odd", "even"]) await activeAccount(api, s.ns, a);
   });
 
@@ -235,14 +223,7 @@ describe("spec.idempotentWorkers", () => {
     name: "fair-share-idem",
     sidecar: true,
     env: { CALLBACK_CONFIRMATION_SECONDS: "2" },
-  });
-  beforeAll(async () => {
-    await api.create(
-      "gpuendpoints",
-      s.ns,
-      gpuEndpoint("asr", { workload: "asr", idempotentWorkers: true }) as never,
-    );
-    await waitForReady(api, s.ns, "asr");
+    endpoints: [{ workload: "asr", idempotentWorkers: true }],
   });
 
   it("an unconfirmed submission is submitted again (counted), with the same dedup key, instead of failing", async () => {

@@ -8,14 +8,7 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
-import {
-  condition,
-  controllerStackForTests,
-  gpuEndpoint,
-  mediaJob,
-  waitForPhase,
-  waitForReady,
-} from "../support/stack.js";
+import { condition, controllerStackForTests, mediaJob, waitForPhase } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -31,15 +24,10 @@ const s = controllerStackForTests(kc, {
   name: "plans-fair",
   sim: { executionMs: 3_000_000, coldStartMs: 0 },
   env: { MEDIA_PLANS: JSON.stringify(PLANS) },
+  endpoints: [{ workload: "asr", maxWorkers: 2, maxInFlight: 2 }],
 });
 
 beforeAll(async () => {
-  await api.create(
-    "gpuendpoints",
-    s.ns,
-    gpuEndpoint("asr", { workload: "asr", maxWorkers: 2, maxInFlight: 2 }) as never,
-  );
-  await waitForReady(api, s.ns, "asr");
   await activeAccount(api, s.ns, "cus_one", { priceIds: ["price_one"] });
   await activeAccount(api, s.ns, "cus_other", { priceIds: ["price_roomy"] });
 });

@@ -191,8 +191,11 @@ export interface ControllerStackOptions {
   sim?: SimulatorOptions;
   /** Also run the webhooks sidecar, and send the provider's callbacks to it. */
   sidecar?: boolean;
-  /** A GpuEndpoint per workload (named after it), each waited for until Ready. */
-  endpoints?: string[];
+  /**
+   * A GpuEndpoint per workload, or per spec (a window, workers, idempotentWorkers), named after
+   * its workload and waited for until Ready.
+   */
+  endpoints?: Array<string | Spec>;
   /** What the Manager gets besides the defaults (a counting provider, a flaky API), from the env. */
   manager?: (env: Env, sim: Simulator) => Partial<ConstructorParameters<typeof Manager>[0]>;
 }
@@ -226,9 +229,10 @@ export async function startControllerStack(
   if (sidecar) env = { ...env, CALLBACK_BASE_URL: sidecar.url };
   const manager = startManager(kc, sim, env, opts.manager?.(env, sim));
   await manager.start();
-  for (const w of opts.endpoints ?? []) {
-    await api.create("gpuendpoints", ns, gpuEndpoint(w, { workload: w }) as never);
-    await waitForReady(api, ns, w);
+  for (const e of opts.endpoints ?? []) {
+    const spec = typeof e === "string" ? { workload: e } : e;
+    await api.create("gpuendpoints", ns, gpuEndpoint(spec.workload, spec) as never);
+    await waitForReady(api, ns, spec.workload);
   }
   return {
     ns,
