@@ -19,6 +19,7 @@ import {
 } from "../../src/webhooks/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
 import { CallbackJobs, simulatorClient } from "../support/callbacks.js";
+import { paymentEvent, signedDelivery } from "../support/payments.js";
 import { createTestNamespace, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import { startTestSimulator, testEnv } from "../support/stack.js";
 
@@ -81,21 +82,8 @@ function post(
   });
 }
 
-function signedEvent() {
-  const body = JSON.stringify({
-    id: `evt_${uid()}`,
-    type: "invoice.paid",
-    created: nowS(),
-    data: { object: {} },
-  });
-  return {
-    body,
-    headers: {
-      ...json,
-      "stripe-signature": signStripePayload(body, env.PAYMENT_PROVIDER_WEBHOOK_SECRET!, nowS()),
-    },
-  };
-}
+/** A delivery of an event, signed with the sidecar's secret. */
+const signedEvent = () => signedDelivery(paymentEvent("invoice.paid"), env.PAYMENT_PROVIDER_WEBHOOK_SECRET!);
 
 /** A delivery whose header is well formed and fresh but whose signature is not the provider's. */
 function forgedEvent() {

@@ -26,8 +26,8 @@ import {
 import { recordedOutcome } from "../../src/webhooks/paymentrecord.js";
 import { runWebhooks } from "../../src/webhooks/run.js";
 import type { Simulator } from "../../tools/simulator/server.js";
-import { signStripePayload } from "../../src/webhooks/signature.js";
 import { CallbackJobs, simulatorClient } from "../support/callbacks.js";
+import { paymentEvent, signedDelivery } from "../support/payments.js";
 import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import { startTestSimulator, testEnv } from "../support/stack.js";
 
@@ -66,16 +66,9 @@ async function call(
   return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
 }
 
-function signedEvent(type = "invoice.paid", object: Record<string, unknown> = {}) {
-  const body = JSON.stringify({ id: `evt_${uid()}`, type, created: nowS(), data: { object } });
-  return {
-    body,
-    headers: {
-      "content-type": "application/json",
-      "stripe-signature": signStripePayload(body, env.PAYMENT_PROVIDER_WEBHOOK_SECRET!, nowS()),
-    },
-  };
-}
+/** A delivery of an event of `type`, signed with the sidecar's secret. */
+const signedEvent = (type = "invoice.paid", object: Record<string, unknown> = {}) =>
+  signedDelivery(paymentEvent(type, object), env.PAYMENT_PROVIDER_WEBHOOK_SECRET!);
 
 /** A MediaJob whose submission the provider has finished: a callback for it completes it. */
 async function finishedJob(name: string): Promise<{ job: MediaJob; providerJobId: string }> {
