@@ -25,6 +25,20 @@ async function runningAfterCancel(): Promise<number> {
   return (m?.values ?? []).reduce((sum, v) => sum + v.value, 0);
 }
 
+/**
+ * A job (id `<name>-1`) running at a provider that ignores cancels, held there until released:
+ * its provider job id. The test resets the provider's faults.
+ */
+async function runningWhereCancelIsIgnored(name: string): Promise<string> {
+  const id = `${name}-1`;
+  stack.sim.setFaults({ ignoreCancel: true });
+  stack.sim.holdJob(id);
+  await api.create("mediajobs", stack.ns, mediaJob(name, { workload: "asr", id }) as never);
+  await waitForPhase(api, stack.ns, name, "Processing");
+  await eventually(() => stack.sim.getJob(id)?.status === "IN_PROGRESS");
+  return stack.sim.getJob(id)!.id;
+}
+
 describe("spec.cancel", () => {
   it("ends a waiting job Cancelled without submitting it", async () => {
     await api.create(
@@ -57,17 +71,8 @@ describe("spec.cancel", () => {
   });
 
   it("follows a job the provider keeps running after the cancel, and tells so with its provider id", async () => {
-    stack.sim.setFaults({ ignoreCancel: true });
-    stack.sim.holdJob("stubborn-1");
     try {
-      await api.create(
-        "mediajobs",
-        stack.ns,
-        mediaJob("stubborn", { workload: "asr", id: "stubborn-1" }) as never,
-      );
-      await waitForPhase(api, stack.ns, "stubborn", "Processing");
-      await eventually(() => stack.sim.getJob("stubborn-1")?.status === "IN_PROGRESS");
-      const providerId = stack.sim.getJob("stubborn-1")!.id;
+      const providerId = await runningWhereCancelIsIgnored("stubborn");
       await cancel("stubborn");
       const followed = await eventually(async () => {
         const j = await api.get<MediaJob>("mediajobs", stack.ns, "stubborn");
@@ -95,17 +100,8 @@ describe("spec.cancel", () => {
 
 describe("deletion", () => {
   it("keeps a deleted job the provider still runs after the cancel until it has ended there", async () => {
-    stack.sim.setFaults({ ignoreCancel: true });
-    stack.sim.holdJob("deleted-1");
     try {
-      await api.create(
-        "mediajobs",
-        stack.ns,
-        mediaJob("deleted", { workload: "asr", id: "deleted-1" }) as never,
-      );
-      await waitForPhase(api, stack.ns, "deleted", "Processing");
-      await eventually(() => stack.sim.getJob("deleted-1")?.status === "IN_PROGRESS");
-      const providerId = stack.sim.getJob("deleted-1")!.id;
+      const providerId = await runningWhereCancelIsIgnored("deleted");
       await api.delete("mediajobs", stack.ns, "deleted");
       // Kept (the finalizer stays) and followed; past the warning, told with the provider's job id.
       const warning = await eventually(async () =>
