@@ -10,12 +10,12 @@ import { Watch } from "@kubernetes/client-node";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import { main as cliMain } from "../../src/cli/main.js";
 import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { SUBMISSION_IDENTITY_KEY } from "../../src/mediajob/submission-identity.js";
 import type { Simulator } from "../../tools/simulator/server.js";
 import { activeAccount } from "../support/accounts.js";
+import { kubectlMedia } from "../support/cli.js";
 import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
   condition,
@@ -57,16 +57,7 @@ async function countWrites(ns: string) {
 
 /** kubectl-media's main, in this process: its stdout (exit 0 expected). */
 async function media(argv: string[]): Promise<string> {
-  let stdout = "";
-  let stderr = "";
-  const code = await cliMain(
-    ["--kubeconfig", testKubeconfigPath(), ...argv],
-    {},
-    {
-      stdout: { write: (t: string) => (stdout += t) },
-      stderr: { write: (t: string) => (stderr += t) },
-    },
-  );
+  const { code, stdout, stderr } = await kubectlMedia(argv);
   expect(code, stderr).toBe(0);
   return stdout;
 }
