@@ -1,33 +1,18 @@
 // kubectl media cancel, in process through main(), against the real control plane, a controller
 // and the simulator: a running job is cancelled at the provider and ends Cancelled; the command is
 // idempotent, and says so for a job that ended already.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main } from "../../src/cli/main.js";
+import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import { eventsOf, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
-import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
+import { kubectlMedia } from "../support/cli.js";
+import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
+import { controllerStackForTests, mediaJob, waitForPhase } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let stack: ControllerStack;
+const stack = controllerStackForTests(kc, { name: "cli-cancel", endpoints: ["asr"] });
 
-beforeAll(async () => {
-  stack = await startControllerStack(kc, { name: "cli-cancel", endpoints: ["asr"] });
-}, 120_000);
-
-afterAll(() => stack?.stop());
-
-async function media(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = "";
-  let stderr = "";
-  const code = await main(
-    [...args, "--kubeconfig", testKubeconfigPath()],
-    { PATH: process.env.PATH, MEDIA_ENV: "test" },
-    { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } },
-  );
-  return { code, stdout, stderr };
-}
+const media = (args: string[]) => kubectlMedia(args, { PATH: process.env.PATH, MEDIA_ENV: "test" });
 
 describe("kubectl media cancel", () => {
   it("cancels a running job at the provider; again, and on a finished job, it changes nothing", async () => {

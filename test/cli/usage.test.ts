@@ -3,11 +3,11 @@
 // its real argument parsing and output. It shows each account's period usage beside what was
 // reported and what waits, names one account, and exits 1 when a report needs a person.
 import { beforeAll, describe, expect, it } from "vitest";
-import { main } from "../../src/cli/main.js";
-import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
-import { API_VERSION } from "../../src/crds/common.js";
+import { billingAccountName, type BillingAccountUsage } from "../../src/crds/billingaccount.js";
 import type { MediaJob, UsageAttempt } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
+import { activeAccount } from "../support/accounts.js";
+import { kubectlMedia } from "../support/cli.js";
 import { createTestNamespace, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import { mediaJob } from "../support/stack.js";
 
@@ -15,29 +15,10 @@ const kc = testKubeConfig();
 const api = new KubeApi(kc);
 let ns = "";
 
-async function kubectlMedia(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = "";
-  let stderr = "";
-  const code = await main(
-    [...args, "--kubeconfig", testKubeconfigPath()],
-    { KUBECONFIG: testKubeconfigPath() },
-    { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } },
-  );
-  return { code, stdout, stderr };
-}
+const media = (...args: string[]) => kubectlMedia(args, { KUBECONFIG: testKubeconfigPath() });
 
-async function account(customerId: string, usage?: Record<string, unknown>): Promise<void> {
-  const created = await api.create<BillingAccount>("billingaccounts", ns, {
-    apiVersion: API_VERSION,
-    kind: "BillingAccount",
-    metadata: { name: billingAccountName(customerId) },
-    spec: { customerId },
-  } as never);
-  await api.replaceStatus("billingaccounts", {
-    ...created,
-    status: { subscriptionStatus: "active", ...(usage && { usage }) },
-  } as never);
-}
+const account = (customerId: string, usage?: BillingAccountUsage) =>
+  activeAccount(api, ns, customerId, usage && { usage });
 
 async function jobWithUsage(
   name: string,
@@ -94,7 +75,7 @@ beforeAll(async () => {
 
 describe("kubectl media usage", () => {
   it("lists each account's period usage beside what was reported and the backlog", async () => {
-    const run = await kubectlMedia("usage", "-n", ns);
+    const run = await media("usage", "-n", ns);
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
     const [header, ...rows] = run.stdout.trim().split("\n");
@@ -109,7 +90,7 @@ describe("kubectl media usage", () => {
 
   it("names one account (by customer id or object name), as JSON; an unknown one is an error", async () => {
     for (const name of ["cus_paid", billingAccountName("cus_paid")]) {
-      const run = await kubectlMedia("usage", name, "-n", ns, "-o", "json");
+      const run = await media("usage", name, "-n", ns, "-o", "json");
       expect(run.code).toBe(0);
       expect(JSON.parse(run.stdout)).toEqual({
         items: [
@@ -129,15 +110,15 @@ describe("kubectl media usage", () => {
         ],
       });
     }
-    const unknown = await kubectlMedia("usage", "cus_nobody", "-n", ns);
+    const unknown = await media("usage", "cus_nobody", "-n", ns);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/no account "cus_nobody"/);
-    expect((await kubectlMedia("usage", "a", "b", "-n", ns)).code).toBe(2);
+    expect((await media("usage", "a", "b", "-n", ns)).code).toBe(2);
   });
 
   it("exits 1 when a report was refused: a person decides", async () => {
     await jobWithUsage("refused", "cus_quiet", [{ billedSeconds: 7, meter: "Refused", message: "too old" }]);
-    const run = await kubectlMedia("usage", "cus_quiet", "-n", ns);
+    const run = await media("usage", "cus_quiet", "-n", ns);
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/cus_quiet\s+-\s+-\s+-\s+-\s+0 s \(0\)\s+-\s+1/);
     expect(run.stderr).toMatch(/1 job attempt\(s\) were not reported/);

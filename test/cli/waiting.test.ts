@@ -4,20 +4,19 @@
 // doctor's own signature check, against the real sidecar, must leave no PaymentEvent behind.
 // The controller and the sidecar run in process against the real control plane; the CLI runs in
 // process through its main(), with the environment a user would export.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main } from "../../src/cli/main.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { PaymentEvent } from "../../src/crds/paymentevent.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
-import { condition, mediaJob, startControllerStack, type ControllerStack } from "../support/stack.js";
+import { kubectlMedia } from "../support/cli.js";
+import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
+import { condition, controllerStackForTests, mediaJob } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let stack: ControllerStack;
+const stack = controllerStackForTests(kc, { name: "cli-waiting", sidecar: true, endpoints: ["asr"] });
 
 beforeAll(async () => {
-  stack = await startControllerStack(kc, { name: "cli-waiting", sidecar: true, endpoints: ["asr"] });
   await api.create(
     "mediajobs",
     stack.ns,
@@ -28,27 +27,18 @@ beforeAll(async () => {
       condition(await api.get<MediaJob>("mediajobs", stack.ns, "waits"), "Admitted")?.status === "False",
     { message: "Admitted=False on the job" },
   );
-}, 120_000);
+});
 
-afterAll(() => stack?.stop());
-
-async function media(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = "";
-  let stderr = "";
-  const code = await main(
-    [...args, "--kubeconfig", testKubeconfigPath()],
-    {
-      PATH: process.env.PATH,
-      GPU_PROVIDER_API_URL: stack.sim.url,
-      GPU_PROVIDER_API_KEY: stack.env.GPU_PROVIDER_API_KEY,
-      PAYMENT_PROVIDER_WEBHOOK_SECRET: stack.env.PAYMENT_PROVIDER_WEBHOOK_SECRET,
-      MEDIA_ENV: "test",
-      WEBHOOKS_URL: stack.sidecar!.url,
-    },
-    { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) } },
-  );
-  return { code, stdout, stderr };
-}
+/** The CLI with the environment a user would export. */
+const media = (args: string[]) =>
+  kubectlMedia(args, {
+    PATH: process.env.PATH,
+    GPU_PROVIDER_API_URL: stack.sim.url,
+    GPU_PROVIDER_API_KEY: stack.env.GPU_PROVIDER_API_KEY,
+    PAYMENT_PROVIDER_WEBHOOK_SECRET: stack.env.PAYMENT_PROVIDER_WEBHOOK_SECRET,
+    MEDIA_ENV: "test",
+    WEBHOOKS_URL: stack.sidecar!.url,
+  });
 
 const doctorEvents = async (ns?: string) =>
   (await api.list<PaymentEvent>("paymentevents", ns)).items.filter(

@@ -11,15 +11,14 @@ import { mkdirSync, mkdtempSync, renameSync, symlinkSync, writeFileSync } from "
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { request } from "undici";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { pino } from "pino";
 import { ConfigError, parseEnv, watchEnvSecretFiles } from "../../src/config/env.js";
 import { rebuiltOnChange } from "../../src/config/secret-files.js";
-import { signStripePayload } from "../../src/webhooks/signature.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import { deliverPaymentEvent, subscriptionCreated } from "../support/payments.js";
 import { condition, gpuEndpoint, startTestSimulator } from "../support/stack.js";
 
 /** A Secret volume as the kubelet writes it: <dir>/<key> -> ..data/<key>, ..data -> ..<timestamp>. */
@@ -210,27 +209,8 @@ describe("the sidecar process with its secrets mounted as files", () => {
     }
     expect(url, stderr()).toBeDefined();
 
-    const deliver = async (secret: string) => {
-      const event = {
-        id: `evt_${randomBytes(8).toString("hex")}`,
-        object: "event",
-        type: "customer.subscription.created",
-        created: Math.floor(Date.now() / 1000),
-        livemode: false,
-        data: { object: { id: "sub_rot", object: "subscription", customer: "cus_rot", status: "active" } },
-      };
-      const body = JSON.stringify(event);
-      const res = await request(`${url}/webhooks/payment_provider`, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "stripe-signature": signStripePayload(body, secret, Math.floor(Date.now() / 1000)),
-        },
-        body,
-      });
-      await res.body.text();
-      return res.statusCode;
-    };
+    const deliver = async (secret: string) =>
+      (await deliverPaymentEvent(url!, subscriptionCreated("cus_rot", "sub_rot"), secret)).status;
     expect(await deliver(first)).toBe(200);
     expect(await deliver(second)).toBe(400);
 

@@ -2,36 +2,17 @@
 // callback ties the provider job it names to this MediaJob, and whoever holds the callback URL
 // chooses that job. Such a result is marked AdoptedByCallback and its next step is not created
 // until an operator vouches for it with `kubectl media accept` (or the /run answer confirms it).
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main } from "../../src/cli/main.js";
+import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { nextStepName } from "../../src/mediajob/pipeline.js";
-import { eventsOf, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
-import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
+import { kubectlMedia } from "../support/cli.js";
+import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
+import { controllerStackForTests, mediaJob, waitForPhase } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let s: ControllerStack;
-
-beforeAll(async () => {
-  s = await startControllerStack(kc, { name: "adoption-hold", sidecar: true, endpoints: ["asr", "tts"] });
-});
-afterAll(() => s?.stop());
-
-async function kubectlMedia(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = "";
-  let err = "";
-  const code = await main(
-    [...args, "--kubeconfig", testKubeconfigPath()],
-    {},
-    {
-      stdout: { write: (t: string) => (out += t) },
-      stderr: { write: (t: string) => (err += t) },
-    },
-  );
-  return { code, out, err };
-}
+const s = controllerStackForTests(kc, { name: "adoption-hold", sidecar: true, endpoints: ["asr", "tts"] });
 
 describe("a result adopted from a callback", () => {
   it("holds its next pipeline step until an operator accepts it", async () => {
@@ -59,8 +40,8 @@ describe("a result adopted from a callback", () => {
     // Refused for a job that needs no acceptance.
     expect((await kubectlMedia(["accept", "no-such-job", "-n", ns])).code).toBe(1);
     const res = await kubectlMedia(["accept", "steer", "-n", ns]);
-    expect(res.code, res.err).toBe(0);
-    expect(res.out).toContain(`accepted: provider job ${done.status!.providerJobId}`);
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stdout).toContain(`accepted: provider job ${done.status!.providerJobId}`);
     const next = await eventually(
       async () => (await api.get<MediaJob>("mediajobs", ns, "steer"))?.status?.nextJob,
     );

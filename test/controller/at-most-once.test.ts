@@ -5,40 +5,30 @@
 // these run with UNCONFIRMED_SUBMISSION_POLICY=resubmit; test/controller/unconfirmed.test.ts covers
 // the default. Without the write-ahead submission protocol, 20 % of 5xx runs about one
 // job in ten twice.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../tools/simulator/server.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
-import { mediaJob, startControllerStack, type ControllerStack } from "../support/stack.js";
+import { controllerStackForTests, mediaJob } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let ns = "";
-let sim: Simulator;
-let stack: ControllerStack;
-
-beforeAll(async () => {
-  stack = await startControllerStack(kc, {
-    name: "at-most-once",
-    sidecar: true,
-    endpoints: ["asr", "tts", "render"],
-    env: {
-      // A submission refused with a 5xx looks exactly like one accepted whose answer was lost: both
-      // wait out their confirmation deadline. Short here, so the test does not wait a minute.
-      CALLBACK_CONFIRMATION_SECONDS: "3",
-      // Callbacks are never dropped here, so a submission still unconfirmed at its deadline was
-      // never accepted (a 5xx before acceptance): this test is about every job completing exactly
-      // once, so such jobs are submitted again (at least once) instead of failing as the default
-      // policy does.
-      UNCONFIRMED_SUBMISSION_POLICY: "resubmit",
-      MAX_CONCURRENT_RECONCILES: "8",
-    },
-  });
-  ({ ns, sim } = stack);
+const stack = controllerStackForTests(kc, {
+  name: "at-most-once",
+  sidecar: true,
+  endpoints: ["asr", "tts", "render"],
+  env: {
+    // A submission refused with a 5xx looks exactly like one accepted whose answer was lost: both
+    // wait out their confirmation deadline. Short here, so the test does not wait a minute.
+    CALLBACK_CONFIRMATION_SECONDS: "3",
+    // Callbacks are never dropped here, so a submission still unconfirmed at its deadline was
+    // never accepted (a 5xx before acceptance): this test is about every job completing exactly
+    // once, so such jobs are submitted again (at least once) instead of failing as the default
+    // policy does.
+    UNCONFIRMED_SUBMISSION_POLICY: "resubmit",
+    MAX_CONCURRENT_RECONCILES: "8",
+  },
 });
-
-afterAll(() => stack?.stop());
 
 async function runAll(prefix: string, count: number): Promise<MediaJob[]> {
   const names = Array.from({ length: count }, (_, i) => `${prefix}-${i}`);
@@ -46,7 +36,7 @@ async function runAll(prefix: string, count: number): Promise<MediaJob[]> {
     names.map((n, i) =>
       api.create(
         "mediajobs",
-        ns,
+        stack.ns,
         mediaJob(n, { workload: ["asr", "tts", "render"][i % 3]!, id: n, timeoutSeconds: 2 }) as never,
       ),
     ),
@@ -54,7 +44,7 @@ async function runAll(prefix: string, count: number): Promise<MediaJob[]> {
   let unfinished: string[] = [];
   return eventually(
     async () => {
-      const jobs = (await api.list<MediaJob>("mediajobs", ns)).items.filter((j) =>
+      const jobs = (await api.list<MediaJob>("mediajobs", stack.ns)).items.filter((j) =>
         j.metadata.name.startsWith(`${prefix}-`),
       );
       unfinished = jobs
@@ -71,28 +61,28 @@ async function runAll(prefix: string, count: number): Promise<MediaJob[]> {
 
 describe("each job runs exactly once at a provider that ignores client ids", () => {
   it("with 20 % of provider answers failing with 5xx (half of them after the job was accepted)", async () => {
-    sim.setFaults({ serverErrors: 0.2 });
+    stack.sim.setFaults({ serverErrors: 0.2 });
     try {
       const jobs = await runAll("five", 100);
-      for (const j of jobs) expect(sim.executions(j.status!.jobId!), j.metadata.name).toBe(1);
-      expect(sim.stats().serverErrors).toBeGreaterThan(0);
+      for (const j of jobs) expect(stack.sim.executions(j.status!.jobId!), j.metadata.name).toBe(1);
+      expect(stack.sim.stats().serverErrors).toBeGreaterThan(0);
     } finally {
-      sim.setFaults({});
+      stack.sim.setFaults({});
     }
   }, 300_000);
 
   it("with 5 % of /run answers lost after acceptance, adopted from their callbacks", async () => {
-    sim.setFaults({ lostRunAnswers: 0.05, serverErrors: 0.05 });
+    stack.sim.setFaults({ lostRunAnswers: 0.05, serverErrors: 0.05 });
     try {
       const jobs = await runAll("lost", 100);
-      for (const j of jobs) expect(sim.executions(j.status!.jobId!), j.metadata.name).toBe(1);
-      expect(sim.stats().lostRunAnswers).toBeGreaterThan(0);
+      for (const j of jobs) expect(stack.sim.executions(j.status!.jobId!), j.metadata.name).toBe(1);
+      expect(stack.sim.stats().lostRunAnswers).toBeGreaterThan(0);
       // A lost answer is recovered from its callback; only submissions the provider may not have
       // taken (a 5xx) can need an unconfirmed resubmission.
       const resubmitted = jobs.reduce((n, j) => n + (j.status?.unconfirmedResubmissions ?? 0), 0);
-      expect(resubmitted).toBeLessThanOrEqual(sim.stats().serverErrors);
+      expect(resubmitted).toBeLessThanOrEqual(stack.sim.stats().serverErrors);
     } finally {
-      sim.setFaults({});
+      stack.sim.setFaults({});
     }
   }, 300_000);
 });

@@ -7,26 +7,22 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { Watch } from "@kubernetes/client-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { billingAccountName } from "../../src/crds/billingaccount.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
-import { API_VERSION } from "../../src/crds/index.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import { main as cliMain } from "../../src/cli/main.js";
 import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { SUBMISSION_IDENTITY_KEY } from "../../src/mediajob/submission-identity.js";
 import type { Simulator } from "../../tools/simulator/server.js";
+import { activeAccount } from "../support/accounts.js";
+import { kubectlMedia } from "../support/cli.js";
 import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
   condition,
-  gpuEndpoint,
+  controllerStackForTests,
   mediaJob,
-  startControllerStack,
   startManager,
   waitForPhase,
-  waitForReady,
-  type ControllerStack,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
@@ -61,32 +57,9 @@ async function countWrites(ns: string) {
 
 /** kubectl-media's main, in this process: its stdout (exit 0 expected). */
 async function media(argv: string[]): Promise<string> {
-  let stdout = "";
-  let stderr = "";
-  const code = await cliMain(
-    ["--kubeconfig", testKubeconfigPath(), ...argv],
-    {},
-    {
-      stdout: { write: (t: string) => (stdout += t) },
-      stderr: { write: (t: string) => (stderr += t) },
-    },
-  );
+  const { code, stdout, stderr } = await kubectlMedia(argv);
   expect(code, stderr).toBe(0);
   return stdout;
-}
-
-/** An account whose jobs are admitted: its BillingAccount, subscription active. */
-async function activeAccount(ns: string, customerId: string): Promise<void> {
-  const created = await api.create("billingaccounts", ns, {
-    apiVersion: API_VERSION,
-    kind: "BillingAccount",
-    metadata: { name: billingAccountName(customerId) },
-    spec: { customerId },
-  } as never);
-  await api.replaceStatus("billingaccounts", {
-    ...(created as object),
-    status: { subscriptionStatus: "active" },
-  } as never);
 }
 
 const allPhase = async (ns: string, names: string[], phase: string, timeoutMs = 60_000) => {
@@ -94,23 +67,16 @@ const allPhase = async (ns: string, names: string[], phase: string, timeoutMs = 
 };
 
 describe("a window of 2 on an endpoint of 2 workers", () => {
-  let s: ControllerStack;
-  beforeAll(async () => {
-    // 100 simulated seconds at 0.01: a real second per job.
-    s = await startControllerStack(kc, {
-      name: "fair-share",
-      sidecar: true,
-      sim: { executionMs: 100_000, coldStartMs: 0 },
-    });
-    await api.create(
-      "gpuendpoints",
-      s.ns,
-      gpuEndpoint("asr", { workload: "asr", maxWorkers: 2, maxInFlight: 2 }) as never,
-    );
-    await waitForReady(api, s.ns, "asr");
-    for (const a of ["A", "B"]) await activeAccount(s.ns, a);
+  // 100 simulated seconds at 0.01: a real second per job.
+  const s = controllerStackForTests(kc, {
+    name: "fair-share",
+    sidecar: true,
+    sim: { executionMs: 100_000, coldStartMs: 0 },
+    endpoints: [{ workload: "asr", maxWorkers: 2, maxInFlight: 2 }],
   });
-  afterAll(() => s?.stop());
+  beforeAll(async () => {
+    for (const a of ["A", "B"]) await activeAccount(api, s.ns, a);
+  });
 
   it("a burst of account A does not hold back account B's job, and waits Queued (one write more)", async () => {
     const { ns, sim } = s;
@@ -189,22 +155,15 @@ describe("a window of 2 on an endpoint of 2 workers", () => {
 });
 
 describe("backpressure and leader changes", () => {
-  let s: ControllerStack;
-  beforeAll(async () => {
-    s = await startControllerStack(kc, {
-      name: "fair-share-429",
-      sidecar: true,
-      sim: { executionMs: 30_000, coldStartMs: 0 },
-    });
-    await api.create(
-      "gpuendpoints",
-      s.ns,
-      gpuEndpoint("asr", { workload: "asr", maxWorkers: 3, maxInFlight: 6 }) as never,
-    );
-    await waitForReady(api, s.ns, "asr");
-    for (const a of ["odd", "even"]) await activeAccount(s.ns, a);
+  const s = controllerStackForTests(kc, {
+    name: "fair-share-429",
+    sidecar: true,
+    sim: { executionMs: 30_000, coldStartMs: 0 },
+    endpoints: [{ workload: "asr", maxWorkers: 3, maxInFlight: 6 }],
   });
-  afterAll(() => s?.stop());
+  beforeAll(async () => {
+    for (const a of ["odd", "even"]) await activeAccount(api, s.ns, a);
+  });
 
   it("a 429 from /run shrinks the window; the jobs wait out Retry-After in Kubernetes and each runs once", async () => {
     const { ns, sim, manager } = s;
@@ -251,21 +210,12 @@ describe("backpressure and leader changes", () => {
 const i2a = (name: string): string => (Number(name.split("-").at(-1)) % 2 ? "odd" : "even");
 
 describe("spec.idempotentWorkers", () => {
-  let s: ControllerStack;
-  beforeAll(async () => {
-    s = await startControllerStack(kc, {
-      name: "fair-share-idem",
-      sidecar: true,
-      env: { CALLBACK_CONFIRMATION_SECONDS: "2" },
-    });
-    await api.create(
-      "gpuendpoints",
-      s.ns,
-      gpuEndpoint("asr", { workload: "asr", idempotentWorkers: true }) as never,
-    );
-    await waitForReady(api, s.ns, "asr");
+  const s = controllerStackForTests(kc, {
+    name: "fair-share-idem",
+    sidecar: true,
+    env: { CALLBACK_CONFIRMATION_SECONDS: "2" },
+    endpoints: [{ workload: "asr", idempotentWorkers: true }],
   });
-  afterAll(() => s?.stop());
 
   it("an unconfirmed submission is submitted again (counted), with the same dedup key, instead of failing", async () => {
     const { ns, sim } = s;

@@ -2,25 +2,16 @@
 // HTTP: a job its plan holds back (the account's concurrency cap) neither asks for nor waits for a
 // slot of the endpoint's window, so it never keeps another account's job from the free slot and
 // is not counted as waiting for one.
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { API_VERSION, billingAccountName, type BillingAccount } from "../../src/crds/index.js";
+import { beforeAll, expect, it } from "vitest";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
+import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
-import {
-  condition,
-  gpuEndpoint,
-  mediaJob,
-  startControllerStack,
-  waitForPhase,
-  waitForReady,
-  type ControllerStack,
-} from "../support/stack.js";
+import { condition, controllerStackForTests, mediaJob, waitForPhase } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let s: ControllerStack;
 
 const PLANS = {
   // One job at a time, however many wait.
@@ -28,36 +19,18 @@ const PLANS = {
   price_roomy: { gpuSecondsPerPeriod: 1_000_000, maxExecutionTimeoutMs: 604_800_000 },
 };
 
-async function account(customer: string, priceId: string): Promise<void> {
-  const created = await api.create<BillingAccount>("billingaccounts", s.ns, {
-    apiVersion: API_VERSION,
-    kind: "BillingAccount",
-    metadata: { name: billingAccountName(customer) },
-    spec: { customerId: customer },
-  } as never);
-  await api.replaceStatus("billingaccounts", {
-    ...created,
-    status: { subscriptionStatus: "active", priceIds: [priceId] },
-  } as never);
-}
+// 3,000 simulated seconds at 0.01: 30 real seconds per job, longer than the test.
+const s = controllerStackForTests(kc, {
+  name: "plans-fair",
+  sim: { executionMs: 3_000_000, coldStartMs: 0 },
+  env: { MEDIA_PLANS: JSON.stringify(PLANS) },
+  endpoints: [{ workload: "asr", maxWorkers: 2, maxInFlight: 2 }],
+});
 
 beforeAll(async () => {
-  // 3,000 simulated seconds at 0.01: 30 real seconds per job, longer than the test.
-  s = await startControllerStack(kc, {
-    name: "plans-fair",
-    sim: { executionMs: 3_000_000, coldStartMs: 0 },
-    env: { MEDIA_PLANS: JSON.stringify(PLANS) },
-  });
-  await api.create(
-    "gpuendpoints",
-    s.ns,
-    gpuEndpoint("asr", { workload: "asr", maxWorkers: 2, maxInFlight: 2 }) as never,
-  );
-  await waitForReady(api, s.ns, "asr");
-  await account("cus_one", "price_one");
-  await account("cus_other", "price_roomy");
+  await activeAccount(api, s.ns, "cus_one", { priceIds: ["price_one"] });
+  await activeAccount(api, s.ns, "cus_other", { priceIds: ["price_roomy"] });
 });
-afterAll(() => s?.stop());
 
 it("a job its plan holds back takes no slot: another account's job goes to the free one at once", async () => {
   const { ns } = s;

@@ -3,59 +3,33 @@
 // rolls over; a plan's concurrency cap holds jobs back while another runs; and every job goes to
 // the provider with policy.executionTimeout (its own, else the plan's), which the provider
 // enforces: a job that runs longer ends TIMED_OUT, billed no more than the limit.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { API_VERSION, billingAccountName, type BillingAccount } from "../../src/crds/index.js";
+import { describe, expect, it } from "vitest";
+import type { BillingAccountStatus } from "../../src/crds/index.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../tools/simulator/server.js";
+import { activeAccount } from "../support/accounts.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
-import {
-  condition,
-  mediaJob,
-  startControllerStack,
-  waitForPhase,
-  type ControllerStack,
-} from "../support/stack.js";
+import { condition, controllerStackForTests, mediaJob, waitForPhase } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let ns = "";
-let sim: Simulator;
-let stack: ControllerStack;
 
 const PLANS = {
   price_small: { gpuSecondsPerPeriod: 100, maxConcurrentJobs: 1, maxExecutionTimeoutMs: 5_000 },
   price_roomy: { gpuSecondsPerPeriod: 1_000_000, maxExecutionTimeoutMs: 600_000 },
 };
 
-beforeAll(async () => {
-  stack = await startControllerStack(kc, {
-    name: "plans",
-    // Jobs run 20 simulated seconds (±20 %): longer than price_small's 5 s executionTimeout.
-    sim: { executionMs: 20_000 },
-    env: { JOB_TIMEOUT_SECONDS: "1", MEDIA_PLANS: JSON.stringify(PLANS) },
-    endpoints: ["asr"],
-  });
-  ({ ns, sim } = stack);
+const stack = controllerStackForTests(kc, {
+  name: "plans",
+  // Jobs run 20 simulated seconds (±20 %): longer than price_small's 5 s executionTimeout.
+  sim: { executionMs: 20_000 },
+  env: { JOB_TIMEOUT_SECONDS: "1", MEDIA_PLANS: JSON.stringify(PLANS) },
+  endpoints: ["asr"],
 });
 
-afterAll(() => stack?.stop());
-
 /** An account as the sidecar and the usage recorder leave it (the controller writes on it too). */
-async function account(customer: string, status: Partial<NonNullable<BillingAccount["status"]>>) {
-  const name = billingAccountName(customer);
-  if (!(await api.get<BillingAccount>("billingaccounts", ns, name)))
-    await api.create<BillingAccount>("billingaccounts", ns, {
-      apiVersion: API_VERSION,
-      kind: "BillingAccount",
-      metadata: { name, namespace: ns },
-      spec: { customerId: customer },
-    } as never);
-  await api.updateStatusWithRetry<BillingAccount>("billingaccounts", ns, name, (acct) => ({
-    ...acct,
-    status: { ...acct.status, subscriptionStatus: "active", ...status },
-  }));
-}
+const account = (customer: string, status: Partial<BillingAccountStatus>) =>
+  activeAccount(api, stack.ns, customer, status);
 
 const inAnHour = () => new Date(Date.now() + 3_600_000).toISOString();
 const anHourAgo = () => new Date(Date.now() - 3_600_000).toISOString();
@@ -69,11 +43,11 @@ describe("plans", () => {
     });
     await api.create(
       "mediajobs",
-      ns,
+      stack.ns,
       mediaJob("over", { workload: "asr", account: c, id: "over-1" }) as never,
     );
     const waiting = await eventually(async () => {
-      const j = await api.get<MediaJob>("mediajobs", ns, "over");
+      const j = await api.get<MediaJob>("mediajobs", stack.ns, "over");
       return condition(j!, "Admitted")?.reason === "UsageLimitReached" ? j : undefined;
     });
     expect(waiting.status?.phase).toBe("Pending");
@@ -82,10 +56,10 @@ describe("plans", () => {
     // Several ticks (1 s each) later: still waiting, never submitted, one Event, no write per tick.
     const rv = waiting.metadata.resourceVersion;
     await new Promise((r) => setTimeout(r, 3_000));
-    const later = await api.get<MediaJob>("mediajobs", ns, "over");
+    const later = await api.get<MediaJob>("mediajobs", stack.ns, "over");
     expect(later?.metadata.resourceVersion).toBe(rv);
-    expect(sim.getJob("over-1")).toBeUndefined();
-    const warnings = (await eventsOf(kc, ns, "over")).filter((e) => e.reason === "UsageLimitReached");
+    expect(stack.sim.getJob("over-1")).toBeUndefined();
+    const warnings = (await eventsOf(kc, stack.ns, "over")).filter((e) => e.reason === "UsageLimitReached");
     expect(warnings).toHaveLength(1);
     // The period ended: the seconds count from 0 again, and the job runs.
     await account(c, {
@@ -96,7 +70,7 @@ describe("plans", () => {
         reportedSeconds: 100,
       },
     });
-    await eventually(() => sim.getJob("over-1"));
+    await eventually(() => stack.sim.getJob("over-1"));
   });
 
   it("sends the plan's executionTimeout, which the provider enforces: TIMED_OUT after 5 s", async () => {
@@ -104,12 +78,12 @@ describe("plans", () => {
     await account(c, { priceIds: ["price_small"] });
     await api.create(
       "mediajobs",
-      ns,
+      stack.ns,
       mediaJob("capped", { workload: "asr", account: c, id: "capped-1" }) as never,
     );
-    const job = await waitForPhase(api, ns, "capped", "Failed");
+    const job = await waitForPhase(api, stack.ns, "capped", "Failed");
     expect(job.status?.error).toContain("TIMED_OUT");
-    const atProvider = sim.getJob("capped-1");
+    const atProvider = stack.sim.getJob("capped-1");
     expect(atProvider).toMatchObject({ status: "TIMED_OUT", executionTime: 5_000 });
   });
 
@@ -118,7 +92,7 @@ describe("plans", () => {
     await account(c, { priceIds: ["price_roomy"] });
     await api.create(
       "mediajobs",
-      ns,
+      stack.ns,
       mediaJob("own-timeout", {
         workload: "asr",
         account: c,
@@ -126,14 +100,14 @@ describe("plans", () => {
         executionTimeoutSeconds: 6,
       }) as never,
     );
-    await waitForPhase(api, ns, "own-timeout", "Failed");
-    expect(sim.getJob("own-1")).toMatchObject({ status: "TIMED_OUT", executionTime: 6_000 });
+    await waitForPhase(api, stack.ns, "own-timeout", "Failed");
+    expect(stack.sim.getJob("own-1")).toMatchObject({ status: "TIMED_OUT", executionTime: 6_000 });
 
     const small = "cus_small_long";
     await account(small, { priceIds: ["price_small"] });
     await api.create(
       "mediajobs",
-      ns,
+      stack.ns,
       mediaJob("too-long", {
         workload: "asr",
         account: small,
@@ -142,25 +116,25 @@ describe("plans", () => {
       }) as never,
     );
     await eventually(async () => {
-      const j = await api.get<MediaJob>("mediajobs", ns, "too-long");
+      const j = await api.get<MediaJob>("mediajobs", stack.ns, "too-long");
       return condition(j!, "Admitted")?.reason === "ExecutionTimeoutAbovePlan";
     });
-    expect(sim.getJob("long-1")).toBeUndefined();
+    expect(stack.sim.getJob("long-1")).toBeUndefined();
   });
 
   it("runs an account's jobs one at a time under a plan with maxConcurrentJobs 1", async () => {
     const c = "cus_one_at_a_time";
     await account(c, { priceIds: ["price_small"] });
-    sim.holdJob("first-1");
+    stack.sim.holdJob("first-1");
     await api.create(
       "mediajobs",
-      ns,
+      stack.ns,
       mediaJob("first", { workload: "asr", account: c, id: "first-1", executionTimeoutSeconds: 5 }) as never,
     );
-    await waitForPhase(api, ns, "first", "Processing");
+    await waitForPhase(api, stack.ns, "first", "Processing");
     await api.create(
       "mediajobs",
-      ns,
+      stack.ns,
       mediaJob("second", {
         workload: "asr",
         account: c,
@@ -169,13 +143,13 @@ describe("plans", () => {
       }) as never,
     );
     await eventually(async () => {
-      const j = await api.get<MediaJob>("mediajobs", ns, "second");
+      const j = await api.get<MediaJob>("mediajobs", stack.ns, "second");
       return condition(j!, "Admitted")?.reason === "ConcurrencyLimitReached";
     });
-    expect(sim.getJob("second-1")).toBeUndefined();
-    sim.releaseJob("first-1");
-    await waitForPhase(api, ns, "first", "Failed");
+    expect(stack.sim.getJob("second-1")).toBeUndefined();
+    stack.sim.releaseJob("first-1");
+    await waitForPhase(api, stack.ns, "first", "Failed");
     // The next tick sees the slot free.
-    await eventually(() => sim.getJob("second-1"));
+    await eventually(() => stack.sim.getJob("second-1"));
   });
 });

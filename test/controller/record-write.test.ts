@@ -1,12 +1,11 @@
 // A status write after an accepted submission that fails with anything (here a 500 and a 429 from
 // the apiserver, as API priority and fairness answers) must never lead to a second submission:
 // the job is Processing since its intent was written, and the provider's id is recorded later.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi, type KubeObject, type Plural } from "../../src/k8s/api.js";
-import type { Simulator } from "../../tools/simulator/server.js";
 import { testKubeConfig } from "../support/kube.js";
-import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
+import { controllerStackForTests, mediaJob, waitForPhase } from "../support/stack.js";
 
 /** What the flaky client is told to fail, and how often it did (kept apart: the client is wrapped). */
 const plan = { failures: [] as Array<{ code: number }>, refused: 0 };
@@ -28,21 +27,12 @@ class FlakyStatusWrites extends KubeApi {
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
 const flaky = new FlakyStatusWrites(kc);
-let ns = "";
-let sim: Simulator;
-let stack: ControllerStack;
-
-beforeAll(async () => {
-  stack = await startControllerStack(kc, {
-    name: "record-write",
-    sim: { faults: { dropCallback: 1 } },
-    endpoints: ["asr"],
-    manager: () => ({ api: flaky }),
-  });
-  ({ ns, sim } = stack);
+const stack = controllerStackForTests(kc, {
+  name: "record-write",
+  sim: { faults: { dropCallback: 1 } },
+  endpoints: ["asr"],
+  manager: () => ({ api: flaky }),
 });
-
-afterAll(() => stack?.stop());
 
 describe("a failed status write after an accepted submission", () => {
   it.each([500, 429])(
@@ -53,14 +43,14 @@ describe("a failed status write after an accepted submission", () => {
       const name = `write-${code}`;
       await api.create(
         "mediajobs",
-        ns,
+        stack.ns,
         mediaJob(name, { workload: "asr", id: name, timeoutSeconds: 1 }) as never,
       );
       // Callbacks are dropped: the job completes from the status API, with the id recorded late.
-      const job = await waitForPhase(api, ns, name, "Completed", 30_000);
+      const job = await waitForPhase(api, stack.ns, name, "Completed", 30_000);
       expect(plan.refused - refusedBefore).toBe(2);
-      expect(sim.executions(name)).toBe(1);
-      expect(job.status?.providerJobId).toBe(sim.getJob(name)!.id);
+      expect(stack.sim.executions(name)).toBe(1);
+      expect(job.status?.providerJobId).toBe(stack.sim.getJob(name)!.id);
       expect(job.status?.attempts).toBe(1);
     },
   );

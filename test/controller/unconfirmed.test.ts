@@ -3,20 +3,20 @@
 // whether it ran: under UNCONFIRMED_SUBMISSION_POLICY=fail (the default) the job ends Failed
 // (SubmissionUnconfirmed) and the provider runs it once; under `resubmit` it is submitted again,
 // counted, and may run twice. An operator's reset resubmits a job failed this way on purpose.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { resetJob } from "../../src/cli/jobs.js";
 import type { Manager } from "../../src/controller/manager.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
-import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
+import { controllerStackForTests, mediaJob, waitForPhase, type ControllerStack } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
 
 /** A stack whose jobs' deadline is their timeout (1 s) plus 2 s: short, so no test waits a minute. */
-const startStack = (name: string, policy?: "fail" | "resubmit"): Promise<ControllerStack> =>
-  startControllerStack(kc, {
+const stackForTests = (name: string, policy?: "fail" | "resubmit"): ControllerStack =>
+  controllerStackForTests(kc, {
     name,
     sidecar: true,
     endpoints: ["asr", "tts"],
@@ -35,11 +35,7 @@ async function submissions(manager: Manager, outcome: string): Promise<number> {
 const UNCONFIRMABLE = { lostRunAnswers: 1, dropCallback: 1 };
 
 describe("UNCONFIRMED_SUBMISSION_POLICY=fail (the default): at most once", () => {
-  let s: ControllerStack;
-  beforeAll(async () => {
-    s = await startStack("unconfirmed-fail");
-  });
-  afterAll(() => s?.stop());
+  const s = stackForTests("unconfirmed-fail");
 
   it("fails the job (SubmissionUnconfirmed) after one execution, and runs it again only on an operator's reset", async () => {
     const { ns, sim, manager } = s;
@@ -101,11 +97,7 @@ describe("UNCONFIRMED_SUBMISSION_POLICY=fail (the default): at most once", () =>
 });
 
 describe("UNCONFIRMED_SUBMISSION_POLICY=resubmit: at least once", () => {
-  let s: ControllerStack;
-  beforeAll(async () => {
-    s = await startStack("unconfirmed-resubmit", "resubmit");
-  });
-  afterAll(() => s?.stop());
+  const s = stackForTests("unconfirmed-resubmit", "resubmit");
 
   it("submits the job again past each deadline, counted, so it runs again each time, until the cap", async () => {
     const { ns, sim, manager } = s;

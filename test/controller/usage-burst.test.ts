@@ -3,11 +3,11 @@
 // batches of up to 100 (a few calls, not one per job), and with 5xx, lost answers and 429 on the
 // way every attempt is still recorded once, with its billed seconds, and marked Reported.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
 import { API_VERSION } from "../../src/crds/common.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { meterIdentifier } from "../../src/mediajob/usage.js";
+import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
 import { startControllerStack, type ControllerStack } from "../support/stack.js";
 
@@ -29,16 +29,7 @@ beforeAll(async () => {
     manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
   });
   ns = stack.ns;
-  const created = await api.create<BillingAccount>("billingaccounts", ns, {
-    apiVersion: API_VERSION,
-    kind: "BillingAccount",
-    metadata: { name: billingAccountName(CUSTOMER) },
-    spec: { customerId: CUSTOMER },
-  } as never);
-  await api.replaceStatus("billingaccounts", {
-    ...created,
-    status: { subscriptionStatus: "active" },
-  } as never);
+  await activeAccount(api, ns, CUSTOMER);
 }, 120_000);
 
 afterAll(() => stack?.stop());

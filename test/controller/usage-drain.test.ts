@@ -4,10 +4,9 @@
 // last job's end (a failed call is tried again when its backoff ends, not at the next tick), and
 // every attempt is recorded once with its billed seconds.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
-import { API_VERSION } from "../../src/crds/common.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
+import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
 import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
 
@@ -29,18 +28,7 @@ beforeAll(async () => {
     manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
   });
   ns = stack.ns;
-  for (const customerId of CUSTOMERS) {
-    const created = await api.create<BillingAccount>("billingaccounts", ns, {
-      apiVersion: API_VERSION,
-      kind: "BillingAccount",
-      metadata: { name: billingAccountName(customerId) },
-      spec: { customerId },
-    } as never);
-    await api.replaceStatus("billingaccounts", {
-      ...created,
-      status: { subscriptionStatus: "active" },
-    } as never);
-  }
+  for (const customerId of CUSTOMERS) await activeAccount(api, ns, customerId);
 }, 120_000);
 
 afterAll(() => stack?.stop());

@@ -6,10 +6,10 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
-import { API_VERSION } from "../../src/crds/common.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Manager } from "../../src/controller/manager.js";
+import { activeAccount } from "../support/accounts.js";
 import { eventsOf, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
   mediaJob,
@@ -38,16 +38,7 @@ beforeAll(async () => {
     manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
   });
   ns = stack.ns;
-  const created = await api.create<BillingAccount>("billingaccounts", ns, {
-    apiVersion: API_VERSION,
-    kind: "BillingAccount",
-    metadata: { name: billingAccountName(CUSTOMER) },
-    spec: { customerId: CUSTOMER },
-  } as never);
-  await api.replaceStatus("billingaccounts", {
-    ...created,
-    status: { subscriptionStatus: "active" },
-  } as never);
+  await activeAccount(api, ns, CUSTOMER);
 }, 120_000);
 
 afterAll(async () => {
@@ -244,25 +235,15 @@ describe("usage recorded and metered once", () => {
 
   it("a period that ended starts over at 0 without any job ending (a customer held at its limit is admitted again)", async () => {
     const customerId = "cus_rollover";
-    const created = await api.create<BillingAccount>("billingaccounts", ns, {
-      apiVersion: API_VERSION,
-      kind: "BillingAccount",
-      metadata: { name: billingAccountName(customerId) },
-      spec: { customerId },
-    } as never);
-    await api.replaceStatus("billingaccounts", {
-      ...created,
-      status: {
-        subscriptionStatus: "active",
-        usage: {
-          periodStart: "2026-01-01T00:00:00Z",
-          periodEnd: "2026-02-01T00:00:00Z",
-          usedSeconds: 3600,
-          reportedSeconds: 3600,
-          limitSeconds: 3600,
-        },
+    await activeAccount(api, ns, customerId, {
+      usage: {
+        periodStart: "2026-01-01T00:00:00Z",
+        periodEnd: "2026-02-01T00:00:00Z",
+        usedSeconds: 3600,
+        reportedSeconds: 3600,
+        limitSeconds: 3600,
       },
-    } as never);
+    });
     const now = new Date();
     const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString();
     await eventually(async () => {

@@ -4,26 +4,22 @@
 // has applied the callback) and check that the submission is still recorded and the retry policy
 // still holds: no job without submittedAt, attempts or endpointId, no extra run of paid work. The
 // provider ignores client ids (RunPod), so the sidecar adopts the provider's id from the callback.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient, type SubmitRequest } from "../../src/provider/index.js";
-import type { Simulator } from "../../tools/simulator/server.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
 import {
   condition,
+  controllerStackForTests,
   mediaJob,
   simEndpointId,
-  startControllerStack,
   waitForCompletedAndRecorded,
   waitForPhase,
-  type ControllerStack,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let ns = "";
-let sim: Simulator;
 
 /** The job's status as the sidecar leaves it after the callback for submission `id`. */
 const callbackApplied = (job: MediaJob | undefined, id: string): boolean => {
@@ -40,39 +36,33 @@ class CallbackFirstClient extends GpuProviderClient {
   override async submit(endpointId: string, req: SubmitRequest) {
     const res = await super.submit(endpointId, req);
     const name = req.id.split("-retry-")[0]!;
-    await eventually(async () => callbackApplied(await api.get<MediaJob>("mediajobs", ns, name), req.id), {
-      message: `the callback for ${req.id} was never applied`,
-    });
+    await eventually(
+      async () => callbackApplied(await api.get<MediaJob>("mediajobs", stack.ns, name), req.id),
+      { message: `the callback for ${req.id} was never applied` },
+    );
     return res;
   }
 }
 
-let stack: ControllerStack;
-
-beforeAll(async () => {
-  stack = await startControllerStack(kc, {
-    name: "callback-race",
-    sim: { endpoints: [{ name: "media-asr-test", workload: "asr", workersMax: 3 }] },
-    env: { JOB_TIMEOUT_SECONDS: "600" },
-    sidecar: true,
-    endpoints: ["asr"],
-    manager: (env, simulator) => ({
-      provider: new CallbackFirstClient({
-        apiUrl: simulator.url,
-        apiKey: env.GPU_PROVIDER_API_KEY!,
-        timeoutMs: 5_000,
-        retryBudgetMs: 5_000,
-      }),
+const stack = controllerStackForTests(kc, {
+  name: "callback-race",
+  sim: { endpoints: [{ name: "media-asr-test", workload: "asr", workersMax: 3 }] },
+  env: { JOB_TIMEOUT_SECONDS: "600" },
+  sidecar: true,
+  endpoints: ["asr"],
+  manager: (env, simulator) => ({
+    provider: new CallbackFirstClient({
+      apiUrl: simulator.url,
+      apiKey: env.GPU_PROVIDER_API_KEY!,
+      timeoutMs: 5_000,
+      retryBudgetMs: 5_000,
     }),
-  });
-  ({ ns, sim } = stack);
+  }),
 });
-
-afterAll(() => stack?.stop());
 
 const finalizerGone = (name: string) =>
   eventually(async () => {
-    const j = await api.get<MediaJob>("mediajobs", ns, name);
+    const j = await api.get<MediaJob>("mediajobs", stack.ns, name);
     return !(j?.metadata.finalizers ?? []).length && j;
   });
 
@@ -80,32 +70,32 @@ describe("a callback that beats the controller's record of the submission", () =
   it("COMPLETED: the job keeps the callback's output and still says when, where and as which attempt it ran", async () => {
     await api.create(
       "mediajobs",
-      ns,
+      stack.ns,
       mediaJob("fast", { workload: "asr", id: "fast", input: { audio: "a.wav" } }) as never,
     );
-    const job = await waitForCompletedAndRecorded(api, ns, "fast");
-    const atProvider = sim.getJob("fast")!;
+    const job = await waitForCompletedAndRecorded(api, stack.ns, "fast");
+    const atProvider = stack.sim.getJob("fast")!;
     expect(job.status).toMatchObject({
       phase: "Completed",
       jobId: "fast",
       providerJobId: atProvider.id,
       attempts: 1,
-      endpointId: simEndpointId(sim, "media-asr-test"),
+      endpointId: simEndpointId(stack.sim, "media-asr-test"),
     });
     expect(job.status?.output).toEqual(atProvider.output);
     expect(Date.parse(job.status!.submittedAt!)).toBeLessThanOrEqual(Date.parse(job.status!.completedAt!));
     expect(condition(job, "Submitted")).toMatchObject({ status: "True" });
     expect(condition(job, "Succeeded")).toMatchObject({ status: "True", reason: "Completed" });
-    expect(sim.executions("fast")).toBe(1);
+    expect(stack.sim.executions("fast")).toBe(1);
     await finalizerGone("fast");
   });
 
   it("FAILED with retries allowed: exactly maxAttempts runs, then Failed with every attempt counted", async () => {
-    sim.setFaults({ failJob: 1 });
+    stack.sim.setFaults({ failJob: 1 });
     try {
       await api.create(
         "mediajobs",
-        ns,
+        stack.ns,
         mediaJob("flaky", {
           workload: "asr",
           id: "flaky",
@@ -113,19 +103,19 @@ describe("a callback that beats the controller's record of the submission", () =
           input: { audio: "b.wav" },
         }) as never,
       );
-      const job = await waitForPhase(api, ns, "flaky", "Failed");
+      const job = await waitForPhase(api, stack.ns, "flaky", "Failed");
       // The record of the last submission may land just after the sidecar's Failed.
       const settled = await eventually(async () => {
-        const j = await api.get<MediaJob>("mediajobs", ns, "flaky");
+        const j = await api.get<MediaJob>("mediajobs", stack.ns, "flaky");
         return j?.status?.attempts === 2 ? j : undefined;
       });
       expect(job.status?.failures).toBe(2);
       expect(settled.status).toMatchObject({ phase: "Failed", failures: 2, attempts: 2 });
       // One run per allowed attempt, as the provider counts them (per our job id).
-      expect(sim.executions("flaky")).toBe(2);
+      expect(stack.sim.executions("flaky")).toBe(2);
       await finalizerGone("flaky");
     } finally {
-      sim.setFaults({});
+      stack.sim.setFaults({});
     }
   });
 });

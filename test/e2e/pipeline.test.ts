@@ -4,55 +4,47 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../tools/simulator/server.js";
 import { applyManifests } from "../../scripts/devstack-lib.js";
 import { PIPELINE, runDemoScenario } from "../../scripts/demo-scenario.js";
 import { REPO_ROOT } from "../support/controlplane.js";
 import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
   condition,
+  controllerStackForTests,
   mediaJob,
-  startControllerStack,
   waitForCompletedAndRecorded,
   waitForPhase,
   waitForReady,
-  type ControllerStack,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let ns = "";
-let sim: Simulator;
 
-let stack: ControllerStack;
+const stack = controllerStackForTests(kc, {
+  name: "e2e",
+  // The demo's endpoints are named <prefix>-<workload>-dev.
+  sim: {
+    endpoints: ["asr", "tts", "render"].map((w) => ({
+      name: `media-${w}-dev`,
+      workload: w as "asr",
+      workersMax: 3,
+    })),
+  },
+  env: { MEDIA_ENV: "dev" },
+  sidecar: true,
+});
 
 beforeAll(async () => {
-  stack = await startControllerStack(kc, {
-    name: "e2e",
-    // The demo's endpoints are named <prefix>-<workload>-dev.
-    sim: {
-      endpoints: ["asr", "tts", "render"].map((w) => ({
-        name: `media-${w}-dev`,
-        workload: w as "asr",
-        workersMax: 3,
-      })),
-    },
-    env: { MEDIA_ENV: "dev" },
-    sidecar: true,
-  });
-  ({ ns, sim } = stack);
-  sim.setPaymentWebhook({
+  stack.sim.setPaymentWebhook({
     url: `${stack.sidecar!.url}/webhooks/payment_provider`,
     secret: stack.env.PAYMENT_PROVIDER_WEBHOOK_SECRET!,
   });
-  await applyManifests(api, ns, join(REPO_ROOT, "config/samples/gpuendpoints.yaml"));
-  for (const w of ["asr", "tts", "render"]) await waitForReady(api, ns, w);
+  await applyManifests(api, stack.ns, join(REPO_ROOT, "config/samples/gpuendpoints.yaml"));
+  for (const w of ["asr", "tts", "render"]) await waitForReady(api, stack.ns, w);
 });
-
-afterAll(() => stack?.stop());
 
 describe("callbacks complete jobs", () => {
   it.each(["asr", "tts", "render"])(
@@ -61,39 +53,39 @@ describe("callbacks complete jobs", () => {
       const id = `happy-${workload}`;
       await api.create(
         "mediajobs",
-        ns,
+        stack.ns,
         mediaJob(id, { workload, id, timeoutSeconds: 600, input: { text: `hello ${workload}` } }) as never,
       );
-      const job = await waitForCompletedAndRecorded(api, ns, id);
-      expect(sim.executions(id)).toBe(1);
+      const job = await waitForCompletedAndRecorded(api, stack.ns, id);
+      expect(stack.sim.executions(id)).toBe(1);
       // The simulator records the delivery once the sidecar has answered, just after the write.
-      await eventually(() => sim.deliveries().some((d) => d.key === id && d.ok));
+      await eventually(() => stack.sim.deliveries().some((d) => d.key === id && d.ok));
       // The output written is the provider's, as its status API reports it.
-      expect(job.status?.output).toEqual(sim.getJob(id)!.output);
+      expect(job.status?.output).toEqual(stack.sim.getJob(id)!.output);
       expect(job.status?.attempts).toBe(1);
     },
   );
 
   it("converges on duplicated and reordered callbacks to the state of one delivery", async () => {
-    sim.setFaults({ duplicateCallback: 1, reorderCallbacks: true });
+    stack.sim.setFaults({ duplicateCallback: 1, reorderCallbacks: true });
     try {
       const names = ["dup-a", "dup-b", "dup-c"];
       for (const n of names)
         await api.create(
           "mediajobs",
-          ns,
+          stack.ns,
           mediaJob(n, { workload: "tts", id: n, timeoutSeconds: 600 }) as never,
         );
       for (const n of names) {
-        const job = await waitForCompletedAndRecorded(api, ns, n);
+        const job = await waitForCompletedAndRecorded(api, stack.ns, n);
         expect(job.status?.attempts).toBe(1);
-        expect(sim.executions(n)).toBe(1);
-        await eventually(() => sim.deliveries().filter((d) => d.key === n && d.ok).length >= 2);
-        const again = await api.get<MediaJob>("mediajobs", ns, n);
+        expect(stack.sim.executions(n)).toBe(1);
+        await eventually(() => stack.sim.deliveries().filter((d) => d.key === n && d.ok).length >= 2);
+        const again = await api.get<MediaJob>("mediajobs", stack.ns, n);
         expect(again?.status?.completedAt).toBe(job.status?.completedAt);
       }
     } finally {
-      sim.setFaults({});
+      stack.sim.setFaults({});
     }
   });
 });
@@ -102,14 +94,14 @@ describe("results of any size fit the job's status", () => {
   it("a 5,000-character error ends the job Failed, its message cut to the CRD's limit", async () => {
     await api.create(
       "mediajobs",
-      ns,
+      stack.ns,
       mediaJob("long-error", {
         workload: "asr",
         timeoutSeconds: 600,
         input: { simulate: { fail: true, tracebackChars: 5_000 } },
       }) as never,
     );
-    const job = await waitForPhase(api, ns, "long-error", "Failed");
+    const job = await waitForPhase(api, stack.ns, "long-error", "Failed");
     expect(job.status?.error?.length).toBeLessThanOrEqual(4096);
     expect(job.status?.error).toMatch(/^FAILED: .*… \[truncated\]$/s);
   });
@@ -117,7 +109,7 @@ describe("results of any size fit the job's status", () => {
   it("a 2 MiB output ends Completed with the truncation marker, and the next step starts", async () => {
     await api.create(
       "mediajobs",
-      ns,
+      stack.ns,
       mediaJob("huge-output", {
         workload: "asr",
         timeoutSeconds: 600,
@@ -125,10 +117,10 @@ describe("results of any size fit the job's status", () => {
         then: [{ workload: "tts", timeoutSeconds: 600 }],
       }) as never,
     );
-    const job = await waitForPhase(api, ns, "huge-output", "Completed");
+    const job = await waitForPhase(api, stack.ns, "huge-output", "Completed");
     expect(job.status?.output).toMatchObject({ truncated: true, maxBytes: 256 * 1024 });
     expect(job.status?.output?.originalBytes as number).toBeGreaterThan(2 * 1024 * 1024);
-    const next = await waitForPhase(api, ns, "huge-output-1-tts", "Completed");
+    const next = await waitForPhase(api, stack.ns, "huge-output-1-tts", "Completed");
     expect(next.spec.input).toMatchObject({ previous: { output: { truncated: true } } });
   });
 });
@@ -137,7 +129,7 @@ describe("one handle on a whole pipeline", () => {
   // Asynchronous: the controller and the sidecar run in this process and must go on meanwhile.
   const kubectl = async (...args: string[]): Promise<string> =>
     (
-      await promisify(execFile)("kubectl", ["--kubeconfig", testKubeconfigPath(), "-n", ns, ...args], {
+      await promisify(execFile)("kubectl", ["--kubeconfig", testKubeconfigPath(), "-n", stack.ns, ...args], {
         encoding: "utf8",
       })
     ).stdout;
@@ -155,10 +147,10 @@ describe("one handle on a whole pipeline", () => {
 
   it("kubectl wait --for=condition=PipelineSucceeded on the first job returns once the last step completed", async () => {
     // Waiting starts before the pipeline does, as a script would.
-    await api.create("mediajobs", ns, threeSteps("episode-7") as never);
+    await api.create("mediajobs", stack.ns, threeSteps("episode-7") as never);
     const waited = kubectl("wait", "--for=condition=PipelineSucceeded", "mj/episode-7", "--timeout=45s");
     expect(await waited).toMatch(/mediajob.media-orchestrator.io\/episode-7 condition met/);
-    const last = await api.get<MediaJob>("mediajobs", ns, "episode-7-2-render");
+    const last = await api.get<MediaJob>("mediajobs", stack.ns, "episode-7-2-render");
     expect(last?.status?.phase).toBe("Completed");
     // One selector for every step, the first included.
     const names = await kubectl("get", "mj", "-l", "media-orchestrator.io/pipeline=episode-7", "-o", "name");
@@ -168,7 +160,7 @@ describe("one handle on a whole pipeline", () => {
       ),
     );
     // Succeeded keeps speaking for the first job alone.
-    const first = await api.get<MediaJob>("mediajobs", ns, "episode-7");
+    const first = await api.get<MediaJob>("mediajobs", stack.ns, "episode-7");
     expect(condition(first, "Succeeded")).toMatchObject({ status: "True", reason: "Completed" });
     expect(condition(first, "PipelineSucceeded")).toMatchObject({
       status: "True",
@@ -178,9 +170,9 @@ describe("one handle on a whole pipeline", () => {
 
   it("a pipeline that waits already has its handle: the first job is labelled, PipelineSucceeded Unknown", async () => {
     // Its customer has no subscription yet: the first job waits (Admitted=False), never submitted.
-    await api.create("mediajobs", ns, threeSteps("episode-10", {}, { account: "cus_nobody" }) as never);
+    await api.create("mediajobs", stack.ns, threeSteps("episode-10", {}, { account: "cus_nobody" }) as never);
     const first = await eventually(async () => {
-      const j = await api.get<MediaJob>("mediajobs", ns, "episode-10");
+      const j = await api.get<MediaJob>("mediajobs", stack.ns, "episode-10");
       return condition(j, "Admitted")?.status === "False" ? j : undefined;
     });
     expect(first.status?.phase).toBe("Pending");
@@ -193,7 +185,7 @@ describe("one handle on a whole pipeline", () => {
   });
 
   it("=False returns once a step fails, with the step and its reason", async () => {
-    await api.create("mediajobs", ns, threeSteps("episode-8", { simulate: { fail: true } }) as never);
+    await api.create("mediajobs", stack.ns, threeSteps("episode-8", { simulate: { fail: true } }) as never);
     const out = await kubectl(
       "wait",
       "--for=condition=PipelineSucceeded=False",
@@ -201,20 +193,20 @@ describe("one handle on a whole pipeline", () => {
       "--timeout=45s",
     );
     expect(out).toMatch(/condition met/);
-    const first = await api.get<MediaJob>("mediajobs", ns, "episode-8");
+    const first = await api.get<MediaJob>("mediajobs", stack.ns, "episode-8");
     expect(condition(first, "PipelineSucceeded")).toMatchObject({
       reason: "StepFailed",
       message: expect.stringMatching(/^step 2 \(episode-8-1-tts\) ended Failed: Failed: FAILED: /),
     });
     expect(condition(first, "Succeeded")?.status).toBe("True");
-    expect(await api.get("mediajobs", ns, "episode-8-2-render")).toBeUndefined();
+    expect(await api.get("mediajobs", stack.ns, "episode-8-2-render")).toBeUndefined();
   });
 
   it("=False returns once an unfinished step is deleted: the pipeline cannot go on, so a wait does not hang", async () => {
     // The second step waits for a GpuEndpoint that does not exist, and is deleted meanwhile.
     await api.create(
       "mediajobs",
-      ns,
+      stack.ns,
       mediaJob("episode-9", {
         workload: "asr",
         timeoutSeconds: 600,
@@ -223,7 +215,7 @@ describe("one handle on a whole pipeline", () => {
       }) as never,
     );
     await eventually(async () => {
-      const step = await api.get<MediaJob>("mediajobs", ns, "episode-9-1-tts");
+      const step = await api.get<MediaJob>("mediajobs", stack.ns, "episode-9-1-tts");
       return condition(step, "EndpointReady")?.status === "False";
     });
     const waited = kubectl(
@@ -234,7 +226,7 @@ describe("one handle on a whole pipeline", () => {
     );
     await kubectl("delete", "mj", "episode-9-1-tts", "--wait=false");
     expect(await waited).toMatch(/condition met/);
-    const first = await api.get<MediaJob>("mediajobs", ns, "episode-9");
+    const first = await api.get<MediaJob>("mediajobs", stack.ns, "episode-9");
     expect(condition(first, "PipelineSucceeded")).toMatchObject({
       reason: "StepDeleted",
       message: expect.stringMatching(/^step 2 \(episode-9-1-tts\) was deleted while Pending/),
@@ -244,7 +236,12 @@ describe("one handle on a whole pipeline", () => {
 
 describe("the demo's scenario", () => {
   it("completes the pipeline after the payment event, recovers the lost callback, and the replay changes nothing", async () => {
-    const summary = await runDemoScenario({ api, namespace: ns, simulatorUrl: sim.url, timeoutMs: 90_000 });
+    const summary = await runDemoScenario({
+      api,
+      namespace: stack.ns,
+      simulatorUrl: stack.sim.url,
+      timeoutMs: 90_000,
+    });
     expect(summary.steps.map((s) => [s.name, s.phase])).toEqual(PIPELINE.map((n) => [n, "Completed"]));
     expect(summary.recovered.map((r) => r.job)).toEqual(["episode-42"]);
     expect(summary.recovered[0]!.how).toMatch(/^RecoveredMissedCallback/);

@@ -50,9 +50,9 @@ import { startPaymentEventGc } from "../../src/webhooks/gc.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import { recordedOutcome } from "../../src/webhooks/paymentrecord.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
-import { signStripePayload } from "../../src/webhooks/signature.js";
 import { startControlPlane, type RunningControlPlane } from "../support/controlplane.js";
 import { eventually } from "../support/kube.js";
+import { deliverPaymentEvent, subscriptionCreated } from "../support/payments.js";
 import { startControllerHealthServer } from "../../src/controller/health.js";
 import { runController, type RunningController } from "../../src/controller/run.js";
 import {
@@ -497,24 +497,9 @@ describe("the operator as the chart's ServiceAccount", () => {
   it("takes a paying customer's pipeline from the payment webhook to completion", async () => {
     const customer = `cus_${randomBytes(4).toString("hex")}`;
     // 1. The payment provider reports an active subscription (sidecar: PaymentEvent, BillingAccount).
-    const event = {
-      id: `evt_${randomBytes(6).toString("hex")}`,
-      object: "event",
-      type: "customer.subscription.created",
-      created: Math.floor(Date.now() / 1000),
-      livemode: false,
-      data: { object: { id: `sub_${customer}`, object: "subscription", customer, status: "active" } },
-    };
-    const body = JSON.stringify(event);
-    const res = await request(`${sidecar.url}/webhooks/payment_provider`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        "stripe-signature": signStripePayload(body, WEBHOOK_SECRET, Math.floor(Date.now() / 1000)),
-      },
-      body,
-    });
-    expect(res.statusCode, await res.body.text()).toBe(200);
+    const event = subscriptionCreated(customer);
+    const res = await deliverPaymentEvent(sidecar.url, event, WEBHOOK_SECRET);
+    expect(res.status, res.text).toBe(200);
     const record = await admin.get<PaymentEvent>("paymentevents", DEV.ns, paymentEventName(event.id));
     expect(record && recordedOutcome(record)).toBe("Processed");
     const account = await admin.get<BillingAccount>("billingaccounts", DEV.ns, billingAccountName(customer));
@@ -787,24 +772,8 @@ describe("webhooks.separateDeployment: the sidecar with a ServiceAccount of its 
     });
     // A subscription event: the record, the replay memory's watch, the BillingAccount.
     const customer = `cus_${randomBytes(4).toString("hex")}`;
-    const event = {
-      id: `evt_${randomBytes(6).toString("hex")}`,
-      object: "event",
-      type: "customer.subscription.created",
-      created: Math.floor(Date.now() / 1000),
-      livemode: false,
-      data: { object: { id: `sub_${customer}`, object: "subscription", customer, status: "active" } },
-    };
-    const body = JSON.stringify(event);
-    const answer = await request(`${sidecar.url}/webhooks/payment_provider`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        "stripe-signature": signStripePayload(body, WEBHOOK_SECRET, Math.floor(Date.now() / 1000)),
-      },
-      body,
-    });
-    expect(answer.statusCode, await answer.body.text()).toBe(200);
+    const answer = await deliverPaymentEvent(sidecar.url, subscriptionCreated(customer), WEBHOOK_SECRET);
+    expect(answer.status, answer.text).toBe(200);
     const account = await admin.get<BillingAccount>("billingaccounts", SEP.ns, billingAccountName(customer));
     expect(account?.status?.subscriptionStatus).toBe("active");
     expect((await request(`${sidecar.url}/readyz`)).statusCode).toBe(200);

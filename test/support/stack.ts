@@ -3,6 +3,7 @@
 import { randomBytes } from "node:crypto";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
+import { afterAll, beforeAll } from "vitest";
 import { parseEnv, type Env } from "../../src/config/env.js";
 import { API_VERSION } from "../../src/crds/index.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
@@ -190,8 +191,11 @@ export interface ControllerStackOptions {
   sim?: SimulatorOptions;
   /** Also run the webhooks sidecar, and send the provider's callbacks to it. */
   sidecar?: boolean;
-  /** A GpuEndpoint per workload (named after it), each waited for until Ready. */
-  endpoints?: string[];
+  /**
+   * A GpuEndpoint per workload, or per spec (a window, workers, idempotentWorkers), named after
+   * its workload and waited for until Ready.
+   */
+  endpoints?: Array<string | Spec>;
   /** What the Manager gets besides the defaults (a counting provider, a flaky API), from the env. */
   manager?: (env: Env, sim: Simulator) => Partial<ConstructorParameters<typeof Manager>[0]>;
 }
@@ -225,9 +229,10 @@ export async function startControllerStack(
   if (sidecar) env = { ...env, CALLBACK_BASE_URL: sidecar.url };
   const manager = startManager(kc, sim, env, opts.manager?.(env, sim));
   await manager.start();
-  for (const w of opts.endpoints ?? []) {
-    await api.create("gpuendpoints", ns, gpuEndpoint(w, { workload: w }) as never);
-    await waitForReady(api, ns, w);
+  for (const e of opts.endpoints ?? []) {
+    const spec = typeof e === "string" ? { workload: e } : e;
+    await api.create("gpuendpoints", ns, gpuEndpoint(spec.workload, spec) as never);
+    await waitForReady(api, ns, spec.workload);
   }
   return {
     ns,
@@ -241,4 +246,18 @@ export async function startControllerStack(
       await sim.close();
     },
   };
+}
+
+/**
+ * The controller stack of the enclosing test file (or describe block): started before its tests,
+ * stopped after them. The fields are filled in when the stack has started, so tests read them
+ * (`stack.ns`) as they run, never at load.
+ */
+export function controllerStackForTests(kc: KubeConfig, opts: ControllerStackOptions): ControllerStack {
+  const stack = {} as ControllerStack;
+  beforeAll(async () => {
+    Object.assign(stack, await startControllerStack(kc, opts));
+  });
+  afterAll(() => stack.stop?.());
+  return stack;
 }

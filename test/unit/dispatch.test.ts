@@ -45,7 +45,13 @@ const processing = (j: MediaJob): MediaJob => ({
 });
 const completed = (j: MediaJob): MediaJob => ({ ...j, status: { phase: "Completed", endpointId: "ep-1" } });
 
-function dispatcher(o: { weights?: Map<string, number> } = {}) {
+/**
+ * A leading dispatcher on a clock of its own (`advance` moves it), and the keys it woke. `lead`:
+ * the waiting jobs a new leader takes from the cache.
+ */
+function dispatcher(
+  o: { weights?: Map<string, number>; eligible?: (j: MediaJob) => GpuEndpoint; lead?: MediaJob[] } = {},
+) {
   const woken: string[] = [];
   let now = T0;
   const d = new Dispatcher({
@@ -54,8 +60,9 @@ function dispatcher(o: { weights?: Map<string, number> } = {}) {
     tickSeconds: 2,
     now: () => now,
     ...(o.weights && { weights: o.weights }),
+    ...(o.eligible && { eligible: o.eligible }),
   });
-  d.lead();
+  d.lead(o.lead);
   return { d, woken, advance: (ms: number) => (now += ms) };
 }
 
@@ -288,15 +295,8 @@ describe("other clients' jobs at the endpoint", () => {
 
 describe("jobs seen in the cache", () => {
   it("wait from their creation event, not from their first pass: fair share does not follow the work queue's order", () => {
-    const woken: string[] = [];
     const ep = endpoint({ maxInFlight: 1 });
-    const d = new Dispatcher({
-      wake: (k) => woken.push(k),
-      jobSeconds: 30,
-      tickSeconds: 2,
-      eligible: () => ep,
-    });
-    d.lead();
+    const { d, woken } = dispatcher({ eligible: () => ep });
     const running = job("run", { account: "A" });
     d.observe("add", processing(running));
     // A's burst and then B's job are created; no pass has run for any of them yet.
@@ -307,17 +307,10 @@ describe("jobs seen in the cache", () => {
   });
 
   it("a new leader takes the waiting jobs from the cache, oldest first within an account", () => {
-    const woken: string[] = [];
     const ep = endpoint({ maxInFlight: 1 });
-    const d = new Dispatcher({
-      wake: (k) => woken.push(k),
-      jobSeconds: 30,
-      tickSeconds: 2,
-      eligible: () => ep,
-    });
     const older = job("older", { account: "A" });
     const newer = job("newer", { account: "A" });
-    d.lead([newer, older]);
+    const { woken } = dispatcher({ eligible: () => ep, lead: [newer, older] });
     expect(woken).toEqual(["ns/older"]);
   });
 });
@@ -337,23 +330,15 @@ describe("a hold across a leader change", () => {
   it("a new term's 429 hold still ends in a pump (the previous term's timer does not block it)", async () => {
     vi.useFakeTimers();
     try {
-      const woken: string[] = [];
-      let now = T0;
       const ep = endpoint({ maxInFlight: 2 });
-      const d = new Dispatcher({
-        wake: (k) => woken.push(k),
-        jobSeconds: 30,
-        tickSeconds: 2,
-        now: () => now,
-      });
-      d.lead();
+      const { d, woken, advance } = dispatcher();
       d.throttled("ep-1", 1_000);
       d.gate(job("h1"), ep); // held: a timer for the end of the hold
       d.stopLeading();
       d.lead();
       d.throttled("ep-1", 1_000);
       d.gate(job("h2"), ep);
-      now += 1_001;
+      advance(1_001);
       await vi.advanceTimersByTimeAsync(1_001);
       expect(woken).toContain("ns/h2");
     } finally {

@@ -6,63 +6,26 @@ import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { request as httpRequest } from "node:http";
 import { connect, type Socket } from "node:net";
-import { pino } from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Env } from "../../src/config/env.js";
+import { afterAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/index.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import type { Simulator } from "../../tools/simulator/server.js";
-import {
-  startWebhookServer,
-  type RunningWebhookServer,
-  type WebhookServerOptions,
-} from "../../src/webhooks/server.js";
 import { signStripePayload } from "../../src/webhooks/signature.js";
-import { CallbackJobs, simulatorClient } from "../support/callbacks.js";
-import { createTestNamespace, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
-import { startTestSimulator, testEnv } from "../support/stack.js";
+import { testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import { paymentEvent, signedDelivery } from "../support/payments.js";
+import { sidecarTestBed } from "../support/sidecar.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-const silent = pino({ level: "silent" });
+const bed = sidecarTestBed(kc, "webhooks-attacks");
 const PAY = "/webhooks/payment_provider";
-let ns = "";
-let env: Env;
-let sim: Simulator;
-let jobs: CallbackJobs;
-const servers: RunningWebhookServer[] = [];
 const opened = new Set<Socket>();
 const uid = () => randomBytes(4).toString("hex");
 const nowS = () => Math.floor(Date.now() / 1000);
 const json = { "content-type": "application/json" };
 
-beforeAll(async () => {
-  ns = await createTestNamespace(kc, "webhooks-attacks");
-  env = testEnv(ns);
-  sim = await startTestSimulator();
-  jobs = new CallbackJobs({ api, namespace: ns, secret: env.CALLBACK_SECRET!, sim });
-});
-
 afterAll(async () => {
   for (const s of opened) s.destroy();
-  await Promise.all(servers.map((s) => s.close()));
-  await sim?.close();
 });
-
-async function start(opts: Partial<WebhookServerOptions> = {}) {
-  const s = await startWebhookServer({
-    api,
-    env,
-    log: silent,
-    namespace: ns,
-    host: "127.0.0.1",
-    port: 0,
-    provider: simulatorClient(sim),
-    ...opts,
-  });
-  servers.push(s);
-  return s;
-}
 
 /** One POST with node:http (so that the local address can be chosen); its status code. */
 function post(
@@ -81,21 +44,9 @@ function post(
   });
 }
 
-function signedEvent() {
-  const body = JSON.stringify({
-    id: `evt_${uid()}`,
-    type: "invoice.paid",
-    created: nowS(),
-    data: { object: {} },
-  });
-  return {
-    body,
-    headers: {
-      ...json,
-      "stripe-signature": signStripePayload(body, env.PAYMENT_PROVIDER_WEBHOOK_SECRET!, nowS()),
-    },
-  };
-}
+/** A delivery of an event, signed with the sidecar's secret. */
+const signedEvent = () =>
+  signedDelivery(paymentEvent("invoice.paid"), bed.env.PAYMENT_PROVIDER_WEBHOOK_SECRET!);
 
 /** A delivery whose header is well formed and fresh but whose signature is not the provider's. */
 function forgedEvent() {
@@ -146,7 +97,7 @@ describe("a forged flood from the address genuine senders share", () => {
   const limits = { failuresPerSource: { capacity: 50, refillPerSecond: 0.01 } };
 
   it("payment route: 60 forged deliveries, then a genuine one is answered 200", async () => {
-    const s = await start({ rateLimits: limits });
+    const s = await bed.start({ rateLimits: limits });
     const forged: number[] = [];
     for (let i = 0; i < 60; i++) {
       const f = forgedEvent();
@@ -160,27 +111,30 @@ describe("a forged flood from the address genuine senders share", () => {
   });
 
   it("callback route: 60 forged callbacks, then a genuine one is answered 200 and applied", async () => {
-    const s = await start({ rateLimits: limits });
+    const s = await bed.start({ rateLimits: limits });
     const name = `flood-${uid()}`;
-    const { job, providerJobId } = await jobs.submitted(name, { webhook: false });
-    await jobs.finished(job.status!.jobId!);
-    const forgedUrl = new URL(jobs.url(job, s.url));
+    const { job, providerJobId } = await bed.jobs.submitted(name, { webhook: false });
+    await bed.jobs.finished(job.status!.jobId!);
+    const forgedUrl = new URL(bed.jobs.url(job, s.url));
     forgedUrl.searchParams.set("token", "forged");
     for (let i = 0; i < 60; i++)
       expect(
         await post(forgedUrl.toString(), json, JSON.stringify({ id: providerJobId, status: "COMPLETED" })),
       ).not.toBe(200);
     const genuine = await post(
-      jobs.url(job, s.url),
+      bed.jobs.url(job, s.url),
       json,
       JSON.stringify({ id: providerJobId, status: "COMPLETED" }),
     );
     expect(genuine).toBe(200);
-    expect((await api.get<MediaJob>("mediajobs", ns, name))?.status?.phase).toBe("Completed");
+    expect((await api.get<MediaJob>("mediajobs", bed.ns, name))?.status?.phase).toBe("Completed");
   });
 
   it("behind a trusted proxy naming the same client for all: both routes still answer genuine ones 200", async () => {
-    const s = await start({ rateLimits: limits, env: { ...env, WEBHOOKS_TRUSTED_PROXIES: "127.0.0.1" } });
+    const s = await bed.start({
+      rateLimits: limits,
+      env: { ...bed.env, WEBHOOKS_TRUSTED_PROXIES: "127.0.0.1" },
+    });
     const via = { "x-forwarded-for": "203.0.113.7" };
     for (let i = 0; i < 60; i++) {
       const f = forgedEvent();
@@ -189,18 +143,18 @@ describe("a forged flood from the address genuine senders share", () => {
     const ev = signedEvent();
     expect(await post(`${s.url}${PAY}`, { ...ev.headers, ...via }, ev.body)).toBe(200);
     const name = `proxied-${uid()}`;
-    const { job, providerJobId } = await jobs.submitted(name, { webhook: false });
-    await jobs.finished(job.status!.jobId!);
+    const { job, providerJobId } = await bed.jobs.submitted(name, { webhook: false });
+    await bed.jobs.finished(job.status!.jobId!);
     const body = JSON.stringify({ id: providerJobId, status: "COMPLETED" });
-    expect(await post(jobs.url(job, s.url), { ...json, ...via }, body)).toBe(200);
+    expect(await post(bed.jobs.url(job, s.url), { ...json, ...via }, body)).toBe(200);
   });
 });
 
 describe("IPv6 sources", () => {
   it("are budgeted per /64: spending it from one address counts for every address of the /64", async () => {
-    const s = await start({
+    const s = await bed.start({
       rateLimits: { failuresPerSource: { capacity: 5, refillPerSecond: 0.01 } },
-      env: { ...env, WEBHOOKS_TRUSTED_PROXIES: "127.0.0.1" },
+      env: { ...bed.env, WEBHOOKS_TRUSTED_PROXIES: "127.0.0.1" },
     });
     const from = (ip: string) => {
       const f = forgedEvent();
@@ -219,7 +173,7 @@ describe("payment deliveries judged before their body is read", () => {
   const BODY = 200 * 1024;
 
   it("an unsigned delivery is refused (400) and its connection closed without waiting for its body", async () => {
-    const s = await start();
+    const s = await bed.start();
     const { answer } = await openSocket(s.url, postHead(PAY, {}, BODY));
     const { text, closedAfterMs } = await answer;
     expect(text).toMatch(/^HTTP\/1\.1 400/);
@@ -227,7 +181,7 @@ describe("payment deliveries judged before their body is read", () => {
   });
 
   it("a delivery whose signature timestamp is stale is refused before its body", async () => {
-    const s = await start();
+    const s = await bed.start();
     const stale = `t=${nowS() - 3600},v1=${"ab".repeat(32)}`;
     const { answer } = await openSocket(s.url, postHead(PAY, { "stripe-signature": stale }, BODY));
     const { text, closedAfterMs } = await answer;
@@ -236,7 +190,7 @@ describe("payment deliveries judged before their body is read", () => {
   });
 
   it("a body above 256 KiB is refused (413) even when signed", async () => {
-    const s = await start();
+    const s = await bed.start();
     const body = JSON.stringify({
       id: `evt_${uid()}`,
       type: "invoice.paid",
@@ -245,13 +199,13 @@ describe("payment deliveries judged before their body is read", () => {
     });
     const headers = {
       ...json,
-      "stripe-signature": signStripePayload(body, env.PAYMENT_PROVIDER_WEBHOOK_SECRET!, nowS()),
+      "stripe-signature": signStripePayload(body, bed.env.PAYMENT_PROVIDER_WEBHOOK_SECRET!, nowS()),
     };
     expect(await post(`${s.url}${PAY}`, headers, body)).toBe(413);
   });
 
   it("caps the deliveries of one source in flight before their signature is checked; others still pass", async () => {
-    const s = await start({ connections: { unverifiedInFlightPerSource: 2, unverifiedInFlight: 10 } });
+    const s = await bed.start({ connections: { unverifiedInFlightPerSource: 2, unverifiedInFlight: 10 } });
     const held = await Promise.all(
       [0, 1].map(() =>
         openSocket(
@@ -282,7 +236,7 @@ describe("payment deliveries judged before their body is read", () => {
 
 describe("slow senders", () => {
   it("a request whose body trickles is cut off at the request timeout (408)", async () => {
-    const s = await start({ connections: { requestTimeoutMs: 1500, headersTimeoutMs: 1000 } });
+    const s = await bed.start({ connections: { requestTimeoutMs: 1500, headersTimeoutMs: 1000 } });
     const { socket, answer } = await openSocket(
       s.url,
       postHead(PAY, { "stripe-signature": `t=${nowS()},v1=${"ab".repeat(32)}` }, 1000),
@@ -297,7 +251,7 @@ describe("slow senders", () => {
   it("a sender's idle keep-alive connections never lock out its next delivery", async () => {
     // A sender that opens a connection per delivery and leaves each open (keep-alive) fills its
     // share with idle sockets; the next connection takes the place of the oldest idle one.
-    const s = await start({ connections: { maxConnectionsPerSource: 4 } });
+    const s = await bed.start({ connections: { maxConnectionsPerSource: 4 } });
     const idle = await Promise.all(
       Array.from({ length: 4 }, () =>
         openSocket(s.url, "GET /healthz HTTP/1.1\r\nhost: sidecar\r\n\r\n", "127.0.0.3"),
@@ -313,7 +267,7 @@ describe("slow senders", () => {
   });
 
   it("sockets trickling headers are cut off at the headers timeout, and one host cannot hold more than its share", async () => {
-    const s = await start({
+    const s = await bed.start({
       connections: { headersTimeoutMs: 1000, requestTimeoutMs: 5000, maxConnectionsPerSource: 10 },
     });
     const trickling = await Promise.all(

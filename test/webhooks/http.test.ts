@@ -7,9 +7,9 @@ import { pino } from "pino";
 import { Registry } from "prom-client";
 import { request as httpRequest } from "node:http";
 import { request } from "undici";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { callbackUrl } from "../../src/callback/token.js";
-import { ConfigError, type Env } from "../../src/config/env.js";
+import { ConfigError } from "../../src/config/env.js";
 import {
   billingAccountName,
   paymentEventName,
@@ -18,45 +18,22 @@ import {
   type PaymentEvent,
 } from "../../src/crds/index.js";
 import { KubeApi, type KubeObject, type Plural } from "../../src/k8s/api.js";
-import {
-  startWebhookServer,
-  type RunningWebhookServer,
-  type WebhookServerOptions,
-} from "../../src/webhooks/server.js";
+import { startWebhookServer } from "../../src/webhooks/server.js";
 import { recordedOutcome } from "../../src/webhooks/paymentrecord.js";
 import { runWebhooks } from "../../src/webhooks/run.js";
-import type { Simulator } from "../../tools/simulator/server.js";
-import { signStripePayload } from "../../src/webhooks/signature.js";
-import { CallbackJobs, simulatorClient } from "../support/callbacks.js";
-import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
-import { startTestSimulator, testEnv } from "../support/stack.js";
+import { simulatorClient } from "../support/callbacks.js";
+import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import { paymentEvent, signedDelivery } from "../support/payments.js";
+import { sidecarTestBed } from "../support/sidecar.js";
+import { testEnv } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
+const bed = sidecarTestBed(kc, "webhooks-http");
 const silent = pino({ level: "silent" });
 const PAY = "/webhooks/payment_provider";
-let ns = "";
-let env: Env;
-let sim: Simulator;
-let jobs: CallbackJobs;
-const servers: RunningWebhookServer[] = [];
 const uid = () => randomBytes(4).toString("hex");
 const nowS = () => Math.floor(Date.now() / 1000);
-
-async function start(opts: Partial<WebhookServerOptions> = {}) {
-  const s = await startWebhookServer({
-    api,
-    env,
-    log: silent,
-    namespace: ns,
-    host: "127.0.0.1",
-    port: 0,
-    provider: simulatorClient(sim),
-    ...opts,
-  });
-  servers.push(s);
-  return s;
-}
 
 async function call(
   url: string,
@@ -66,44 +43,25 @@ async function call(
   return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
 }
 
-function signedEvent(type = "invoice.paid", object: Record<string, unknown> = {}) {
-  const body = JSON.stringify({ id: `evt_${uid()}`, type, created: nowS(), data: { object } });
-  return {
-    body,
-    headers: {
-      "content-type": "application/json",
-      "stripe-signature": signStripePayload(body, env.PAYMENT_PROVIDER_WEBHOOK_SECRET!, nowS()),
-    },
-  };
-}
+/** A delivery of an event of `type`, signed with the sidecar's secret. */
+const signedEvent = (type = "invoice.paid", object: Record<string, unknown> = {}) =>
+  signedDelivery(paymentEvent(type, object), bed.env.PAYMENT_PROVIDER_WEBHOOK_SECRET!);
 
 /** A MediaJob whose submission the provider has finished: a callback for it completes it. */
 async function finishedJob(name: string): Promise<{ job: MediaJob; providerJobId: string }> {
-  const submitted = await jobs.submitted(name, { webhook: false });
-  await jobs.finished(submitted.job.status!.jobId!);
+  const submitted = await bed.jobs.submitted(name, { webhook: false });
+  await bed.jobs.finished(submitted.job.status!.jobId!);
   return submitted;
 }
 
 const json = { "content-type": "application/json" };
 
-beforeAll(async () => {
-  ns = await createTestNamespace(kc, "webhooks-http");
-  env = testEnv(ns);
-  sim = await startTestSimulator();
-  jobs = new CallbackJobs({ api, namespace: ns, secret: env.CALLBACK_SECRET!, sim });
-});
-
-afterAll(async () => {
-  await Promise.all(servers.map((s) => s.close()));
-  await sim?.close();
-});
-
 describe("HTTP shape", () => {
   it("answers 413 above the body limit and 415 to anything but JSON, on both routes", async () => {
-    const s = await start({ bodyLimit: 16 * 1024, callbackBodyLimit: 16 * 1024 });
+    const s = await bed.start({ bodyLimit: 16 * 1024, callbackBodyLimit: 16 * 1024 });
     const name = `shape-${uid()}`;
     const { job: before, providerJobId } = await finishedJob(name);
-    for (const url of [`${s.url}${PAY}`, jobs.url(before, s.url)]) {
+    for (const url of [`${s.url}${PAY}`, bed.jobs.url(before, s.url)]) {
       // A payment delivery without a well-formed, fresh signature header is refused (400) before
       // its body is looked at; with one (not necessarily valid), the body's shape is judged.
       const sig: Record<string, string> = url.endsWith(PAY)
@@ -141,13 +99,13 @@ describe("HTTP shape", () => {
       body: ev.body,
     });
     expect(ok.status).toBe(200);
-    expect((await api.get("mediajobs", ns, name))?.metadata.resourceVersion).toBe(
+    expect((await api.get("mediajobs", bed.ns, name))?.metadata.resourceVersion).toBe(
       before.metadata.resourceVersion,
     );
   });
 
   it("answers 404 to unknown paths and methods, with a generic body", async () => {
-    const s = await start();
+    const s = await bed.start();
     for (const [method, path] of [
       ["GET", "/nope"],
       ["GET", PAY],
@@ -163,7 +121,7 @@ describe("HTTP shape", () => {
 
 describe("rate limits", () => {
   it("limits the payment route as a whole, with Retry-After", async () => {
-    const s = await start({ rateLimits: { payment: { capacity: 3, refillPerSecond: 0.01 } } });
+    const s = await bed.start({ rateLimits: { payment: { capacity: 3, refillPerSecond: 0.01 } } });
     const codes: number[] = [];
     let retryAfter: unknown;
     for (let i = 0; i < 5; i++) {
@@ -233,7 +191,7 @@ describe("rate limits", () => {
     }
 
     it("from another address: every genuine delivery is answered 200, the forger gets 400 then 429", async () => {
-      const s = await start({ rateLimits: limits });
+      const s = await bed.start({ rateLimits: limits });
       // The forger's X-Forwarded-For is not believed: no proxy is trusted here.
       const r = await genuineDuring(s.url, () =>
         flood(s.url, "127.0.0.2", () => ({
@@ -247,9 +205,9 @@ describe("rate limits", () => {
     });
 
     it("behind a trusted proxy: sources are the addresses the proxy names", async () => {
-      const s = await start({
+      const s = await bed.start({
         rateLimits: limits,
-        env: { ...env, WEBHOOKS_TRUSTED_PROXIES: "127.0.0.1,::1" },
+        env: { ...bed.env, WEBHOOKS_TRUSTED_PROXIES: "127.0.0.1,::1" },
       });
       const r = await genuineDuring(
         s.url,
@@ -262,7 +220,7 @@ describe("rate limits", () => {
     });
 
     it("replays of a captured genuine delivery do not spend the route's limit", async () => {
-      const s = await start({ rateLimits: { payment: { capacity: 3, refillPerSecond: 0.01 } } });
+      const s = await bed.start({ rateLimits: { payment: { capacity: 3, refillPerSecond: 0.01 } } });
       const captured = signedEvent();
       expect((await call(`${s.url}${PAY}`, { headers: captured.headers, body: captured.body })).status).toBe(
         200,
@@ -279,41 +237,41 @@ describe("rate limits", () => {
   });
 
   it("limits callbacks per job, so one noisy job does not block the others from the same IP", async () => {
-    const s = await start({ rateLimits: { callbackPerJob: { capacity: 2, refillPerSecond: 0.01 } } });
-    const noisy = await jobs.submitted(`noisy-${uid()}`, { webhook: false, hold: true });
+    const s = await bed.start({ rateLimits: { callbackPerJob: { capacity: 2, refillPerSecond: 0.01 } } });
+    const noisy = await bed.jobs.submitted(`noisy-${uid()}`, { webhook: false, hold: true });
     const quiet = await finishedJob(`quiet-${uid()}`);
     const codes: number[] = [];
     for (let i = 0; i < 4; i++) {
-      const res = await call(jobs.url(noisy.job, s.url), {
+      const res = await call(bed.jobs.url(noisy.job, s.url), {
         headers: json,
         body: JSON.stringify({ id: noisy.providerJobId, status: "IN_PROGRESS" }),
       });
       codes.push(res.status);
     }
     expect(codes).toEqual([200, 200, 429, 429]);
-    const other = await call(jobs.url(quiet.job, s.url), {
+    const other = await call(bed.jobs.url(quiet.job, s.url), {
       headers: json,
       body: JSON.stringify({ id: quiet.providerJobId, status: "COMPLETED" }),
     });
     expect(other.status).toBe(200);
-    expect((await api.get<MediaJob>("mediajobs", ns, quiet.job.metadata.name))?.status?.phase).toBe(
+    expect((await api.get<MediaJob>("mediajobs", bed.ns, quiet.job.metadata.name))?.status?.phase).toBe(
       "Completed",
     );
     // Forged callbacks are refused before the per-job bucket, and before the provider is asked:
     // they cannot use up a real job's tokens.
-    const forged = new URL(jobs.url(noisy.job, s.url));
+    const forged = new URL(bed.jobs.url(noisy.job, s.url));
     forged.searchParams.set("token", "forged");
-    const providerRequests = sim.stats().requests;
+    const providerRequests = bed.sim.stats().requests;
     for (let i = 0; i < 4; i++)
       expect((await call(forged.toString(), { headers: json, body: "{}" })).status).toBe(401);
-    expect(sim.stats().requests).toBe(providerRequests);
+    expect(bed.sim.stats().requests).toBe(providerRequests);
   });
 });
 
 describe("probes and metrics", () => {
   it("serves /healthz, /readyz and /metrics", async () => {
     const registry = new Registry();
-    const s = await start({ registry });
+    const s = await bed.start({ registry });
     expect((await call(`${s.url}/healthz`, { method: "GET" })).status).toBe(200);
     expect((await call(`${s.url}/readyz`, { method: "GET" })).status).toBe(200);
     const ev = signedEvent();
@@ -351,7 +309,7 @@ describe("probes and metrics", () => {
       contexts: [{ name: "down", cluster: "down", user: "u" }],
       currentContext: "down",
     });
-    const s = await start({ api: new KubeApi(down) });
+    const s = await bed.start({ api: new KubeApi(down) });
     expect((await call(`${s.url}/healthz`, { method: "GET" })).status).toBe(200);
     expect((await call(`${s.url}/readyz`, { method: "GET" })).status).toBe(503);
     const ev = signedEvent("customer.subscription.updated", {
@@ -364,8 +322,8 @@ describe("probes and metrics", () => {
     expect(pay.headers["retry-after"]).toBeDefined();
     expect(JSON.parse(pay.text)).toEqual({ error: "unavailable, retry later" });
     const name = `down-${uid()}`;
-    const url = callbackUrl(s.url, env.CALLBACK_SECRET!, {
-      namespace: ns,
+    const url = callbackUrl(s.url, bed.env.CALLBACK_SECRET!, {
+      namespace: bed.ns,
       name,
       uid: "2f6e1a7c-0000-4000-8000-000000000000",
       jobId: "2f6e1a7c-0000-4000-8000-000000000000",
@@ -409,18 +367,18 @@ describe("graceful shutdown", () => {
     closeGate();
     const s = await startWebhookServer({
       api: slow,
-      env,
+      env: bed.env,
       log: silent,
-      namespace: ns,
+      namespace: bed.ns,
       host: "127.0.0.1",
       port: 0,
-      provider: simulatorClient(sim),
+      provider: simulatorClient(bed.sim),
     });
     const name = `shutdown-${uid()}`;
     const { job, providerJobId } = await finishedJob(name);
     const customer = `cus_shutdown_${uid()}`;
     const ev = signedEvent("customer.subscription.created", { id: "sub_1", customer, status: "active" });
-    const cbInFlight = call(jobs.url(job, s.url), {
+    const cbInFlight = call(bed.jobs.url(job, s.url), {
       headers: json,
       body: JSON.stringify({ id: providerJobId, status: "COMPLETED" }),
     });
@@ -441,12 +399,12 @@ describe("graceful shutdown", () => {
     await closed;
     expect(cb.status).toBe(200);
     expect(JSON.parse(cb.text)).toEqual({ received: true, applied: true });
-    expect((await api.get<MediaJob>("mediajobs", ns, name))?.status?.phase).toBe("Completed");
+    expect((await api.get<MediaJob>("mediajobs", bed.ns, name))?.status?.phase).toBe("Completed");
     expect(pay.status).toBe(200);
     const id = (JSON.parse(ev.body) as { id: string }).id;
-    const rec = await api.get<PaymentEvent>("paymentevents", ns, paymentEventName(id));
+    const rec = await api.get<PaymentEvent>("paymentevents", bed.ns, paymentEventName(id));
     expect(recordedOutcome(rec!)).toBe("Processed");
-    const acct = await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(customer));
+    const acct = await api.get<BillingAccount>("billingaccounts", bed.ns, billingAccountName(customer));
     expect(acct?.status?.subscriptionStatus).toBe("active");
     await expect(call(`${s.url}/healthz`, { method: "GET" })).rejects.toThrow();
   });
@@ -454,7 +412,7 @@ describe("graceful shutdown", () => {
 
 describe("runWebhooks (the process entry point)", () => {
   it("starts the server and the GC from the configuration, and stops them", async () => {
-    const local = testEnv(ns, { WEBHOOKS_HOST: "127.0.0.1", WEBHOOKS_PORT: "0" });
+    const local = testEnv(bed.ns, { WEBHOOKS_HOST: "127.0.0.1", WEBHOOKS_PORT: "0" });
     const running = await runWebhooks(local, silent, { kubeconfig: testKubeconfigPath() });
     try {
       expect((await call(`${running.url}/readyz`, { method: "GET" })).status).toBe(200);
@@ -467,7 +425,7 @@ describe("runWebhooks (the process entry point)", () => {
   });
 
   it("refuses to start without a callback secret", async () => {
-    const local = { ...testEnv(ns), CALLBACK_SECRET: undefined };
+    const local = { ...testEnv(bed.ns), CALLBACK_SECRET: undefined };
     await expect(runWebhooks(local, silent, { kubeconfig: testKubeconfigPath() })).rejects.toBeInstanceOf(
       ConfigError,
     );

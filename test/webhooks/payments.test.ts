@@ -22,7 +22,7 @@ import {
 } from "../../src/crds/index.js";
 import { KubeApi, type CallOptions, type KubeObject, type Plural } from "../../src/k8s/api.js";
 import { impersonating } from "../../src/k8s/config.js";
-import { startSimulator } from "../../tools/simulator/server.js";
+import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 import { FinishedEvents } from "../../src/webhooks/finished.js";
 import { startPaymentEventGc, whileControllerLeads } from "../../src/webhooks/gc.js";
 import { OUTCOME_LABEL, recordedMessage, recordedOutcome } from "../../src/webhooks/paymentrecord.js";
@@ -157,6 +157,22 @@ async function start(opts: Partial<Parameters<typeof startWebhookServer>[0]> = {
   });
   servers.push(s);
   return s;
+}
+
+/**
+ * A sidecar that asks the payment provider's API (the simulator's) to settle same-second ties,
+ * given to `test` with that simulator; the simulator is closed after it.
+ */
+async function withPaymentProvider(test: (sim: Simulator, sidecar: RunningWebhookServer) => Promise<void>) {
+  const sim = await startSimulator({ paymentApiKeys: ["sim-payment-key"] });
+  try {
+    const sidecar = await start({
+      env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url, PAYMENT_PROVIDER_API_KEY: "sim-payment-key" },
+    });
+    await test(sim, sidecar);
+  } finally {
+    await sim.close();
+  }
 }
 
 beforeAll(async () => {
@@ -524,11 +540,7 @@ describe("subscription events", () => {
   });
 
   it("settles two events of the same second with the provider's current state, in both delivery orders", async () => {
-    const sim = await startSimulator({ paymentApiKeys: ["sim-payment-key"] });
-    try {
-      const s = await start({
-        env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url, PAYMENT_PROVIDER_API_KEY: "sim-payment-key" },
-      });
+    await withPaymentProvider(async (sim, s) => {
       const t = nowS() - 50;
       const finals: string[] = [];
       for (const order of [0, 1]) {
@@ -543,17 +555,11 @@ describe("subscription events", () => {
         finals.push((await account(c))?.status?.subscriptionStatus ?? "none");
       }
       expect(finals).toEqual(["active", "active"]);
-    } finally {
-      await sim.close();
-    }
+    });
   });
 
   it("answers 503 and records Failed when the provider cannot settle a tie, then settles it on redelivery", async () => {
-    const sim = await startSimulator({ paymentApiKeys: ["sim-payment-key"] });
-    try {
-      const s = await start({
-        env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url, PAYMENT_PROVIDER_API_KEY: "sim-payment-key" },
-      });
+    await withPaymentProvider(async (sim, s) => {
       const t = nowS() - 40;
       const c = `cus_tie_unknown_${uid()}`;
       const first = subscriptionEvent(c, "past_due", { id: `evt_tie_1_${uid()}`, created: t });
@@ -568,9 +574,7 @@ describe("subscription events", () => {
       expect((await deliver(second, s.url)).status).toBe(200);
       expect(await outcome(second.id)).toBe("Processed");
       expect((await account(c))?.status?.subscriptionStatus).toBe("active");
-    } finally {
-      await sim.close();
-    }
+    });
   });
 
   it("without a provider key, orders events of the same second by id, so both delivery orders converge", async () => {
@@ -635,11 +639,7 @@ describe("subscription events", () => {
   });
 
   it("settles a same-second tie with the provider's current prices too", async () => {
-    const sim = await startSimulator({ paymentApiKeys: ["sim-payment-key"] });
-    try {
-      const s = await start({
-        env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url, PAYMENT_PROVIDER_API_KEY: "sim-payment-key" },
-      });
+    await withPaymentProvider(async (sim, s) => {
       const t = nowS() - 50;
       const c = `cus_tie_prices_${uid()}`;
       const a = subscriptionEvent(c, "active", {
@@ -660,9 +660,7 @@ describe("subscription events", () => {
       });
       for (const ev of [a, b]) expect((await deliver(ev, s.url)).status).toBe(200);
       expect((await account(c))?.status?.priceIds).toEqual(["price_large"]);
-    } finally {
-      await sim.close();
-    }
+    });
   });
 
   it("marks a deleted subscription canceled", async () => {

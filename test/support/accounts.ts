@@ -1,0 +1,35 @@
+// BillingAccounts as the payment webhooks leave them: a customer's jobs are admitted only while its
+// subscription is active, so tests of admission, plans and usage start from such an account.
+import {
+  API_VERSION,
+  billingAccountName,
+  type BillingAccount,
+  type BillingAccountStatus,
+} from "../../src/crds/index.js";
+import type { KubeApi } from "../../src/k8s/api.js";
+
+/**
+ * The customer's BillingAccount with its subscription active and `status` over what it holds
+ * (a plan's price ids, a period's usage), created when it does not exist yet. The status is read,
+ * changed and written again on a conflict: the controller writes on the account too.
+ */
+export async function activeAccount(
+  api: KubeApi,
+  ns: string,
+  customerId: string,
+  status: Partial<BillingAccountStatus> = {},
+): Promise<BillingAccount> {
+  const name = billingAccountName(customerId);
+  if (!(await api.get<BillingAccount>("billingaccounts", ns, name)))
+    await api.create<BillingAccount>("billingaccounts", ns, {
+      apiVersion: API_VERSION,
+      kind: "BillingAccount",
+      metadata: { name },
+      spec: { customerId },
+    } as never);
+  const { object } = await api.updateStatusWithRetry<BillingAccount>("billingaccounts", ns, name, (acct) => ({
+    ...acct,
+    status: { ...acct.status, subscriptionStatus: "active", ...status },
+  }));
+  return object!;
+}
