@@ -121,6 +121,11 @@ export const EnvSchema = z.object({
    */
   DELETE_CANCEL_TIMEOUT_SECONDS: seconds(300),
   /**
+   * How long a deleted MediaJob whose usage is not yet reported to the payment provider waits for
+   * the report (metering on), before it goes with a Warning naming the seconds lost. 0: no wait.
+   */
+  DELETE_USAGE_TIMEOUT_SECONDS: seconds(3600, 0),
+  /**
    * Plans that cap an account's spend, as JSON keyed by price id (docs/design.md, "Usage and
    * plans"): `{"price_...": {"gpuSecondsPerPeriod": 3600, "maxConcurrentJobs": 2,
    * "maxExecutionTimeoutMs": 600000}}`. Empty or `{}`: no plans, no limits.

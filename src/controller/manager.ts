@@ -198,6 +198,7 @@ export class Manager {
         confirmationWindowMs: env.CALLBACK_CONFIRMATION_SECONDS * 1000,
         unconfirmedPolicy: env.UNCONFIRMED_SUBMISSION_POLICY,
         cancelGiveUpMs: env.DELETE_CANCEL_TIMEOUT_SECONDS * 1000,
+        usageWaitMs: env.DELETE_USAGE_TIMEOUT_SECONDS * 1000,
         tickMs,
         plans: env.MEDIA_PLANS,
         cancelFollowWarningMs: env.CANCEL_FOLLOW_WARNING_SECONDS * 1000,

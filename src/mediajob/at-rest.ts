@@ -3,7 +3,7 @@
 // a pass per job.
 import type { MediaJob } from "../crds/mediajob.js";
 import { FINALIZER, isTerminal } from "./job.js";
-import { usageOutstanding } from "./usage.js";
+import { USAGE_FINALIZER, usageOutstanding } from "./usage.js";
 
 /**
  * Failed, Cancelled, or Completed with its next pipeline step created (or none to create), and no
@@ -17,8 +17,12 @@ export function finishedForGood(job: MediaJob): boolean {
 
 /** Finished for good and let go of (no finalizer of ours, not being deleted). */
 export function atRest(job: MediaJob): boolean {
+  const finalizers = job.metadata.finalizers ?? [];
   return (
-    finishedForGood(job) && !job.metadata.deletionTimestamp && !job.metadata.finalizers?.includes(FINALIZER)
+    finishedForGood(job) &&
+    !job.metadata.deletionTimestamp &&
+    !finalizers.includes(FINALIZER) &&
+    !finalizers.includes(USAGE_FINALIZER)
   );
 }
 

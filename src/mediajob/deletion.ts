@@ -1,14 +1,36 @@
-// A MediaJob being deleted: its job cancelled at the provider, then the finalizer let go of.
+// A MediaJob being deleted: its job cancelled at the provider, its usage reported, then the
+// finalizers let go of.
 import type { ConditionInput } from "../crds/conditions.js";
-import type { MediaJob } from "../crds/mediajob.js";
+import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import type { PlannedEvent } from "./conditions.js";
-import { FINALIZER, SKIP_CANCEL_ANNOTATION } from "./job.js";
+import { FINALIZER, isTerminal, SKIP_CANCEL_ANNOTATION } from "./job.js";
 import { deletedStepPipelineCondition, pipelineFirstOf } from "./pipeline.js";
+import {
+  DEFAULT_USAGE_SETTINGS,
+  unsettledUsage,
+  USAGE_FINALIZER,
+  usageHoldsJob,
+  withBilledUsage,
+  type UsageSettings,
+} from "./usage.js";
 
 /** How long a deletion waits for an unconfirmed submission's provider id, to cancel it. */
 const CANCEL_WAIT_FOR_ID_MS = 60_000;
 /** How long a deletion keeps trying to cancel at a provider that fails, before letting go. */
 export const CANCEL_GIVE_UP_MS = 5 * 60_000;
+/**
+ * How long a deletion waits for the job's usage to be reported and counted before it lets go and
+ * the seconds are lost (DELETE_USAGE_TIMEOUT_SECONDS). An hour: the usage backlog's alert fires
+ * past an hour, so the operator has been told before any seconds are dropped.
+ */
+export const USAGE_WAIT_MS = 60 * 60_000;
+/** Set to "true" on a job being deleted: it goes without waiting for its usage report. */
+export const SKIP_USAGE_REPORT_ANNOTATION = "media-orchestrator.io/skip-usage-report";
+/**
+ * The waiting Event is told by the passes of the first seconds of the wait (the Event series folds
+ * their repeats into one), not by every pass of an hour's wait.
+ */
+const USAGE_WAIT_TOLD_MS = 10_000;
 
 type DeletionStep =
   | { type: "event"; event: PlannedEvent }
@@ -16,6 +38,8 @@ type DeletionStep =
   | { type: "cancel"; endpointId: string; providerJobId: string; giveUp: boolean }
   /** A later step's deletion told to its pipeline's first job (PipelineSucceeded), before it goes. */
   | { type: "reportToPipeline"; first: string; uid?: string; condition: ConditionInput }
+  /** A finished job's recorded usage billed (the pass that would have billed it will not come). */
+  | { type: "billUsage"; status: MediaJobStatus }
   | { type: "removeFinalizer" };
 
 export interface DeletionPlan {
@@ -23,9 +47,24 @@ export interface DeletionPlan {
   requeueAfterMs?: number;
 }
 
-/** The deletion of a job with our finalizer: cancel what may run at the provider, then let go. */
-export function planDeletion(job: MediaJob, nowMs: number, cancelGiveUpMs = CANCEL_GIVE_UP_MS): DeletionPlan {
-  if (!job.metadata.finalizers?.includes(FINALIZER)) return { steps: [] };
+/** What a deletion reads of the controller's settings. */
+export interface DeletionSettings {
+  /** How long a deletion keeps trying to cancel at a failing provider. Default CANCEL_GIVE_UP_MS. */
+  cancelGiveUpMs?: number;
+  /** How recorded usage is billed and whether it is metered. Default: metering off. */
+  usage?: UsageSettings;
+  /** How long a deletion waits for the job's usage report. Default USAGE_WAIT_MS; 0: no wait. */
+  usageWaitMs?: number;
+}
+
+/**
+ * The deletion of a job with a finalizer of ours: cancel what may run at the provider, wait for its
+ * usage to be reported (bounded), then let go.
+ */
+export function planDeletion(job: MediaJob, nowMs: number, settings: DeletionSettings = {}): DeletionPlan {
+  const finalizers = job.metadata.finalizers ?? [];
+  if (!finalizers.includes(FINALIZER) && !finalizers.includes(USAGE_FINALIZER)) return { steps: [] };
+  const cancelGiveUpMs = settings.cancelGiveUpMs ?? CANCEL_GIVE_UP_MS;
   const status = job.status;
   const skip = job.metadata.annotations?.[SKIP_CANCEL_ANNOTATION] === "true";
   const steps: DeletionStep[] = [];
@@ -54,11 +93,71 @@ export function planDeletion(job: MediaJob, nowMs: number, cancelGiveUpMs = CANC
       });
     }
   }
+  if (steps.some((s) => s.type === "cancel")) {
+    // The cancel ends the job and records its usage: the wait for its report is the next pass's.
+  } else if (isTerminal(status?.phase)) {
+    const usage = settings.usage ?? DEFAULT_USAGE_SETTINGS;
+    const billed = job.status && withBilledUsage(job, job.status, usage);
+    const current = billed && billed !== job.status ? { ...job, status: billed } : job;
+    if (current !== job) steps.push({ type: "billUsage", status: current.status! });
+    const wait = deletionUsageWait(current, nowMs, settings);
+    if (wait.event) steps.push({ type: "event", event: wait.event });
+    if (wait.wait) return { steps, requeueAfterMs: wait.requeueAfterMs };
+  }
   const pipeline = pipelineFirstOf(job);
   const condition = deletedStepPipelineCondition(job);
   if (pipeline && condition) steps.push({ type: "reportToPipeline", ...pipeline, condition });
   steps.push({ type: "removeFinalizer" });
   return { steps };
+}
+
+export type UsageWait =
+  { wait: true; requeueAfterMs: number; event?: PlannedEvent } | { wait: false; event?: PlannedEvent };
+
+/**
+ * Whether a job being deleted waits for its usage: with metering on, while an attempt is not yet
+ * billed, reported (or refused) and counted into its account, for at most `usageWaitMs` from the
+ * deletion, unless SKIP_USAGE_REPORT_ANNOTATION says not to. Letting go with usage outstanding
+ * tells a Warning `UsageUnreportedOnDeletion` naming the seconds and identifiers lost.
+ */
+export function deletionUsageWait(job: MediaJob, nowMs: number, settings: DeletionSettings = {}): UsageWait {
+  if (!usageHoldsJob(job, settings.usage?.metering ?? false)) return { wait: false };
+  const lost = unsettledUsage(job);
+  const deletedAt = new Date(job.metadata.deletionTimestamp ?? NaN).getTime();
+  const deletingForMs = Number.isNaN(deletedAt) ? 0 : nowMs - deletedAt;
+  const waitMs = settings.usageWaitMs ?? USAGE_WAIT_MS;
+  const skip = job.metadata.annotations?.[SKIP_USAGE_REPORT_ANNOTATION] === "true";
+  const lostEvent = (why: string): PlannedEvent => [
+    "Warning",
+    "UsageUnreportedOnDeletion",
+    `deleted ${why} with ${lost.unreportedSeconds} GPU seconds not reported to the payment provider` +
+      (lost.identifiers.length > 0 ? ` (meter identifiers ${lost.identifiers.join(", ")})` : "") +
+      (lost.uncountedSeconds > 0
+        ? ` and ${lost.uncountedSeconds} not counted into account ${job.status?.usage?.account ?? ""}`
+        : ""),
+  ];
+  if (skip) return { wait: false, event: lostEvent(`as ${SKIP_USAGE_REPORT_ANNOTATION} asks`) };
+  if (deletingForMs >= waitMs)
+    return {
+      wait: false,
+      event: lostEvent(`after waiting ${Math.round(waitMs / 1000)} s for its usage report`),
+    };
+  // Told in the first seconds of the wait: from the deletion, or from the cancel that ended the job.
+  const endedAt = Date.parse(job.status?.completedAt ?? "");
+  const waitingForMs = Math.min(deletingForMs, Number.isNaN(endedAt) ? Infinity : nowMs - endedAt);
+  return {
+    wait: true,
+    requeueAfterMs: Math.max(1_000, waitMs - deletingForMs),
+    ...(waitingForMs < USAGE_WAIT_TOLD_MS && {
+      event: [
+        "Normal",
+        "DeletionWaitsForUsage",
+        `the deletion waits up to ${Math.round(waitMs / 1000)} s for the job's usage (${lost.unreportedSeconds} GPU ` +
+          `seconds unreported, ${lost.uncountedSeconds} uncounted) to be reported to the payment provider and ` +
+          `counted; annotate ${SKIP_USAGE_REPORT_ANNOTATION}=true to delete it without`,
+      ] satisfies PlannedEvent,
+    }),
+  };
 }
 
 /** The Events of a deletion's cancel: done, or failed (and whether the deletion goes on). */

@@ -23,7 +23,13 @@ import { endEvent } from "./stop.js";
 import { msUntilExpiry } from "./ttl.js";
 import type { Plans } from "./plans.js";
 import type { UnconfirmedSubmissionPolicy } from "./unconfirmed.js";
-import { DEFAULT_USAGE_SETTINGS, withBilledUsage, type UsageSettings } from "./usage.js";
+import {
+  DEFAULT_USAGE_SETTINGS,
+  USAGE_FINALIZER,
+  usageHoldsJob,
+  withBilledUsage,
+  type UsageSettings,
+} from "./usage.js";
 import type { SubmissionPlan } from "./write-ahead.js";
 
 /** The controller's settings a plan reads. */
@@ -37,6 +43,8 @@ export interface PlanSettings {
   cancelFollowWarningMs?: number;
   /** How long a deletion keeps trying to cancel at a failing provider. Default CANCEL_GIVE_UP_MS. */
   cancelGiveUpMs?: number;
+  /** How long a deletion waits for the job's usage report (DELETE_USAGE_TIMEOUT_SECONDS). Default USAGE_WAIT_MS. */
+  usageWaitMs?: number;
   /** The reconciliation tick: how often waiting jobs are looked at again. */
   tickMs: number;
   /** Plans by price id (plans.ts); absent or empty: no plan limits. */
@@ -182,8 +190,13 @@ export function planJob(job: MediaJob, facts: Facts): Plan {
 export type FinishAction =
   /** A later step that ended tells the pipeline's first job (its PipelineSucceeded). */
   | { type: "reportToPipeline"; first: string; uid?: string; condition: ConditionInput }
-  /** Let go of the job; the Event that says how it ended is told only by the pass that did. */
-  | { type: "releaseFinalizer"; endEvent: PlannedEvent }
+  /**
+   * Let go of the job; the Event that says how it ended is told only by the pass that did.
+   * `keepForUsage`: USAGE_FINALIZER takes its place, in the same write (usage still outstanding).
+   */
+  | { type: "releaseFinalizer"; endEvent: PlannedEvent; keepForUsage?: boolean }
+  /** Let go of a finished job whose usage is now reported and counted (USAGE_FINALIZER). */
+  | { type: "releaseUsageFinalizer" }
   /** Delete this very object (its uid) past its TTL; kept if its next step is found to exist. */
   | { type: "deleteExpired"; unlessStepExists?: string };
 
@@ -200,15 +213,22 @@ export interface Finish {
  */
 export function planFinish(
   job: MediaJob,
-  o: { nowMs: number; requeueAfterMs?: number; nextStepCached: boolean; failed: boolean },
+  o: { nowMs: number; requeueAfterMs?: number; nextStepCached: boolean; failed: boolean; metering?: boolean },
 ): Finish {
   const status = job.status ?? {};
   const actions: FinishAction[] = [];
+  // A finished job whose usage is not reported yet is kept by USAGE_FINALIZER: a deletion waits for it.
+  const keepForUsage = isTerminal(status.phase) && usageHoldsJob(job, o.metering ?? false);
   if (isTerminal(status.phase) && job.metadata.finalizers?.includes(FINALIZER)) {
     const c = stepPipelineConditionOf(job);
     if (c) actions.push(c);
-    actions.push({ type: "releaseFinalizer", endEvent: endEvent(status) });
-  }
+    actions.push({
+      type: "releaseFinalizer",
+      endEvent: endEvent(status),
+      ...(keepForUsage && { keepForUsage }),
+    });
+  } else if (!keepForUsage && job.metadata.finalizers?.includes(USAGE_FINALIZER))
+    actions.push({ type: "releaseUsageFinalizer" });
   // A pass that failed is retried with backoff: it neither looks again nor deletes.
   if (o.failed) return { actions };
   // A running job is looked at again by its deadline at the latest.

@@ -296,3 +296,42 @@ export function usageOutstanding(job: MediaJob): boolean {
       awaitsCount(usage, a),
   );
 }
+
+/**
+ * The finalizer that keeps a finished job whose usage is not yet reported: the job's status.usage
+ * is the outbox of its meter report, so deleting the object before the report would lose the GPU
+ * seconds. Set (in place of the finalizer that guards the run) when a finished job is let go of
+ * with usage outstanding and metering on; removed once its usage is reported and counted. A
+ * deletion waits for it a bounded time (deletion.ts).
+ */
+export const USAGE_FINALIZER = "media-orchestrator.io/usage-report";
+
+/** Whether the job's usage keeps it (USAGE_FINALIZER): metering on and its usage outstanding. */
+export const usageHoldsJob = (job: MediaJob, metering: boolean): boolean => metering && usageOutstanding(job);
+
+/** What a job's outstanding usage amounts to: unreported meter events, seconds not yet counted. */
+export interface UnsettledUsage {
+  /** Billed seconds of attempts in the outbox (meter Pending) or not billed yet. */
+  unreportedSeconds: number;
+  /** The meter identifiers of those attempts (an operator can report them by hand). */
+  identifiers: string[];
+  /** Billed seconds not yet counted into the account's period usage. */
+  uncountedSeconds: number;
+}
+
+export function unsettledUsage(job: MediaJob): UnsettledUsage {
+  const usage = job.status?.usage;
+  const out: UnsettledUsage = { unreportedSeconds: 0, identifiers: [], uncountedSeconds: 0 };
+  if (!usage) return out;
+  for (const a of usage.attempts) {
+    if (a.meter === "Pending" || a.meter === undefined) {
+      out.unreportedSeconds += a.billedSeconds ?? 0;
+      const uid = job.metadata.uid;
+      const id =
+        a.identifier ?? (uid === undefined ? undefined : meterIdentifier({ uid, attempt: a.attempt }));
+      if (id !== undefined) out.identifiers.push(id);
+    }
+    if (usage.account !== undefined && a.counted !== true) out.uncountedSeconds += a.billedSeconds ?? 0;
+  }
+  return out;
+}

@@ -1,5 +1,6 @@
 // A MediaJob being deleted: the domain's deletion plan (src/mediajob/deletion.ts) carried out:
-// cancel at the provider and record what it billed, tell the pipeline, then let go.
+// cancel at the provider and record what it billed, wait (bounded) for that usage's report, tell
+// the pipeline, then let go.
 import type { MediaJob } from "../../crds/mediajob.js";
 import { describeError } from "../../k8s/errors.js";
 import type { PlannedEvent } from "../../mediajob/conditions.js";
@@ -7,6 +8,7 @@ import {
   CANCEL_GIVE_UP_MS,
   cancelFailedEvent,
   cancelledEvent,
+  deletionUsageWait,
   planDeletion,
 } from "../../mediajob/deletion.js";
 import { finalStatus, retry } from "../../mediajob/plan.js";
@@ -28,9 +30,12 @@ export interface Finalizer {
 /** One pass over a job with a deletionTimestamp: cancel at the provider, then let go. */
 export async function finalize(f: Finalizer, job: MediaJob): Promise<PassResult> {
   const { d, writes } = f;
-  const plan = planDeletion(job, f.now().getTime(), d.settings.cancelGiveUpMs);
+  const usage = d.settings.usage ?? DEFAULT_USAGE_SETTINGS;
+  const settings = { cancelGiveUpMs: d.settings.cancelGiveUpMs, usage, usageWaitMs: d.settings.usageWaitMs };
+  const plan = planDeletion(job, f.now().getTime(), settings);
   for (const step of plan.steps) {
     if (step.type === "event") await f.record(job, step.event);
+    else if (step.type === "billUsage") job = await writes.replaceStatus(job, step.status);
     else if (step.type === "removeFinalizer") await writes.removeFinalizer(job);
     else if (step.type === "reportToPipeline")
       await writes.reportToPipeline(
@@ -59,16 +64,18 @@ export async function finalize(f: Finalizer, job: MediaJob): Promise<PassResult>
         if (outcome.status)
           job = await writes.replaceStatus(
             job,
-            finalStatus(
-              job,
-              withBilledUsage(job, outcome.status, d.settings.usage ?? DEFAULT_USAGE_SETTINGS),
-              nowDate.toISOString(),
-            ),
+            finalStatus(job, withBilledUsage(job, outcome.status, usage), nowDate.toISOString()),
           );
         for (const e of outcome.events) await f.record(job, e);
         if (!outcome.letGo)
           return { result: { requeueAfterMs: outcome.requeueAfterMs ?? d.settings.tickMs } };
         await f.record(job, cancelledEvent(step.providerJobId, final.status));
+        // The usage the cancel recorded is reported before the finalizer goes: a later pass's wait.
+        const wait = deletionUsageWait(job, nowDate.getTime(), settings);
+        if (wait.wait) {
+          if (wait.event) await f.record(job, wait.event);
+          return { result: { requeueAfterMs: wait.requeueAfterMs } };
+        }
       } catch (err) {
         if (isProviderError(err, "JOB_NOT_FOUND") || isProviderError(err, "ENDPOINT_NOT_FOUND")) continue;
         await f.record(job, cancelFailedEvent(step.providerJobId, describeError(err), step.giveUp));

@@ -134,6 +134,7 @@ export class MediaJobReconciler {
       requeueAfterMs: plan.requeueAfterMs,
       nextStepCached: next !== undefined && this.d.jobs.get(job.metadata.namespace!, next) !== undefined,
       failed: plan.error !== undefined && !plan.error.terminal,
+      metering: this.d.settings.usage?.metering ?? false,
     });
     let kept = true;
     for (const action of finish.actions) kept = (await this.finish(job, action, now)) && kept;
@@ -242,7 +243,11 @@ export class MediaJobReconciler {
         await this.writes.reportToPipeline(ns, action.first, action.uid, action.condition, now);
         return true;
       case "releaseFinalizer":
-        if (await this.writes.removeFinalizer(job)) await this.record(job, action.endEvent);
+        if (await this.writes.removeFinalizer(job, action.keepForUsage))
+          await this.record(job, action.endEvent);
+        return true;
+      case "releaseUsageFinalizer":
+        await this.writes.removeFinalizer(job);
         return true;
       case "deleteExpired":
         // A step just created may not be cached yet: its absence is confirmed by a read.

@@ -10,6 +10,7 @@ import { isConflict, isNotFound } from "../../k8s/errors.js";
 import { withPhaseConditions } from "../../mediajob/conditions.js";
 import { FINALIZER } from "../../mediajob/job.js";
 import { pipelineReportStatus } from "../../mediajob/pipeline.js";
+import { USAGE_FINALIZER } from "../../mediajob/usage.js";
 import type { StaleCacheGuard } from "../stale-cache.js";
 
 export type JobApi = Pick<
@@ -128,12 +129,16 @@ export class JobWrites {
     };
   }
 
-  /** True when this call removed it (false: the job was gone). */
-  async removeFinalizer(job: MediaJob): Promise<boolean> {
+  /**
+   * Our finalizers (the run's and the usage report's) removed; `keepForUsage`: the usage report's
+   * put in place of the run's, in the same write. True when this call wrote (false: the job was gone).
+   */
+  async removeFinalizer(job: MediaJob, keepForUsage = false): Promise<boolean> {
+    const others = (job.metadata.finalizers ?? []).filter((f) => f !== FINALIZER && f !== USAGE_FINALIZER);
     try {
       await this.api.mergePatch("mediajobs", job.metadata.namespace!, job.metadata.name, {
         metadata: {
-          finalizers: (job.metadata.finalizers ?? []).filter((f) => f !== FINALIZER),
+          finalizers: keepForUsage ? [...others, USAGE_FINALIZER] : others,
           resourceVersion: job.metadata.resourceVersion,
         },
       });

@@ -1,0 +1,141 @@
+// Deleting a MediaJob never drops its unreported usage silently, against the real control plane,
+// the sidecar and the simulator's GPU and payment sides over HTTP: a job whose meter report waits
+// (the payment provider failing) stays until the report lands, then goes, its event recorded once;
+// a running job's deletion waits for the usage its cancel recorded; an annotation lets an operator
+// delete without waiting, told by a Warning naming the seconds lost.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
+import { API_VERSION } from "../../src/crds/common.js";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import { SKIP_USAGE_REPORT_ANNOTATION } from "../../src/mediajob/deletion.js";
+import { USAGE_FINALIZER } from "../../src/mediajob/usage.js";
+import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
+import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
+
+const kc = testKubeConfig();
+const api = new KubeApi(kc);
+let stack: ControllerStack;
+let ns = "";
+
+const CUSTOMER = "cus_delete";
+
+beforeAll(async () => {
+  stack = await startControllerStack(kc, {
+    name: "usage-deletion",
+    sidecar: true,
+    endpoints: ["asr"],
+    sim: { meters: [{ id: "mtr_gpu", event_name: "gpu_seconds", display_name: "GPU seconds" }] },
+    env: { PAYMENT_PROVIDER_API_KEY: "sim-payment-key", USAGE_REPORT_INTERVAL_SECONDS: "1" },
+    manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
+  });
+  ns = stack.ns;
+  const created = await api.create<BillingAccount>("billingaccounts", ns, {
+    apiVersion: API_VERSION,
+    kind: "BillingAccount",
+    metadata: { name: billingAccountName(CUSTOMER) },
+    spec: { customerId: CUSTOMER },
+  } as never);
+  await api.replaceStatus("billingaccounts", {
+    ...created,
+    status: { subscriptionStatus: "active" },
+  } as never);
+}, 120_000);
+
+afterAll(async () => {
+  stack?.sim.setFaults({});
+  await stack?.stop();
+});
+
+const getJob = (name: string) => api.get<MediaJob>("mediajobs", ns, name);
+const gone = (name: string, timeoutMs = 60_000) =>
+  eventually(async () => (await getJob(name)) === undefined, {
+    timeoutMs,
+    message: `MediaJob ${name} to be deleted`,
+  });
+const meteredFor = (job: MediaJob) =>
+  stack.sim.meterEvents().filter((e) => e.identifier === `mj_${job.metadata.uid}_1`);
+/** The job as the reporter left it once a send was tried and failed (its outbox stamped). */
+const tried = async (name: string): Promise<MediaJob> => {
+  let job: MediaJob | undefined;
+  await eventually(
+    async () => {
+      job = await getJob(name);
+      const a = job?.status?.usage?.attempts[0];
+      return a?.meter === "Pending" && a.firstSentAt !== undefined;
+    },
+    { timeoutMs: 30_000 },
+  );
+  return job!;
+};
+
+describe("a deletion waits for the job's usage report", () => {
+  it("a finished job deleted while the payment provider fails stays until its usage is reported, then goes; metered once", async () => {
+    stack.sim.setFaults({ paymentServerErrorsFirst: 1_000_000 });
+    await api.create("mediajobs", ns, mediaJob("done-1", { workload: "asr", account: CUSTOMER }) as never);
+    await waitForPhase(api, ns, "done-1", "Completed");
+    const job = await tried("done-1");
+    const seconds = job.status!.usage!.billedSeconds!;
+    expect(seconds).toBeGreaterThan(0);
+    // Let go of by the run's finalizer, kept by the usage report's.
+    await eventually(async () => (await getJob("done-1"))?.metadata.finalizers?.includes(USAGE_FINALIZER));
+    await api.delete("mediajobs", ns, "done-1");
+    await eventually(async () =>
+      (await eventsOf(kc, ns, "done-1")).some((e) => e.reason === "DeletionWaitsForUsage"),
+    );
+    // Still there a while later, its report still in the outbox.
+    await new Promise((r) => setTimeout(r, 3_000));
+    const waiting = await getJob("done-1");
+    expect(waiting?.metadata.deletionTimestamp).toBeDefined();
+    expect(waiting?.status?.usage?.attempts[0]?.meter).toBe("Pending");
+    expect(meteredFor(job)).toEqual([]);
+    // The payment provider is back: reported once, then the object goes.
+    stack.sim.setFaults({});
+    await gone("done-1");
+    expect(meteredFor(job).map((e) => e.value)).toEqual([seconds]);
+    const reasons = (await eventsOf(kc, ns, "done-1")).map((e) => e.reason);
+    expect(reasons).not.toContain("UsageUnreportedOnDeletion");
+  }, 120_000);
+
+  it("a running job's deletion: the cancel records its usage, and the object waits for that report", async () => {
+    stack.sim.setFaults({ paymentServerErrorsFirst: 1_000_000 });
+    stack.sim.holdJob("run-1");
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("run", { workload: "asr", account: CUSTOMER, id: "run-1" }) as never,
+    );
+    await waitForPhase(api, ns, "run", "Processing");
+    await eventually(async () => (await getJob("run"))?.status?.providerJobId);
+    await new Promise((r) => setTimeout(r, 1_200)); // it runs a while: a second or two to bill
+    await api.delete("mediajobs", ns, "run");
+    const job = await tried("run");
+    expect(job.status?.phase).toBe("Cancelled");
+    expect(stack.sim.getJob("run-1")?.status).toBe("CANCELLED");
+    const seconds = job.status!.usage!.billedSeconds!;
+    expect(seconds).toBeGreaterThan(0);
+    expect(job.metadata.deletionTimestamp).toBeDefined();
+    stack.sim.setFaults({});
+    await gone("run");
+    expect(meteredFor(job).map((e) => e.value)).toEqual([seconds]);
+    stack.sim.releaseJob("run-1");
+  }, 120_000);
+
+  it(`${SKIP_USAGE_REPORT_ANNOTATION}=true: goes at once, with a Warning naming the seconds lost`, async () => {
+    stack.sim.setFaults({ paymentServerErrorsFirst: 1_000_000 });
+    await api.create("mediajobs", ns, mediaJob("skip", { workload: "asr", account: CUSTOMER }) as never);
+    await waitForPhase(api, ns, "skip", "Completed");
+    const job = await tried("skip");
+    const seconds = job.status!.usage!.billedSeconds!;
+    await api.mergePatch("mediajobs", ns, "skip", {
+      metadata: { annotations: { [SKIP_USAGE_REPORT_ANNOTATION]: "true" } },
+    });
+    await api.delete("mediajobs", ns, "skip");
+    await gone("skip", 20_000);
+    const lost = (await eventsOf(kc, ns, "skip")).find((e) => e.reason === "UsageUnreportedOnDeletion");
+    expect(lost?.type).toBe("Warning");
+    expect(lost?.message).toContain(`${seconds} GPU seconds not reported`);
+    expect(lost?.message).toContain(`mj_${job.metadata.uid}_1`);
+    stack.sim.setFaults({});
+  }, 120_000);
+});
