@@ -2,6 +2,7 @@
 // accepted and what still waits to be reported (docs/design.md, "Usage and plans").
 import { billingAccountName, type BillingAccount } from "../crds/billingaccount.js";
 import type { MediaJob } from "../crds/mediajob.js";
+import { awaitsCount } from "../mediajob/usage.js";
 import type { CliContext } from "./context.js";
 import { humanDuration } from "./duration.js";
 import { CliError, EXIT_OK, EXIT_PROBLEM } from "./errors.js";
@@ -23,6 +24,9 @@ export interface AccountUsageView {
   oldestUnreportedMs?: number;
   /** Attempts whose report was refused or held (meter Refused with seconds): a person decides. */
   refusedAttempts: number;
+  /** Attempts not yet counted into the account's period usage, and their seconds. */
+  uncountedAttempts: number;
+  uncountedSeconds: number;
 }
 
 /** The accounts' usage from their BillingAccounts and the jobs' status.usage; `only`: one customer. */
@@ -36,7 +40,14 @@ export function usageViews(
   const viewOf = (customer: string): AccountUsageView => {
     let v = views.get(customer);
     if (!v) {
-      v = { customer, unreportedAttempts: 0, unreportedSeconds: 0, refusedAttempts: 0 };
+      v = {
+        customer,
+        unreportedAttempts: 0,
+        unreportedSeconds: 0,
+        refusedAttempts: 0,
+        uncountedAttempts: 0,
+        uncountedSeconds: 0,
+      };
       views.set(customer, v);
     }
     return v;
@@ -58,6 +69,11 @@ export function usageViews(
     if (usage?.account === undefined) continue;
     for (const a of usage.attempts) {
       const seconds = a.billedSeconds ?? 0;
+      if (awaitsCount(usage, a) && a.counted !== true) {
+        const v = viewOf(usage.account);
+        v.uncountedAttempts++;
+        v.uncountedSeconds += seconds;
+      }
       if (a.meter === "Pending") {
         const v = viewOf(usage.account);
         v.unreportedAttempts++;
@@ -103,6 +119,9 @@ export async function run(ctx: CliContext): Promise<number> {
         oldestUnreportedSeconds:
           v.oldestUnreportedMs === undefined ? null : Math.floor(v.oldestUnreportedMs / 1000),
         refusedAttempts: v.refusedAttempts,
+        uncountedAttempts: v.uncountedAttempts,
+        uncountedSeconds: v.uncountedSeconds,
+        accountMissing: accountMissing(v),
       })),
     });
   } else if (views.length === 0) {
@@ -124,6 +143,12 @@ export async function run(ctx: CliContext): Promise<number> {
         String(v.refusedAttempts),
       ]),
     );
+    for (const v of views.filter(accountMissing))
+      ctx.out.note(
+        `customer ${v.customer} has no BillingAccount in namespace "${accountNamespace}": ${v.uncountedSeconds} GPU ` +
+          `seconds of ${v.uncountedAttempts} job attempt(s) wait to be counted, their jobs kept (the TTL waits) until ` +
+          "it is back; its UsageAccountMissing Events name the jobs (docs/design.md, Usage and plans).",
+      );
     const refused = views.reduce((s, v) => s + v.refusedAttempts, 0);
     if (refused > 0)
       ctx.out.note(
@@ -131,5 +156,8 @@ export async function run(ctx: CliContext): Promise<number> {
           "attempt's message, and its UsageNotReported Event says why (docs/design.md, Usage and plans).",
       );
   }
-  return views.some((v) => v.refusedAttempts > 0) ? EXIT_PROBLEM : EXIT_OK;
+  return views.some((v) => v.refusedAttempts > 0 || accountMissing(v)) ? EXIT_PROBLEM : EXIT_OK;
 }
+
+/** Usage waits to be counted into a BillingAccount that does not exist. */
+const accountMissing = (v: AccountUsageView): boolean => v.account === undefined && v.uncountedAttempts > 0;

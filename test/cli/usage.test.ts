@@ -106,6 +106,9 @@ describe("kubectl media usage", () => {
             unreportedSeconds: 20,
             oldestUnreportedSeconds: expect.any(Number) as number,
             refusedAttempts: 0,
+            uncountedAttempts: 0,
+            uncountedSeconds: 0,
+            accountMissing: false,
           },
         ],
       });
@@ -122,5 +125,27 @@ describe("kubectl media usage", () => {
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/cus_quiet\s+-\s+-\s+-\s+-\s+0 s \(0\)\s+-\s+1/);
     expect(run.stderr).toMatch(/1 job attempt\(s\) were not reported/);
+  });
+
+  it("usage waiting for a BillingAccount that is gone is shown, and exits 1: a person decides", async () => {
+    await jobWithUsage("orphan", "cus_gone", [{ billedSeconds: 30, meter: "Reported" }]);
+    const run = await media("usage", "cus_gone", "-n", ns);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toMatch(/^cus_gone\s+-\s+-\s+-\s+-\s+0 s \(0\)\s+-\s+0$/m);
+    expect(run.stderr).toMatch(
+      /customer cus_gone has no BillingAccount .*: 30 GPU seconds of 1 job attempt\(s\) wait/,
+    );
+    const json = await media("usage", "cus_gone", "-n", ns, "-o", "json");
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      items: [
+        {
+          customer: "cus_gone",
+          account: null,
+          uncountedAttempts: 1,
+          uncountedSeconds: 30,
+          accountMissing: true,
+        },
+      ],
+    });
   });
 });

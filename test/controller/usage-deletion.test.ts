@@ -139,3 +139,77 @@ describe("a deletion waits for the job's usage report", () => {
     stack.sim.setFaults({});
   }, 120_000);
 });
+
+describe("usage whose BillingAccount is gone", () => {
+  it("is surfaced (Event, gauge), keeps its job past the TTL, and is counted once the account is back", async () => {
+    const customer = "cus_gone";
+    const name = billingAccountName(customer);
+    const created = await api.create<BillingAccount>("billingaccounts", ns, {
+      apiVersion: API_VERSION,
+      kind: "BillingAccount",
+      metadata: { name },
+      spec: { customerId: customer },
+    } as never);
+    await api.replaceStatus("billingaccounts", {
+      ...created,
+      status: { subscriptionStatus: "active" },
+    } as never);
+    stack.sim.holdJob("orphan-1");
+    await api.create(
+      "mediajobs",
+      ns,
+      mediaJob("orphan", {
+        workload: "asr",
+        account: customer,
+        id: "orphan-1",
+        ttlSecondsAfterFinished: 0,
+      }) as never,
+    );
+    await waitForPhase(api, ns, "orphan", "Processing");
+    // The account goes while its job runs (an operator's cleanup).
+    await api.delete("billingaccounts", ns, name);
+    await eventually(async () => (await api.get("billingaccounts", ns, name)) === undefined);
+    stack.sim.releaseJob("orphan-1");
+    await waitForPhase(api, ns, "orphan", "Completed");
+    await eventually(async () =>
+      (await eventsOf(kc, ns, "orphan")).some((e) => e.reason === "UsageAccountMissing"),
+    );
+    const missing = (await eventsOf(kc, ns, "orphan")).find((e) => e.reason === "UsageAccountMissing")!;
+    expect(missing.type).toBe("Warning");
+    expect(missing.message).toContain(`BillingAccount ${name} (customer ${customer})`);
+    await eventually(async () =>
+      /media_orchestrator_usage_account_missing 1\b/.test(
+        await stack.manager.metrics.registry.getSingleMetricAsString(
+          "media_orchestrator_usage_account_missing",
+        ),
+      ),
+    );
+    // Reported to the meter all the same (the customer id is the job's), but kept past its TTL of 0.
+    const job = (await getJob("orphan"))!;
+    const seconds = job.status!.usage!.billedSeconds!;
+    await eventually(async () => (await getJob("orphan"))?.status?.usage?.attempts[0]?.meter === "Reported");
+    expect((await getJob("orphan"))?.status?.usage?.attempts[0]?.counted).not.toBe(true);
+    // Back (the sidecar recreates it from the customer's next subscription event): counted once, then the TTL.
+    const again = await api.create<BillingAccount>("billingaccounts", ns, {
+      apiVersion: API_VERSION,
+      kind: "BillingAccount",
+      metadata: { name },
+      spec: { customerId: customer },
+    } as never);
+    await api.replaceStatus("billingaccounts", {
+      ...again,
+      status: { subscriptionStatus: "active" },
+    } as never);
+    await gone("orphan");
+    const usage = (await api.get<BillingAccount>("billingaccounts", ns, name))?.status?.usage;
+    expect(usage).toMatchObject({ usedSeconds: seconds, reportedSeconds: seconds });
+    expect(meteredFor(job).map((e) => e.value)).toEqual([seconds]);
+    await eventually(async () =>
+      /media_orchestrator_usage_account_missing 0\b/.test(
+        await stack.manager.metrics.registry.getSingleMetricAsString(
+          "media_orchestrator_usage_account_missing",
+        ),
+      ),
+    );
+  }, 120_000);
+});

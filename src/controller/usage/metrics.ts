@@ -8,6 +8,7 @@ export class UsageMetrics {
   readonly refused: Counter;
   readonly backlog: Gauge;
   readonly backlogOldestSeconds: Gauge;
+  readonly accountMissing: Gauge;
 
   /** `eventNames`: the configured meter event names, exposed at 0 from the start. */
   constructor(registry: Registry, eventNames: readonly string[] = []) {
@@ -38,6 +39,11 @@ export class UsageMetrics {
     this.backlogOldestSeconds = new Gauge({
       name: "media_orchestrator_usage_unreported_oldest_seconds",
       help: "Age of the oldest unreported usage (since its job attempt ended); 0 when none waits",
+      registers,
+    });
+    this.accountMissing = new Gauge({
+      name: "media_orchestrator_usage_account_missing",
+      help: "Job attempts whose usage waits to be counted into a BillingAccount that does not exist (their jobs are kept until it is back)",
       registers,
     });
   }

@@ -67,6 +67,8 @@ export class UsageReporter {
   private readonly backoff = new Map<string, { until: number; delayMs: number }>();
   /** Identifiers whose refusal was already told as an Event. */
   private readonly told = new Set<string>();
+  /** Jobs (uid and customer) already told their BillingAccount is missing. */
+  private readonly toldMissing = new Set<string>();
 
   constructor(private readonly d: UsageReporterDeps) {}
 
@@ -142,6 +144,48 @@ export class UsageReporter {
     const oldest = pending.reduce((min, w) => Math.min(min, Date.parse(w.attempt.endedAt)), Infinity);
     m.backlog.set(pending.length);
     m.backlogOldestSeconds.set(Number.isFinite(oldest) ? Math.max(0, (nowMs - oldest) / 1000) : 0);
+    m.accountMissing.set(work.filter((w) => this.accountMissing(w)).length);
+  }
+
+  /** Whether an attempt waits to be counted into a BillingAccount that does not exist. */
+  private accountMissing({ job, attempt }: Outstanding): boolean {
+    const usage = job.status!.usage!;
+    return (
+      usage.account !== undefined &&
+      awaitsCount(usage, attempt) &&
+      !this.d.accounts.get(this.d.accountNamespace, billingAccountName(usage.account))
+    );
+  }
+
+  /**
+   * Attempts whose BillingAccount is gone wait for it (counted when it is back: the sidecar
+   * recreates it from the customer's next subscription event, or an operator applies it), their
+   * jobs kept (the TTL waits), never silently: a Warning Event on each job, once per process, a log
+   * line per account, and the gauge media_orchestrator_usage_account_missing.
+   */
+  private async tellAccountMissing(customer: string, list: Outstanding[]): Promise<void> {
+    const name = billingAccountName(customer);
+    const fresh = list.filter(({ job }) => !this.toldMissing.has(`${job.metadata.uid}\u0000${customer}`));
+    if (fresh.length === 0) return;
+    if (this.toldMissing.size >= 10_000) this.toldMissing.clear(); // bounded: at worst told twice
+    this.d.log.warn(
+      { account: customer, billingAccount: name, namespace: this.d.accountNamespace, jobs: fresh.length },
+      "usage waits for a BillingAccount that does not exist",
+    );
+    for (const { job } of fresh) {
+      this.toldMissing.add(`${job.metadata.uid}\u0000${customer}`);
+      const seconds = job
+        .status!.usage!.attempts.filter((a) => awaitsCount(job.status!.usage!, a))
+        .reduce((sum, a) => sum + (a.billedSeconds ?? 0), 0);
+      await this.d.events.record(
+        job,
+        "Warning",
+        "UsageAccountMissing",
+        `${seconds} GPU seconds wait to be counted into BillingAccount ${name} (customer ${customer}), ` +
+          `which does not exist in namespace ${this.d.accountNamespace}: they are counted when it is back; ` +
+          "until then the job is kept (its TTL waits)",
+      );
+    }
   }
 
   // ---- accounts
@@ -184,7 +228,9 @@ export class UsageReporter {
   private async countInto(customer: string, list: Outstanding[], live: ReadonlySet<string>): Promise<void> {
     const name = billingAccountName(customer);
     const ns = this.d.accountNamespace;
-    if (!this.d.accounts.get(ns, name)) return; // its jobs wait for it (they were admitted by it)
+    if (!this.d.accounts.get(ns, name)) return this.tellAccountMissing(customer, list);
+    // Back (or never gone): should it go again, its jobs are told again.
+    for (const { job } of list) this.toldMissing.delete(`${job.metadata.uid}\u0000${customer}`);
     const uncounted = list.flatMap(({ job, attempt }) => countEntries(job, attempt));
     // Attempts of this account counted in a pass whose job writes the cache has not shown yet stay
     // listed (`live`): only an attempt its job shows counted (or whose job is gone) leaves `counting`.
