@@ -6,7 +6,8 @@ import { Counter, Histogram, Registry, collectDefaultMetrics, type Metric } from
 const PREFIX = "media_orchestrator_webhooks_";
 
 /**
- * The payment event types counted by name: the subscription events the sidecar acts on. Others are
+ * The payment event types counted by name: the subscription events the sidecar acts on, and the
+ * payment provider's meter error reports. Others are
  * "other", so a provider that adds types (or a sender with a valid signature) cannot grow the label.
  */
 const COUNTED_PAYMENT_TYPES: ReadonlySet<string> = new Set([
@@ -16,6 +17,9 @@ const COUNTED_PAYMENT_TYPES: ReadonlySet<string> = new Set([
   "customer.subscription.paused",
   "customer.subscription.resumed",
   "customer.subscription.trial_will_end",
+  // Meter events refused after they were accepted (payments.ts): an alert may watch them.
+  "v1.billing.meter.error_report_triggered",
+  "v1.billing.meter.no_meter_found",
 ]);
 
 export const paymentTypeLabel = (type: string): string => (COUNTED_PAYMENT_TYPES.has(type) ? type : "other");

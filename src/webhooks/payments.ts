@@ -40,13 +40,34 @@ const SUBSCRIPTION_EVENT_TYPES: ReadonlySet<string> = new Set([
   "customer.subscription.trial_will_end",
 ]);
 
+/**
+ * Stripe's meter error reports: meter events it accepted (v1 or the v2 stream answered 200) and
+ * refused when it validated them afterwards. Thin events (v2 event destinations), whose payload
+ * names the meter only: https://docs.stripe.com/api/v2/core/events/event-types
+ */
+const METER_ERROR_EVENT_TYPES: ReadonlySet<string> = new Set([
+  "v1.billing.meter.error_report_triggered",
+  "v1.billing.meter.no_meter_found",
+]);
+
+/**
+ * When the event was created, in unix seconds: a snapshot event says so in seconds, a thin event
+ * (`object: "v2.core.event"`) as an ISO 8601 time (https://docs.stripe.com/api/v2/core/events/object).
+ */
+const Created = z.union([
+  z.int().min(0),
+  z.iso.datetime({ offset: true }).transform((t) => Math.floor(Date.parse(t) / 1000)),
+]);
+
 /** The parts of the provider's event envelope we rely on; the rest is ignored. */
 const EventEnvelope = z.object({
   id: z.string().min(1).max(255),
   type: z.string().min(1).max(255),
-  created: z.int().min(0),
+  created: Created,
   livemode: z.boolean().optional(),
   data: z.object({ object: z.record(z.string(), z.unknown()) }).optional(),
+  /** A thin event's object (a meter error report's meter). */
+  related_object: z.object({ id: z.string().min(1).max(255), type: z.string().max(255) }).nullish(),
 });
 export type EventEnvelope = z.infer<typeof EventEnvelope>;
 
@@ -85,6 +106,36 @@ function subscriptionChange(event: EventEnvelope): SubscriptionChange {
     ...(sub.data.items && { priceIds: subscriptionPriceIds(sub.data.items) }),
     eventId: event.id,
     created: event.created,
+  };
+}
+
+/**
+ * A meter error report: told (a warning log line, the payment events metric by its type, the
+ * PaymentEvent record with what to do), never acted on. Its thin payload names the meter, not the
+ * events: the identifiers (mj_<uid>_<attempt>) of a sample of the refused ones are in the full
+ * event, in the payment provider's Dashboard or at GET /v2/core/events/{id}. Those attempts stay
+ * `Reported` on their jobs (docs/design.md, "Refused after acceptance").
+ */
+function meterErrorReport(
+  event: EventEnvelope,
+  log: FastifyBaseLogger,
+): { outcome: PaymentOutcome; message: string; answer: Answer } {
+  const meter = event.related_object?.id ?? "unknown";
+  log.warn(
+    { eventId: event.id, type: event.type, meter },
+    "the payment provider refused meter events it had accepted",
+  );
+  const what =
+    event.type === "v1.billing.meter.no_meter_found"
+      ? "meter events naming no active meter"
+      : `meter events of meter ${meter}`;
+  return {
+    outcome: "Processed",
+    message:
+      `the payment provider refused ${what} after accepting them: they are not billed. Its error report ` +
+      `(Dashboard, or GET /v2/core/events/${event.id}) names sample identifiers mj_<job uid>_<attempt>; ` +
+      "compare the meter's event summaries with the BillingAccounts' reportedSeconds",
+    answer: { statusCode: 200, body: { received: true }, outcome: "processed" },
   };
 }
 
@@ -157,6 +208,7 @@ export class PaymentEvents {
     log: FastifyBaseLogger,
   ): Promise<{ outcome: PaymentOutcome; message: string; answer: Answer }> {
     try {
+      if (METER_ERROR_EVENT_TYPES.has(event.type)) return meterErrorReport(event, log);
       if (!SUBSCRIPTION_EVENT_TYPES.has(event.type)) {
         return {
           outcome: "Ignored",

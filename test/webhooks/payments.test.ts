@@ -697,6 +697,38 @@ describe("subscription events", () => {
   });
 });
 
+describe("meter error reports", () => {
+  it("a thin meter error report is recorded with what to do, counted by its type, and answered 200", async () => {
+    const registry = new Registry();
+    const replica = await start({ registry });
+    // A v2 thin event, as an event destination delivers it: no data, an ISO time, the meter named.
+    const ev = {
+      id: `evt_test_${uid()}`,
+      object: "v2.core.event",
+      type: "v1.billing.meter.error_report_triggered",
+      created: new Date().toISOString(),
+      livemode: false,
+      context: null,
+      reason: null,
+      related_object: { id: "mtr_gpu", type: "billing.meter", url: "/v1/billing/meters/mtr_gpu" },
+    };
+    const res = await deliver(ev, replica.url);
+    expect(res.status).toBe(200);
+    const rec = await record(ev.id);
+    expect(recordedOutcome(rec!)).toBe("Processed");
+    expect(rec!.spec.created).toBe(Math.floor(Date.parse(ev.created) / 1000));
+    expect(recordedMessage(rec!)).toMatch(/refused meter events of meter mtr_gpu after accepting them/);
+    expect(recordedMessage(rec!)).toContain(`GET /v2/core/events/${ev.id}`);
+    expect(
+      await metricValue(registry, "media_orchestrator_webhooks_payment_events_total", {
+        type: "v1.billing.meter.error_report_triggered",
+        outcome: "Processed",
+      }),
+    ).toBe(1);
+    expect((await deliver(ev, replica.url)).json).toEqual({ received: true, duplicate: true });
+  });
+});
+
 describe("failed processing", () => {
   it("records Failed, answers 503, and processes the event again when it is redelivered", async () => {
     // A sidecar whose credentials may write PaymentEvents but not (yet) BillingAccounts: the
