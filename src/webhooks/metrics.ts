@@ -5,6 +5,9 @@ import { Counter, Histogram, Registry, collectDefaultMetrics, type Metric } from
 
 const PREFIX = "media_orchestrator_webhooks_";
 
+/** Meter events refused after they were accepted (payments.ts): an alert watches them. */
+const METER_ERROR_TYPES = ["v1.billing.meter.error_report_triggered", "v1.billing.meter.no_meter_found"];
+
 /**
  * The payment event types counted by name: the subscription events the sidecar acts on, and the
  * payment provider's meter error reports. Others are
@@ -17,9 +20,7 @@ const COUNTED_PAYMENT_TYPES: ReadonlySet<string> = new Set([
   "customer.subscription.paused",
   "customer.subscription.resumed",
   "customer.subscription.trial_will_end",
-  // Meter events refused after they were accepted (payments.ts): an alert may watch them.
-  "v1.billing.meter.error_report_triggered",
-  "v1.billing.meter.no_meter_found",
+  ...METER_ERROR_TYPES,
 ]);
 
 export const paymentTypeLabel = (type: string): string => (COUNTED_PAYMENT_TYPES.has(type) ? type : "other");
@@ -103,11 +104,13 @@ export class WebhookMetrics {
           name: `${PREFIX}payment_events_total`,
           help:
             "Processing attempts of payment events, by event type (the subscription types the product " +
-            "acts on; every other type is counted as other) and the outcome recorded",
+            "acts on and the meter error reports; every other type is counted as other) and the outcome recorded",
           labelNames: ["type", "outcome"] as const,
           registers,
         }),
     );
+    // At 0 from the start, so the first report ever is an increase an alert sees.
+    for (const type of METER_ERROR_TYPES) this.paymentOutcomes.inc({ type, outcome: "Processed" }, 0);
     this.gcDeleted = registered(
       registry,
       `${PREFIX}payment_events_gc_deleted_total`,

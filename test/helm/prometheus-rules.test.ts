@@ -338,6 +338,51 @@ function cases(sel: string): Case[] {
       // A backlog that drains within the hour (a short outage) stays quiet.
       series: [[s("media_orchestrator_usage_unreported_oldest_seconds", 'pod="a"'), "600+60x20 0x20"]],
     },
+    {
+      alert: "MediaOrchestratorUsageAccountMissing",
+      fires: true,
+      at: "30m",
+      series: [
+        [s("media_orchestrator_usage_account_missing", 'pod="a"'), "0x5 3x35"],
+        [s("media_orchestrator_usage_account_missing", 'pod="b"'), "0x40"],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorUsageAccountMissing",
+      fires: false,
+      at: "30m",
+      // An account recreated within minutes (its jobs counted then) stays quiet.
+      series: [[s("media_orchestrator_usage_account_missing", 'pod="a"'), "0x5 3x5 0x30"]],
+    },
+    {
+      alert: "MediaOrchestratorMeterEventsRefused",
+      fires: true,
+      at: "20m",
+      series: [
+        [
+          s(
+            "media_orchestrator_webhooks_payment_events_total",
+            'type="v1.billing.meter.error_report_triggered", outcome="Processed", pod="a"',
+          ),
+          "0x10 1x30",
+        ],
+      ],
+    },
+    {
+      alert: "MediaOrchestratorMeterEventsRefused",
+      fires: false,
+      at: "20m",
+      // Subscription events alone: nothing refused.
+      series: [
+        [
+          s(
+            "media_orchestrator_webhooks_payment_events_total",
+            'type="customer.subscription.updated", outcome="Processed", pod="a"',
+          ),
+          "0x10 1x30",
+        ],
+      ],
+    },
   ];
 }
 

@@ -1131,6 +1131,8 @@ describe("helm template, production options", () => {
       "MediaOrchestratorCallbackAdoptionHeld",
       "MediaOrchestratorPaymentSignatureFailures",
       "MediaOrchestratorUsageBacklogOld",
+      "MediaOrchestratorUsageAccountMissing",
+      "MediaOrchestratorMeterEventsRefused",
     ]);
     const forced = renderEnv("prod", [
       ...on,
