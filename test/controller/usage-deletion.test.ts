@@ -5,11 +5,11 @@
 // delete without waiting, told by a Warning naming the seconds lost.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
-import { API_VERSION } from "../../src/crds/common.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { SKIP_USAGE_REPORT_ANNOTATION } from "../../src/mediajob/deletion.js";
 import { USAGE_FINALIZER } from "../../src/mediajob/usage.js";
+import { activeAccount } from "../support/accounts.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
 import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
 
@@ -30,16 +30,7 @@ beforeAll(async () => {
     manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
   });
   ns = stack.ns;
-  const created = await api.create<BillingAccount>("billingaccounts", ns, {
-    apiVersion: API_VERSION,
-    kind: "BillingAccount",
-    metadata: { name: billingAccountName(CUSTOMER) },
-    spec: { customerId: CUSTOMER },
-  } as never);
-  await api.replaceStatus("billingaccounts", {
-    ...created,
-    status: { subscriptionStatus: "active" },
-  } as never);
+  await activeAccount(api, ns, CUSTOMER);
 }, 120_000);
 
 afterAll(async () => {
@@ -144,16 +135,7 @@ describe("usage whose BillingAccount is gone", () => {
   it("is surfaced (Event, gauge), keeps its job past the TTL, and is counted once the account is back", async () => {
     const customer = "cus_gone";
     const name = billingAccountName(customer);
-    const created = await api.create<BillingAccount>("billingaccounts", ns, {
-      apiVersion: API_VERSION,
-      kind: "BillingAccount",
-      metadata: { name },
-      spec: { customerId: customer },
-    } as never);
-    await api.replaceStatus("billingaccounts", {
-      ...created,
-      status: { subscriptionStatus: "active" },
-    } as never);
+    await activeAccount(api, ns, customer);
     stack.sim.holdJob("orphan-1");
     await api.create(
       "mediajobs",
@@ -190,16 +172,7 @@ describe("usage whose BillingAccount is gone", () => {
     await eventually(async () => (await getJob("orphan"))?.status?.usage?.attempts[0]?.meter === "Reported");
     expect((await getJob("orphan"))?.status?.usage?.attempts[0]?.counted).not.toBe(true);
     // Back (the sidecar recreates it from the customer's next subscription event): counted once, then the TTL.
-    const again = await api.create<BillingAccount>("billingaccounts", ns, {
-      apiVersion: API_VERSION,
-      kind: "BillingAccount",
-      metadata: { name },
-      spec: { customerId: customer },
-    } as never);
-    await api.replaceStatus("billingaccounts", {
-      ...again,
-      status: { subscriptionStatus: "active" },
-    } as never);
+    await activeAccount(api, ns, customer);
     await gone("orphan");
     const usage = (await api.get<BillingAccount>("billingaccounts", ns, name))?.status?.usage;
     expect(usage).toMatchObject({ usedSeconds: seconds, reportedSeconds: seconds });
