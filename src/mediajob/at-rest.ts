@@ -15,14 +15,18 @@ export function finishedForGood(job: MediaJob): boolean {
   return status?.phase !== "Completed" || Boolean(status.nextJob) || !job.spec.then?.length;
 }
 
-/** Finished for good and let go of (no finalizer of ours, not being deleted). */
+/**
+ * Finished for good and let go of (no finalizer of ours, not being deleted). A job kept for its
+ * usage report (USAGE_FINALIZER) is at rest while the report waits: the usage reporter's write that
+ * settles it brings the pass that lets go, so the tick need not look at every job of a backlog.
+ */
 export function atRest(job: MediaJob): boolean {
   const finalizers = job.metadata.finalizers ?? [];
   return (
     finishedForGood(job) &&
     !job.metadata.deletionTimestamp &&
     !finalizers.includes(FINALIZER) &&
-    !finalizers.includes(USAGE_FINALIZER)
+    !(finalizers.includes(USAGE_FINALIZER) && !usageOutstanding(job))
   );
 }
 

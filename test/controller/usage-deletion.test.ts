@@ -61,6 +61,19 @@ const tried = async (name: string): Promise<MediaJob> => {
 };
 
 describe("a deletion waits for the job's usage report", () => {
+  it("a finished job is kept by the usage report's finalizer only until its usage is reported", async () => {
+    stack.sim.setFaults({ paymentServerErrorsFirst: 1_000_000 });
+    await api.create("mediajobs", ns, mediaJob("kept", { workload: "asr", account: CUSTOMER }) as never);
+    await waitForPhase(api, ns, "kept", "Completed");
+    await eventually(async () => (await getJob("kept"))?.metadata.finalizers?.includes(USAGE_FINALIZER));
+    stack.sim.setFaults({});
+    await eventually(async () => {
+      const job = await getJob("kept");
+      return job?.status?.usage?.attempts[0]?.countedReported === true && !job.metadata.finalizers?.length;
+    });
+    expect((await getJob("kept"))?.metadata.deletionTimestamp).toBeUndefined();
+  }, 120_000);
+
   it("a finished job deleted while the payment provider fails stays until its usage is reported, then goes; metered once", async () => {
     stack.sim.setFaults({ paymentServerErrorsFirst: 1_000_000 });
     await api.create("mediajobs", ns, mediaJob("done-1", { workload: "asr", account: CUSTOMER }) as never);
