@@ -165,6 +165,10 @@ export class Manager {
     });
 
     const usage = usageSettings(env);
+    const usageMetrics = new UsageMetrics(this.metrics.registry, [
+      usage.defaultEventName,
+      ...Object.values(usage.eventNames),
+    ]);
     if (env.FAIR_SHARE_WINDOW) {
       this.dispatcher = new Dispatcher({
         // A granted job goes ahead of the waiting jobs' passes: its slot is idle until it submits.
@@ -208,6 +212,7 @@ export class Manager {
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
       onSubmission: (outcome) => this.metrics.submissions.inc({ outcome }),
       onRecovery: (kind) => this.metrics.recoveries.inc({ kind }),
+      onUsageDropped: (seconds) => usageMetrics.droppedSeconds.inc(seconds),
       ...(this.dispatcher && { dispatcher: this.dispatcher }),
       fence: () => this.leading && (this.elector?.holdsLease() ?? true),
       leadership: () => this.leadership?.signal,
@@ -226,10 +231,7 @@ export class Manager {
       }),
       events,
       log: log.child({ component: "usage-reporter" }),
-      metrics: new UsageMetrics(this.metrics.registry, [
-        usage.defaultEventName,
-        ...Object.values(usage.eventNames),
-      ]),
+      metrics: usageMetrics,
       intervalMs: env.USAGE_REPORT_INTERVAL_SECONDS * 1000,
       synced: () => this.synced,
       leading: () => this.leading && (this.elector?.holdsLease() ?? true),

@@ -33,7 +33,8 @@ export const SKIP_USAGE_REPORT_ANNOTATION = "media-orchestrator.io/skip-usage-re
 const USAGE_WAIT_TOLD_MS = 10_000;
 
 type DeletionStep =
-  | { type: "event"; event: PlannedEvent }
+  /** `droppedSeconds`: the Event of a deletion that goes with usage unreported, and how much. */
+  | { type: "event"; event: PlannedEvent; droppedSeconds?: number }
   /** Cancel at the provider; on failure, giveUp says whether the deletion goes on without it. */
   | { type: "cancel"; endpointId: string; providerJobId: string; giveUp: boolean }
   /** A later step's deletion told to its pipeline's first job (PipelineSucceeded), before it goes. */
@@ -101,7 +102,12 @@ export function planDeletion(job: MediaJob, nowMs: number, settings: DeletionSet
     const current = billed && billed !== job.status ? { ...job, status: billed } : job;
     if (current !== job) steps.push({ type: "billUsage", status: current.status! });
     const wait = deletionUsageWait(current, nowMs, settings);
-    if (wait.event) steps.push({ type: "event", event: wait.event });
+    if (wait.event)
+      steps.push({
+        type: "event",
+        event: wait.event,
+        ...(!wait.wait && wait.droppedSeconds !== undefined && { droppedSeconds: wait.droppedSeconds }),
+      });
     if (wait.wait) return { steps, requeueAfterMs: wait.requeueAfterMs };
   }
   const pipeline = pipelineFirstOf(job);
@@ -112,7 +118,9 @@ export function planDeletion(job: MediaJob, nowMs: number, settings: DeletionSet
 }
 
 export type UsageWait =
-  { wait: true; requeueAfterMs: number; event?: PlannedEvent } | { wait: false; event?: PlannedEvent };
+  | { wait: true; requeueAfterMs: number; event?: PlannedEvent }
+  /** `droppedSeconds`: the GPU seconds not reported that the deletion lets go of (with its Event). */
+  | { wait: false; event?: PlannedEvent; droppedSeconds?: number };
 
 /**
  * Whether a job being deleted waits for its usage: with metering on, while an attempt is not yet
@@ -136,11 +144,14 @@ export function deletionUsageWait(job: MediaJob, nowMs: number, settings: Deleti
         ? ` and ${lost.uncountedSeconds} not counted into account ${job.status?.usage?.account ?? ""}`
         : ""),
   ];
-  if (skip) return { wait: false, event: lostEvent(`as ${SKIP_USAGE_REPORT_ANNOTATION} asks`) };
+  const droppedSeconds = lost.unreportedSeconds;
+  if (skip)
+    return { wait: false, event: lostEvent(`as ${SKIP_USAGE_REPORT_ANNOTATION} asks`), droppedSeconds };
   if (deletingForMs >= waitMs)
     return {
       wait: false,
       event: lostEvent(`after waiting ${Math.round(waitMs / 1000)} s for its usage report`),
+      droppedSeconds,
     };
   // Told in the first seconds of the wait: from the deletion, or from the cancel that ended the job.
   const endedAt = Date.parse(job.status?.completedAt ?? "");

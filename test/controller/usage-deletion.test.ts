@@ -140,6 +140,11 @@ describe("a deletion waits for the job's usage report", () => {
     expect(lost?.type).toBe("Warning");
     expect(lost?.message).toContain(`${seconds} GPU seconds not reported`);
     expect(lost?.message).toContain(`mj_${job.metadata.uid}_1`);
+    expect(
+      await stack.manager.metrics.registry.getSingleMetricAsString(
+        "media_orchestrator_usage_dropped_on_deletion_seconds_total",
+      ),
+    ).toMatch(new RegExp(`^media_orchestrator_usage_dropped_on_deletion_seconds_total ${seconds}$`, "m"));
     stack.sim.setFaults({});
   }, 120_000);
 });

@@ -113,12 +113,14 @@ describe("a deletion waits for the usage report (planDeletion)", () => {
           "UsageUnreportedOnDeletion",
           expect.stringMatching(/42 GPU seconds not reported.*mj_uid-1_1.*42 not counted into account cus_1/),
         ],
+        droppedSeconds: 42,
       },
       { type: "removeFinalizer" },
     ]);
     const overdue = planDeletion(deleting(pending, 3_600), now, { usage: metering });
     expect(overdue.steps.map((s) => s.type)).toEqual(["event", "removeFinalizer"]);
     expect(overdue.steps[0]).toMatchObject({
+      droppedSeconds: 42,
       event: ["Warning", "UsageUnreportedOnDeletion", expect.stringContaining("after waiting 3600 s")],
     });
     const escaped = deleting(pending, 1, { annotations: { [SKIP_USAGE_REPORT_ANNOTATION]: "true" } });
@@ -130,6 +132,7 @@ describe("a deletion waits for the usage report (planDeletion)", () => {
           "UsageUnreportedOnDeletion",
           expect.stringContaining(SKIP_USAGE_REPORT_ANNOTATION),
         ],
+        droppedSeconds: 42,
       },
       { type: "removeFinalizer" },
     ]);

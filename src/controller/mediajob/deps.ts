@@ -45,6 +45,8 @@ export interface MediaJobDeps {
   onTransition?: (from: string | undefined, to: string | undefined) => void;
   /** A job recovered by the controller itself (for metrics). */
   onRecovery?: (kind: RecoveryKind) => void;
+  /** A deletion let go of a job whose usage was not reported: these GPU seconds (for metrics). */
+  onUsageDropped?: (seconds: number) => void;
   /** Running jobs per account, for the plans' concurrency cap; needed when plans are configured. */
   accountJobs?: AccountJobs;
 }

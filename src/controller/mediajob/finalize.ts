@@ -34,8 +34,10 @@ export async function finalize(f: Finalizer, job: MediaJob): Promise<PassResult>
   const settings = { cancelGiveUpMs: d.settings.cancelGiveUpMs, usage, usageWaitMs: d.settings.usageWaitMs };
   const plan = planDeletion(job, f.now().getTime(), settings);
   for (const step of plan.steps) {
-    if (step.type === "event") await f.record(job, step.event);
-    else if (step.type === "billUsage") job = await writes.replaceStatus(job, step.status);
+    if (step.type === "event") {
+      await f.record(job, step.event);
+      if (step.droppedSeconds !== undefined) d.onUsageDropped?.(step.droppedSeconds);
+    } else if (step.type === "billUsage") job = await writes.replaceStatus(job, step.status);
     else if (step.type === "removeFinalizer") await writes.removeFinalizer(job);
     else if (step.type === "reportToPipeline")
       await writes.reportToPipeline(
@@ -72,10 +74,9 @@ export async function finalize(f: Finalizer, job: MediaJob): Promise<PassResult>
         await f.record(job, cancelledEvent(step.providerJobId, final.status));
         // The usage the cancel recorded is reported before the finalizer goes: a later pass's wait.
         const wait = deletionUsageWait(job, nowDate.getTime(), settings);
-        if (wait.wait) {
-          if (wait.event) await f.record(job, wait.event);
-          return { result: { requeueAfterMs: wait.requeueAfterMs } };
-        }
+        if (wait.event) await f.record(job, wait.event);
+        if (wait.wait) return { result: { requeueAfterMs: wait.requeueAfterMs } };
+        if (wait.droppedSeconds !== undefined) d.onUsageDropped?.(wait.droppedSeconds);
       } catch (err) {
         if (isProviderError(err, "JOB_NOT_FOUND") || isProviderError(err, "ENDPOINT_NOT_FOUND")) continue;
         await f.record(job, cancelFailedEvent(step.providerJobId, describeError(err), step.giveUp));

@@ -9,6 +9,7 @@ export class UsageMetrics {
   readonly backlog: Gauge;
   readonly backlogOldestSeconds: Gauge;
   readonly accountMissing: Gauge;
+  readonly droppedSeconds: Counter;
 
   /** `eventNames`: the configured meter event names, exposed at 0 from the start. */
   constructor(registry: Registry, eventNames: readonly string[] = []) {
@@ -39,6 +40,11 @@ export class UsageMetrics {
     this.backlogOldestSeconds = new Gauge({
       name: "media_orchestrator_usage_unreported_oldest_seconds",
       help: "Age of the oldest unreported usage (since its job attempt ended); 0 when none waits",
+      registers,
+    });
+    this.droppedSeconds = new Counter({
+      name: "media_orchestrator_usage_dropped_on_deletion_seconds_total",
+      help: "GPU seconds not reported to the payment provider whose jobs were deleted without waiting longer (skip-usage-report, or DELETE_USAGE_TIMEOUT_SECONDS)",
       registers,
     });
     this.accountMissing = new Gauge({
