@@ -3,7 +3,7 @@
 import type { ConditionInput } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import type { PlannedEvent } from "./conditions.js";
-import { FINALIZER, isTerminal, SKIP_CANCEL_ANNOTATION } from "./job.js";
+import { FINALIZER, SKIP_CANCEL_ANNOTATION } from "./job.js";
 import { deletedStepPipelineCondition, pipelineFirstOf } from "./pipeline.js";
 import {
   DEFAULT_USAGE_SETTINGS,
@@ -96,11 +96,12 @@ export function planDeletion(job: MediaJob, nowMs: number, settings: DeletionSet
   }
   if (steps.some((s) => s.type === "cancel")) {
     // The cancel ends the job and records its usage: the wait for its report is the next pass's.
-  } else if (isTerminal(status?.phase)) {
+  } else if (status) {
+    // Finished, or an earlier attempt's usage (a job reset, or deleted without a cancel).
     const usage = settings.usage ?? DEFAULT_USAGE_SETTINGS;
-    const billed = job.status && withBilledUsage(job, job.status, usage);
-    const current = billed && billed !== job.status ? { ...job, status: billed } : job;
-    if (current !== job) steps.push({ type: "billUsage", status: current.status! });
+    const billed = withBilledUsage(job, status, usage);
+    const current = billed !== status ? { ...job, status: billed } : job;
+    if (billed !== status) steps.push({ type: "billUsage", status: billed });
     const wait = deletionUsageWait(current, nowMs, settings);
     if (wait.event)
       steps.push({

@@ -217,8 +217,8 @@ export function planFinish(
 ): Finish {
   const status = job.status ?? {};
   const actions: FinishAction[] = [];
-  // A finished job whose usage is not reported yet is kept by USAGE_FINALIZER: a deletion waits for it.
-  const keepForUsage = isTerminal(status.phase) && usageHoldsJob(job, o.metering ?? false);
+  // A job whose usage is not reported yet is kept by USAGE_FINALIZER: a deletion waits for it.
+  const keepForUsage = usageHoldsJob(job, o.metering ?? false);
   if (isTerminal(status.phase) && job.metadata.finalizers?.includes(FINALIZER)) {
     const c = stepPipelineConditionOf(job);
     if (c) actions.push(c);

@@ -188,6 +188,14 @@ describe("a deletion waits for the usage report (planDeletion)", () => {
       event: ["Normal", "DeletionWaitsForUsage", expect.any(String)],
     });
   });
+  it("a job reset to Pending keeps an earlier attempt's unreported usage: kept, and waited for", () => {
+    const reset = finished([attempt()], { phase: "Pending", completedAt: undefined });
+    const o = { nowMs: now, nextStepCached: false, failed: false, metering: true };
+    expect(planFinish(job(reset, { finalizers: [USAGE_FINALIZER] }), o).actions).toEqual([]);
+    expect(planDeletion(deleting(reset, 1), now, { usage: metering })).toMatchObject({
+      requeueAfterMs: USAGE_WAIT_MS - 1_000,
+    });
+  });
   it("a job without a finalizer of ours is nothing to the deletion", () => {
     expect(
       planDeletion(job(finished([attempt()]), { deletionTimestamp: ago(1) }), now, { usage: metering }),
