@@ -56,7 +56,10 @@ const METER_ERROR_EVENT_TYPES: ReadonlySet<string> = new Set([
  */
 const Created = z.union([
   z.int().min(0),
-  z.iso.datetime({ offset: true }).transform((t) => Math.floor(Date.parse(t) / 1000)),
+  z.iso
+    .datetime({ offset: true })
+    .transform((t) => Math.floor(Date.parse(t) / 1000))
+    .pipe(z.int().min(0)),
 ]);
 
 /** The parts of the provider's event envelope we rely on; the rest is ignored. */
