@@ -891,18 +891,21 @@ describe("helm template, production options", () => {
       });
   });
 
-  it("passes plans and the cancel-follow warning through the environment, and the product reads them", () => {
+  it("passes plans, the cancel-follow warning and the deletion's usage wait through the environment, and the product reads them", () => {
     const plan = { gpuSecondsPerPeriod: 36_000, maxConcurrentJobs: 4, maxExecutionTimeoutMs: 600_000 };
     const pod = podOf([
       "--set-json",
       `plans=${JSON.stringify({ price_small: plan })}`,
       "--set",
       "cancelFollowWarningSeconds=60",
+      "--set",
+      "deleteUsageTimeoutSeconds=0",
     ]);
     for (const c of pod.containers)
       expect(parseEnv({ ...literalEnv(c), GPU_PROVIDER_API_KEY: "k", CALLBACK_SECRET: "s" })).toMatchObject({
         MEDIA_PLANS: { price_small: plan },
         CANCEL_FOLLOW_WARNING_SECONDS: 60,
+        DELETE_USAGE_TIMEOUT_SECONDS: 0,
       });
     // A plan the provider could not honour is refused by the chart, before any pod starts.
     const bad = helm([

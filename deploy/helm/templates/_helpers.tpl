@@ -260,6 +260,8 @@ message in the template's name). What install refuses, lint refuses too.
   value: {{ .Values.plans | default dict | toJson | quote }}
 - name: CANCEL_FOLLOW_WARNING_SECONDS
   value: {{ .Values.cancelFollowWarningSeconds | quote }}
+- name: DELETE_USAGE_TIMEOUT_SECONDS
+  value: {{ .Values.deleteUsageTimeoutSeconds | quote }}
 - name: MAX_CONCURRENT_RECONCILES
   value: {{ .Values.maxConcurrentReconciles | quote }}
 - name: FAIR_SHARE_WINDOW
