@@ -615,6 +615,7 @@ const result: ChaosResult = {
   usageLimitWaitingSeen: planCheck.waitingSeen,
   usageLimitOvershootSeconds: planCheck.usageLimitOvershootSeconds,
   usageLimitOvershootRawSeconds: planCheck.usageLimitOvershootRawSeconds,
+  usageLimitCountLagSeconds: planCheck.usageLimitCountLagSeconds,
   concurrencyOverPlan: planCheck.concurrencyOverPlan,
   planMaxRunning: planCheck.maxRunning,
   byPhase: jobCheck.byPhase,

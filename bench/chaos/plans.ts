@@ -8,10 +8,14 @@
 //
 // The checks, from the jobs' own records once everything has settled:
 //  - usageLimitOvershootSeconds: of each customer's attempts admitted under the capped plan, the
-//    seconds billed to attempts submitted after the run saw the account at its cap, as far as they
-//    took the account past the cap. The jobs already running when the limit was reached may take
-//    it past the cap (the documented allowance); a job submitted after may not. Invariant 0;
-//  - the raw overshoot (billed seconds under the capped plan minus its cap), for information;
+//    seconds billed to attempts submitted after the limit was reached, as far as they took the
+//    account past the cap. The limit is reached when the billed seconds of the attempts that have
+//    ended (each attempt's end and billedSeconds, written in the one status write that ends it)
+//    add up to the cap. The jobs already running then may take the account past the cap (the
+//    documented allowance); a job submitted after may not. Invariant 0;
+//  - the raw overshoot (billed seconds under the capped plan minus its cap), for information, and
+//    how long after the limit was reached the account's own count (status.usage.usedSeconds,
+//    which admission reads) was seen to show it;
 //  - concurrencyOverPlan: the most attempts of one customer running at once (from the submission
 //    of each attempt to the recorded end of it) beyond its plan's maxConcurrentJobs. Invariant 0.
 import type { BillingAccount } from "../../src/crds/billingaccount.js";
@@ -177,6 +181,8 @@ export interface PlanCheck {
   waitingSeen: number;
   /** The most seconds any customer went past its cap beyond the jobs already running: invariant 0. */
   usageLimitOvershootSeconds: number;
+  /** The longest from a customer's limit being reached to its account seen showing it, s. */
+  usageLimitCountLagSeconds: number;
   /** The most seconds any customer's capped-plan attempts were billed past the cap. */
   usageLimitOvershootRawSeconds: number;
   /** The most jobs any customer had running at once beyond its plan's cap: invariant 0. */
@@ -190,6 +196,11 @@ export interface PlanCheck {
     lateSeconds: number;
     lateAttempts: string[];
     maxRunning: number;
+    /** From the limit being reached to the account seen showing it, s. */
+    countLagSeconds: number;
+    /** When the ended attempts' billed seconds reached the cap. */
+    limitReachedAt?: string;
+    /** When the account was first seen at the cap. */
     reachedAt?: string;
     upgradedAt?: string;
   }>;
@@ -261,6 +272,16 @@ function mostAtOnce(spans: readonly AttemptSpan[]): number {
   return most;
 }
 
+/** When the ended attempts' billed seconds first add up to `cap` (ms), Infinity if never. */
+function reachedCap(spans: readonly AttemptSpan[], cap: number): number {
+  let sum = 0;
+  for (const s of spans.filter((x) => Number.isFinite(x.ended)).sort((a, b) => a.ended - b.ended)) {
+    sum += s.billedSeconds;
+    if (sum >= cap) return s.ended;
+  }
+  return Infinity;
+}
+
 export function checkPlans(
   jobs: readonly MediaJob[],
   customers: readonly string[],
@@ -271,24 +292,28 @@ export function checkPlans(
   const iso = (t: number | undefined) => (t === undefined ? undefined : new Date(t).toISOString());
   const perCustomer = customers.map((customer) => {
     const spans = jobs.filter((j) => j.spec.account === customer).flatMap((j) => attemptSpans(j, nowMs));
-    const reached = limits.reachedAt.get(customer) ?? Infinity;
     const upgraded = limits.upgradedAt.get(customer) ?? Infinity;
     // Admitted under the capped plan: submitted before the upgrade was sent (a job submitted a
     // moment after, before the controller saw it, is left out: the check errs on the lenient side).
     const capped = spans.filter((s) => !(s.submitted >= upgraded));
     const cappedSeconds = capped.reduce((n, s) => n + s.billedSeconds, 0);
     const overshootSeconds = Math.max(0, cappedSeconds - capSeconds);
-    // Submitted after the account was seen at its cap: admitted past the limit.
-    const late = capped.filter((s) => s.submitted > reached && s.billedSeconds > 0);
+    const limitReached = reachedCap(capped, capSeconds);
+    // Submitted after the limit was reached: admitted past it.
+    const late = capped.filter((s) => s.submitted > limitReached && s.billedSeconds > 0);
     const lateSeconds = late.reduce((n, s) => n + s.billedSeconds, 0);
+    const seen = limits.reachedAt.get(customer);
     return {
       customer,
       cappedSeconds,
       overshootSeconds,
       lateSeconds,
-      lateAttempts: late.map((s) => `${s.job}#${s.attempt}`),
+      lateAttempts: late.slice(0, 20).map((s) => `${s.job}#${s.attempt}`),
       maxRunning: mostAtOnce(spans),
-      ...(limits.reachedAt.has(customer) && { reachedAt: iso(reached) }),
+      countLagSeconds:
+        seen !== undefined && Number.isFinite(limitReached) ? Math.max(0, (seen - limitReached) / 1000) : 0,
+      ...(Number.isFinite(limitReached) && { limitReachedAt: iso(limitReached) }),
+      ...(seen !== undefined && { reachedAt: iso(seen) }),
       ...(limits.upgradedAt.has(customer) && { upgradedAt: iso(upgraded) }),
     };
   });
@@ -301,6 +326,7 @@ export function checkPlans(
     waitingSeen: limits.waitingSeen,
     usageLimitOvershootSeconds: most((c) => Math.min(c.overshootSeconds, c.lateSeconds)),
     usageLimitOvershootRawSeconds: most((c) => c.overshootSeconds),
+    usageLimitCountLagSeconds: Math.round(most((c) => c.countLagSeconds)),
     concurrencyOverPlan: most((c) => Math.max(0, c.maxRunning - MAX_CONCURRENT_JOBS)),
     maxRunning: most((c) => c.maxRunning),
     perCustomer,

@@ -59,11 +59,13 @@ export interface ChaosResult {
   usageLimitWaitingSeen: number;
   /**
    * The most seconds any customer was billed past its plan's cap by attempts submitted after its
-   * account was seen at the cap (beyond the jobs already running when the limit was reached): invariant 0.
+   * ended jobs' billed seconds reached the cap (beyond the jobs already running then): invariant 0.
    */
   usageLimitOvershootSeconds: number;
   /** The most seconds any customer was billed past its cap under the capped plan, running jobs included. */
   usageLimitOvershootRawSeconds: number;
+  /** The longest from a customer's ended jobs reaching its cap to its account seen showing it, s. */
+  usageLimitCountLagSeconds: number;
   /** The most jobs any customer had running at once beyond its plan's maxConcurrentJobs: invariant 0. */
   concurrencyOverPlan: number;
   /** The most jobs any customer on a plan had running at once. */
@@ -195,7 +197,12 @@ export function table(r: ChaosResult): string {
     [
       "  seconds past the cap, running jobs included",
       r.usageLimitOvershootRawSeconds,
-      "not an invariant: the jobs already running when the limit was reached",
+      "not an invariant: the jobs already running when the limit was reached, and any above",
+    ],
+    [
+      "  from the limit reached to the account showing it",
+      r.usageLimitCountLagSeconds,
+      "seconds, the longest; not an invariant: admission reads the account's count",
     ],
     [
       "jobs running at once beyond the plan's cap",

@@ -47,7 +47,8 @@ const limits = (reached?: number, upgraded?: number) => ({
 
 describe("the plan invariants under chaos", () => {
   it("lets the jobs running when the cap was reached take the account past it, and no job after", () => {
-    // Cap 10: a and b (3 s each) end by 10 s, c and d run while the count reaches 10 at 12 s.
+    // Cap 10: a, b and c (3 s each) end by 11 s; d, running then, reaches the cap when it ends at
+    // 14 s, and takes the account 2 s past it.
     const jobs = [
       job("a", "A", [[0, 4, 3]]),
       job("b", "A", [[4, 8, 3]]),
@@ -56,14 +57,29 @@ describe("the plan invariants under chaos", () => {
       // Submitted after the upgrade: the larger plan's.
       job("e", "A", [[40, 42, 3]]),
     ];
-    const ok = checkPlans(jobs, ["A"], 10, limits(12, 35));
+    const ok = checkPlans(jobs, ["A"], 10, limits(15, 35));
     expect(ok.usageLimitOvershootRawSeconds).toBe(2);
     expect(ok.usageLimitOvershootSeconds).toBe(0);
     // One more job submitted during the hold is past the limit: its seconds count.
-    const late = checkPlans([...jobs, job("f", "A", [[20, 22, 3]])], ["A"], 10, limits(12, 35));
+    const late = checkPlans([...jobs, job("f", "A", [[20, 22, 3]])], ["A"], 10, limits(15, 35));
     expect(late.usageLimitOvershootRawSeconds).toBe(5);
     expect(late.usageLimitOvershootSeconds).toBe(3);
     expect(late.perCustomer[0]!.lateAttempts).toEqual(["f#1"]);
+  });
+
+  it("counts a job submitted once the usage reached the cap, before the account's count showed it", () => {
+    const jobs = [
+      job("a", "A", [[0, 4, 3]]),
+      job("b", "A", [[4, 8, 3]]),
+      job("c", "A", [[8, 11, 3]]),
+      job("d", "A", [[9, 14, 3]]),
+      job("f", "A", [[20, 22, 3]]),
+    ];
+    // The ended attempts reach the cap at 14 s; the account is seen at it only at 30 s.
+    const check = checkPlans(jobs, ["A"], 10, limits(30, 55));
+    expect(check.usageLimitOvershootSeconds).toBe(3);
+    expect(check.usageLimitCountLagSeconds).toBe(16);
+    expect(check.perCustomer[0]).toMatchObject({ limitReachedAt: at(14), lateAttempts: ["f#1"] });
   });
 
   it("counts a retry submitted after the cap was reached, from its own submission", () => {
