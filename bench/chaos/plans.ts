@@ -196,6 +196,8 @@ export interface PlanCheck {
     lateSeconds: number;
     lateAttempts: string[];
     maxRunning: number;
+    /** When maxRunning is above the plan's cap: the attempts running at that moment. */
+    runningAtOnce?: unknown[];
     /** From the limit being reached to the account seen showing it, s. */
     countLagSeconds: number;
     /** When the ended attempts' billed seconds reached the cap. */
@@ -222,7 +224,9 @@ const ms = (iso: string | undefined) => Date.parse(iso ?? "");
  * Each attempt a job's status still dates: the first from status.startedAt, the current one from
  * status.submittedAt (both the intent's time), one in between from the end of the one before it
  * (an earlier bound: it was submitted after that). Ends: the attempt's usage record, or for a last
- * attempt that recorded none, the job's completedAt (or now, if still running).
+ * attempt that recorded none, the job's completedAt (or now, if still running). A job runs one
+ * attempt at a time and nothing once it has ended: an end is never later than the next attempt's
+ * submission, nor than the job's completedAt.
  */
 function attemptSpans(job: MediaJob, nowMs: number): AttemptSpan[] {
   const s = job.status ?? {};
@@ -254,22 +258,51 @@ function attemptSpans(job: MediaJob, nowMs: number): AttemptSpan[] {
       billedSeconds: 0,
     });
   }
+  const completed = ms(s.completedAt);
+  spans.forEach((span, i) => {
+    const next = spans[i + 1]?.submitted ?? NaN;
+    for (const bound of [next, completed]) if (bound < span.ended) span.ended = bound;
+  });
   return spans;
 }
 
-/** The most spans open at once; one that ends at the instant another starts does not overlap it. */
-function mostAtOnce(spans: readonly AttemptSpan[]): number {
+/**
+ * The most spans open at once, and the spans open when that was first reached; one that ends at
+ * the instant another starts does not overlap it.
+ */
+function mostAtOnce(spans: readonly AttemptSpan[]): { most: number; open: AttemptSpan[] } {
   const edges = spans
     .filter((s) => Number.isFinite(s.submitted) && Number.isFinite(s.ended))
     .flatMap((s) => [
-      { at: s.submitted, d: 1 },
-      { at: s.ended, d: -1 },
+      { at: s.submitted, d: 1, span: s },
+      { at: s.ended, d: -1, span: s },
     ])
     .sort((a, b) => a.at - b.at || a.d - b.d);
-  let open = 0;
-  let most = 0;
-  for (const e of edges) most = Math.max(most, (open += e.d));
+  const open = new Set<AttemptSpan>();
+  let most: { most: number; open: AttemptSpan[] } = { most: 0, open: [] };
+  for (const e of edges) {
+    if (e.d > 0) open.add(e.span);
+    else open.delete(e.span);
+    if (open.size > most.most) most = { most: open.size, open: [...open] };
+  }
   return most;
+}
+
+/** A span for the report, with what its job's status says of it. */
+function described(span: AttemptSpan, jobs: readonly MediaJob[]) {
+  const s = jobs.find((j) => j.metadata.name === span.job)?.status;
+  return {
+    job: span.job,
+    attempt: span.attempt,
+    submitted: new Date(span.submitted).toISOString(),
+    ended: new Date(span.ended).toISOString(),
+    phase: s?.phase,
+    reason: s?.reason,
+    attempts: s?.attempts,
+    failures: s?.failures,
+    providerLosses: s?.providerLosses,
+    submission: s?.submission?.state,
+  };
 }
 
 /** When the ended attempts' billed seconds first add up to `cap` (ms), Infinity if never. */
@@ -303,13 +336,17 @@ export function checkPlans(
     const late = capped.filter((s) => s.submitted > limitReached && s.billedSeconds > 0);
     const lateSeconds = late.reduce((n, s) => n + s.billedSeconds, 0);
     const seen = limits.reachedAt.get(customer);
+    const atOnce = mostAtOnce(spans);
     return {
       customer,
       cappedSeconds,
       overshootSeconds,
       lateSeconds,
       lateAttempts: late.slice(0, 20).map((s) => `${s.job}#${s.attempt}`),
-      maxRunning: mostAtOnce(spans),
+      maxRunning: atOnce.most,
+      ...(atOnce.most > MAX_CONCURRENT_JOBS && {
+        runningAtOnce: atOnce.open.map((span) => described(span, jobs)),
+      }),
       countLagSeconds:
         seen !== undefined && Number.isFinite(limitReached) ? Math.max(0, (seen - limitReached) / 1000) : 0,
       ...(Number.isFinite(limitReached) && { limitReachedAt: iso(limitReached) }),

@@ -106,6 +106,11 @@ describe("the plan invariants under chaos", () => {
     expect(checkPlans(two, ["A"], 100, limits())).toMatchObject({ maxRunning: 2, concurrencyOverPlan: 0 });
     const three = [...two, job("d", "A", [[6, 8, 1]])];
     expect(checkPlans(three, ["A"], 100, limits())).toMatchObject({ maxRunning: 3, concurrencyOverPlan: 1 });
+    expect(checkPlans(three, ["A"], 100, limits()).perCustomer[0]!.runningAtOnce).toEqual([
+      expect.objectContaining({ job: "a" }),
+      expect.objectContaining({ job: "b" }),
+      expect.objectContaining({ job: "d", submitted: at(6), ended: at(8) }),
+    ]);
     // Between a failed attempt and its retry the job does not run.
     const retried = [
       job("a", "A", [[0, 10, 1]]),
@@ -116,5 +121,16 @@ describe("the plan invariants under chaos", () => {
       job("b", "A", [[5, 9, 1]]),
     ];
     expect(checkPlans(retried, ["A"], 100, limits())).toMatchObject({ maxRunning: 2 });
+  });
+
+  it("ends an attempt no later than the next one's submission, nor than the job's end", () => {
+    // Attempt 1's record says it ended at 30 s, but attempt 2 was submitted at 12 s: the job never
+    // ran two attempts at once, so with b it ran at most two jobs.
+    const late = job("r", "A", [
+      [0, 30, 1],
+      [12, 40, 1],
+    ]);
+    const other = job("b", "A", [[13, 20, 1]]);
+    expect(checkPlans([late, other], ["A"], 100, limits())).toMatchObject({ maxRunning: 2 });
   });
 });
