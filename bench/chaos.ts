@@ -287,17 +287,12 @@ await createBurstAccounts(api, NAMESPACE, [PRICES.open]);
 // The customers on plans subscribe to the capped plan: an event through the sidecars, as the
 // payment provider sends it, whose price the sidecar records.
 const planCustomerIds = planCustomers(SEED, PLAN_CUSTOMERS);
+const toSidecars = () => sidecarUrls;
 for (const customer of planCustomerIds) {
   const event = subscriptionEvent(customer, PRICES.capped, 0, Math.floor(Date.now() / 1000) - 60);
-  if (
-    !(await deliver(
-      event,
-      () => sidecarUrls,
-      webhookSecret,
-      () => true,
-    ))
-  )
-    throw new Error(`chaos: ${customer}'s subscription was not delivered`);
+  const giveUp = Date.now() + 60_000;
+  if (!(await deliver(event, toSidecars, webhookSecret, () => Date.now() < giveUp)))
+    throw new Error(`chaos: ${customer}'s subscription was not delivered in 60 s; logs in ${logDir}`);
 }
 say(`${elapsed()} stack up: simulator, 2 sidecars, 2 controllers (leader ${(await leader())?.name})`);
 
@@ -416,12 +411,7 @@ const planLimits = new PlanLimits({
   holdMs: PLAN_HOLD_MS,
   upgrade: async (customer) => {
     const event = subscriptionEvent(customer, PRICES.upgraded, 1, Math.floor(Date.now() / 1000));
-    await deliver(
-      event,
-      () => sidecarUrls,
-      webhookSecret,
-      () => !settled,
-    );
+    await deliver(event, toSidecars, webhookSecret, () => !settled);
     say(`${elapsed()} ${customer} held at its plan's cap for ${PLAN_HOLD_MS / 1000} s: upgraded`);
   },
 });
