@@ -1,7 +1,7 @@
 // Customers on plans under the same faults (docs/design.md, "Plans"). The controllers run with
 // MEDIA_PLANS as the chart renders its `plans` value; a few customers subscribe (a subscription
 // event through the sidecars, carrying its price) to a plan with a small GPU-seconds cap and a
-// concurrency cap, and each creates a burst of jobs worth about twice its cap. Once the run sees a
+// concurrency cap, and each creates a burst of jobs worth about 2.5 times its cap. Once the run sees a
 // customer's BillingAccount at its cap, it holds the customer there for a while (its other jobs
 // wait, Admitted=False UsageLimitReached), then upgrades the subscription to a plan with room (a
 // second event), as a customer buying more would: every job then ends, none waits forever.
@@ -16,8 +16,10 @@
 //  - the raw overshoot (billed seconds under the capped plan minus its cap), for information, and
 //    how long after the limit was reached the account's own count (status.usage.usedSeconds,
 //    which admission reads) was seen to show it;
-//  - concurrencyOverPlan: the most attempts of one customer running at once (from the submission
-//    of each attempt to the recorded end of it) beyond its plan's maxConcurrentJobs. Invariant 0.
+//  - concurrencyOverPlan: the most attempts of one customer running at once (Processing, as the
+//    plan counts them: from the submission of each attempt to the recorded end of it) beyond its
+//    plan's maxConcurrentJobs. Invariant 0; when it is not, the attempts running at that moment are
+//    listed in the customer's figures.
 import type { BillingAccount } from "../../src/crds/billingaccount.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { KubeApi } from "../../src/k8s/api.js";
