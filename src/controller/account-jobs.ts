@@ -42,8 +42,10 @@ export class AccountJobs {
     if (account === undefined) return;
     this.drop(this.byAccount, account, key);
     if (event !== "delete" && running(job)) add(this.byAccount, account, key);
-    // The cache caught up with the submission (or the job went elsewhere): no longer reserved.
-    if (event === "delete" || job.status?.phase !== "Pending") this.drop(this.reserved, account, key);
+    // The cache caught up with the submission (or the job went elsewhere): no longer reserved. A
+    // job with no phase yet is Pending: a new job's first writes (its finalizer) keep its place.
+    if (event === "delete" || (job.status?.phase ?? "Pending") !== "Pending")
+      this.drop(this.reserved, account, key);
   }
 
   /** The job's ended attempts its account has not counted yet, kept under the account. */

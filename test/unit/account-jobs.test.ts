@@ -48,6 +48,18 @@ describe("AccountJobs", () => {
     expect(a.count("acme", "ns/x")).toBe(1);
   });
 
+  it("keeps a new job's planned submission through its first writes, made before it has a phase", () => {
+    const a = new AccountJobs();
+    a.reserve("acme", "ns/new");
+    // The finalizer goes on in the pass that submits: the job has no status yet.
+    const fresh = { ...job("new", "Pending"), status: undefined } as MediaJob;
+    a.observe("add", fresh);
+    a.observe("update", fresh, fresh);
+    expect(a.count("acme", "ns/other")).toBe(1);
+    a.observe("update", job("new", "Processing"), fresh);
+    expect(a.count("acme", "ns/other")).toBe(1);
+  });
+
   it("adds the billed seconds of ended attempts its account has not counted yet, each once", () => {
     const a = new AccountJobs();
     a.observe("add", ended("a", [attempt(1, 20)]));
