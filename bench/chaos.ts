@@ -10,7 +10,8 @@
 // leader election whose leader is SIGKILLed at random points; two sidecars, one SIGKILLed once;
 // the control plane stopped and started again on its data directory; payment events delivered out
 // of order, each delivery posted 20 times at once across both sidecars; metered customers whose
-// usage goes to a payment provider that fails and loses answers. Exit 1 when an invariant
+// usage goes to a payment provider that fails and loses answers; customers on plans that cap their
+// GPU seconds and their jobs at once, held at the cap, then upgraded. Exit 1 when an invariant
 // is broken; the seed is printed first, so a failure can be replayed.
 import { randomBytes } from "node:crypto";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
@@ -43,7 +44,23 @@ import { ControlPlane, Supervised, type ControlPlaneAddress } from "./chaos/proc
 import { apiserverFront, serviceFront } from "./chaos/proxies.js";
 import { INVARIANTS, table, type ChaosResult } from "./chaos/report.js";
 import { Rng } from "./chaos/rng.js";
-import { checkWaitBound, createBurstAccounts, planBursts, type Outage } from "./chaos/accounts.js";
+import {
+  checkWaitBound,
+  createBurstAccounts,
+  planBursts,
+  type Outage,
+  type PlannedBurst,
+} from "./chaos/accounts.js";
+import {
+  chaosPlans,
+  checkPlans,
+  deliver,
+  planCustomers,
+  planCustomerBursts,
+  PlanLimits,
+  PRICES,
+  subscriptionEvent,
+} from "./chaos/plans.js";
 
 const { values } = parseArgs({
   options: {
@@ -80,6 +97,13 @@ const WINDOW = Math.min(150, Math.max(30, Math.round(JOBS / 4)));
 // Disruptions are at least this far apart; a leader kill also waits until a leader was elected
 // after the previous one (the Lease names a replica that is running).
 const DISRUPTION_GAP_MS = 5_000;
+// Customers on plans: each creates this many jobs at once, about 2.5 GPU seconds each, under a
+// plan capped at one GPU second per job (so it reaches the cap about 40 % in), and is held at
+// the cap this long before it upgrades.
+const PLAN_CUSTOMERS = 2;
+const PLAN_JOBS_PER_CUSTOMER = Math.max(20, Math.round(JOBS / 40));
+const PLAN_CAP_SECONDS = PLAN_JOBS_PER_CUSTOMER;
+const PLAN_HOLD_MS = 20_000;
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -213,6 +237,8 @@ const common: Record<string, string> = {
   CALLBACK_CONFIRMATION_SECONDS: "15",
   UNCONFIRMED_SUBMISSION_POLICY: POLICY,
   MAX_CONCURRENT_RECONCILES: "16",
+  // Plans, as the chart renders its `plans` value (MEDIA_PLANS, JSON keyed by price id).
+  MEDIA_PLANS: JSON.stringify(chaosPlans(PLAN_CAP_SECONDS)),
   WEBHOOKS_HOST: "127.0.0.1",
   LOG_LEVEL: "info",
 };
@@ -257,13 +283,23 @@ await waitUntil("the three GpuEndpoints Ready", async () => {
       .length === 3
   );
 });
-await createBurstAccounts(api, NAMESPACE);
+await createBurstAccounts(api, NAMESPACE, [PRICES.open]);
+// The customers on plans subscribe to the capped plan: an event through the sidecars, as the
+// payment provider sends it, whose price the sidecar records.
+const planCustomerIds = planCustomers(SEED, PLAN_CUSTOMERS);
+const toSidecars = () => sidecarUrls;
+for (const customer of planCustomerIds) {
+  const event = subscriptionEvent(customer, PRICES.capped, 0, Math.floor(Date.now() / 1000) - 60);
+  const giveUp = Date.now() + 60_000;
+  if (!(await deliver(event, toSidecars, webhookSecret, () => Date.now() < giveUp)))
+    throw new Error(`chaos: ${customer}'s subscription was not delivered in 60 s; logs in ${logDir}`);
+}
 say(`${elapsed()} stack up: simulator, 2 sidecars, 2 controllers (leader ${(await leader())?.name})`);
 
 // ---- the work, the payment traffic and the faults, together ----
 // Customers whose jobs are metered: their accounts active from the start.
 const customers = meteredCustomers(SEED, Math.max(2, Math.min(5, Math.round(JOBS / 100))));
-await createMeteredAccounts(api, NAMESPACE, customers);
+await createMeteredAccounts(api, NAMESPACE, customers, [PRICES.open]);
 const planned = planJobs(rng, JOBS, customers);
 const pipelines = planned.filter((j) => j.pipeline).length;
 // Two more accounts' bursts (fair share), from a generator of their own: the run's other draws,
@@ -271,9 +307,13 @@ const pipelines = planned.filter((j) => j.pipeline).length;
 const bursts = planBursts(new Rng(SEED ^ 0x5f3759df), Math.max(10, Math.round(JOBS / 10)));
 const burstJobs = bursts.reduce((n, b) => n + b.jobs.length, 0);
 let burstsCreated = 0;
+// The bursts of the customers on capped plans, from a generator of their own too.
+const cappedBursts = planCustomerBursts(new Rng(SEED ^ 0x2545f491), planCustomerIds, PLAN_JOBS_PER_CUSTOMER);
+const cappedJobs = cappedBursts.reduce((n, b) => n + b.jobs.length, 0);
+let cappedJobsCreated = 0;
 /** Outages injected (leader kills, the control plane's restart), for the wait bound. */
 const outages: Outage[] = [];
-const expectedMediaJobs = JOBS + 2 * pipelines + burstJobs;
+const expectedMediaJobs = JOBS + 2 * pipelines + burstJobs + cappedJobs;
 const payments = planPayments(rng, SEED, Math.max(10, Math.round(JOBS / 20)));
 let terminal = 0;
 let terminalTopLevel = 0;
@@ -291,6 +331,7 @@ async function observe(): Promise<void> {
     const listStarted = Date.now();
     try {
       const jobs = await listJobs(api, NAMESPACE);
+      planLimits.sawJobs(jobs);
       await acceptAdoptions(jobs);
       terminal = jobs.filter(isTerminal).length;
       terminalTopLevel = jobs.filter((j) => isTerminal(j) && isFirstStep(j)).length;
@@ -298,7 +339,8 @@ async function observe(): Promise<void> {
       if (
         created === JOBS &&
         burstsCreated === burstJobs &&
-        jobs.length >= JOBS + burstJobs &&
+        cappedJobsCreated === cappedJobs &&
+        jobs.length >= JOBS + burstJobs + cappedJobs &&
         left.unfinished.length + left.missingSteps.length === 0
       )
         settled = true;
@@ -351,14 +393,28 @@ async function create(): Promise<void> {
 }
 
 /** Each account's burst, all at once, when the run reaches its point. */
-async function createBursts(): Promise<void> {
-  for (const b of [...bursts].sort((x, y) => x.atProgress - y.atProgress)) {
+async function createBursts(list: PlannedBurst[], created: (n: number) => void): Promise<void> {
+  for (const b of [...list].sort((x, y) => x.atProgress - y.atProgress)) {
     while (progress() < b.atProgress && !settled) await sleep(250);
     await Promise.all(b.jobs.map((j) => createOnce("mediajobs", j.body)));
-    burstsCreated += b.jobs.length;
+    created(b.jobs.length);
     say(`${elapsed()} burst of ${b.jobs.length} jobs for account ${b.account}`);
   }
 }
+
+/** Customers on plans: seen at the cap, held there, then upgraded by a subscription event. */
+const planLimits = new PlanLimits({
+  api,
+  namespace: NAMESPACE,
+  customers: planCustomerIds,
+  capSeconds: PLAN_CAP_SECONDS,
+  holdMs: PLAN_HOLD_MS,
+  upgrade: async (customer) => {
+    const event = subscriptionEvent(customer, PRICES.upgraded, 1, Math.floor(Date.now() / 1000));
+    await deliver(event, toSidecars, webhookSecret, () => !settled);
+    say(`${elapsed()} ${customer} held at its plan's cap for ${PLAN_HOLD_MS / 1000} s: upgraded`);
+  },
+});
 
 async function leader(): Promise<{ name: string; replica: Supervised } | undefined> {
   const lease = await leases
@@ -434,6 +490,7 @@ async function drift(): Promise<void> {
 const observing = observe();
 const disrupting = disrupt();
 const drifting = drift();
+const holding = planLimits.run(() => settled);
 const paying: Promise<PaymentTraffic> = sendPayments({
   plan: payments,
   sidecars: () => sidecarUrls,
@@ -445,7 +502,11 @@ const progressLog = setInterval(
   () => say(`${elapsed()} created ${created}/${JOBS}, terminal ${terminal}/${expectedMediaJobs}`),
   15_000,
 );
-await Promise.all([create(), createBursts()]);
+await Promise.all([
+  create(),
+  createBursts(bursts, (n) => (burstsCreated += n)),
+  createBursts(cappedBursts, (n) => (cappedJobsCreated += n)),
+]);
 while (!settled && Date.now() < deadline()) await sleep(1_000);
 // Every job is terminal: the usage reporter drains its outbox (bounded, as the jobs are).
 if (settled) {
@@ -461,7 +522,7 @@ if (settled) {
 const settledInTime = settled;
 settled = true;
 clearInterval(progressLog);
-await Promise.all([observing, drifting]);
+await Promise.all([observing, drifting, holding]);
 await disrupting;
 const traffic = await paying;
 say(`${elapsed()} ${settledInTime ? "every job terminal" : "deadline passed"}; checking`);
@@ -478,7 +539,8 @@ const simFaults = await sim<{ honourClientId?: boolean; ignoreClientId?: boolean
 const jobCheck = checkJobs(jobs, executions, deliveries.dropped, deliveries.deliveries);
 const { jobs: endedProviderJobs } = await sim<{ jobs: EndedProviderJob[] }>("ended-jobs");
 const { events: meterEvents } = await sim<{ events: MeterEventRecord[] }>("payment/meters");
-const meteringCheck = checkMetering(jobs, customers, endedProviderJobs, meterEvents);
+const meteringCheck = checkMetering(jobs, [...customers, ...planCustomerIds], endedProviderJobs, meterEvents);
+const planCheck = checkPlans(jobs, planCustomerIds, PLAN_CAP_SECONDS, planLimits);
 // The wait bound with this run's numbers: a window of at least 1 slot (a 429, workersMax lowered
 // to 1) and at most WORKERS plus its headroom; a slot held at most by a dropped callback's
 // timeout plus the confirmation window and a tick; the resync tick.
@@ -490,6 +552,7 @@ const waitCheck = checkWaitBound(
     slotSeconds: Number(common.JOB_TIMEOUT_SECONDS) + Number(common.CALLBACK_CONFIRMATION_SECONDS) + 5,
     tickSeconds: Number(common.RESYNC_INTERVAL_SECONDS),
     outages,
+    heldAccounts: new Set(planCustomerIds),
   },
   isFirstStep,
 );
@@ -507,7 +570,7 @@ const result: ChaosResult = {
   mediaJobs: jobCheck.mediaJobs,
   pipelines,
   durationSeconds: Math.round((Date.now() - started) / 1000),
-  lost: jobCheck.lost.length + Math.max(0, JOBS + burstJobs - jobs.filter(isFirstStep).length),
+  lost: jobCheck.lost.length + Math.max(0, JOBS + burstJobs + cappedJobs - jobs.filter(isFirstStep).length),
   burstJobs,
   jobsOverWaitBound: waitCheck.overBound.length,
   worstWaitOverBound: waitCheck.worstRatio,
@@ -535,6 +598,16 @@ const result: ChaosResult = {
   meterBacklog: meteringCheck.meterBacklog,
   meterRefused: meteringCheck.meterRefused,
   unconfirmedRunSeconds: meteringCheck.unconfirmedRunSeconds,
+  planCustomers: planCheck.customers,
+  planJobs: planCheck.jobs,
+  planCapSeconds: PLAN_CAP_SECONDS,
+  usageLimitReached: planCheck.reachedLimit,
+  usageLimitWaitingSeen: planCheck.waitingSeen,
+  usageLimitOvershootSeconds: planCheck.usageLimitOvershootSeconds,
+  usageLimitOvershootRawSeconds: planCheck.usageLimitOvershootRawSeconds,
+  usageLimitCountLagSeconds: planCheck.usageLimitCountLagSeconds,
+  concurrencyOverPlan: planCheck.concurrencyOverPlan,
+  planMaxRunning: planCheck.maxRunning,
   byPhase: jobCheck.byPhase,
   faults: {
     controllerKills: counts.controllerKills,
@@ -567,6 +640,7 @@ const result: ChaosResult = {
     meterEventsDuplicated: meteringCheck.examples,
     meteredSecondsDiff: meteringCheck.perCustomer.filter((c) => c.metered !== c.billable),
     jobsOverWaitBound: waitCheck.overBound.slice(0, 20),
+    plans: planCheck.perCustomer,
   },
 };
 result.broken = INVARIANTS.filter((k) => result[k] !== 0);
@@ -575,6 +649,8 @@ if (result.faults.controllerKills < LEADER_KILLS) result.broken.push("controller
 if (result.faults.sidecarKills < 1) result.broken.push("sidecarKills");
 if (result.faults.controlPlaneRestarts < 1) result.broken.push("controlPlaneRestarts");
 if (simulatorDied) result.broken.push("simulatorExited");
+// Plans that no customer reached prove nothing about their limits.
+if (result.usageLimitReached < 1) result.broken.push("usageLimitReached");
 
 // ---- shut down, report ----
 await Promise.all([...controllers, ...sidecars].map((p) => p.stop()));

@@ -16,9 +16,9 @@
 //  - the provider's 429s to the controller, and the Kubernetes writes of MediaJobs per job (the
 //    apiserver's request counts: creates, updates, status updates, patches; refused ones too).
 import { API_VERSION } from "../src/crds/index.js";
-import { billingAccountName } from "../src/crds/billingaccount.js";
 import type { KubeApi, KubeObject } from "../src/k8s/api.js";
 import { startSimulator, type Simulator } from "../tools/simulator/server.js";
+import { activateAccount, burstJobs, type BurstJob } from "./bursts.js";
 import { metricValue, percentile, pool, round } from "./lib.js";
 
 export interface FairnessOptions {
@@ -81,31 +81,15 @@ interface RunResult {
 /** Simulated ms per real ms: 0.1 runs the provider's clock 10x faster than the wall clock. */
 const TIME_SCALE = 0.1;
 
-async function activeAccount(api: KubeApi, ns: string, customerId: string): Promise<void> {
-  const created = await api.create("billingaccounts", ns, {
-    apiVersion: API_VERSION,
-    kind: "BillingAccount",
-    metadata: { name: billingAccountName(customerId) },
-    spec: { customerId },
-  } as KubeObject);
-  await api.replaceStatus("billingaccounts", {
-    ...created,
-    status: { subscriptionStatus: "active" },
-  } as KubeObject);
-}
-
-const job = (name: string, account: string): KubeObject => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: { name },
-  spec: {
-    workload: "asr",
-    id: name,
-    account,
-    input: { audio: `s3://bench/${name}.wav` },
-    timeoutSeconds: 3600,
-  },
-});
+/** An account's burst: `count` jobs named `<prefix>-<i>`, each a long asr job. */
+const accountBurst = (account: string, prefix: string, count: number) =>
+  burstJobs(account, count, (i) => {
+    const name = `${prefix}-${i}`;
+    return {
+      name,
+      spec: { workload: "asr", id: name, input: { audio: `s3://bench/${name}.wav` }, timeoutSeconds: 3600 },
+    };
+  });
 
 async function runOnce(d: FairnessDeps, o: FairnessOptions, window: boolean): Promise<RunResult> {
   const ns = await d.namespace(`bench-fairness-${window ? "on" : "off"}-${Date.now() % 100_000}`);
@@ -135,7 +119,7 @@ async function runOnce(d: FairnessDeps, o: FairnessOptions, window: boolean): Pr
     FAIR_SHARE_WEIGHTS: "C=2",
   });
   try {
-    for (const a of ["A", "B", "C"]) await activeAccount(d.api, ns, a);
+    for (const a of ["A", "B", "C"]) await activateAccount(d.api, ns, a);
     await d.api.create("gpuendpoints", ns, {
       apiVersion: API_VERSION,
       kind: "GpuEndpoint",
@@ -158,28 +142,31 @@ async function runOnce(d: FairnessDeps, o: FairnessOptions, window: boolean): Pr
     }, 100);
 
     const createdAt = new Map<string, number>();
-    const create = async (name: string, account: string) => {
+    const create = async (j: BurstJob) => {
       const t = Date.now();
-      await d.api.create("mediajobs", ns, job(name, account));
-      createdAt.set(name, t);
+      await d.api.create("mediajobs", ns, j.body);
+      createdAt.set(j.name, t);
     };
-    const aNames = Array.from({ length: o.aJobs }, (_, i) => `a-${i}`);
-    const cNames = Array.from({ length: o.cJobs }, (_, i) => `c-${i}`);
+    const aJobs = accountBurst("A", "a", o.aJobs);
+    const cJobs = accountBurst("C", "c", o.cJobs);
+    const aNames = aJobs.map((j) => j.name);
+    const cNames = cJobs.map((j) => j.name);
     const burstStart = Date.now();
     // B's trickle: as many jobs as fit, one per interval, in the time the endpoint needs for the
     // bursts, the same count in both runs, so both runs do the same work.
     const bCount = Math.ceil(((o.aJobs + o.cJobs) * o.jobSeconds * 1000) / o.workersMax / o.bIntervalMs);
-    const bNames = Array.from({ length: bCount }, (_, i) => `b-${i}`);
+    const bJobs = accountBurst("B", "b", bCount);
+    const bNames = bJobs.map((j) => j.name);
     const trickle = (async () => {
       const creating: Array<Promise<void>> = [];
-      for (const name of bNames) {
-        creating.push(create(name, "B"));
+      for (const j of bJobs) {
+        creating.push(create(j));
         await new Promise((r) => setTimeout(r, o.bIntervalMs));
       }
       await Promise.all(creating);
     })();
-    await pool(aNames, 16, (n) => create(n, "A"));
-    await pool(cNames, 16, (n) => create(n, "C"));
+    await pool(aJobs, 16, create);
+    await pool(cJobs, 16, create);
     d.log(
       `    ${window ? "window on" : "window off"}: created the bursts in ${round((Date.now() - burstStart) / 1000)} s`,
     );

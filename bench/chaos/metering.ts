@@ -3,55 +3,25 @@
 // terminal and the outbox has drained: for each customer, the seconds metered equal the billable
 // seconds the GPU provider reported for that customer's jobs, and no identifier was recorded twice
 // or with a value other than its attempt's (docs/design.md, "Usage and plans").
-import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
-import { API_VERSION } from "../../src/crds/common.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { KubeApi } from "../../src/k8s/api.js";
-import { isAlreadyExists } from "../../src/k8s/errors.js";
 import { failedUnconfirmed } from "../../src/mediajob/unconfirmed.js";
 import { billableSeconds } from "../../src/mediajob/usage.js";
+import { activateAccount } from "../bursts.js";
 
 export const METER = { id: "mtr_chaos_gpu", event_name: "gpu_seconds", display_name: "GPU seconds" };
 
 export const meteredCustomers = (seed: number, count: number): string[] =>
   Array.from({ length: count }, (_, i) => `cus_meter${seed}x${i}`);
 
-/** The customers' BillingAccounts, active (no subscription events: their state does not change). */
+/** The customers' BillingAccounts, active on these prices (no subscription events: their state does not change). */
 export async function createMeteredAccounts(
   api: KubeApi,
   namespace: string,
   customers: string[],
+  priceIds: readonly string[],
 ): Promise<void> {
-  for (const customerId of customers) {
-    const name = billingAccountName(customerId);
-    for (;;) {
-      try {
-        const existing = await api.get<BillingAccount>("billingaccounts", namespace, name);
-        const account =
-          existing ??
-          (await api
-            .create<BillingAccount>("billingaccounts", namespace, {
-              apiVersion: API_VERSION,
-              kind: "BillingAccount",
-              metadata: { name },
-              spec: { customerId },
-            } as never)
-            .catch(async (err: unknown) => {
-              if (isAlreadyExists(err))
-                return (await api.get<BillingAccount>("billingaccounts", namespace, name))!;
-              throw err;
-            }));
-        if (account.status?.subscriptionStatus !== "active")
-          await api.replaceStatus("billingaccounts", {
-            ...account,
-            status: { subscriptionStatus: "active" },
-          } as never);
-        break;
-      } catch {
-        await new Promise((r) => setTimeout(r, 500)); // the control plane is away: again
-      }
-    }
-  }
+  for (const customerId of customers) await activateAccount(api, namespace, customerId, priceIds);
 }
 
 /** Job attempts whose usage still waits to be reported (meter Pending). */

@@ -73,7 +73,8 @@ export interface PaymentTraffic {
   undelivered: number;
 }
 
-async function post(url: string, body: string, secret: string): Promise<string> {
+/** One signed post of an event to a sidecar: its HTTP status, or "connection-error". */
+export async function postEvent(url: string, body: string, secret: string): Promise<string> {
   try {
     const res = await fetch(`${url}${PAYMENT_PATH}`, {
       method: "POST",
@@ -117,7 +118,7 @@ export async function sendPayments(opts: {
         }
         const urls = opts.sidecars();
         const answers = await Promise.all(
-          Array.from({ length: REPLAYS }, (_, k) => post(urls[k % urls.length]!, body, opts.secret)),
+          Array.from({ length: REPLAYS }, (_, k) => postEvent(urls[k % urls.length]!, body, opts.secret)),
         );
         traffic.posts += answers.length;
         for (const a of answers) traffic.answers[a] = (traffic.answers[a] ?? 0) + 1;

@@ -48,6 +48,28 @@ export interface ChaosResult {
   meterRefused: number;
   /** Runs of jobs ended SubmissionUnconfirmed: never confirmed, so never recorded. Not an invariant. */
   unconfirmedRunSeconds: number;
+  /** Customers on plans (a capped plan, held at the cap, then upgraded), and their MediaJobs. */
+  planCustomers: number;
+  planJobs: number;
+  /** The capped plan's GPU seconds per period. */
+  planCapSeconds: number;
+  /** Customers whose account was seen at its cap (each held there, then upgraded). */
+  usageLimitReached: number;
+  /** The most of their jobs seen waiting with UsageLimitReached at once. */
+  usageLimitWaitingSeen: number;
+  /**
+   * The most seconds any customer was billed past its plan's cap by attempts submitted after its
+   * ended jobs' billed seconds reached the cap (beyond the jobs already running then): invariant 0.
+   */
+  usageLimitOvershootSeconds: number;
+  /** The most seconds any customer was billed past its cap under the capped plan, running jobs included. */
+  usageLimitOvershootRawSeconds: number;
+  /** The longest from a customer's ended jobs reaching its cap to its account seen showing it, s. */
+  usageLimitCountLagSeconds: number;
+  /** The most jobs any customer had running at once beyond its plan's maxConcurrentJobs: invariant 0. */
+  concurrencyOverPlan: number;
+  /** The most jobs any customer on a plan had running at once. */
+  planMaxRunning: number;
   /** Jobs of two more accounts, created in bursts (fair share). */
   burstJobs: number;
   /** Top-level jobs that waited past the fair-share bound (docs/design.md, "Fair share"). */
@@ -91,6 +113,8 @@ export const INVARIANTS = [
   "meterBacklog",
   "meterRefused",
   "jobsOverWaitBound",
+  "usageLimitOvershootSeconds",
+  "concurrencyOverPlan",
 ] as const;
 
 export function table(r: ChaosResult): string {
@@ -164,6 +188,26 @@ export function table(r: ChaosResult): string {
       "  runs never confirmed (SubmissionUnconfirmed)",
       r.unconfirmedRunSeconds,
       "not an invariant: billable seconds of runs no answer confirmed, not recorded",
+    ],
+    [
+      "seconds past a plan's cap beyond the running jobs",
+      r.usageLimitOvershootSeconds,
+      `invariant: 0 (${r.planCustomers} customers, ${r.planJobs} jobs, cap ${r.planCapSeconds} s; ${r.usageLimitReached} reached it, up to ${r.usageLimitWaitingSeen} jobs seen waiting)`,
+    ],
+    [
+      "  seconds past the cap, running jobs included",
+      r.usageLimitOvershootRawSeconds,
+      "not an invariant: the jobs already running when the limit was reached, and any above",
+    ],
+    [
+      "  from the limit reached to the account showing it",
+      r.usageLimitCountLagSeconds,
+      "seconds, the longest; not an invariant: admission reads the account's count",
+    ],
+    [
+      "jobs running at once beyond the plan's cap",
+      r.concurrencyOverPlan,
+      `invariant: 0 (most at once: ${r.planMaxRunning})`,
     ],
     ["faults: controller leader SIGKILLs", r.faults.controllerKills, ""],
     ["faults: sidecar SIGKILLs", r.faults.sidecarKills, ""],

@@ -27,7 +27,9 @@ export function accountFacts(job: MediaJob, src: AccountSources, nowMs: number):
   const status = src.accounts.get(ns, billingAccountName(account))?.status;
   return {
     priceIds: status?.priceIds ?? [],
-    usedSeconds: usedSecondsNow(status?.usage, nowMs),
+    // The account's count, plus its jobs' ended attempts the reporter has not counted yet.
+    usedSeconds:
+      usedSecondsNow(status?.usage, nowMs) + src.accountJobs.uncountedSeconds(account, status?.usage, nowMs),
     runningJobs: src.accountJobs.count(account, jobKey(job)),
   };
 }

@@ -2,8 +2,24 @@
 // MediaJob informer's events (no list per pass), plus the submissions this controller has decided
 // on and the cache does not show yet. Without those, two passes of one account that run at the
 // same time would both see the count below the cap and both submit.
+//
+// Also, for the plans' seconds: the billed seconds of each account's ended attempts that the
+// usage reporter has not yet counted into its BillingAccount. The account's usedSeconds lags its
+// jobs' ends by a reporter pass (longer while the pass waits on the payment provider, or a new
+// leader starts); admission adds these, so a job ending at the cap stops the next one at once.
+import type { BillingAccountUsage } from "../crds/billingaccount.js";
 import type { MediaJob } from "../crds/mediajob.js";
+import { meterIdentifier } from "../mediajob/usage.js";
 import { objectKey } from "./informer.js";
+import { calendarPeriod } from "./usage/account-usage.js";
+
+/** One ended attempt's billed seconds, not yet marked counted on its job. */
+interface UncountedUse {
+  /** Its count id (the reporter's: the meter identifier), as the account's `counting` lists it. */
+  id: string;
+  seconds: number;
+  endedAtMs: number;
+}
 
 /** Submitted and not ended: what the provider may be billing. */
 const running = (job: MediaJob): boolean => job.status?.phase === "Processing";
@@ -13,9 +29,12 @@ export class AccountJobs {
   private readonly byAccount = new Map<string, Set<string>>();
   /** Keys whose submission a pass has planned, by account, until the cache shows the job running. */
   private readonly reserved = new Map<string, Set<string>>();
+  /** Ended attempts not yet counted into their account, by account (status.usage.account) and key. */
+  private readonly uncounted = new Map<string, Map<string, UncountedUse[]>>();
 
-  /** An informer event: the job's key counted where its current state puts it. */
+  /** An informer event: the job's key counted where its current state puts it, its uncounted seconds kept. */
   observe(event: "add" | "update" | "delete", job: MediaJob, old?: MediaJob): void {
+    this.noteUsage(event, job, old);
     const key = objectKey(job);
     const before = old?.spec.account;
     if (before !== undefined) this.drop(this.byAccount, before, key);
@@ -23,8 +42,47 @@ export class AccountJobs {
     if (account === undefined) return;
     this.drop(this.byAccount, account, key);
     if (event !== "delete" && running(job)) add(this.byAccount, account, key);
-    // The cache caught up with the submission (or the job went elsewhere): no longer reserved.
-    if (event === "delete" || job.status?.phase !== "Pending") this.drop(this.reserved, account, key);
+    // The cache caught up with the submission (or the job went elsewhere): no longer reserved. A
+    // job with no phase yet is Pending: a new job's first writes (its finalizer) keep its place.
+    if (event === "delete" || (job.status?.phase ?? "Pending") !== "Pending")
+      this.drop(this.reserved, account, key);
+  }
+
+  /** The job's ended attempts its account has not counted yet, kept under the account. */
+  private noteUsage(event: "add" | "update" | "delete", job: MediaJob, old?: MediaJob): void {
+    const key = objectKey(job);
+    for (const account of new Set([old?.status?.usage?.account, job.status?.usage?.account]))
+      if (account !== undefined) {
+        const byKey = this.uncounted.get(account);
+        if (byKey?.delete(key) && byKey.size === 0) this.uncounted.delete(account);
+      }
+    const account = job.status?.usage?.account;
+    if (event === "delete" || account === undefined) return;
+    const uses = uncountedUses(job);
+    if (uses.length === 0) return;
+    let byKey = this.uncounted.get(account);
+    if (!byKey) this.uncounted.set(account, (byKey = new Map()));
+    byKey.set(key, uses);
+  }
+
+  /**
+   * The billed seconds of the account's ended attempts that its usage (as the cache has it) does
+   * not hold yet: not marked counted on their jobs, not listed in its `counting`, and ended in its
+   * current period (the calendar month once its period has ended, as the reporter counts).
+   */
+  uncountedSeconds(account: string, usage: BillingAccountUsage | undefined, nowMs: number): number {
+    const byKey = this.uncounted.get(account);
+    if (!byKey) return 0;
+    const current = usage && !(Date.parse(usage.periodEnd ?? "") <= nowMs) ? usage : undefined;
+    const period = current ?? calendarPeriod(new Date(nowMs));
+    const start = Date.parse(period.periodStart);
+    const end = period.periodEnd === undefined ? Infinity : Date.parse(period.periodEnd);
+    const listed = new Set(current?.counting ?? []);
+    let seconds = 0;
+    for (const uses of byKey.values())
+      for (const u of uses)
+        if (!listed.has(u.id) && u.endedAtMs >= start && u.endedAtMs < end) seconds += u.seconds;
+    return seconds;
   }
 
   /** The account's running jobs, `except` this one. Synchronous, so a pass counts and reserves at once. */
@@ -60,4 +118,19 @@ function add(map: Map<string, Set<string>>, account: string, key: string): void 
   let set = map.get(account);
   if (!set) map.set(account, (set = new Set()));
   set.add(key);
+}
+
+/** The job's ended attempts with billed seconds not yet marked counted. */
+function uncountedUses(job: MediaJob): UncountedUse[] {
+  return (job.status?.usage?.attempts ?? []).flatMap((a): UncountedUse[] => {
+    const seconds = a.billedSeconds ?? 0;
+    if (a.counted === true || seconds <= 0) return [];
+    try {
+      // The reporter's count id for the attempt.
+      const id = a.identifier ?? meterIdentifier({ uid: job.metadata.uid ?? "", attempt: a.attempt });
+      return [{ id, seconds, endedAtMs: Date.parse(a.endedAt) }];
+    } catch {
+      return []; // no object uid: not a job from the API server
+    }
+  });
 }

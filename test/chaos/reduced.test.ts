@@ -50,6 +50,8 @@ describe("make chaos, reduced", () => {
         "paymentEventsDuplicated",
         "staleAccounts",
         "jobsOverWaitBound",
+        "usageLimitOvershootSeconds",
+        "concurrencyOverPlan",
       ])
         expect(result[invariant], invariant).toBe(0);
       expect(result.faults.controllerKills).toBeGreaterThanOrEqual(2);
@@ -57,6 +59,8 @@ describe("make chaos, reduced", () => {
       expect(result.faults.controlPlaneRestarts).toBe(1);
       // Two more accounts' bursts went through fair share.
       expect(result.burstJobs).toBeGreaterThanOrEqual(20);
+      // Customers on a capped plan reached it, waited, and were let go by an upgrade.
+      expect(result.usageLimitReached).toBeGreaterThanOrEqual(1);
       expect(result.faults.ignoreClientId).toBe(true);
       // Reported, not an invariant: jobs failed (SubmissionUnconfirmed) rather than run twice.
       expect(result.unconfirmedSubmissionPolicy).toBe("fail");

@@ -44,6 +44,16 @@ describe("the wait bound under chaos", () => {
     expect(checkWaitBound(waited, { ...settings, outages: [outage] }, top).overBound).toEqual([]);
   });
 
+  it("leaves out the waits of accounts held at their plan's cap, which still count as competing", () => {
+    const jobs = [job("held", "P", 0, 500), job("a", "A", 0, 44), job("b", "B", 0, 5)];
+    const held = checkWaitBound(jobs, { ...settings, heldAccounts: new Set(["P"]) }, top);
+    expect(held.overBound).toEqual([]);
+    expect(held.checked).toBe(2);
+    expect(checkWaitBound(jobs, settings, top).overBound).toEqual([
+      expect.objectContaining({ name: "held", account: "P" }),
+    ]);
+  });
+
   it("a job still Pending at the end counts with its wait so far", () => {
     const never = checkWaitBound([job("stuck", "A", -3600)], settings, top);
     expect(never.overBound).toHaveLength(1);

@@ -1,8 +1,13 @@
 // The running jobs of each account, for the plans' concurrency cap: from the cache's events, plus
-// submissions planned and not yet in the cache.
+// submissions planned and not yet in the cache. And the billed seconds of its ended jobs that its
+// BillingAccount has not counted yet, which the plans' seconds add.
 import { describe, expect, it } from "vitest";
+import { accountFacts } from "../../src/controller/account-facts.js";
 import { AccountJobs } from "../../src/controller/account-jobs.js";
-import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
+import type { BillingAccount, BillingAccountUsage } from "../../src/crds/billingaccount.js";
+import type { MediaJob, MediaJobStatus, UsageAttempt } from "../../src/crds/mediajob.js";
+import { planLimits } from "../../src/mediajob/admission.js";
+import { PlansSchema } from "../../src/mediajob/plans.js";
 
 const job = (name: string, phase: MediaJobStatus["phase"], account: string | undefined = "acme"): MediaJob =>
   ({
@@ -42,4 +47,85 @@ describe("AccountJobs", () => {
     a.release("acme", "ns/c");
     expect(a.count("acme", "ns/x")).toBe(1);
   });
+
+  it("keeps a new job's planned submission through its first writes, made before it has a phase", () => {
+    const a = new AccountJobs();
+    a.reserve("acme", "ns/new");
+    // The finalizer goes on in the pass that submits: the job has no status yet.
+    const fresh = { ...job("new", "Pending"), status: undefined } as MediaJob;
+    a.observe("add", fresh);
+    a.observe("update", fresh, fresh);
+    expect(a.count("acme", "ns/other")).toBe(1);
+    a.observe("update", job("new", "Processing"), fresh);
+    expect(a.count("acme", "ns/other")).toBe(1);
+  });
+
+  it("adds the billed seconds of ended attempts its account has not counted yet, each once", () => {
+    const a = new AccountJobs();
+    a.observe("add", ended("a", [attempt(1, 20)]));
+    a.observe("add", ended("b", [attempt(1, 5, { counted: true }), attempt(2, 7)]));
+    // Ended in the previous period: the reporter does not add it to this one.
+    a.observe("add", ended("old", [attempt(1, 30, { endedAt: "2025-12-31T23:00:00.000Z" })]));
+    a.observe("add", ended("other", [attempt(1, 11)], "other"));
+    expect(a.uncountedSeconds("acme", PERIOD, NOW)).toBe(27);
+    // The account's write listed b's second attempt (its seconds are in usedSeconds now).
+    expect(a.uncountedSeconds("acme", { ...PERIOD, counting: ["mj_uid-b_2"] }, NOW)).toBe(20);
+    // The job's write marks it counted; a deleted job's seconds are never counted.
+    a.observe("update", ended("a", [attempt(1, 20, { counted: true })]), ended("a", [attempt(1, 20)]));
+    a.observe("delete", ended("b", [attempt(1, 5, { counted: true }), attempt(2, 7)]));
+    expect(a.uncountedSeconds("acme", PERIOD, NOW)).toBe(0);
+    expect(a.uncountedSeconds("other", undefined, NOW)).toBe(11);
+  });
+
+  it("holds the account's next job once an ended job reaches its plan's seconds, before the count", () => {
+    const plans = PlansSchema.parse({
+      price_small: { gpuSecondsPerPeriod: 100, maxExecutionTimeoutMs: 600_000 },
+    });
+    const billing = {
+      metadata: { name: "acme" },
+      spec: { customerId: "acme" },
+      status: {
+        subscriptionStatus: "active",
+        priceIds: ["price_small"],
+        usage: { ...PERIOD, usedSeconds: 90 },
+      },
+    } as BillingAccount;
+    const a = new AccountJobs();
+    const next = job("next", "Pending");
+    const src = { accounts: { get: () => billing }, accountJobs: a, plans };
+    expect(planLimits(next, plans, accountFacts(next, src, NOW)).admitted).toBe(true);
+    // A job ends with 20 s billed; the usage reporter has not counted it into the account yet.
+    a.observe("add", ended("a", [attempt(1, 20)]));
+    expect(accountFacts(next, src, NOW)?.usedSeconds).toBe(110);
+    const verdict = planLimits(next, plans, accountFacts(next, src, NOW));
+    expect(verdict.admitted === false && verdict.condition.reason).toBe("UsageLimitReached");
+  });
 });
+
+const NOW = Date.parse("2026-01-15T12:00:00.000Z");
+const PERIOD: BillingAccountUsage = {
+  periodStart: "2026-01-01T00:00:00.000Z",
+  periodEnd: "2026-02-01T00:00:00.000Z",
+  usedSeconds: 0,
+  reportedSeconds: 0,
+};
+
+const attempt = (n: number, billedSeconds: number, o: Partial<UsageAttempt> = {}): UsageAttempt => ({
+  attempt: n,
+  providerJobId: `p-${n}`,
+  providerStatus: "COMPLETED",
+  endedAt: "2026-01-15T11:00:00.000Z",
+  billedSeconds,
+  meter: "Pending",
+  ...o,
+});
+
+/** A job of `account` whose attempts ended with this usage, as the sidecar records it. */
+function ended(name: string, attempts: UsageAttempt[], account = "acme"): MediaJob {
+  const j = job(name, "Completed", account);
+  return {
+    ...j,
+    metadata: { ...j.metadata, uid: `uid-${name}` },
+    status: { ...j.status, usage: { workload: "asr", account, attempts } },
+  };
+}

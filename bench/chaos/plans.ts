@@ -1,0 +1,373 @@
+// Customers on plans under the same faults (docs/design.md, "Plans"). The controllers run with
+// MEDIA_PLANS as the chart renders its `plans` value; a few customers subscribe (a subscription
+// event through the sidecars, carrying its price) to a plan with a small GPU-seconds cap and a
+// concurrency cap, and each creates a burst of jobs worth about 2.5 times its cap. Once the run sees a
+// customer's BillingAccount at its cap, it holds the customer there for a while (its other jobs
+// wait, Admitted=False UsageLimitReached), then upgrades the subscription to a plan with room (a
+// second event), as a customer buying more would: every job then ends, none waits forever.
+//
+// The checks, from the jobs' own records once everything has settled:
+//  - usageLimitOvershootSeconds: of each customer's attempts admitted under the capped plan, the
+//    seconds billed to attempts submitted after the limit was reached, as far as they took the
+//    account past the cap. The limit is reached when the billed seconds of the attempts that have
+//    ended (each attempt's end and billedSeconds, written in the one status write that ends it)
+//    add up to the cap. The jobs already running then may take the account past the cap (the
+//    documented allowance); a job submitted after may not. Invariant 0;
+//  - the raw overshoot (billed seconds under the capped plan minus its cap), for information, and
+//    how long after the limit was reached the account's own count (status.usage.usedSeconds,
+//    which admission reads) was seen to show it;
+//  - concurrencyOverPlan: the most attempts of one customer running at once (Processing, as the
+//    plan counts them: from the submission of each attempt to the recorded end of it) beyond its
+//    plan's maxConcurrentJobs. Invariant 0; when it is not, the attempts running at that moment are
+//    listed in the customer's figures.
+import type { BillingAccount } from "../../src/crds/billingaccount.js";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import type { KubeApi } from "../../src/k8s/api.js";
+import type { Plans } from "../../src/mediajob/plans.js";
+import { burstJobs } from "../bursts.js";
+import type { PlannedBurst } from "./accounts.js";
+import { postEvent } from "./payments.js";
+import type { Rng } from "./rng.js";
+
+/** The run's price ids: the capped plan, the one a held customer upgrades to, one without caps. */
+export const PRICES = {
+  capped: "price_chaos_capped",
+  upgraded: "price_chaos_upgraded",
+  open: "price_chaos_open",
+} as const;
+/** Both plans of the customers on plans allow this many jobs at once. */
+const MAX_CONCURRENT_JOBS = 2;
+/** policy.executionTimeout of every account's jobs: far above a simulated run. */
+const MAX_EXECUTION_TIMEOUT_MS = 600_000;
+
+/** MEDIA_PLANS for the run: the capped plan's seconds are `capSeconds`. */
+export function chaosPlans(capSeconds: number): Plans {
+  return {
+    [PRICES.capped]: {
+      gpuSecondsPerPeriod: capSeconds,
+      maxConcurrentJobs: MAX_CONCURRENT_JOBS,
+      maxExecutionTimeoutMs: MAX_EXECUTION_TIMEOUT_MS,
+    },
+    [PRICES.upgraded]: {
+      gpuSecondsPerPeriod: 1_000_000_000,
+      maxConcurrentJobs: MAX_CONCURRENT_JOBS,
+      maxExecutionTimeoutMs: MAX_EXECUTION_TIMEOUT_MS,
+    },
+    // The other accounts (metered customers, burst accounts): plans are configured, so an account
+    // without one would wait (NoPlan); theirs caps nothing.
+    [PRICES.open]: { gpuSecondsPerPeriod: 1_000_000_000, maxExecutionTimeoutMs: MAX_EXECUTION_TIMEOUT_MS },
+  };
+}
+
+export const planCustomers = (seed: number, count: number): string[] =>
+  Array.from({ length: count }, (_, i) => `cus_plan${seed}x${i}`);
+
+/** One burst of `size` single jobs per customer, at a random point of the first 40 % of the run. */
+export function planCustomerBursts(rng: Rng, customers: readonly string[], size: number): PlannedBurst[] {
+  return customers.map((account, c) => ({
+    account,
+    atProgress: rng.between(0.05, 0.4),
+    jobs: burstJobs(account, size, (i) => ({
+      name: `plan-${c}-${String(i).padStart(5, "0")}`,
+      spec: { workload: rng.pick(["asr", "tts", "render"] as const), maxAttempts: 2, input: { n: i } },
+    })),
+  }));
+}
+
+/** A Stripe subscription event for the customer's subscription, active on one price. */
+export function subscriptionEvent(customer: string, priceId: string, n: number, created: number) {
+  return {
+    id: `evt_${customer}_${n}`,
+    object: "event",
+    type: n === 0 ? "customer.subscription.created" : "customer.subscription.updated",
+    created,
+    livemode: false,
+    data: {
+      object: {
+        id: `sub_${customer}`,
+        object: "subscription",
+        customer,
+        status: "active",
+        items: { object: "list", data: [{ id: `si_${customer}_${n}`, price: { id: priceId } }] },
+      },
+    },
+  };
+}
+
+/**
+ * Delivers an event as the provider does: posted to both sidecars at once (so twice), again every
+ * second until one answers 2xx or `until()` turns false. True once delivered.
+ */
+export async function deliver(
+  event: object,
+  sidecars: () => string[],
+  secret: string,
+  until: () => boolean,
+): Promise<boolean> {
+  const body = JSON.stringify(event);
+  while (until()) {
+    const answers = await Promise.all(sidecars().map((url) => postEvent(url, body, secret)));
+    if (answers.some((a) => a.startsWith("2"))) return true;
+    await new Promise((r) => setTimeout(r, 1_000));
+  }
+  return false;
+}
+
+/**
+ * Watches the customers' BillingAccounts: notes when each is first seen at its cap, holds it
+ * there for `holdMs`, then upgrades it; and, from the run's job lists, the most of their jobs seen
+ * waiting on the limit at once.
+ */
+export class PlanLimits {
+  /** Customer -> when its account was first seen at the cap (ms; after the answer arrived). */
+  readonly reachedAt = new Map<string, number>();
+  /** Customer -> when its upgrade was first sent (ms; before the first post). */
+  readonly upgradedAt = new Map<string, number>();
+  /** The most jobs of these customers seen waiting with UsageLimitReached at once. */
+  waitingSeen = 0;
+  readonly #customers: ReadonlySet<string>;
+
+  constructor(
+    private readonly o: {
+      api: KubeApi;
+      namespace: string;
+      customers: readonly string[];
+      capSeconds: number;
+      holdMs: number;
+      upgrade: (customer: string) => Promise<void>;
+    },
+  ) {
+    this.#customers = new Set(o.customers);
+  }
+
+  /** A job list the run read: counts the jobs waiting on the limit. */
+  sawJobs(jobs: readonly MediaJob[]): void {
+    const waiting = jobs.filter(
+      (j) => this.#customers.has(j.spec.account ?? "") && j.status?.reason === "UsageLimitReached",
+    ).length;
+    this.waitingSeen = Math.max(this.waitingSeen, waiting);
+  }
+
+  /** Polls every 500 ms until `done()`; resolves once every upgrade it started has landed. */
+  async run(done: () => boolean): Promise<void> {
+    const upgrades: Array<Promise<void>> = [];
+    while (!done()) {
+      const accounts = await this.o.api
+        .list<BillingAccount>("billingaccounts", this.o.namespace)
+        .then((l) => l.items)
+        .catch(() => [] as BillingAccount[]); // the control plane is restarting
+      const seenAt = Date.now();
+      for (const a of accounts) {
+        const customer = a.spec.customerId;
+        if (!this.#customers.has(customer) || this.reachedAt.has(customer)) continue;
+        const capped = a.status?.priceIds?.includes(PRICES.capped) === true;
+        if (capped && (a.status?.usage?.usedSeconds ?? 0) >= this.o.capSeconds)
+          this.reachedAt.set(customer, seenAt);
+      }
+      for (const [customer, at] of this.reachedAt) {
+        if (this.upgradedAt.has(customer) || Date.now() - at < this.o.holdMs) continue;
+        this.upgradedAt.set(customer, Date.now());
+        upgrades.push(this.o.upgrade(customer));
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    await Promise.all(upgrades);
+  }
+}
+
+export interface PlanCheck {
+  customers: number;
+  jobs: number;
+  /** Customers whose account was seen at its cap (and held there, then upgraded). */
+  reachedLimit: number;
+  waitingSeen: number;
+  /** The most seconds any customer went past its cap beyond the jobs already running: invariant 0. */
+  usageLimitOvershootSeconds: number;
+  /** The longest from a customer's limit being reached to its account seen showing it, s. */
+  usageLimitCountLagSeconds: number;
+  /** The most seconds any customer's capped-plan attempts were billed past the cap. */
+  usageLimitOvershootRawSeconds: number;
+  /** The most jobs any customer had running at once beyond its plan's cap: invariant 0. */
+  concurrencyOverPlan: number;
+  /** The most jobs any customer had running at once. */
+  maxRunning: number;
+  perCustomer: Array<{
+    customer: string;
+    cappedSeconds: number;
+    overshootSeconds: number;
+    lateSeconds: number;
+    lateAttempts: string[];
+    maxRunning: number;
+    /** When maxRunning is above the plan's cap: the attempts running at that moment. */
+    runningAtOnce?: unknown[];
+    /** From the limit being reached to the account seen showing it, s. */
+    countLagSeconds: number;
+    /** When the ended attempts' billed seconds reached the cap. */
+    limitReachedAt?: string;
+    /** When the account was first seen at the cap. */
+    reachedAt?: string;
+    upgradedAt?: string;
+  }>;
+}
+
+interface AttemptSpan {
+  job: string;
+  attempt: number;
+  /** When its intent was written, ms; NaN when the job's status no longer says. */
+  submitted: number;
+  /** When its end was recorded, ms. */
+  ended: number;
+  billedSeconds: number;
+}
+
+const ms = (iso: string | undefined) => Date.parse(iso ?? "");
+
+/**
+ * Each attempt a job's status still dates: the first from status.startedAt, the current one from
+ * status.submittedAt (both the intent's time), one in between from the end of the one before it
+ * (an earlier bound: it was submitted after that). Ends: the attempt's usage record, or for a last
+ * attempt that recorded none, the job's completedAt (or now, if still running). A job runs one
+ * attempt at a time and nothing once it has ended: an end is never later than the next attempt's
+ * submission, nor than the job's completedAt.
+ */
+function attemptSpans(job: MediaJob, nowMs: number): AttemptSpan[] {
+  const s = job.status ?? {};
+  const usage = s.usage?.attempts ?? [];
+  const spans: AttemptSpan[] = [];
+  const submittedOf = (attempt: number, before: number) =>
+    attempt === 1 ? ms(s.startedAt) : attempt === s.attempts ? ms(s.submittedAt) : before;
+  let previousEnd = NaN;
+  for (const a of [...usage].sort((x, y) => x.attempt - y.attempt)) {
+    const ended = ms(a.endedAt);
+    spans.push({
+      job: job.metadata.name,
+      attempt: a.attempt,
+      submitted: submittedOf(a.attempt, previousEnd),
+      ended,
+      billedSeconds: a.billedSeconds ?? 0,
+    });
+    previousEnd = ended;
+  }
+  const last = s.attempts ?? 0;
+  if (last > 0 && !usage.some((a) => a.attempt === last)) {
+    const terminal = ["Completed", "Failed", "Cancelled"].includes(s.phase ?? "");
+    const ended = terminal ? ms(s.completedAt) : s.phase === "Processing" ? nowMs : NaN;
+    spans.push({
+      job: job.metadata.name,
+      attempt: last,
+      submitted: submittedOf(last, previousEnd),
+      ended,
+      billedSeconds: 0,
+    });
+  }
+  const completed = ms(s.completedAt);
+  spans.forEach((span, i) => {
+    const next = spans[i + 1]?.submitted ?? NaN;
+    for (const bound of [next, completed]) if (bound < span.ended) span.ended = bound;
+  });
+  return spans;
+}
+
+/**
+ * The most spans open at once, and the spans open when that was first reached; one that ends at
+ * the instant another starts does not overlap it.
+ */
+function mostAtOnce(spans: readonly AttemptSpan[]): { most: number; open: AttemptSpan[] } {
+  const edges = spans
+    .filter((s) => Number.isFinite(s.submitted) && Number.isFinite(s.ended))
+    .flatMap((s) => [
+      { at: s.submitted, d: 1, span: s },
+      { at: s.ended, d: -1, span: s },
+    ])
+    .sort((a, b) => a.at - b.at || a.d - b.d);
+  const open = new Set<AttemptSpan>();
+  let most: { most: number; open: AttemptSpan[] } = { most: 0, open: [] };
+  for (const e of edges) {
+    if (e.d > 0) open.add(e.span);
+    else open.delete(e.span);
+    if (open.size > most.most) most = { most: open.size, open: [...open] };
+  }
+  return most;
+}
+
+/** A span for the report, with what its job's status says of it. */
+function described(span: AttemptSpan, jobs: readonly MediaJob[]) {
+  const s = jobs.find((j) => j.metadata.name === span.job)?.status;
+  return {
+    job: span.job,
+    attempt: span.attempt,
+    submitted: new Date(span.submitted).toISOString(),
+    ended: new Date(span.ended).toISOString(),
+    phase: s?.phase,
+    reason: s?.reason,
+    attempts: s?.attempts,
+    failures: s?.failures,
+    providerLosses: s?.providerLosses,
+    submission: s?.submission?.state,
+  };
+}
+
+/** When the ended attempts' billed seconds first add up to `cap` (ms), Infinity if never. */
+function reachedCap(spans: readonly AttemptSpan[], cap: number): number {
+  let sum = 0;
+  for (const s of spans.filter((x) => Number.isFinite(x.ended)).sort((a, b) => a.ended - b.ended)) {
+    sum += s.billedSeconds;
+    if (sum >= cap) return s.ended;
+  }
+  return Infinity;
+}
+
+export function checkPlans(
+  jobs: readonly MediaJob[],
+  customers: readonly string[],
+  capSeconds: number,
+  limits: Pick<PlanLimits, "reachedAt" | "upgradedAt" | "waitingSeen">,
+  nowMs = Date.now(),
+): PlanCheck {
+  const iso = (t: number | undefined) => (t === undefined ? undefined : new Date(t).toISOString());
+  const perCustomer = customers.map((customer) => {
+    const spans = jobs.filter((j) => j.spec.account === customer).flatMap((j) => attemptSpans(j, nowMs));
+    const upgraded = limits.upgradedAt.get(customer) ?? Infinity;
+    // Admitted under the capped plan: submitted before the upgrade was sent (a job submitted a
+    // moment after, before the controller saw it, is left out: the check errs on the lenient side).
+    const capped = spans.filter((s) => !(s.submitted >= upgraded));
+    const cappedSeconds = capped.reduce((n, s) => n + s.billedSeconds, 0);
+    const overshootSeconds = Math.max(0, cappedSeconds - capSeconds);
+    const limitReached = reachedCap(capped, capSeconds);
+    // Submitted after the limit was reached: admitted past it.
+    const late = capped.filter((s) => s.submitted > limitReached && s.billedSeconds > 0);
+    const lateSeconds = late.reduce((n, s) => n + s.billedSeconds, 0);
+    const seen = limits.reachedAt.get(customer);
+    const atOnce = mostAtOnce(spans);
+    return {
+      customer,
+      cappedSeconds,
+      overshootSeconds,
+      lateSeconds,
+      lateAttempts: late.slice(0, 20).map((s) => `${s.job}#${s.attempt}`),
+      maxRunning: atOnce.most,
+      ...(atOnce.most > MAX_CONCURRENT_JOBS && {
+        runningAtOnce: atOnce.open.map((span) => described(span, jobs)),
+      }),
+      countLagSeconds:
+        seen !== undefined && Number.isFinite(limitReached) ? Math.max(0, (seen - limitReached) / 1000) : 0,
+      ...(Number.isFinite(limitReached) && { limitReachedAt: iso(limitReached) }),
+      ...(seen !== undefined && { reachedAt: iso(seen) }),
+      ...(limits.upgradedAt.has(customer) && { upgradedAt: iso(upgraded) }),
+    };
+  });
+  const most = (f: (c: (typeof perCustomer)[number]) => number) =>
+    perCustomer.reduce((m, c) => Math.max(m, f(c)), 0);
+  return {
+    customers: customers.length,
+    jobs: jobs.filter((j) => customers.includes(j.spec.account ?? "")).length,
+    reachedLimit: limits.reachedAt.size,
+    waitingSeen: limits.waitingSeen,
+    usageLimitOvershootSeconds: most((c) => Math.min(c.overshootSeconds, c.lateSeconds)),
+    usageLimitOvershootRawSeconds: most((c) => c.overshootSeconds),
+    usageLimitCountLagSeconds: Math.round(most((c) => c.countLagSeconds)),
+    concurrencyOverPlan: most((c) => Math.max(0, c.maxRunning - MAX_CONCURRENT_JOBS)),
+    maxRunning: most((c) => c.maxRunning),
+    perCustomer,
+  };
+}

@@ -1,0 +1,136 @@
+// The chaos run's plan invariants (bench/chaos/plans.ts): seconds billed past a plan's cap by jobs
+// submitted after the account was seen at it, and jobs running at once beyond the plan's cap.
+import { describe, expect, it } from "vitest";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import { checkPlans } from "../../bench/chaos/plans.js";
+
+const T0 = Date.parse("2026-01-01T00:00:00Z");
+const at = (s: number) => new Date(T0 + s * 1000).toISOString();
+
+/** A job of `account` whose attempts ran over [from, to] seconds, each billed `seconds`. */
+function job(
+  name: string,
+  account: string,
+  runs: Array<[from: number, to: number, seconds: number]>,
+): MediaJob {
+  return {
+    apiVersion: "media-orchestrator.io/v1alpha1",
+    kind: "MediaJob",
+    metadata: { name },
+    spec: { workload: "asr", account, maxAttempts: 2 },
+    status: {
+      phase: "Completed",
+      attempts: runs.length,
+      startedAt: at(runs[0]![0]),
+      submittedAt: at(runs[runs.length - 1]![0]),
+      completedAt: at(runs[runs.length - 1]![1]),
+      usage: {
+        workload: "asr",
+        account,
+        attempts: runs.map(([, to, seconds], i) => ({
+          attempt: i + 1,
+          providerJobId: `p-${name}-${i + 1}`,
+          providerStatus: i + 1 < runs.length ? ("FAILED" as const) : ("COMPLETED" as const),
+          endedAt: at(to),
+          billedSeconds: seconds,
+        })),
+      },
+    },
+  };
+}
+
+const limits = (reached?: number, upgraded?: number) => ({
+  reachedAt: new Map(reached === undefined ? [] : [["A", T0 + reached * 1000]]),
+  upgradedAt: new Map(upgraded === undefined ? [] : [["A", T0 + upgraded * 1000]]),
+  waitingSeen: 0,
+});
+
+describe("the plan invariants under chaos", () => {
+  it("lets the jobs running when the cap was reached take the account past it, and no job after", () => {
+    // Cap 10: a, b and c (3 s each) end by 11 s; d, running then, reaches the cap when it ends at
+    // 14 s, and takes the account 2 s past it.
+    const jobs = [
+      job("a", "A", [[0, 4, 3]]),
+      job("b", "A", [[4, 8, 3]]),
+      job("c", "A", [[8, 11, 3]]),
+      job("d", "A", [[9, 14, 3]]),
+      // Submitted after the upgrade: the larger plan's.
+      job("e", "A", [[40, 42, 3]]),
+    ];
+    const ok = checkPlans(jobs, ["A"], 10, limits(15, 35));
+    expect(ok.usageLimitOvershootRawSeconds).toBe(2);
+    expect(ok.usageLimitOvershootSeconds).toBe(0);
+    // One more job submitted during the hold is past the limit: its seconds count.
+    const late = checkPlans([...jobs, job("f", "A", [[20, 22, 3]])], ["A"], 10, limits(15, 35));
+    expect(late.usageLimitOvershootRawSeconds).toBe(5);
+    expect(late.usageLimitOvershootSeconds).toBe(3);
+    expect(late.perCustomer[0]!.lateAttempts).toEqual(["f#1"]);
+  });
+
+  it("counts a job submitted once the usage reached the cap, before the account's count showed it", () => {
+    const jobs = [
+      job("a", "A", [[0, 4, 3]]),
+      job("b", "A", [[4, 8, 3]]),
+      job("c", "A", [[8, 11, 3]]),
+      job("d", "A", [[9, 14, 3]]),
+      job("f", "A", [[20, 22, 3]]),
+    ];
+    // The ended attempts reach the cap at 14 s; the account is seen at it only at 30 s.
+    const check = checkPlans(jobs, ["A"], 10, limits(30, 55));
+    expect(check.usageLimitOvershootSeconds).toBe(3);
+    expect(check.usageLimitCountLagSeconds).toBe(16);
+    expect(check.perCustomer[0]).toMatchObject({ limitReachedAt: at(14), lateAttempts: ["f#1"] });
+  });
+
+  it("counts a retry submitted after the cap was reached, from its own submission", () => {
+    // The first attempt FAILED before the cap was reached; the retry came after it.
+    const jobs = [
+      job("a", "A", [[0, 9, 9]]),
+      job("r", "A", [
+        [1, 3, 2],
+        [20, 24, 2],
+      ]),
+    ];
+    const check = checkPlans(jobs, ["A"], 10, limits(10));
+    expect(check.usageLimitOvershootRawSeconds).toBe(3);
+    expect(check.usageLimitOvershootSeconds).toBe(2);
+  });
+
+  it("a customer that never reached its cap overshoots nothing", () => {
+    const check = checkPlans([job("a", "A", [[0, 4, 3]])], ["A"], 10, limits());
+    expect(check).toMatchObject({ usageLimitOvershootSeconds: 0, usageLimitOvershootRawSeconds: 0 });
+  });
+
+  it("counts the jobs running at once, an end and a start at the same instant not overlapping", () => {
+    const two = [job("a", "A", [[0, 10, 1]]), job("b", "A", [[5, 15, 1]]), job("c", "A", [[10, 20, 1]])];
+    expect(checkPlans(two, ["A"], 100, limits())).toMatchObject({ maxRunning: 2, concurrencyOverPlan: 0 });
+    const three = [...two, job("d", "A", [[6, 8, 1]])];
+    expect(checkPlans(three, ["A"], 100, limits())).toMatchObject({ maxRunning: 3, concurrencyOverPlan: 1 });
+    expect(checkPlans(three, ["A"], 100, limits()).perCustomer[0]!.runningAtOnce).toEqual([
+      expect.objectContaining({ job: "a" }),
+      expect.objectContaining({ job: "b" }),
+      expect.objectContaining({ job: "d", submitted: at(6), ended: at(8) }),
+    ]);
+    // Between a failed attempt and its retry the job does not run.
+    const retried = [
+      job("a", "A", [[0, 10, 1]]),
+      job("r", "A", [
+        [0, 4, 1],
+        [12, 14, 1],
+      ]),
+      job("b", "A", [[5, 9, 1]]),
+    ];
+    expect(checkPlans(retried, ["A"], 100, limits())).toMatchObject({ maxRunning: 2 });
+  });
+
+  it("ends an attempt no later than the next one's submission, nor than the job's end", () => {
+    // Attempt 1's record says it ended at 30 s, but attempt 2 was submitted at 12 s: the job never
+    // ran two attempts at once, so with b it ran at most two jobs.
+    const late = job("r", "A", [
+      [0, 30, 1],
+      [12, 40, 1],
+    ]);
+    const other = job("b", "A", [[13, 20, 1]]);
+    expect(checkPlans([late, other], ["A"], 100, limits())).toMatchObject({ maxRunning: 2 });
+  });
+});
