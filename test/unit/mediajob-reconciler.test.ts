@@ -8,6 +8,7 @@ import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
+import { AccountJobs } from "../../src/controller/account-jobs.js";
 import { Dispatcher } from "../../src/controller/dispatch/dispatcher.js";
 import { RetryLater } from "../../src/controller/mediajob/reconciler.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
@@ -571,6 +572,47 @@ describe("MediaJob reconciler, without a control plane", () => {
     await h.reconciler.pass("ns/second");
     h.done();
     expect(dispatcher.view("ep-1")).toMatchObject({ window: 1, waiting: { "": 1 } });
+  });
+
+  it("an intent write that failed may have landed: the account's place stays taken until the job is seen again", async () => {
+    const accountJobs = new AccountJobs();
+    const h = harness({
+      now: NOW,
+      jobs: [job({ meta: withFinalizer, spec: { account: "acme" } })],
+      endpoints: [endpoint],
+      accounts: [account("active")],
+      accountJobs,
+      // A timeout: the apiserver may have stored the intent; if it did, /run may follow from a retry.
+      kube: [{ call: "replaceStatus", answer: () => Promise.reject(kubeError(504)) }],
+    });
+    await expect(h.reconciler.pass("ns/clip")).rejects.toThrow(/504/);
+    h.done();
+    expect(accountJobs.count("acme", "ns/other")).toBe(1);
+    // The retried pass decides again: a job now suspended gives its place back.
+    const suspended = harness({
+      now: NOW,
+      jobs: [job({ meta: withFinalizer, spec: { account: "acme", suspend: true } })],
+      endpoints: [endpoint],
+      accounts: [account("active")],
+      accountJobs,
+      kube: [writes((s) => expect(cond(s, "Suspended")?.status).toBe("True"))],
+    });
+    await suspended.reconciler.pass("ns/clip");
+    suspended.done();
+    expect(accountJobs.count("acme", "ns/other")).toBe(0);
+    accountJobs.reserve("acme", "ns/clip");
+    // An intent that lost a conflict did not land: the place goes back.
+    const again = harness({
+      now: NOW,
+      jobs: [job({ meta: withFinalizer, spec: { account: "acme" } })],
+      endpoints: [endpoint],
+      accounts: [account("active")],
+      accountJobs,
+      kube: [{ call: "replaceStatus", answer: () => Promise.reject(kubeError(409)) }],
+    });
+    expect(await again.reconciler.pass("ns/clip")).toEqual({ result: { requeueAfterMs: 1_000 } });
+    again.done();
+    expect(accountJobs.count("acme", "ns/other")).toBe(0);
   });
 
   it("a job no longer in the cache: nothing happens", async () => {

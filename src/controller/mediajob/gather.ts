@@ -79,14 +79,21 @@ function askSlot(d: MediaJobDeps, job: MediaJob, facts: Facts): SlotFact | undef
   return d.dispatcher.gate(job, ep);
 }
 
-/** A planned submission of a job with an account holds its place in the account's count. */
+/**
+ * A planned submission of a job with an account holds its place in the account's count. A Pending
+ * job not submitted now gives back a place its earlier pass kept (that pass threw mid-way).
+ */
 export function reserveAccountPlace(
   d: MediaJobDeps,
   job: MediaJob,
   plan: Plan,
 ): [string, string] | undefined {
   const account = job.spec.account;
-  if (!account || !d.accountJobs || !plan.actions.some((a) => a.type === "submit")) return undefined;
+  if (!account || !d.accountJobs) return undefined;
+  if (!plan.actions.some((a) => a.type === "submit")) {
+    if ((job.status?.phase ?? "Pending") === "Pending") d.accountJobs.release(account, jobKey(job));
+    return undefined;
+  }
   d.accountJobs.reserve(account, jobKey(job));
   return [account, jobKey(job)];
 }

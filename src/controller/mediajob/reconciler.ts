@@ -109,13 +109,18 @@ export class MediaJobReconciler {
     const reservation = reserveAccountPlace(this.d, job, plan);
     let written: MediaJob | undefined;
     let submitted: SubmissionOutcome | undefined;
+    let threw = true;
     try {
       for (const action of plan.actions) {
         ({ job, plan, written, submitted } = await this.execute(job, plan, action, now));
         if (written) break;
       }
+      threw = false;
     } finally {
-      if (reservation && written?.status?.phase !== "Processing") this.d.accountJobs?.release(...reservation);
+      // A write that threw may have landed (a timeout, a reset): the account's place stays taken
+      // until the cache shows the job, or its retried pass decides again and gives it back.
+      if (reservation && !threw && written?.status?.phase !== "Processing")
+        this.d.accountJobs?.release(...reservation);
       settleSlot(this.d, key, facts, submitted);
     }
     if (plan.submission) this.d.onSubmission?.(plan.submission);

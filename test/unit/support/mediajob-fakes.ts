@@ -71,6 +71,8 @@ export interface World {
   settings?: Partial<MediaJobDeps["settings"]>;
   /** The endpoints' in-flight windows; absent: none (every job goes at once). */
   dispatcher?: MediaJobDeps["dispatcher"];
+  /** Running jobs per account (the plans' concurrency cap); absent: not counted. */
+  accountJobs?: MediaJobDeps["accountJobs"];
 }
 
 export function harness(w: World) {
@@ -115,6 +117,7 @@ export function harness(w: World) {
     onSubmission: (o) => submissions.push(o),
     onRecovery: (k) => recoveries.push(k),
     ...(w.dispatcher && { dispatcher: w.dispatcher }),
+    ...(w.accountJobs && { accountJobs: w.accountJobs }),
   };
   const reconciler = new MediaJobReconciler(deps);
   return {
