@@ -1,5 +1,5 @@
 // The containers' footprint, measured on what the image runs: dist/ compiled by tsc, started with
-// the image's command (node --max-semi-space-size=16 --expose-gc
+// the image's command (node --max-semi-space-size=16 --expose-gc --max-opt=2
 // dist/src/main.js controller|webhooks) and environment (NODE_ENV, the malloc settings), inside a
 // mount namespace in which the service account's token and CA sit where the kubelet puts them
 // (/var/run/secrets/kubernetes.io/serviceaccount) and KUBERNETES_SERVICE_HOST/PORT name the
@@ -481,7 +481,14 @@ export async function footprint(
       WEBHOOKS_MAX_CONNECTIONS_PER_SOURCE: "100000",
     });
     const { c: ctrl } = await controller("burst", 10_000, hooks.base);
-    const burst = { jobs: 1000, seconds: 0, controllerPeakMiB: 0, webhooksPeakMiB: 0 };
+    const burst = {
+      jobs: 1000,
+      seconds: 0,
+      controllerPeakMiB: 0,
+      webhooksPeakMiB: 0,
+      controllerCpuMsPerJob: 0,
+      webhooksCpuMsPerJob: 0,
+    };
     try {
       await api.create("gpuendpoints", ns, {
         apiVersion: API_VERSION,
@@ -500,6 +507,7 @@ export async function footprint(
         await sleep(200);
       }
       const started = Date.now();
+      const cpuBefore = { controller: cpuSeconds(ctrl.child.pid!), webhooks: cpuSeconds(hooks.c.child.pid!) };
       await pool(
         Array.from({ length: burst.jobs }, (_, i) => `b-${i}`),
         ctx.concurrency,
@@ -523,6 +531,15 @@ export async function footprint(
         await sleep(250);
       }
       burst.seconds = round((Date.now() - started) / 1000);
+      // CPU per job, for the sizing table (docs/helm.md): the controller's passes, the sidecar's callbacks.
+      burst.controllerCpuMsPerJob = round(
+        (1000 * (cpuSeconds(ctrl.child.pid!) - cpuBefore.controller)) / burst.jobs,
+        2,
+      );
+      burst.webhooksCpuMsPerJob = round(
+        (1000 * (cpuSeconds(hooks.c.child.pid!) - cpuBefore.webhooks)) / burst.jobs,
+        2,
+      );
       await sleep(2000);
       burst.controllerPeakMiB = round(peakRssMiB(ctrl.child.pid!));
       burst.webhooksPeakMiB = round(peakRssMiB(hooks.c.child.pid!));
@@ -563,12 +580,18 @@ export async function footprint(
         controller: {
           jobs1k,
           jobs10k,
-          burst: { jobs: burst.jobs, seconds: burst.seconds, peakMiB: burst.controllerPeakMiB },
+          burst: {
+            jobs: burst.jobs,
+            seconds: burst.seconds,
+            peakMiB: burst.controllerPeakMiB,
+            cpuMsPerJob: burst.controllerCpuMsPerJob,
+          },
         },
         webhooks: {
           idleRunsMiB: hooksIdle,
           ...hooksBreakdown[hooksMedian],
           burstPeakMiB: burst.webhooksPeakMiB,
+          burstCpuMsPerJob: burst.webhooksCpuMsPerJob,
           intake,
           fuzz,
         },
