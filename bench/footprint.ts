@@ -299,6 +299,10 @@ export async function footprint(
     coldStartMs: 0,
     executionMs: 250 / 0.001,
     endpoints: [{ name: "media-asr-bench", workload: "asr", workersMin: 50, workersMax: 200 }],
+    // The burst measures memory: on a shared machine whose apiserver answers slowly, a callback
+    // may take over the simulator's default 5 s, and one given up three times would leave its job
+    // to the hourly resync and the benchmark waiting for it.
+    callbackTimeoutMs: 30_000,
   });
   const secret = "whsec_footprint";
   const callbackSecret = "footprint-callback-secret-of-at-least-32-bytes";
