@@ -59,8 +59,8 @@ ENV MALLOC_TRIM_THRESHOLD_=32768
 # name dist/*.js (the maps still ship: NODE_OPTIONS=--enable-source-maps turns them on to debug).
 # --max-opt=2: V8 optimizes hot code with Maglev, not TurboFan. TurboFan's compiler is code in the
 # node binary, and the first function it optimizes makes about 5 MiB more of the binary's pages
-# resident in each container, for good; at this load its faster code does not pay for itself: the
-# same CPU per payment event in the sidecar, less at the controller's start (docs/benchmarks.md,
-# "Runtime flags measured").
+# resident in each container, for good. Measured without it: the same CPU per payment event in the
+# sidecar, less at the controller's start, up to 16 % more per job in a burst of jobs
+# (docs/benchmarks.md, "Runtime flags measured").
 ENTRYPOINT ["node", "--max-semi-space-size=16", "--expose-gc", "--max-opt=2", "dist/src/main.js"]
 CMD ["controller"]
