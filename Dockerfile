@@ -40,18 +40,27 @@ USER 1000:1000
 EXPOSE 8080 8081
 # One malloc arena: V8's compiler and collector threads each got an arena of their own, which kept
 # 4 to 30 MiB of freed memory resident at random from one start to the next. Fixed mmap and trim
-# thresholds (128 KiB): glibc otherwise raises both after the first large free (a list page's
-# body is over 1 MiB), and the freed memory then stays resident in the main arena, by 5 to 15 MiB
-# differently at each start (docs/benchmarks.md, "Memory and scaling"). bench/lib.ts starts the
-# benchmarked processes with the same settings.
+# thresholds: glibc otherwise raises both after the first large free (a list page's body is over
+# 1 MiB), and the freed memory then stays resident in the main arena, by 5 to 15 MiB differently at
+# each start (docs/benchmarks.md, "Memory and scaling"). At 32 KiB, not 128: blocks of 32 to
+# 128 KiB are then mapped and unmapped, not taken from the main arena, where once freed they stayed
+# resident between live blocks (only the arena's top is trimmed): the controller idle with 1,000
+# jobs cached holds 3 to 5 MiB less, and about the same from one start to the next
+# (docs/benchmarks.md, "Runtime flags measured"). bench/lib.ts starts the benchmarked processes
+# with the same settings.
 ENV MALLOC_ARENA_MAX=1
-ENV MALLOC_MMAP_THRESHOLD_=131072
-ENV MALLOC_TRIM_THRESHOLD_=131072
+ENV MALLOC_MMAP_THRESHOLD_=32768
+ENV MALLOC_TRIM_THRESHOLD_=32768
 # A young generation of at most 2 x 16 MiB: Node 24's default lets it grow to 2 x 64 MiB while the
 # controller lists its cache, and it stays resident. --expose-gc: once a burst of work is over,
 # the controller asks for the memory-reducing collection V8 would otherwise run only ~100 s later
 # (src/controller/idle-compaction.ts). No --enable-source-maps: with it Node reads and keeps every
 # module's source map, 1 to 3 MiB resident for stack traces that then name src/*.ts; without it they
 # name dist/*.js (the maps still ship: NODE_OPTIONS=--enable-source-maps turns them on to debug).
-ENTRYPOINT ["node", "--max-semi-space-size=16", "--expose-gc", "dist/src/main.js"]
+# --max-opt=2: V8 optimizes hot code with Maglev, not TurboFan. TurboFan's compiler is code in the
+# node binary, and the first function it optimizes makes about 5 MiB more of the binary's pages
+# resident in each container, for good. Measured without it: the same CPU per payment event in the
+# sidecar, less at the controller's start, up to 16 % more per job in a burst of jobs
+# (docs/benchmarks.md, "Runtime flags measured").
+ENTRYPOINT ["node", "--max-semi-space-size=16", "--expose-gc", "--max-opt=2", "dist/src/main.js"]
 CMD ["controller"]

@@ -30,23 +30,25 @@ export function cpuSeconds(pid: number): number {
 
 /**
  * The Node flags the image runs the product with (Dockerfile, ENTRYPOINT): a young generation of
- * at most 2 x 16 MiB, and `gc` exposed for the controller's collection once a burst of work is
- * over (src/controller/idle-compaction.ts), and WebAssembly compiled by Liftoff only: undici
- * parses HTTP/1.1 with llhttp compiled to WebAssembly, and V8's optimizing tier for it kept about
- * 10 MiB resident in each container (docs/benchmarks.md, "Footprint of the containers").
+ * at most 2 x 16 MiB, `gc` exposed for the controller's collection once a burst of work is over
+ * (src/controller/idle-compaction.ts), and Maglev as V8's top tier: TurboFan's compiler kept about
+ * 5 MiB more of the node binary resident in each container (docs/benchmarks.md, "Runtime flags
+ * measured").
  */
-export const RUNTIME_FLAGS = ["--max-semi-space-size=16", "--expose-gc"];
+export const RUNTIME_FLAGS = ["--max-semi-space-size=16", "--expose-gc", "--max-opt=2"];
 
 /**
  * The environment the image sets for the runtime (Dockerfile, ENV): one malloc arena, without which
  * the threads' own arenas kept 4 to 30 MiB of freed memory resident, differently at each start;
  * fixed mmap and trim thresholds, without which glibc raised both after the first large free and
- * kept another 5 to 15 MiB resident, again differently at each start.
+ * kept another 5 to 15 MiB resident, again differently at each start; at 32 KiB, where at 128 KiB
+ * the freed blocks between the two stayed resident in the main arena (3 to 5 MiB of the
+ * controller's idle RSS).
  */
 export const RUNTIME_ENV: Record<string, string> = {
   MALLOC_ARENA_MAX: "1",
-  MALLOC_MMAP_THRESHOLD_: "131072",
-  MALLOC_TRIM_THRESHOLD_: "131072",
+  MALLOC_MMAP_THRESHOLD_: "32768",
+  MALLOC_TRIM_THRESHOLD_: "32768",
 };
 
 export function startProcess(

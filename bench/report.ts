@@ -290,7 +290,7 @@ export function writeReport(r: Json): void {
         "| load | controller | webhooks |",
         "|---|---:|---:|",
         `| start and first pass, 1,000 / 10,000 jobs cached | ${c.jobs1k.startupPeakMiB} / ${c.jobs10k.startupPeakMiB} | |`,
-        `| ${c.burst.jobs.toLocaleString("en")} jobs run end to end beside 10,000 cached (${c.burst.seconds} s; the sidecar applies the callbacks) | ${c.burst.peakMiB} | ${w.burstPeakMiB} |`,
+        `| ${c.burst.jobs.toLocaleString("en")} jobs run end to end beside 10,000 cached (${c.burst.seconds} s; the sidecar applies the callbacks${c.burst.cpuMsPerJob === undefined ? "" : `; CPU per job: controller ${c.burst.cpuMsPerJob} ms, sidecar ${w.burstCpuMsPerJob} ms`}) | ${c.burst.peakMiB} | ${w.burstPeakMiB} |`,
         `| the intake benchmark's load: new signed events (${w.intake.newEventsPerSecond}/s, ${w.intake.sidecarCpuMsPerEvent} ms of CPU each), replays, bad signatures, duplicate callbacks, 20 connections | | ${w.intake.peakMiB} |`,
         `| a fuzz-shaped load: ${w.fuzz.requests.toLocaleString("en")} requests of \`make fuzz\`'s kinds (nested, huge, malformed bodies; 30 % of payments signed), 32 at a time, ${w.fuzz.requestsPerSecond}/s | | ${w.fuzz.peakMiB} |`,
         `| idle RSS: anonymous (V8 heap, malloc) / file-backed (the node binary's pages) | ${c.jobs1k.anonymousMiB ?? "?"} / ${c.jobs1k.fileMiB ?? "?"} | ${w.anonymousMiB ?? "?"} / ${w.fileMiB ?? "?"} |`,

@@ -71,8 +71,8 @@ const { values: args } = parseArgs({
     concurrency: { type: "string", default: "32" },
     "rest-jobs": { type: "string", default: "1000" },
     "footprint-starts": { type: "string", default: "3" },
-    // A variant of the image's runtime flags and environment, measured idle only and reported
-    // under footprintVariants (the flags space-separated; the environment K=V,K=V or "none").
+    // A variant of the image's runtime flags and environment, measured idle and in the burst, and
+    // reported under footprintVariants (the flags space-separated; the environment K=V,K=V or "none").
     "footprint-flags": { type: "string" },
     "footprint-env": { type: "string" },
     tick: { type: "string", default: "5" },

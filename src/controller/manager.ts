@@ -9,7 +9,7 @@ import { GpuEndpoint } from "../crds/gpuendpoint.js";
 import { MediaJob } from "../crds/mediajob.js";
 import { fairShareWeights, stateNamespace, type Env } from "../config/env.js";
 import { usageSettings } from "../config/usage.js";
-import { MeterClient } from "./usage/meter-client.js";
+import type { MeterSender } from "./usage/meter-client.js";
 import { UsageMetrics } from "./usage/metrics.js";
 import { UsageReporter } from "./usage/reporter.js";
 import type { KubeApi, KubeObject } from "../k8s/api.js";
@@ -100,6 +100,13 @@ export class Manager {
   private compactionTimer?: NodeJS.Timeout;
   /** The leader's usage reporter: account period usage and the meter events (usage/reporter.ts). */
   readonly usage: UsageReporter;
+  /** Whether usage is metered at the payment provider (USAGE_METERING, config/usage.ts). */
+  private readonly metering: boolean;
+  /**
+   * The payment provider's meter client, loaded by start() when metering is on: a controller that
+   * does not meter never loads its code (docs/benchmarks.md, "Footprint of the containers").
+   */
+  private meter?: MeterSender;
 
   constructor(private readonly o: ManagerOptions) {
     const { api, env, log } = o;
@@ -217,18 +224,17 @@ export class Manager {
       fence: () => this.leading && (this.elector?.holdsLease() ?? true),
       leadership: () => this.leadership?.signal,
     });
+    this.metering = usage.metering;
+    const meter = () => this.meter;
     this.usage = new UsageReporter({
       api,
       jobs: this.jobs,
       accounts: this.accounts,
       accountNamespace,
-      ...(usage.metering && {
-        meter: new MeterClient({
-          baseUrl: env.PAYMENT_PROVIDER_API_URL,
-          // Read per call: a rotated key file takes effect without a restart.
-          apiKey: () => env.PAYMENT_PROVIDER_API_KEY ?? "",
-        }),
-      }),
+      // Read per pass: undefined until start() has loaded the client, and always without metering.
+      get meter() {
+        return meter();
+      },
       events,
       log: log.child({ component: "usage-reporter" }),
       metrics: usageMetrics,
@@ -385,6 +391,16 @@ export class Manager {
   /** Starts the caches, then campaigns (or leads at once without leader election). */
   async start(): Promise<void> {
     this.stopped = false;
+    // Before leading: the reporter's first pass already sends.
+    if (this.metering && !this.meter) {
+      const { MeterClient } = await import("./usage/meter-client.js");
+      const env = this.o.env;
+      this.meter = new MeterClient({
+        baseUrl: env.PAYMENT_PROVIDER_API_URL,
+        // Read per call: a rotated key file takes effect without a restart.
+        apiKey: () => env.PAYMENT_PROVIDER_API_KEY ?? "",
+      });
+    }
     if (this.compaction.enabled && !this.compactionTimer) {
       this.compactionTimer = setInterval(() => this.compaction.check(), 1000);
       this.compactionTimer.unref();

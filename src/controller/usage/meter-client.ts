@@ -12,6 +12,7 @@ import {
   text as readText,
   type HttpAnswer,
 } from "../../http/client.js";
+import { STREAM_BATCH_MAX } from "./stream-batch.js";
 
 export interface MeterEvent {
   eventName: string;
@@ -48,8 +49,6 @@ export interface MeterSender {
   sendBatch?(events: readonly MeterEvent[]): Promise<MeterBatchResult>;
 }
 
-/** Events per v2 meter event stream call (https://docs.stripe.com/api/v2/billing-meter-stream/create). */
-export const STREAM_BATCH_MAX = 100;
 /** A session token is renewed this long before it expires (Stripe's last 15 minutes). */
 const SESSION_RENEW_MARGIN_MS = 60_000;
 /** How long the list of active meters is trusted before it is read again. */

@@ -11,7 +11,8 @@ import { describeError } from "../../k8s/errors.js";
 import type { EventSink } from "../../k8s/events.js";
 import { awaitsCount, meterIdentifier, meterSendVerdict } from "../../mediajob/usage.js";
 import { countedUsage, type UncountedAttempt } from "./account-usage.js";
-import { STREAM_BATCH_MAX, type MeterEvent, type MeterSender } from "./meter-client.js";
+import type { MeterEvent, MeterSender } from "./meter-client.js";
+import { STREAM_BATCH_MAX } from "./stream-batch.js";
 import type { UsageMetrics } from "./metrics.js";
 
 /** What the reporter reads jobs and accounts from: the manager's caches. */
