@@ -57,10 +57,8 @@ ENV MALLOC_TRIM_THRESHOLD_=32768
 # (src/controller/idle-compaction.ts). No --enable-source-maps: with it Node reads and keeps every
 # module's source map, 1 to 3 MiB resident for stack traces that then name src/*.ts; without it they
 # name dist/*.js (the maps still ship: NODE_OPTIONS=--enable-source-maps turns them on to debug).
-# --max-opt=2: V8 optimizes hot code with Maglev, not TurboFan. TurboFan's compiler is code in the
-# node binary, and the first function it optimizes makes about 5 MiB more of the binary's pages
-# resident in each container, for good. Measured without it: the same CPU per payment event in the
-# sidecar, less at the controller's start, up to 16 % more per job in a burst of jobs
-# (docs/benchmarks.md, "Runtime flags measured").
-ENTRYPOINT ["node", "--max-semi-space-size=16", "--expose-gc", "--max-opt=2", "dist/src/main.js"]
+# V8's top tier (TurboFan) stays: without it (--max-opt=2) each container held about 5 MiB less,
+# but the controller spent 1.8 times the CPU per job at 10,000 jobs and its throughput fell from
+# 0.75 to 0.58 of the apiserver's ceiling (docs/benchmarks.md, "Runtime flags measured").
+ENTRYPOINT ["node", "--max-semi-space-size=16", "--expose-gc", "dist/src/main.js"]
 CMD ["controller"]

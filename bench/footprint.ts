@@ -1,5 +1,5 @@
 // The containers' footprint, measured on what the image runs: dist/ compiled by tsc, started with
-// the image's command (node --max-semi-space-size=16 --expose-gc --max-opt=2
+// the image's command (node --max-semi-space-size=16 --expose-gc
 // dist/src/main.js controller|webhooks) and environment (NODE_ENV, the malloc settings), inside a
 // mount namespace in which the service account's token and CA sit where the kubelet puts them
 // (/var/run/secrets/kubernetes.io/serviceaccount) and KUBERNETES_SERVICE_HOST/PORT name the

@@ -31,11 +31,10 @@ export function cpuSeconds(pid: number): number {
 /**
  * The Node flags the image runs the product with (Dockerfile, ENTRYPOINT): a young generation of
  * at most 2 x 16 MiB, `gc` exposed for the controller's collection once a burst of work is over
- * (src/controller/idle-compaction.ts), and Maglev as V8's top tier: TurboFan's compiler kept about
- * 5 MiB more of the node binary resident in each container (docs/benchmarks.md, "Runtime flags
- * measured").
+ * (src/controller/idle-compaction.ts). TurboFan stays V8's top tier: without it the controller's
+ * CPU per job nearly doubled (docs/benchmarks.md, "Runtime flags measured").
  */
-export const RUNTIME_FLAGS = ["--max-semi-space-size=16", "--expose-gc", "--max-opt=2"];
+export const RUNTIME_FLAGS = ["--max-semi-space-size=16", "--expose-gc"];
 
 /**
  * The environment the image sets for the runtime (Dockerfile, ENV): one malloc arena, without which

@@ -14,6 +14,7 @@ import {
   startControllerStack,
   waitForPhase,
   type ControllerStack,
+  GPU_SECONDS_METER,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
@@ -35,7 +36,7 @@ beforeAll(async () => {
     name: "plans-lag",
     sidecar: true,
     endpoints: ["asr"],
-    sim: { meters: [{ id: "mtr_gpu", event_name: "gpu_seconds", display_name: "GPU seconds" }] },
+    sim: { meters: [GPU_SECONDS_METER] },
     env: {
       PAYMENT_PROVIDER_API_KEY: "sim-payment-key",
       USAGE_REPORT_INTERVAL_SECONDS: "1",

@@ -9,7 +9,7 @@ import { KubeApi } from "../../src/k8s/api.js";
 import { meterIdentifier } from "../../src/mediajob/usage.js";
 import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
-import { startControllerStack, type ControllerStack } from "../support/stack.js";
+import { startControllerStack, type ControllerStack, GPU_SECONDS_METER } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -21,7 +21,7 @@ beforeAll(async () => {
   stack = await startControllerStack(kc, {
     name: "usage-burst",
     sim: {
-      meters: [{ id: "mtr_gpu", event_name: "gpu_seconds", display_name: "GPU seconds" }],
+      meters: [GPU_SECONDS_METER],
       // Down while the burst is written, so the whole burst waits in the outbox at once.
       faults: { paymentServerErrorsFirst: 1_000_000 },
     },

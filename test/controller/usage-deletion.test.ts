@@ -11,7 +11,13 @@ import { SKIP_USAGE_REPORT_ANNOTATION } from "../../src/mediajob/deletion.js";
 import { USAGE_FINALIZER } from "../../src/mediajob/usage.js";
 import { activeAccount } from "../support/accounts.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
-import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
+import {
+  mediaJob,
+  startControllerStack,
+  waitForPhase,
+  type ControllerStack,
+  meteredStackOptions,
+} from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -21,14 +27,7 @@ let ns = "";
 const CUSTOMER = "cus_delete";
 
 beforeAll(async () => {
-  stack = await startControllerStack(kc, {
-    name: "usage-deletion",
-    sidecar: true,
-    endpoints: ["asr"],
-    sim: { meters: [{ id: "mtr_gpu", event_name: "gpu_seconds", display_name: "GPU seconds" }] },
-    env: { PAYMENT_PROVIDER_API_KEY: "sim-payment-key", USAGE_REPORT_INTERVAL_SECONDS: "1" },
-    manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
-  });
+  stack = await startControllerStack(kc, meteredStackOptions("usage-deletion"));
   ns = stack.ns;
   await activeAccount(api, ns, CUSTOMER);
 }, 120_000);

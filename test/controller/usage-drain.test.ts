@@ -8,7 +8,13 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
-import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
+import {
+  mediaJob,
+  startControllerStack,
+  waitForPhase,
+  type ControllerStack,
+  GPU_SECONDS_METER,
+} from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -22,7 +28,7 @@ beforeAll(async () => {
     name: "usage-drain",
     sidecar: true,
     endpoints: ["asr"],
-    sim: { meters: [{ id: "mtr_gpu", event_name: "gpu_seconds", display_name: "GPU seconds" }] },
+    sim: { meters: [GPU_SECONDS_METER] },
     // USAGE_REPORT_INTERVAL_SECONDS stays at its default (10 s).
     env: { PAYMENT_PROVIDER_API_KEY: "sim-payment-key" },
     manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),

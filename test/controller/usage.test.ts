@@ -17,6 +17,7 @@ import {
   startManager,
   waitForPhase,
   type ControllerStack,
+  meteredStackOptions,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
@@ -29,14 +30,7 @@ let successor: Manager | undefined;
 const CUSTOMER = "cus_meter";
 
 beforeAll(async () => {
-  stack = await startControllerStack(kc, {
-    name: "usage",
-    sidecar: true,
-    endpoints: ["asr"],
-    sim: { meters: [{ id: "mtr_gpu", event_name: "gpu_seconds", display_name: "GPU seconds" }] },
-    env: { PAYMENT_PROVIDER_API_KEY: "sim-payment-key", USAGE_REPORT_INTERVAL_SECONDS: "1" },
-    manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
-  });
+  stack = await startControllerStack(kc, meteredStackOptions("usage"));
   ns = stack.ns;
   await activeAccount(api, ns, CUSTOMER);
 }, 120_000);

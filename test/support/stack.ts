@@ -200,6 +200,24 @@ export interface ControllerStackOptions {
   manager?: (env: Env, sim: Simulator) => Partial<ConstructorParameters<typeof Manager>[0]>;
 }
 
+/** The simulator's GPU-seconds meter that the metering tests report to. */
+export const GPU_SECONDS_METER = { id: "mtr_gpu", event_name: "gpu_seconds", display_name: "GPU seconds" };
+
+/**
+ * A stack whose controller meters usage to the simulator's payment API (GPU_SECONDS_METER), its
+ * reporter looking every second, with the sidecar receiving callbacks and one asr endpoint.
+ */
+export function meteredStackOptions(name: string): ControllerStackOptions {
+  return {
+    name,
+    sidecar: true,
+    endpoints: ["asr"],
+    sim: { meters: [GPU_SECONDS_METER] },
+    env: { PAYMENT_PROVIDER_API_KEY: "sim-payment-key", USAGE_REPORT_INTERVAL_SECONDS: "1" },
+    manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
+  };
+}
+
 export interface ControllerStack {
   ns: string;
   sim: Simulator;
