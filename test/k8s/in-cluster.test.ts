@@ -3,7 +3,6 @@
 // /var/run/secrets/kubernetes.io/serviceaccount, the apiserver from KUBERNETES_SERVICE_HOST/PORT.
 // Against the real control plane, with a real ServiceAccount token (TokenRequest) and the
 // apiserver's real CA; the files are then rotated in place, as the kubelet does.
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,7 +14,7 @@ import { KubeApi } from "../../src/k8s/api.js";
 import { loadClusterConfig } from "../../src/k8s/cluster-config.js";
 import { kubeError } from "../../src/k8s/errors.js";
 import { InClusterConfig, inClusterConfig } from "../../src/k8s/in-cluster.js";
-import { REPO_ROOT } from "../support/controlplane.js";
+import { resolvedModules } from "../support/module-loads.js";
 import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import { servingCa } from "../support/serving-ca.js";
 
@@ -175,28 +174,8 @@ describe("in-cluster configuration", () => {
   });
 
   it("is all the containers load: their code never imports @kubernetes/client-node", () => {
-    // Every module resolution of a process that imports the modules, recorded by a resolve hook.
-    const hook = join(dir, "resolutions.mjs");
-    writeFileSync(
-      hook,
-      `import { registerHooks } from "node:module";
-const seen = new Set();
-registerHooks({ resolve(s, c, next) { const r = next(s, c); if (r.url.includes("/node_modules/@kubernetes/client-node/")) seen.add(r.url); return r; } });
-process.on("exit", () => process.stdout.write(JSON.stringify([...seen])));`,
-    );
-    const loads = (modules: string[]) => {
-      const code = `for (const m of ${JSON.stringify(modules)}) await import(m); process.exit(0);`;
-      const res = spawnSync(
-        process.execPath,
-        ["--import", hook, "--import", "tsx", "--input-type=module", "-e", code],
-        {
-          cwd: REPO_ROOT,
-          encoding: "utf8",
-        },
-      );
-      expect(res.status, res.stderr).toBe(0);
-      return (JSON.parse(res.stdout) as string[]).length > 0;
-    };
+    const loads = (modules: string[]) =>
+      resolvedModules(modules).some((url) => url.includes("/node_modules/@kubernetes/client-node/"));
     const containers = ["log", "config/env", "idle-collection", "controller/run", "webhooks/run"];
     expect(loads(containers.map((m) => `./src/${m}.ts`))).toBe(false);
     // The kubeconfig loader does load it: the hook sees what it is asked to find.
