@@ -29,6 +29,23 @@ async function failure(p: Promise<unknown>): Promise<HttpRequestError> {
   return err as HttpRequestError;
 }
 
+/**
+ * Runs `fn`, then waits 50 ms for what it set off, and fails on any uncaught exception meanwhile
+ * (in a product process, a crash).
+ */
+async function withoutUncaught(fn: () => Promise<void>): Promise<void> {
+  const uncaught: unknown[] = [];
+  const onUncaught = (err: unknown) => uncaught.push(err);
+  process.on("uncaughtException", onUncaught);
+  try {
+    await fn();
+    await new Promise((r) => setTimeout(r, 50));
+  } finally {
+    process.off("uncaughtException", onUncaught);
+  }
+  expect(uncaught).toEqual([]);
+}
+
 describe("send", () => {
   it("a refused connection was not sent", async () => {
     const origin = await listen(createTcpServer());
@@ -59,25 +76,21 @@ describe("send", () => {
   it("an abort after the answer has ended leaves its pooled connection alone (no uncaught error)", async () => {
     const origin = await listen(createServer((_req, res) => res.end("done")));
     const pools = keepAlivePools();
-    const uncaught: unknown[] = [];
-    const onUncaught = (err: unknown) => uncaught.push(err);
-    process.on("uncaughtException", onUncaught);
     try {
-      // A watch's end: the caller aborts its signal once the answer is over, as the informer does.
-      const ac = new AbortController();
-      const res = await send(`${origin}/watch`, { method: "GET", agent: pools.http, signal: ac.signal });
-      // Aborted from the body's own end, as the informer's watch does when the stream ends.
-      await new Promise<void>((resolve) => {
-        res.body.on("end", () => (ac.abort(), resolve()));
-        res.body.resume();
+      await withoutUncaught(async () => {
+        // A watch's end: the caller aborts its signal once the answer is over, as the informer does.
+        const ac = new AbortController();
+        const res = await send(`${origin}/watch`, { method: "GET", agent: pools.http, signal: ac.signal });
+        // Aborted from the body's own end, as the informer's watch does when the stream ends.
+        await new Promise<void>((resolve) => {
+          res.body.on("end", () => (ac.abort(), resolve()));
+          res.body.resume();
+        });
       });
-      await new Promise((r) => setTimeout(r, 50));
-      expect(uncaught).toEqual([]);
       // The pooled connection still serves the next request.
       const again = await send(`${origin}/x`, { method: "GET", agent: pools.http });
       expect(await text(again.body)).toBe("done");
     } finally {
-      process.off("uncaughtException", onUncaught);
       pools.http.destroy();
     }
   });
@@ -90,20 +103,11 @@ describe("send", () => {
         req.on("close", () => clearInterval(t));
       }),
     );
-    const uncaught: unknown[] = [];
-    const onUncaught = (err: unknown) => uncaught.push(err);
-    process.on("uncaughtException", onUncaught);
-    try {
-      const ac = new AbortController();
-      const res = await send(`${origin}/watch`, { method: "GET", signal: ac.signal });
-      // A deadline that fires between the answer's headers and its reader.
-      ac.abort();
-      await new Promise((r) => setTimeout(r, 50));
-      expect(uncaught).toEqual([]);
-      await expect(text(res.body)).rejects.toThrow(/aborted/);
-    } finally {
-      process.off("uncaughtException", onUncaught);
-    }
+    const ac = new AbortController();
+    const res = await send(`${origin}/watch`, { method: "GET", signal: ac.signal });
+    // A deadline that fires between the answer's headers and its reader.
+    await withoutUncaught(async () => ac.abort());
+    await expect(text(res.body)).rejects.toThrow(/aborted/);
   });
 
   it("an abort from the answer's last event, read after the answer is complete, does not crash the process", async () => {
@@ -117,30 +121,26 @@ describe("send", () => {
       }),
     );
     const pools = keepAlivePools();
-    const uncaught: unknown[] = [];
-    const onUncaught = (err: unknown) => uncaught.push(err);
-    process.on("uncaughtException", onUncaught);
     try {
-      for (let i = 0; i < 20; i++) {
-        const ac = new AbortController();
-        const res = await send(`${origin}/watch`, { method: "GET", agent: pools.http, signal: ac.signal });
-        res.body.setEncoding("utf8");
-        await new Promise<void>((resolve) => {
-          res.body.on("data", () => ac.abort());
-          res.body
-            .on("error", () => resolve())
-            .on("end", () => resolve())
-            .on("close", () => resolve());
-        });
-      }
-      await new Promise((r) => setTimeout(r, 50));
-      expect(uncaught).toEqual([]);
+      await withoutUncaught(async () => {
+        for (let i = 0; i < 20; i++) {
+          const ac = new AbortController();
+          const res = await send(`${origin}/watch`, { method: "GET", agent: pools.http, signal: ac.signal });
+          res.body.setEncoding("utf8");
+          await new Promise<void>((resolve) => {
+            res.body.on("data", () => ac.abort());
+            res.body
+              .on("error", () => resolve())
+              .on("end", () => resolve())
+              .on("close", () => resolve());
+          });
+        }
+      });
       // The pool still serves.
       const again = await send(`${origin}/x`, { method: "GET", agent: pools.http });
       expect(again.statusCode).toBe(200);
       await text(again.body);
     } finally {
-      process.off("uncaughtException", onUncaught);
       pools.http.destroy();
     }
   });
