@@ -576,40 +576,31 @@ describe("MediaJob reconciler, without a control plane", () => {
 
   it("an intent write that failed may have landed: the account's place stays taken until the job is seen again", async () => {
     const accountJobs = new AccountJobs();
-    const h = harness({
-      now: NOW,
-      jobs: [job({ meta: withFinalizer, spec: { account: "acme" } })],
-      endpoints: [endpoint],
-      accounts: [account("active")],
-      accountJobs,
-      // A timeout: the apiserver may have stored the intent; if it did, /run may follow from a retry.
-      kube: [{ call: "replaceStatus", answer: () => Promise.reject(kubeError(504)) }],
-    });
+    /** A pass over acme's job (spec as given) whose Kubernetes calls are `kube`. */
+    const acmePass = (spec: Partial<MediaJob["spec"]>, kube: Expect[]) =>
+      harness({
+        now: NOW,
+        jobs: [job({ meta: withFinalizer, spec: { account: "acme", ...spec } })],
+        endpoints: [endpoint],
+        accounts: [account("active")],
+        accountJobs,
+        kube,
+      });
+    // A timeout: the apiserver may have stored the intent; if it did, /run may follow from a retry.
+    const h = acmePass({}, [{ call: "replaceStatus", answer: () => Promise.reject(kubeError(504)) }]);
     await expect(h.reconciler.pass("ns/clip")).rejects.toThrow(/504/);
     h.done();
     expect(accountJobs.count("acme", "ns/other")).toBe(1);
     // The retried pass decides again: a job now suspended gives its place back.
-    const suspended = harness({
-      now: NOW,
-      jobs: [job({ meta: withFinalizer, spec: { account: "acme", suspend: true } })],
-      endpoints: [endpoint],
-      accounts: [account("active")],
-      accountJobs,
-      kube: [writes((s) => expect(cond(s, "Suspended")?.status).toBe("True"))],
-    });
+    const suspended = acmePass({ suspend: true }, [
+      writes((s) => expect(cond(s, "Suspended")?.status).toBe("True")),
+    ]);
     await suspended.reconciler.pass("ns/clip");
     suspended.done();
     expect(accountJobs.count("acme", "ns/other")).toBe(0);
     accountJobs.reserve("acme", "ns/clip");
     // An intent that lost a conflict did not land: the place goes back.
-    const again = harness({
-      now: NOW,
-      jobs: [job({ meta: withFinalizer, spec: { account: "acme" } })],
-      endpoints: [endpoint],
-      accounts: [account("active")],
-      accountJobs,
-      kube: [{ call: "replaceStatus", answer: () => Promise.reject(kubeError(409)) }],
-    });
+    const again = acmePass({}, [{ call: "replaceStatus", answer: () => Promise.reject(kubeError(409)) }]);
     expect(await again.reconciler.pass("ns/clip")).toEqual({ result: { requeueAfterMs: 1_000 } });
     again.done();
     expect(accountJobs.count("acme", "ns/other")).toBe(0);
