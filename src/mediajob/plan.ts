@@ -153,8 +153,20 @@ export interface Plan {
 export const retry = (message: string): PassError => ({ terminal: false, message });
 export const terminal = (message: string): PassError => ({ terminal: true, message });
 
-/** The status a pass writes: Succeeded and Submitted follow the phase, PipelineSucceeded the job. */
-export function finalStatus(job: MediaJob, status: MediaJobStatus, now: string): MediaJobStatus {
+/**
+ * The status a pass writes: usage recorded by any writer of a result billed under the rule, in the
+ * pass's one status write; Succeeded and Submitted follow the phase, PipelineSucceeded the job.
+ */
+export function writtenStatus(
+  job: MediaJob,
+  status: MediaJobStatus,
+  usage: UsageSettings | undefined,
+  now: string,
+): MediaJobStatus {
+  return finalStatus(job, withBilledUsage(job, status, usage ?? DEFAULT_USAGE_SETTINGS), now);
+}
+
+function finalStatus(job: MediaJob, status: MediaJobStatus, now: string): MediaJobStatus {
   const s = withPhaseConditions(status, job.metadata.generation, now);
   // Only pipelines (a first job with later steps), so that a job on its own costs no write more.
   // From the first pass on, so `kubectl wait --for=condition=PipelineSucceeded` has a condition
@@ -181,9 +193,7 @@ export function planJob(job: MediaJob, facts: Facts): Plan {
         return { status, events: [], actions: [] };
     }
   })();
-  // Usage recorded by any writer of a result is billed here, in the pass's one status write.
-  const billed = withBilledUsage(job, plan.status, facts.settings.usage ?? DEFAULT_USAGE_SETTINGS);
-  return { ...plan, status: finalStatus(job, billed, now) };
+  return { ...plan, status: writtenStatus(job, plan.status, facts.settings.usage, now) };
 }
 
 /** What follows the status write. */

@@ -11,9 +11,9 @@ import {
   deletionUsageWait,
   planDeletion,
 } from "../../mediajob/deletion.js";
-import { finalStatus, retry } from "../../mediajob/plan.js";
+import { retry, writtenStatus } from "../../mediajob/plan.js";
 import { afterDeletionCancel } from "../../mediajob/stop.js";
-import { DEFAULT_USAGE_SETTINGS, withBilledUsage } from "../../mediajob/usage.js";
+import { DEFAULT_USAGE_SETTINGS } from "../../mediajob/usage.js";
 import { isProviderError } from "../../provider/index.js";
 import type { MediaJobDeps, PassResult } from "./deps.js";
 import { readProviderStatus } from "./gather.js";
@@ -66,7 +66,7 @@ export async function finalize(f: Finalizer, job: MediaJob): Promise<PassResult>
         if (outcome.status)
           job = await writes.replaceStatus(
             job,
-            finalStatus(job, withBilledUsage(job, outcome.status, usage), nowDate.toISOString()),
+            writtenStatus(job, outcome.status, usage, nowDate.toISOString()),
           );
         for (const e of outcome.events) await f.record(job, e);
         if (!outcome.letGo)

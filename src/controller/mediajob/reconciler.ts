@@ -8,7 +8,7 @@ import { describeError, isAlreadyExists } from "../../k8s/errors.js";
 import type { PlannedEvent } from "../../mediajob/conditions.js";
 import { afterNextStep, type CreateAnswer } from "../../mediajob/next-step.js";
 import {
-  finalStatus,
+  writtenStatus,
   planFinish,
   planJob,
   retry,
@@ -18,7 +18,6 @@ import {
   type SubmissionOutcome,
 } from "../../mediajob/plan.js";
 import { afterStop, type CancelAnswer } from "../../mediajob/stop.js";
-import { DEFAULT_USAGE_SETTINGS, withBilledUsage } from "../../mediajob/usage.js";
 import { acceptedStatus } from "../../mediajob/write-ahead.js";
 import { isProviderError } from "../../provider/index.js";
 import { sameStatus } from "../same-status.js";
@@ -210,11 +209,7 @@ export class MediaJobReconciler {
       ...next,
       // An answer that ended the attempt (a cancel answered with its end) recorded its usage: billed
       // in this same write, as planJob bills.
-      status: finalStatus(
-        job,
-        withBilledUsage(job, next.status, this.d.settings.usage ?? DEFAULT_USAGE_SETTINGS),
-        now,
-      ),
+      status: writtenStatus(job, next.status, this.d.settings.usage, now),
       events: [...plan.events, ...next.events],
     };
   }
