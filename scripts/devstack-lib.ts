@@ -13,6 +13,7 @@ import { KubeApi, type KubeObject, type Plural } from "../src/k8s/api.js";
 import { isAlreadyExists } from "../src/k8s/errors.js";
 import { processAlive, REPO_ROOT, startControlPlane, stopProcess } from "../test/support/controlplane.js";
 import { installCrds } from "../test/support/crds.js";
+import { changeBinding } from "../src/cli/bind.js";
 import { waitForServed } from "../test/support/kube.js";
 
 export const LOCAL = join(REPO_ROOT, ".local");
@@ -184,6 +185,9 @@ export async function stackUp(opts: {
 
   say("5/5 sample GpuEndpoints (config/samples/gpuendpoints.yaml)...");
   const api = new KubeApi(kc);
+  // The sample pipeline bills cus_demo: its namespace is bound to it, as an operator would with
+  // kubectl media bind NAMESPACE cus_demo (docs/helm.md, "Binding namespaces to accounts").
+  await changeBinding(api, namespace, SAMPLE_CUSTOMER, "bind");
   await applyManifests(api, namespace, join(REPO_ROOT, "config/samples/gpuendpoints.yaml"));
   await waitFor(
     "the three GpuEndpoints",

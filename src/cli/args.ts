@@ -17,7 +17,9 @@ export type CommandName =
   | "doctor"
   | "accept"
   | "cancel"
-  | "usage";
+  | "usage"
+  | "bind"
+  | "unbind";
 
 interface CommandSpec {
   name: CommandName;
@@ -33,7 +35,7 @@ interface CommandSpec {
   allNamespaces: boolean;
 }
 
-const COMMANDS: readonly CommandSpec[] = [
+const JOB_COMMANDS: readonly CommandSpec[] = [
   {
     name: "check-key",
     args: [],
@@ -47,12 +49,14 @@ const COMMANDS: readonly CommandSpec[] = [
   },
   {
     name: "status",
-    args: ["mediajob"],
-    summary: "a MediaJob as Kubernetes sees it, beside the provider's actual status",
+    args: [],
+    optionalArg: "mediajob",
+    summary: "a MediaJob as Kubernetes sees it, beside the provider's actual status; else the bindings",
     details:
       "Reads the MediaJob, asks the provider for the job's status (GET /v2/{endpoint}/status/{job}),\n" +
       "and says whether the two agree and what to do if they do not. Exit 1 when they disagree\n" +
-      "(for example a missed callback) or the provider cannot be asked.",
+      "(for example a missed callback) or the provider cannot be asked. Without a job: the accounts\n" +
+      "each namespace is bound to (-n for one namespace; kubectl media bind).",
     flags: [],
     output: true,
     allNamespaces: false,
@@ -189,6 +193,35 @@ const COMMANDS: readonly CommandSpec[] = [
   },
 ];
 
+const BIND_DETAILS =
+  "The accounts a namespace may bill are an annotation on the Namespace (media-orchestrator.io/accounts),\n" +
+  "which namespace roles cannot write and the chart's admission policy keeps to operators. A MediaJob\n" +
+  "naming an account its namespace is not bound to is refused; with one account bound, jobs may leave\n" +
+  "spec.account out. Idempotent; the write carries the resourceVersion read, so concurrent binds keep both.";
+
+const BINDING_COMMANDS: readonly CommandSpec[] = [
+  {
+    name: "bind",
+    args: ["namespace", "account"],
+    summary: "let a namespace's MediaJobs bill a customer account (operators only)",
+    details: BIND_DETAILS,
+    flags: [],
+    output: false,
+    allNamespaces: false,
+  },
+  {
+    name: "unbind",
+    args: ["namespace", "account"],
+    summary: "stop a namespace's new MediaJobs from billing an account (operators only)",
+    details: `${BIND_DETAILS}\nJobs already submitted keep their account.`,
+    flags: [],
+    output: false,
+    allNamespaces: false,
+  },
+];
+
+const COMMANDS: readonly CommandSpec[] = [...JOB_COMMANDS, ...BINDING_COMMANDS];
+
 const OPTIONS = {
   kubeconfig: { type: "string" },
   context: { type: "string" },
@@ -274,7 +307,7 @@ function invocation(spec: CommandSpec, values: Values, args: string[], tokens: T
   if (values["all-namespaces"] && values.namespace !== undefined) {
     throw new UsageError("use either -n/--namespace or -A/--all-namespaces, not both", spec.name);
   }
-  const jobArgs = spec.args[0] === "mediajob" ? args.map(mediaJobName) : args;
+  const jobArgs = (spec.args[0] ?? spec.optionalArg) === "mediajob" ? args.map(mediaJobName) : args;
   return {
     command: spec.name,
     args: jobArgs,

@@ -23,6 +23,8 @@ const COMMANDS: Record<CommandName, () => Promise<Command>> = {
   accept: () => import("./accept.js"),
   cancel: () => import("./cancel.js"),
   usage: () => import("./usage.js"),
+  bind: () => import("./bind.js"),
+  unbind: () => import("./bind.js"),
 };
 
 export async function main(
@@ -74,6 +76,13 @@ function explain(err: unknown, ctx: CliContext | undefined): { message: string; 
     return {
       message: `the Kubernetes API rejected your credentials${context} (HTTP 401)`,
       hint: "log in again or check --kubeconfig/--context",
+    };
+  }
+  // The admission policies (docs/design.md, "Tenancy") say why in their message.
+  if (k?.code === 403 && /ValidatingAdmissionPolicy/.test(k.message)) {
+    return {
+      message: `refused at admission${context}: ${k.message.replace(/^.*denied request: /, "")}`,
+      hint: "only an operator may do this (the chart's tenancy.operatorGroups): ask one",
     };
   }
   if (k?.code === 403) {

@@ -10,6 +10,7 @@ import type { CliContext } from "./context.js";
 import { humanDuration } from "./duration.js";
 import { CliError, EXIT_OK } from "./errors.js";
 import { listJobs } from "./jobs.js";
+import { jobAccount } from "../mediajob/tenancy.js";
 
 export interface AccountQueue {
   account: string;
@@ -61,7 +62,7 @@ export function endpointQueues(endpoints: GpuEndpoint[], jobs: MediaJob[], nowMs
     if (!ep) continue;
     const accounts = waiting.get(key(ep)) ?? new Map<string, AccountQueue>();
     waiting.set(key(ep), accounts);
-    const account = job.spec.account ?? NO_ACCOUNT;
+    const account = jobAccount(job) ?? NO_ACCOUNT;
     const q = accounts.get(account) ?? { account, waiting: 0, oldestMs: 0 };
     accounts.set(account, q);
     q.waiting++;

@@ -17,6 +17,8 @@ import {
 } from "./jobs.js";
 import { formatFields } from "./output.js";
 import { waitOf } from "./waiting.js";
+import { listBindings } from "./bind.js";
+import { jobAccount } from "../mediajob/tenancy.js";
 
 export interface Verdict {
   /** True when an operator should act (or the comparison could not be made). */
@@ -102,7 +104,8 @@ export function verdict(
 }
 
 export async function run(ctx: CliContext): Promise<number> {
-  const name = ctx.inv.args[0]!;
+  const name = ctx.inv.args[0];
+  if (name === undefined) return bindings(ctx);
   const { api } = await ctx.kube();
   const namespace = await ctx.namespace();
   const job = await getJob(api, namespace, name);
@@ -126,6 +129,7 @@ export async function run(ctx: CliContext): Promise<number> {
         workload: job.spec.workload,
         phase: status.phase ?? null,
         jobId: status.jobId ?? null,
+        account: jobAccount(job) ?? null,
         providerJobId: status.providerJobId ?? null,
         endpointId: status.endpointId ?? null,
         attempts: status.attempts ?? 0,
@@ -159,6 +163,7 @@ export async function run(ctx: CliContext): Promise<number> {
       [
         ["Phase", phaseText],
         ["Job ID", status.jobId ?? "-"],
+        ["Account", jobAccount(job) ?? "-"],
         ["Provider job", status.providerJobId ?? "-"],
         ["Endpoint", status.endpointId ?? "-"],
         ["Attempts", String(status.attempts ?? 0) + (status.failures ? ` (${status.failures} failed)` : "")],
@@ -241,4 +246,25 @@ function summarize(output: unknown): string {
     return keys.length ? `{${keys.join(", ")}}` : "{}";
   }
   return JSON.stringify(output)?.slice(0, 80) ?? String(output);
+}
+
+/** Without a job: the accounts each namespace is bound to (all, or the one given with -n). */
+async function bindings(ctx: CliContext): Promise<number> {
+  const { api } = await ctx.kube();
+  const rows = await listBindings(api, ctx.inv.namespace);
+  if (ctx.out.machine) {
+    ctx.out.data({ bindings: rows });
+    return EXIT_OK;
+  }
+  if (!rows.length) {
+    ctx.out.note(
+      "No namespace is bound to an account: bind one with 'kubectl media bind NAMESPACE ACCOUNT'.",
+    );
+    return EXIT_OK;
+  }
+  ctx.out.table(
+    ["NAMESPACE", "ACCOUNTS"],
+    rows.map((b) => [b.namespace, b.accounts.join(",") || "(none)"]),
+  );
+  return EXIT_OK;
 }

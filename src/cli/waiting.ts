@@ -6,6 +6,7 @@ import type { Condition } from "../crds/common.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import { holdingCondition } from "../mediajob/holds.js";
 import type { Finding } from "./doctor.js";
+import { jobAccount } from "../mediajob/tenancy.js";
 
 export interface Wait {
   /** The condition that holds the job, as `kubectl describe` shows it. */
@@ -15,7 +16,7 @@ export interface Wait {
 }
 
 function fixFor(job: MediaJob, c: Condition): string {
-  const account = job.spec.account ?? "";
+  const account = jobAccount(job) ?? "";
   switch (c.reason) {
     case "AccountUnknown":
       return (
@@ -23,6 +24,10 @@ function fixFor(job: MediaJob, c: Condition): string {
         `(the "Replay a payment webhook" checks of kubectl media doctor; kubectl get paymentevents), ` +
         `and replay a missed one with kubectl media redeliver DELIVERY_ID`
       );
+    case "AccountNotBound":
+      return job.spec.account
+        ? `an operator binds namespace ${job.metadata.namespace} to ${job.spec.account} (kubectl media bind ${job.metadata.namespace} ${job.spec.account}), or set spec.account to an account the namespace is bound to (kubectl media status -n ${job.metadata.namespace})`
+        : `set spec.account to one of the namespace's accounts (kubectl media status -n ${job.metadata.namespace}), or an operator binds one (kubectl media bind ${job.metadata.namespace} ACCOUNT)`;
     case "AccountNotActive":
       return `the job runs once ${account}'s subscription is active or trialing again (a customer.subscription.updated event); delete the job otherwise`;
     case "UsageLimitReached":

@@ -10,6 +10,14 @@ function meteringEnabled(env: Env): boolean {
 }
 
 /**
+ * Every job must bill an account when plans or metering are configured (docs/design.md,
+ * "Tenancy"): a job whose namespace is bound to no account then waits, AccountNotBound.
+ */
+export function accountRequired(env: Env): boolean {
+  return Object.keys(env.MEDIA_PLANS).length > 0 || meteringEnabled(env);
+}
+
+/**
  * The usage settings. The controller's refuse metering without a payment API key; the sidecar's
  * only bill (the controller decides what is metered).
  */

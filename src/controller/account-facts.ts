@@ -1,7 +1,7 @@
 // What the plans read of a Pending job's account, from the caches: its prices, this period's
 // usage and its running jobs. Read by the reconciler (the job's plan) and by the fair-share
 // dispatcher (a job its plan refuses does not wait for a slot of the endpoint's window).
-import { billingAccountName, type BillingAccount } from "../crds/billingaccount.js";
+import { findAccount, type BillingAccount } from "../crds/billingaccount.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import type { AccountFacts } from "../mediajob/plan.js";
 import { usedSecondsNow, type Plans } from "../mediajob/plans.js";
@@ -17,14 +17,21 @@ export interface AccountSources {
   plans?: Plans;
 }
 
-/** The job's account facts, or undefined when no plan applies (no account, no plans, not Pending). */
-export function accountFacts(job: MediaJob, src: AccountSources, nowMs: number): AccountFacts | undefined {
-  const account = job.spec.account;
+/**
+ * The facts of the account the job bills (tenancy.ts billedAccount), or undefined when no plan
+ * applies (no account, no plans, not Pending).
+ */
+export function accountFacts(
+  job: MediaJob,
+  account: string | undefined,
+  src: AccountSources,
+  nowMs: number,
+): AccountFacts | undefined {
   const plans = src.plans;
   if (!account || !plans || Object.keys(plans).length === 0 || !src.accountJobs) return undefined;
   if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
   const ns = src.accountNamespace ?? job.metadata.namespace ?? "";
-  const status = src.accounts.get(ns, billingAccountName(account))?.status;
+  const status = findAccount(src.accounts, ns, account)?.status;
   return {
     priceIds: status?.priceIds ?? [],
     // The account's count, plus its jobs' ended attempts the reporter has not counted yet.

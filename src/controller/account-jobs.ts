@@ -12,6 +12,7 @@ import type { MediaJob } from "../crds/mediajob.js";
 import { meterIdentifier } from "../mediajob/usage.js";
 import { objectKey } from "./informer.js";
 import { calendarPeriod } from "./usage/account-usage.js";
+import { jobAccount } from "../mediajob/tenancy.js";
 
 /** One ended attempt's billed seconds, not yet marked counted on its job. */
 interface UncountedUse {
@@ -25,7 +26,7 @@ interface UncountedUse {
 const running = (job: MediaJob): boolean => job.status?.phase === "Processing";
 
 export class AccountJobs {
-  /** Keys of running jobs by account (spec.account), from the cache. */
+  /** Keys of running jobs by account (jobAccount), from the cache. */
   private readonly byAccount = new Map<string, Set<string>>();
   /** Keys whose submission a pass has planned, by account, until the cache shows the job running. */
   private readonly reserved = new Map<string, Set<string>>();
@@ -36,9 +37,9 @@ export class AccountJobs {
   observe(event: "add" | "update" | "delete", job: MediaJob, old?: MediaJob): void {
     this.noteUsage(event, job, old);
     const key = objectKey(job);
-    const before = old?.spec.account;
+    const before = old && jobAccount(old);
     if (before !== undefined) this.drop(this.byAccount, before, key);
-    const account = job.spec.account;
+    const account = jobAccount(job);
     if (account === undefined) return;
     this.drop(this.byAccount, account, key);
     if (event !== "delete" && running(job)) add(this.byAccount, account, key);

@@ -14,6 +14,7 @@
 import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeObject } from "../k8s/api.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
+import { ACCOUNTS_ANNOTATION } from "../mediajob/tenancy.js";
 
 const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -87,4 +88,17 @@ export function trimMediaJob(job: MediaJob): MediaJob {
     job.spec = spec as MediaJob["spec"];
   }
   return job;
+}
+
+/** A Namespace as the cache keeps it: its name and its account binding, nothing else. */
+export function keepBinding(ns: KubeObject): KubeObject {
+  const annotations = ns.metadata.annotations as Record<string, string> | undefined;
+  const binding = annotations?.[ACCOUNTS_ANNOTATION];
+  return {
+    metadata: {
+      name: ns.metadata.name,
+      ...(ns.metadata.resourceVersion !== undefined && { resourceVersion: ns.metadata.resourceVersion }),
+      ...(binding !== undefined && { annotations: { [ACCOUNTS_ANNOTATION]: binding } }),
+    },
+  };
 }

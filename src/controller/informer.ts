@@ -10,7 +10,6 @@
 //    the cache holds what the controller reads, not everything the apiserver sends.
 import type { Logger } from "pino";
 import type { ZodType } from "zod";
-import { GROUP, VERSION } from "../crds/common.js";
 import type { KubeApi, KubeObject, Plural } from "../k8s/api.js";
 import { describeError, isGone, isTimeout } from "../k8s/errors.js";
 
@@ -25,6 +24,8 @@ export interface InformerOptions<T> {
   onInvalid?: (raw: KubeObject) => void;
   /** Trims an accepted object before it is cached (it may change and return the object it gets). */
   transform?: (obj: T) => T;
+  /** Only the objects that match (a list's and a watch's fieldSelector), e.g. `metadata.name=x`. */
+  fieldSelector?: string;
   /** Server-side watch timeout; the watch is renewed after it (default 60 s). */
   watchTimeoutSeconds?: number;
   /** Abort a watch that sent nothing, not even a bookmark, for this long (default timeout + 30 s). */
@@ -176,6 +177,7 @@ export class Informer<T extends KubeObject> {
     do {
       const query = new URLSearchParams({ limit: String(LIST_PAGE_SIZE) });
       if (token) query.set("continue", token);
+      if (this.opts.fieldSelector) query.set("fieldSelector", this.opts.fieldSelector);
       const page = await this.api.rawJson<{
         items?: unknown[];
         metadata?: { resourceVersion?: string; continue?: string };
@@ -199,10 +201,7 @@ export class Informer<T extends KubeObject> {
   }
 
   private path(): string {
-    const ns = this.opts.namespace;
-    return ns
-      ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${this.opts.plural}`
-      : `/apis/${GROUP}/${VERSION}/${this.opts.plural}`;
+    return this.api.objectPath(this.opts.plural, this.opts.namespace);
   }
 
   /** One watch, from the current resourceVersion, until it ends. */
@@ -236,7 +235,12 @@ export class Informer<T extends KubeObject> {
       this.api
         .watch(
           this.path(),
-          { resourceVersion: this.resourceVersion, allowWatchBookmarks: true, timeoutSeconds },
+          {
+            resourceVersion: this.resourceVersion,
+            allowWatchBookmarks: true,
+            timeoutSeconds,
+            ...(this.opts.fieldSelector && { fieldSelector: this.opts.fieldSelector }),
+          },
           (type, obj) => {
             this.lastActivityAt = Date.now();
             if (type === "ERROR") {

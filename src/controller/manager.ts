@@ -4,11 +4,11 @@
 // At rest nothing moves: finished jobs are not reconciled, the events of our own writes are not
 // news, and a key on its failure backoff stays on it.
 import type { Logger } from "pino";
-import { BillingAccount, billingAccountName } from "../crds/billingaccount.js";
+import { BillingAccount, billingAccountName, findAccount } from "../crds/billingaccount.js";
 import { GpuEndpoint } from "../crds/gpuendpoint.js";
 import { MediaJob } from "../crds/mediajob.js";
 import { fairShareWeights, stateNamespace, type Env } from "../config/env.js";
-import { usageSettings } from "../config/usage.js";
+import { accountRequired, usageSettings } from "../config/usage.js";
 import type { MeterSender } from "./usage/meter-client.js";
 import { UsageMetrics } from "./usage/metrics.js";
 import { UsageReporter } from "./usage/reporter.js";
@@ -18,7 +18,7 @@ import { BackgroundEventRecorder, EventRecorder } from "../k8s/events.js";
 import type { GpuProviderClient } from "../provider/index.js";
 import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
-import { stripMetadata, trimMediaJob } from "./cache-transform.js";
+import { keepBinding, stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "./idle-compaction.js";
 import { AccountJobs } from "./account-jobs.js";
 import { AccountLimits } from "./account-limits.js";
@@ -34,6 +34,7 @@ import { accountFacts } from "./account-facts.js";
 import { accountWeights } from "../mediajob/fair-share.js";
 import { planFor, type Plan } from "../mediajob/plans.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
+import { billedAccount, boundAccounts, jobAccount } from "../mediajob/tenancy.js";
 import { jobEventWorthALook } from "./job-at-rest.js";
 import { Dispatcher } from "./dispatch/dispatcher.js";
 import { LeaderElector } from "./leader.js";
@@ -68,6 +69,8 @@ export class Manager {
   readonly jobs: Informer<MediaJob>;
   readonly endpoints: Informer<GpuEndpoint>;
   readonly accounts: Informer<BillingAccount>;
+  /** Namespaces, trimmed to their account binding (cache-transform.ts keepBinding). */
+  readonly namespaces: Informer<KubeObject>;
   /** Running jobs per account, for the plans' concurrency cap. */
   readonly accountJobs = new AccountJobs();
   /** Keeps each account's shown plan limit (status.usage.limitSeconds) equal to its plan. */
@@ -137,6 +140,13 @@ export class Manager {
       transform: stripMetadata,
       log: log.child({ informer: "billingaccounts" }),
     });
+    // Namespaces, for their account bindings (tenancy.ts): only the watched one when one is.
+    this.namespaces = new Informer<KubeObject>(api, {
+      plural: "namespaces",
+      ...(ns !== undefined && { fieldSelector: `metadata.name=${ns}` }),
+      transform: keepBinding,
+      log: log.child({ informer: "namespaces" }),
+    });
     const events = new BackgroundEventRecorder(new EventRecorder(api, "controller", log), log, {
       onDrop: () => this.metrics.eventsDropped.inc(),
     });
@@ -195,6 +205,7 @@ export class Manager {
       jobs: this.jobs,
       endpoints: this.endpoints,
       accounts: this.accounts,
+      boundAccounts: (namespace) => this.boundAccounts(namespace),
       provider: o.provider,
       events,
       accountNamespace,
@@ -212,6 +223,7 @@ export class Manager {
         usageWaitMs: env.DELETE_USAGE_TIMEOUT_SECONDS * 1000,
         tickMs,
         plans: env.MEDIA_PLANS,
+        accountRequired: accountRequired(env),
         cancelFollowWarningMs: env.CANCEL_FOLLOW_WARNING_SECONDS * 1000,
         usage,
       },
@@ -305,12 +317,20 @@ export class Manager {
       }
     });
     this.accountLimits = new AccountLimits(api, env.MEDIA_PLANS, log.child({ component: "account-limits" }));
+    // A binding that changed looks at the namespace's waiting jobs at once, not at the next tick.
+    this.namespaces.on((event, namespace, old) => {
+      const now = boundAccounts(namespace.metadata.annotations as Record<string, string> | undefined);
+      const before = boundAccounts(old?.metadata.annotations as Record<string, string> | undefined);
+      if (event === "update" && now.join(",") === before.join(",")) return;
+      for (const job of this.jobs.list(namespace.metadata.name))
+        if ((job.status?.phase ?? "Pending") === "Pending" && !atRest(job)) this.jobQueue.add(objectKey(job));
+    });
     this.accounts.on((e, acct) => {
       if (this.leading && e !== "delete") void this.accountLimits.sync(acct);
       for (const job of this.jobs.list()) {
         if (atRest(job)) continue;
-        if (job.spec.account && billingAccountName(job.spec.account) === acct.metadata.name)
-          this.jobQueue.add(objectKey(job));
+        const account = jobAccount(job);
+        if (account && billingAccountName(account) === acct.metadata.name) this.jobQueue.add(objectKey(job));
       }
     });
 
@@ -329,11 +349,18 @@ export class Manager {
     }
   }
 
+  /** The accounts the namespace is bound to, from the cache (tenancy.ts). */
+  boundAccounts(namespace: string): string[] {
+    return boundAccounts(
+      this.namespaces.get("", namespace)?.metadata.annotations as Record<string, string> | undefined,
+    );
+  }
+
   /** The plan of an account's subscription, when plans are configured (src/mediajob/plans.ts). */
   private planOf(account: string): Plan | undefined {
     const plans = this.o.env.MEDIA_PLANS;
     if (Object.keys(plans).length === 0) return undefined;
-    const status = this.accounts.get(stateNamespace(this.o.env), billingAccountName(account))?.status;
+    const status = findAccount(this.accounts, stateNamespace(this.o.env), account)?.status;
     return planFor(plans, status?.priceIds ?? []);
   }
 
@@ -342,14 +369,21 @@ export class Manager {
    * account and its plan, its endpoint Ready (the same rules as its pass, src/mediajob/pending.ts).
    */
   private eligibleEndpoint(job: MediaJob): GpuEndpoint | undefined {
-    const account = job.spec.account;
+    const billed = billedAccount(
+      job,
+      this.boundAccounts(job.metadata.namespace ?? ""),
+      accountRequired(this.o.env),
+    );
+    if ("refused" in billed) return undefined;
+    const account = billed.account;
     const state = account
-      ? this.accounts.get(stateNamespace(this.o.env), billingAccountName(account))?.status?.subscriptionStatus
+      ? findAccount(this.accounts, stateNamespace(this.o.env), account)?.status?.subscriptionStatus
       : undefined;
-    if (admission(job, state).status !== "True") return undefined;
+    if (admission(account, state).status !== "True") return undefined;
     const plans = this.o.env.MEDIA_PLANS;
     const facts = accountFacts(
       job,
+      account,
       {
         accounts: this.accounts,
         accountNamespace: stateNamespace(this.o.env),
@@ -358,7 +392,7 @@ export class Manager {
       },
       Date.now(),
     );
-    if (!planLimits(job, plans, facts).admitted) return undefined;
+    if (!planLimits(job, account, plans, facts).admitted) return undefined;
     const ns = job.metadata.namespace ?? "";
     const ref = job.spec.endpointRef;
     const ep = pickEndpoint(
@@ -385,7 +419,9 @@ export class Manager {
   }
 
   get synced(): boolean {
-    return this.jobs.hasSynced && this.endpoints.hasSynced && this.accounts.hasSynced;
+    return (
+      this.jobs.hasSynced && this.endpoints.hasSynced && this.accounts.hasSynced && this.namespaces.hasSynced
+    );
   }
 
   /** Starts the caches, then campaigns (or leads at once without leader election). */
@@ -405,7 +441,12 @@ export class Manager {
       this.compactionTimer = setInterval(() => this.compaction.check(), 1000);
       this.compactionTimer.unref();
     }
-    await Promise.all([this.jobs.start(), this.endpoints.start(), this.accounts.start()]);
+    await Promise.all([
+      this.jobs.start(),
+      this.endpoints.start(),
+      this.accounts.start(),
+      this.namespaces.start(),
+    ]);
     if (this.elector) this.elector.start();
     else this.startLeading();
   }
@@ -480,6 +521,11 @@ export class Manager {
     await this.events.flush(); // and the Events they recorded are written
     if (this.elector) await this.elector.stop();
     this.leading = false;
-    await Promise.all([this.jobs.stop(), this.endpoints.stop(), this.accounts.stop()]);
+    await Promise.all([
+      this.jobs.stop(),
+      this.endpoints.stop(),
+      this.accounts.stop(),
+      this.namespaces.stop(),
+    ]);
   }
 }

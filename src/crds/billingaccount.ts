@@ -81,6 +81,19 @@ export function billingAccountName(customerId: string): string {
   return `${readable || "account"}-${hash}`;
 }
 
+/**
+ * The BillingAccount of a customer id in a cache or lookup: by its name, and only if it is that
+ * customer's (the name keeps a short hash, so two customer ids could share one).
+ */
+export function findAccount(
+  accounts: { get(namespace: string, name: string): BillingAccount | undefined },
+  namespace: string,
+  customerId: string,
+): BillingAccount | undefined {
+  const found = accounts.get(namespace, billingAccountName(customerId));
+  return found?.spec.customerId === customerId ? found : undefined;
+}
+
 export const billingAccountDefinition: ResourceDefinition = {
   kind: "BillingAccount",
   plural: "billingaccounts",

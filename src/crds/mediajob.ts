@@ -216,6 +216,15 @@ export const MediaJobStatus = z.object({
     .optional()
     .describe("The message of that condition, for people: the MESSAGE column (-o wide)."),
   jobId: JobId.optional().describe("The effective idempotency key; never changes once set."),
+  account: z
+    .string()
+    .min(1)
+    .max(255)
+    .optional()
+    .describe(
+      "The account billed when spec.account is empty: the one account bound to the job's namespace, " +
+        "recorded before the first submission.",
+    ),
   providerJobId: z
     .string()
     .max(256)

@@ -31,7 +31,7 @@ export interface ListResult<T> {
   resourceVersion: string;
 }
 
-export type Plural = "mediajobs" | "gpuendpoints" | "paymentevents" | "billingaccounts";
+export type Plural = "mediajobs" | "gpuendpoints" | "paymentevents" | "billingaccounts" | "namespaces";
 
 export interface JsonPatchOp {
   op: "add" | "remove" | "replace" | "test" | "copy" | "move";
@@ -96,9 +96,13 @@ export class KubeApi {
   }
 
   objectPath(plural: Plural, namespace: string | undefined, name?: string, sub?: string): string {
-    const base = namespace
-      ? `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/${plural}`
-      : `/apis/${GROUP}/${VERSION}/${plural}`;
+    // Namespaces are the one core, cluster-scoped resource read here (their account bindings).
+    const base =
+      plural === "namespaces"
+        ? "/api/v1/namespaces"
+        : namespace
+          ? `/apis/${GROUP}/${VERSION}/namespaces/${encodeURIComponent(namespace)}/${plural}`
+          : `/apis/${GROUP}/${VERSION}/${plural}`;
     return name === undefined ? base : `${base}/${encodeURIComponent(name)}${sub ? `/${sub}` : ""}`;
   }
 

@@ -7,9 +7,14 @@ import type { MediaJob } from "../crds/mediajob.js";
 import type { AccountFacts } from "./plan.js";
 import { admission as planVerdict, type Plans } from "./plans.js";
 
-/** Admitted: no account named, or the account's subscription is active or trialing. */
-export function admission(job: MediaJob, subscriptionState: string | undefined): ConditionInput {
-  const account = job.spec.account;
+/**
+ * Admitted: no account billed, or the account's subscription is active or trialing. `account` is
+ * the one the namespace's binding allows (tenancy.ts resolveAccount), checked before this.
+ */
+export function admission(
+  account: string | undefined,
+  subscriptionState: string | undefined,
+): ConditionInput {
   if (!account)
     return {
       type: "Admitted",
@@ -50,11 +55,11 @@ const ownExecutionTimeoutMs = (job: MediaJob): number | undefined =>
  */
 export function planLimits(
   job: MediaJob,
+  name: string | undefined,
   plans: Plans | undefined,
   account: AccountFacts | undefined,
 ): LimitsVerdict {
   const own = ownExecutionTimeoutMs(job);
-  const name = job.spec.account;
   if (!name || !plans || Object.keys(plans).length === 0)
     return { admitted: true, ...(own !== undefined && { executionTimeoutMs: own }) };
   const verdict = planVerdict({

@@ -1,7 +1,7 @@
 // A Pending job: held while suspended, failed past its deadline, admitted by its account and its
 // plan, matched to a Ready endpoint, given a slot of that endpoint's in-flight window, then
 // submitted (the finalizer first, so a deletion always cancels it).
-import { getCondition } from "../crds/conditions.js";
+import { getCondition, type ConditionInput } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { admission, endpointReadiness, planLimits } from "./admission.js";
 import { noteCondition, withCondition, type PlannedEvent } from "./conditions.js";
@@ -12,6 +12,12 @@ import type { Action, Facts, Plan } from "./plan.js";
 import { cancelledStatus } from "./stop.js";
 import { dequeuedStatus, queuedStatus } from "./queued.js";
 import { planSubmission } from "./write-ahead.js";
+import { billedAccount } from "./tenancy.js";
+
+function withoutAccount(status: MediaJobStatus): MediaJobStatus {
+  const { account: _dropped, ...rest } = status;
+  return rest;
+}
 
 export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts): Plan {
   const now = facts.now.toISOString();
@@ -64,14 +70,24 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
     events.push(["Warning", "DeadlineExceeded", failed.error!]);
     return { status: failed, events, actions: [] };
   }
-  // The subscription first, then (a separate step, before any submission gate) the account's plan:
-  // its seconds this period, its concurrent jobs, its longest executionTimeout.
-  let admitted = admission(job, facts.subscriptionState);
+  // The namespace's binding first (which account the job may bill), then the subscription, then
+  // (a separate step, before any submission gate) the account's plan: its seconds this period,
+  // its concurrent jobs, its longest executionTimeout.
+  const billed = billedAccount(job, facts.boundAccounts ?? [], facts.settings.accountRequired ?? false);
+  let admitted: ConditionInput;
   let executionTimeoutMs: number | undefined;
-  if (admitted.status === "True") {
-    const limits = planLimits(job, facts.settings.plans, facts.account);
-    if (limits.admitted) executionTimeoutMs = limits.executionTimeoutMs;
-    else admitted = limits.condition;
+  if ("refused" in billed) admitted = billed.refused;
+  else {
+    // The account a binding supplied is recorded before the job is submitted: the reporter, the
+    // dispatcher and the CLI read it from the job (jobAccount).
+    if (job.spec.account === undefined && billed.account !== status.account && !status.attempts)
+      status = billed.account === undefined ? withoutAccount(status) : { ...status, account: billed.account };
+    admitted = admission(billed.account, facts.subscriptionState);
+    if (admitted.status === "True") {
+      const limits = planLimits(job, billed.account, facts.settings.plans, facts.account);
+      if (limits.admitted) executionTimeoutMs = limits.executionTimeoutMs;
+      else admitted = limits.condition;
+    }
   }
   status = noteCondition(
     status,

@@ -5,6 +5,7 @@ import { type ConditionInput, getCondition, setCondition } from "../crds/conditi
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { failureText } from "./conditions.js";
 import { FINALIZER, isTerminal } from "./job.js";
+import { jobAccount } from "./tenancy.js";
 
 export const PIPELINE_LABEL = "media-orchestrator.io/pipeline";
 export const STEP_LABEL = "media-orchestrator.io/step";
@@ -197,7 +198,7 @@ export function nextStepObject(job: MediaJob): Record<string, unknown> | undefin
     },
     spec: {
       ...step,
-      ...(step.account === undefined && job.spec.account !== undefined ? { account: job.spec.account } : {}),
+      ...(step.account === undefined && jobAccount(job) !== undefined ? { account: jobAccount(job) } : {}),
       ...(step.ttlSecondsAfterFinished === undefined &&
         job.spec.ttlSecondsAfterFinished !== undefined && {
           ttlSecondsAfterFinished: job.spec.ttlSecondsAfterFinished,

@@ -51,6 +51,11 @@ export interface PlanSettings {
   plans?: Plans;
   /** How recorded usage is billed and metered. Default: DEFAULT_USAGE_SETTINGS (metering off). */
   usage?: UsageSettings;
+  /**
+   * Every job must bill an account (plans or metering are configured): a job whose namespace is
+   * bound to none waits, AccountNotBound (tenancy.ts). Default false: a single-customer install.
+   */
+  accountRequired?: boolean;
 }
 
 /** What the provider said when asked for a job's status. */
@@ -60,6 +65,8 @@ export type ProviderRead = { result: ProviderResult } | { lost: true } | { error
 export interface Facts {
   now: Date;
   settings: PlanSettings;
+  /** The accounts the job's namespace is bound to (tenancy.ts), for a Pending job. */
+  boundAccounts?: readonly string[];
   /** The subscription state of the job's BillingAccount (a Pending job's admission). */
   subscriptionState?: string;
   /** What the plans read of the job's account, for a Pending job, when plans are configured. */

@@ -5,6 +5,7 @@ import { z } from "zod";
 import type { JobUsage, MediaJob, MediaJobStatus, UsageAttempt } from "../crds/mediajob.js";
 import type { ProviderJobStatus } from "../provider/schemas.js";
 import type { ProviderResult } from "./job.js";
+import { jobAccount } from "./tenancy.js";
 
 /** Which of the provider's reported times are billed. */
 const BILLED_TIME = ["execution", "executionAndDelay"] as const;
@@ -197,7 +198,7 @@ export function withRecordedUsage(
     ...status,
     usage: {
       workload: job.spec.workload,
-      ...(job.spec.account !== undefined && { account: job.spec.account }),
+      ...(jobAccount(job) !== undefined && { account: jobAccount(job) }),
       ...((prior?.billedSeconds !== undefined || entry.billedSeconds !== undefined) && {
         billedSeconds: (prior?.billedSeconds ?? 0) + (entry.billedSeconds ?? 0),
       }),

@@ -112,7 +112,8 @@ describe("command line", () => {
   it("refuses what a command does not take", () => {
     expect(usage([])).toBe("no command given");
     expect(usage(["restart"])).toBe('unknown command "restart"');
-    expect(usage(["status"])).toBe("status needs <mediajob>");
+    expect(usage(["reset"])).toBe("reset needs <mediajob>");
+    expect(usage(["bind", "ns"])).toBe("bind needs <namespace> <account>");
     expect(usage(["status", "a", "b"])).toBe('unexpected argument "b"');
     expect(usage(["reset", "a", "-o", "json"])).toBe("reset does not take -o");
     expect(usage(["status", "a", "-A"])).toBe("status does not take -A");

@@ -171,7 +171,14 @@ describe("backpressure and leader changes", () => {
     sim.setFaults({ rateLimit: { requestsPerSecond: 3 } });
     const names = Array.from({ length: 12 }, (_, i) => `limited-${i}`);
     await Promise.all(
-      names.map((n) => api.create("mediajobs", ns, mediaJob(n, { workload: "asr", id: n }) as never)),
+      // The namespace is bound to two accounts: each job names one.
+      names.map((n, i) =>
+        api.create(
+          "mediajobs",
+          ns,
+          mediaJob(n, { workload: "asr", id: n, account: i % 2 ? "odd" : "even" }) as never,
+        ),
+      ),
     );
     let smallest = Infinity;
     const watch = setInterval(() => {

@@ -7,11 +7,13 @@ import {
   type BillingAccountStatus,
 } from "../../src/crds/index.js";
 import type { KubeApi } from "../../src/k8s/api.js";
+import { changeBinding } from "../../src/cli/bind.js";
 
 /**
  * The customer's BillingAccount with its subscription active and `status` over what it holds
  * (a plan's price ids, a period's usage), created when it does not exist yet. The status is read,
- * changed and written again on a conflict: the controller writes on the account too.
+ * changed and written again on a conflict: the controller writes on the account too. The namespace
+ * is bound to the customer (kubectl media bind), as an operator does for a tenant's namespace.
  */
 export async function activeAccount(
   api: KubeApi,
@@ -19,6 +21,7 @@ export async function activeAccount(
   customerId: string,
   status: Partial<BillingAccountStatus> = {},
 ): Promise<BillingAccount> {
+  await changeBinding(api, ns, customerId, "bind");
   const name = billingAccountName(customerId);
   if (!(await api.get<BillingAccount>("billingaccounts", ns, name)))
     await api.create<BillingAccount>("billingaccounts", ns, {

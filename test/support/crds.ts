@@ -1,6 +1,9 @@
 // Installs the generated CRDs (from the zod schemas, not from files) and waits until the apiserver
-// serves them: Established, and the resource answers a list.
+// serves them: Established, and the resource answers a list. Then the tenancy admission policies
+// (src/crds/admission-policy.ts), with the local stack's processes (the admin kubeconfig, group
+// system:masters) as its operators, as the chart's own release would name its ServiceAccounts.
 import type { KubeConfig } from "@kubernetes/client-node";
+import { accountBindingPolicy, operatorOnlyPolicy } from "../../src/crds/admission-policy.js";
 import { allCustomResourceDefinitions } from "../../src/crds/index.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { isAlreadyExists } from "../../src/k8s/errors.js";
@@ -37,5 +40,33 @@ export async function installCrds(kc: KubeConfig, timeoutMs = 60_000): Promise<s
       await new Promise((r) => setTimeout(r, 100));
     }
   }
+  await installPolicies(api);
   return crds.map((c) => c.metadata.name);
+}
+
+const ADMISSION = "/apis/admissionregistration.k8s.io/v1";
+
+/** The binding policy and an operator-only policy whose operators are the group system:masters. */
+export async function installPolicies(api: KubeApi): Promise<void> {
+  const objects = [
+    ...accountBindingPolicy("false"),
+    ...operatorOnlyPolicy({
+      name: "media-orchestrator-operator-only",
+      operatorGroups: JSON.stringify(["system:masters"]),
+      operatorUsers: "[]",
+    }),
+  ] as Array<{ kind: string; metadata: { name: string } }>;
+  for (const obj of objects) {
+    const path = `${ADMISSION}/${obj.kind === "ValidatingAdmissionPolicy" ? "validatingadmissionpolicies" : "validatingadmissionpolicybindings"}`;
+    try {
+      await api.rawJson("POST", path, obj);
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+      const current = await api.rawJson<Crd>("GET", `${path}/${obj.metadata.name}`);
+      await api.rawJson("PUT", `${path}/${obj.metadata.name}`, {
+        ...obj,
+        metadata: { ...obj.metadata, resourceVersion: current.metadata.resourceVersion },
+      });
+    }
+  }
 }

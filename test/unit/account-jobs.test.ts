@@ -93,11 +93,11 @@ describe("AccountJobs", () => {
     const a = new AccountJobs();
     const next = job("next", "Pending");
     const src = { accounts: { get: () => billing }, accountJobs: a, plans };
-    expect(planLimits(next, plans, accountFacts(next, src, NOW)).admitted).toBe(true);
+    expect(planLimits(next, "acme", plans, accountFacts(next, "acme", src, NOW)).admitted).toBe(true);
     // A job ends with 20 s billed; the usage reporter has not counted it into the account yet.
     a.observe("add", ended("a", [attempt(1, 20)]));
-    expect(accountFacts(next, src, NOW)?.usedSeconds).toBe(110);
-    const verdict = planLimits(next, plans, accountFacts(next, src, NOW));
+    expect(accountFacts(next, "acme", src, NOW)?.usedSeconds).toBe(110);
+    const verdict = planLimits(next, "acme", plans, accountFacts(next, "acme", src, NOW));
     expect(verdict.admitted === false && verdict.condition.reason).toBe("UsageLimitReached");
   });
 });

@@ -115,7 +115,7 @@ describe("planJob", () => {
     {
       name: "Pending, account unknown: not admitted",
       job: job({ account: "acme" }),
-      facts: { endpoint: ready },
+      facts: { endpoint: ready, boundAccounts: ["acme"] },
       phase: "Pending",
       actions: [],
       events: ["AccountUnknown"],
@@ -124,7 +124,53 @@ describe("planJob", () => {
     {
       name: "Pending, account trialing: admitted and submitted",
       job: job({ account: "acme" }),
-      facts: { endpoint: ready, subscriptionState: "trialing" },
+      facts: { endpoint: ready, subscriptionState: "trialing", boundAccounts: ["acme"] },
+      phase: "Pending",
+      actions: ["addFinalizer", "submit"],
+    },
+    {
+      name: "Pending, an account its namespace is not bound to: not admitted, never submitted",
+      job: job({ account: "cus_bob" }),
+      facts: { endpoint: ready, subscriptionState: "active", boundAccounts: ["acme"] },
+      phase: "Pending",
+      actions: [],
+      events: ["AccountNotBound"],
+      requeue: 30_000,
+    },
+    {
+      name: "Pending, an account in a namespace bound to none: not admitted",
+      job: job({ account: "acme" }),
+      facts: { endpoint: ready, subscriptionState: "active" },
+      phase: "Pending",
+      actions: [],
+      events: ["AccountNotBound"],
+      requeue: 30_000,
+    },
+    {
+      name: "Pending, no account, accounts required, namespace bound to none: not admitted",
+      job: job(),
+      facts: {
+        endpoint: ready,
+        settings: { defaultTimeoutSeconds: 600, tickMs: 30_000, accountRequired: true },
+      },
+      phase: "Pending",
+      actions: [],
+      events: ["AccountNotBound"],
+      requeue: 30_000,
+    },
+    {
+      name: "Pending, no account, namespace bound to two: not admitted (it must name one)",
+      job: job(),
+      facts: { endpoint: ready, subscriptionState: "active", boundAccounts: ["acme", "globex"] },
+      phase: "Pending",
+      actions: [],
+      events: ["AccountNotBound"],
+      requeue: 30_000,
+    },
+    {
+      name: "Pending, no account, namespace bound to one: billed to it and submitted",
+      job: job(),
+      facts: { endpoint: ready, subscriptionState: "active", boundAccounts: ["acme"] },
       phase: "Pending",
       actions: ["addFinalizer", "submit"],
     },
@@ -248,6 +294,31 @@ describe("planJob", () => {
     expect(plan.error && { terminal: plan.error.terminal }).toEqual(c.error);
     // Succeeded always follows the phase.
     expect(plan.status.conditions?.find((x) => x.type === "Succeeded")).toBeDefined();
+  });
+
+  it("the account a namespace's one binding supplies is recorded in the submission's intent", () => {
+    const plan = planJob(
+      job({}, undefined, { finalizers: [FINALIZER] }),
+      facts({ endpoint: ready, subscriptionState: "active", boundAccounts: ["acme"] }),
+    );
+    const a = plan.actions[0];
+    if (a?.type !== "submit") throw new Error("no submission planned");
+    expect(a.submission.intent.account).toBe("acme");
+  });
+
+  it("a job reset after its submission keeps the account it was billed to, whatever the binding says now", () => {
+    const reset = running({ phase: "Pending", account: "acme", replay: true });
+    const bothBound = planJob(
+      job({}, reset, { finalizers: [FINALIZER] }),
+      facts({ endpoint: ready, subscriptionState: "active", boundAccounts: ["globex", "acme"] }),
+    );
+    expect(bothBound.actions.map((x) => x.type)).toEqual(["submit"]);
+    const unbound = planJob(
+      job({}, reset, { finalizers: [FINALIZER] }),
+      facts({ endpoint: ready, subscriptionState: "active", boundAccounts: ["globex"] }),
+    );
+    expect(unbound.actions).toEqual([]);
+    expect(unbound.status.conditions?.find((c) => c.type === "Admitted")?.reason).toBe("AccountNotBound");
   });
 
   it("the submission's plan: the intent (a new attempt, Sending), the request and the callback it is bound to", () => {

@@ -43,6 +43,7 @@ const facts = (o: Partial<Facts> = {}, withPlans = true): Facts => ({
   subscriptionState: "active",
   endpoint: ready,
   account: account(),
+  boundAccounts: ["cus_1"],
   ...o,
 });
 

@@ -621,3 +621,33 @@ volumeMounts:
 {{- end -}}
 {{- join "," $parts -}}
 {{- end -}}
+
+{{/*
+Tenancy (docs/design.md, "Tenancy"). Every job bills an account when plans or metering are on,
+unless tenancy.requireAccount says otherwise.
+*/}}
+{{- define "media-orchestrator.requireAccount" -}}
+{{- if kindIs "bool" .Values.tenancy.requireAccount }}
+{{- .Values.tenancy.requireAccount }}
+{{- else }}
+{{- or (gt (len (.Values.plans | default dict)) 0) .Values.usage.metering }}
+{{- end }}
+{{- end }}
+
+{{- define "media-orchestrator.operatorPolicyName" -}}
+{{- printf "%s-operator-only" (include "media-orchestrator.clusterName" . | trunc 49 | trimSuffix "-") }}
+{{- end }}
+
+{{/* The operators' groups, as a CEL list literal (JSON). */}}
+{{- define "media-orchestrator.operatorGroups" -}}
+{{- .Values.tenancy.operatorGroups | default list | toJson }}
+{{- end }}
+
+{{/* The operators' users: the release's own ServiceAccounts always, then tenancy.operatorUsers. */}}
+{{- define "media-orchestrator.operatorUsers" -}}
+{{- $users := list (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "media-orchestrator.serviceAccountName" .)) }}
+{{- if .Values.webhooks.separateDeployment }}
+{{- $users = append $users (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "media-orchestrator.webhooksServiceAccountName" .)) }}
+{{- end }}
+{{- concat $users (.Values.tenancy.operatorUsers | default list) | toJson }}
+{{- end }}

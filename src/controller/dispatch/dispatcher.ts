@@ -32,6 +32,7 @@ import {
 } from "../../mediajob/window.js";
 import { isTerminal } from "../../mediajob/job.js";
 import { objectKey } from "../informer.js";
+import { jobAccount } from "../../mediajob/tenancy.js";
 
 export interface DispatcherOptions {
   /** Reconcile this job soon: it was granted a slot. */
@@ -101,7 +102,7 @@ class EndpointDispatch {
 
 const priorityOf = (job: MediaJob): Priority => job.spec.priority ?? "normal";
 
-const accountKey = (job: MediaJob): string => job.spec.account ?? DEFAULT_ACCOUNT;
+const accountKey = (job: MediaJob): string => jobAccount(job) ?? DEFAULT_ACCOUNT;
 
 /** A job is in flight at an endpoint while it is Processing there. */
 function inFlightAt(job: MediaJob): string | undefined {

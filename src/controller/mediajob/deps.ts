@@ -22,6 +22,8 @@ export interface MediaJobDeps {
   jobs: Pick<Informer<MediaJob>, "getByKey" | "get">;
   endpoints: Pick<Informer<GpuEndpoint>, "get" | "list">;
   accounts: Pick<Informer<BillingAccount>, "get">;
+  /** The accounts a namespace is bound to (its Namespace's annotation, from the cache). */
+  boundAccounts: (namespace: string) => string[];
   provider: Pick<GpuProviderClient, "submit" | "status" | "cancel">;
   events: EventSink;
   log: Logger;

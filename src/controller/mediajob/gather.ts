@@ -1,12 +1,13 @@
 // The facts of one MediaJob's pass: what the caches say of its account and endpoint, a provider
 // status only when one is due, and the account's and the endpoint window's places it may take.
 import { randomBytes } from "node:crypto";
-import { billingAccountName } from "../../crds/billingaccount.js";
+import { findAccount } from "../../crds/billingaccount.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import { describeError } from "../../k8s/errors.js";
 import { admission, endpointReadiness, pickEndpoint, planLimits } from "../../mediajob/admission.js";
 import type { Facts, Plan, ProviderRead, SubmissionOutcome } from "../../mediajob/plan.js";
 import { providerReadDue } from "../../mediajob/processing.js";
+import { billedAccount, jobAccount, type AccountResolution } from "../../mediajob/tenancy.js";
 import type { SlotFact } from "../../mediajob/queued.js";
 import { isProviderError } from "../../provider/index.js";
 import { accountFacts } from "../account-facts.js";
@@ -32,9 +33,11 @@ export async function gatherFacts(
     unrecorded: unrecorded.get(jobKey(job)),
   };
   if ((job.status?.phase ?? "Pending") === "Pending") {
-    const account = job.spec.account;
+    facts.boundAccounts = d.boundAccounts(ns);
+    const billed = billedAccount(job, facts.boundAccounts, settings.accountRequired ?? false);
+    const account = "account" in billed ? billed.account : undefined;
     if (account)
-      facts.subscriptionState = d.accounts.get(d.accountNamespace ?? ns, billingAccountName(account))?.status
+      facts.subscriptionState = findAccount(d.accounts, d.accountNamespace ?? ns, account)?.status
         ?.subscriptionStatus;
     const ref = job.spec.endpointRef;
     const candidates = ref ? [d.endpoints.get(ns, ref)].filter((e) => e !== undefined) : d.endpoints.list(ns);
@@ -58,9 +61,11 @@ export async function gatherFacts(
  * concurrent slot, and a window's slot is asked for only by a job its plan admits.
  */
 export function addPlaces(d: MediaJobDeps, job: MediaJob, facts: Facts, nowMs: number): void {
-  const account = accountFacts(job, { ...d, plans: d.settings.plans }, nowMs);
+  const billed = billedAccount(job, facts.boundAccounts ?? [], d.settings.accountRequired ?? false);
+  const name = "account" in billed ? billed.account : undefined;
+  const account = accountFacts(job, name, { ...d, plans: d.settings.plans }, nowMs);
   if (account) facts.account = account;
-  const slot = askSlot(d, job, facts);
+  const slot = askSlot(d, job, facts, billed);
   if (slot) facts.slot = slot;
 }
 
@@ -69,12 +74,21 @@ export function addPlaces(d: MediaJobDeps, job: MediaJob, facts: Facts, nowMs: n
  * cancelled, admitted by its account and its plan, its endpoint Ready), so no slot is held by a
  * job that would not use it.
  */
-function askSlot(d: MediaJobDeps, job: MediaJob, facts: Facts): SlotFact | undefined {
+function askSlot(
+  d: MediaJobDeps,
+  job: MediaJob,
+  facts: Facts,
+  billed: AccountResolution,
+): SlotFact | undefined {
   const ep = facts.endpoint;
   if (!d.dispatcher || !ep?.status?.endpointId || job.spec.suspend || job.spec.cancel) return undefined;
   if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
-  if (admission(job, facts.subscriptionState).status !== "True") return undefined;
-  if (!planLimits(job, d.settings.plans, facts.account).admitted) return undefined;
+  if ("refused" in billed) return undefined;
+  if (admission(billed.account, facts.subscriptionState).status !== "True") return undefined;
+  if (!planLimits(job, billed.account, d.settings.plans, facts.account).admitted) return undefined;
+  // The account a binding supplies is the dispatcher's unit of fair share from the first pass on.
+  if (billed.account !== undefined && jobAccount(job) === undefined)
+    job = { ...job, status: { ...job.status, account: billed.account } };
   if (endpointReadiness(job, ep).status !== "True") return undefined;
   return d.dispatcher.gate(job, ep);
 }
@@ -88,7 +102,7 @@ export function reserveAccountPlace(
   job: MediaJob,
   plan: Plan,
 ): [string, string] | undefined {
-  const account = job.spec.account;
+  const account = job.spec.account ?? plan.status.account;
   if (!account || !d.accountJobs) return undefined;
   if (!plan.actions.some((a) => a.type === "submit")) {
     if ((job.status?.phase ?? "Pending") === "Pending") d.accountJobs.release(account, jobKey(job));

@@ -73,6 +73,8 @@ export interface World {
   dispatcher?: MediaJobDeps["dispatcher"];
   /** Running jobs per account (the plans' concurrency cap); absent: not counted. */
   accountJobs?: MediaJobDeps["accountJobs"];
+  /** The accounts bound to each namespace; absent: every namespace to the accounts its jobs name. */
+  bound?: Record<string, string[]>;
 }
 
 export function harness(w: World) {
@@ -94,6 +96,10 @@ export function harness(w: World) {
     jobs: new Cache(w.jobs),
     endpoints: new Cache(w.endpoints ?? []),
     accounts: new Cache(w.accounts ?? []),
+    boundAccounts: (ns: string) =>
+      w.bound?.[ns] ?? [
+        ...new Set(w.jobs.flatMap((j) => (j.spec.account === undefined ? [] : [j.spec.account]))),
+      ],
     provider: {
       submit: (...a: unknown[]) => provider.take("submit", a),
       status: (...a: unknown[]) => provider.take("status", a),
