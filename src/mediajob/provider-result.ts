@@ -107,7 +107,9 @@ export function applyProviderResult(
   if (isTerminal(status.phase)) return undefined;
   if (!concernsCurrentSubmission(status, result, opts)) return undefined;
   // The attempt's GPU time rides on the write of its end (status.usage), whatever the end; billed
-  // there too when the writer has the rule (the sidecar), else by the controller's next pass.
+  // and put in the meter outbox (meter Pending) there too when the writer has the rule (the
+  // sidecar, configured as the controller is), else by the controller's next pass: a job deleted
+  // right after its result was written still owes its report, and its deletion waits for it.
   const ended: MediaJobStatus = {
     ...status,
     providerJobId: status.providerJobId ?? result.id,
@@ -116,7 +118,9 @@ export function applyProviderResult(
   };
   const recorded = opts.recordUsage === false ? ended : withRecordedUsage(job, ended, result, now);
   const base: MediaJobStatus = opts.billing
-    ? withBilledUsage(job, recorded, opts.billing, { decideMeter: false })
+    ? // Metering off here leaves the meter to the controller's pass: a sidecar configured
+      // without it never decides NotMetered for a controller that meters.
+      withBilledUsage(job, recorded, opts.billing, { decideMeter: opts.billing.metering })
     : recorded;
   const overDeadline = msUntilDeadline(job.spec, status, Date.parse(now)) <= 0;
   switch (result.status) {

@@ -224,21 +224,28 @@ describe("the sidecar bills in the write that records the end", () => {
     const plan = planJob(job({ account: undefined }, written), facts(metering));
     expect(plan.status.usage).toEqual(written.usage);
   });
-  it("a job with an account: billed there, metered or not as the controller decides", () => {
+  // In the same write as the result: a job deleted before the controller's next pass still owes
+  // its report (its deletion waits for the outbox), so no deletion can slip between the two.
+  it("a job with an account, metering on: billed there and put in the meter outbox in the same write", () => {
     const written = applyProviderResult(job({}, running()), result, NOW.toISOString(), {
       billing: metering,
     })!;
-    expect(written.usage?.attempts[0]?.billedSeconds).toBe(2);
-    expect(written.usage?.attempts[0]?.meter).toBeUndefined();
-    expect(usageOutstanding(job({}, written))).toBe(true);
-    expect(planJob(job({}, written), facts(metering)).status.usage?.attempts[0]).toMatchObject({
+    expect(written.phase).toBe("Completed");
+    expect(written.usage?.attempts[0]).toMatchObject({
       billedSeconds: 2,
       meter: "Pending",
       identifier: "mj_uid-1_1",
     });
-    expect(planJob(job({}, written), facts()).status.usage?.attempts[0]).toMatchObject({
-      meter: "NotMetered",
-    });
+    expect(usageOutstanding(job({}, written))).toBe(true);
+    // The controller's pass keeps what the sidecar decided.
+    expect(planJob(job({}, written), facts(metering)).status.usage).toEqual(written.usage);
+  });
+  it("a job with an account, metering off in the sidecar: billed there, the meter left to the controller", () => {
+    const off = { ...metering, metering: false };
+    const written = applyProviderResult(job({}, running()), result, NOW.toISOString(), { billing: off })!;
+    expect(written.usage?.attempts[0]?.billedSeconds).toBe(2);
+    expect(written.usage?.attempts[0]?.meter).toBeUndefined();
+    expect(planJob(job({}, written), facts(metering)).status.usage?.attempts[0]?.meter).toBe("Pending");
   });
 });
 
