@@ -4,7 +4,7 @@
 // At rest nothing moves: finished jobs are not reconciled, the events of our own writes are not
 // news, and a key on its failure backoff stays on it.
 import type { Logger } from "pino";
-import { BillingAccount, billingAccountName, findAccount } from "../crds/billingaccount.js";
+import { BillingAccount, billingAccountName, findAccount, type OrphanedRun } from "../crds/billingaccount.js";
 import { GpuEndpoint } from "../crds/gpuendpoint.js";
 import { MediaJob } from "../crds/mediajob.js";
 import { fairShareWeights, stateNamespace, type Env } from "../config/env.js";
@@ -12,6 +12,7 @@ import { accountRequired, usageSettings } from "../config/usage.js";
 import type { MeterSender } from "./usage/meter-client.js";
 import { UsageMetrics } from "./usage/metrics.js";
 import { UsageReporter } from "./usage/reporter.js";
+import { OrphanFollower } from "./usage/orphans.js";
 import type { KubeApi, KubeObject } from "../k8s/api.js";
 import { describeError } from "../k8s/errors.js";
 import { BackgroundEventRecorder, EventRecorder } from "../k8s/events.js";
@@ -101,6 +102,9 @@ export class Manager {
   /** Gives the garbage of a burst of work (a list, a pass) back to the system once it is over. */
   readonly compaction: IdleCompaction;
   private compactionTimer?: NodeJS.Timeout;
+  /** The leader's follow-up of runs left at the provider by deleted jobs (usage/orphans.ts). */
+  private readonly orphans: OrphanFollower;
+  private orphanPass?: Promise<void>;
   /** The leader's usage reporter: account period usage and the meter events (usage/reporter.ts). */
   readonly usage: UsageReporter;
   /** Whether usage is metered at the payment provider (USAGE_METERING, config/usage.ts). */
@@ -232,9 +236,22 @@ export class Manager {
       onSubmission: (outcome) => this.metrics.submissions.inc({ outcome }),
       onRecovery: (kind) => this.metrics.recoveries.inc({ kind }),
       onUsageDropped: (seconds) => usageMetrics.droppedSeconds.inc(seconds),
+      recordOrphan: (orphan) => this.recordOrphan(orphan),
+      onRunLeft: (followed) => usageMetrics.runsLeft.inc({ followed: String(followed) }),
       ...(this.dispatcher && { dispatcher: this.dispatcher }),
       fence: () => this.leading && (this.elector?.holdsLease() ?? true),
       leadership: () => this.leadership?.signal,
+    });
+    this.orphans = new OrphanFollower({
+      api,
+      accounts: this.accounts,
+      accountNamespace,
+      provider: o.provider,
+      meter: () => this.meter,
+      settings: usage,
+      log: log.child({ component: "orphans" }),
+      leading: () => this.leading,
+      onFollowed: (count) => usageMetrics.runsFollowed.set(count),
     });
     this.metering = usage.metering;
     const meter = () => this.meter;
@@ -479,8 +496,38 @@ export class Manager {
     for (const key of this.endpoints.keys()) this.endpointQueue.addUnlessBackingOff(key);
     for (const job of this.jobs.list()) if (!atRest(job)) this.jobQueue.addUnlessBackingOff(objectKey(job));
     for (const acct of this.accounts.list()) void this.accountLimits.sync(acct);
+    this.followOrphans();
     this.metrics.cachedObjects.set({ resource: "mediajobs" }, this.jobs.size);
     this.metrics.cachedObjects.set({ resource: "gpuendpoints" }, this.endpoints.size);
+  }
+
+  /** A pass over the runs left at the provider (usage/orphans.ts), one at a time. */
+  private followOrphans(): void {
+    if (this.orphanPass || !this.accounts.list().some((a) => a.status?.orphans?.length)) return;
+    this.orphanPass = this.orphans
+      .pass()
+      .catch((err: unknown) => this.o.log.warn({ err: describeError(err) }, "orphan follow-up failed"))
+      .finally(() => (this.orphanPass = undefined));
+  }
+
+  /**
+   * Puts a run left at the provider on its BillingAccount (status.orphans), once: "added", "present"
+   * (recorded by an earlier pass), or "missing" (no BillingAccount of that customer to hold it).
+   */
+  private async recordOrphan(orphan: OrphanedRun): Promise<"added" | "present" | "missing"> {
+    const res = await this.o.api.updateStatusWithRetry<BillingAccount>(
+      "billingaccounts",
+      stateNamespace(this.o.env),
+      billingAccountName(orphan.account),
+      (cur) => {
+        if (cur.spec.customerId !== orphan.account) return undefined;
+        const list = cur.status?.orphans ?? [];
+        if (list.some((o) => o.uid === orphan.uid && o.attempt === orphan.attempt)) return undefined;
+        return { ...cur, status: { ...cur.status, orphans: [...list, orphan] } };
+      },
+    );
+    if (res.object?.spec.customerId !== orphan.account) return "missing";
+    return res.written ? "added" : "present";
   }
 
   /**
@@ -518,6 +565,7 @@ export class Manager {
     this.endpointQueue.shutdown();
     await this.running; // in-flight reconciles finish
     await this.usage.stop();
+    await this.orphanPass;
     await this.events.flush(); // and the Events they recorded are written
     if (this.elector) await this.elector.stop();
     this.leading = false;

@@ -1,6 +1,14 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { AGE_COLUMN, Conditions, ObjectMeta, Timestamp, type ResourceDefinition } from "./common.js";
+import {
+  AGE_COLUMN,
+  Conditions,
+  ObjectMeta,
+  Timestamp,
+  Workload,
+  type ResourceDefinition,
+} from "./common.js";
+import { UsageAttempt } from "./mediajob.js";
 
 export const SubscriptionStatus = z.enum([
   "active",
@@ -43,6 +51,27 @@ const BillingAccountUsage = z.object({
 });
 export type BillingAccountUsage = z.infer<typeof BillingAccountUsage>;
 
+/**
+ * A run the provider may still do after its MediaJob was deleted without a cancel: followed at the
+ * provider until it ends, then billed and metered to this account (src/mediajob/orphan.ts).
+ */
+const OrphanedRun = z.object({
+  uid: z.string().max(64).describe("The deleted MediaJob's uid (its meter identifier's key)."),
+  namespace: z.string().max(63).describe("The deleted MediaJob's namespace."),
+  name: z.string().max(253).describe("The deleted MediaJob's name."),
+  workload: Workload.describe("Its workload (the meter event name is chosen by it)."),
+  account: z.string().max(255).describe("The customer billed: this account's customer id."),
+  endpointId: z.string().max(256).describe("The provider's endpoint the run is on."),
+  providerJobId: z.string().max(256).describe("The provider's id of the run."),
+  attempt: z.int().min(1).describe("The job's attempt the run is."),
+  deletedAt: Timestamp.describe("When the MediaJob was deleted."),
+  usage: UsageAttempt.optional().describe(
+    "The run's usage once the provider reported it ended, billed and metered as a job's attempt; " +
+      "the record goes once it is reported (or not to be) and counted.",
+  ),
+});
+export type OrphanedRun = z.infer<typeof OrphanedRun>;
+
 export const BillingAccountStatus = z.object({
   subscriptionId: z.string().max(255).optional().describe("The payment provider's subscription id."),
   subscriptionStatus: SubscriptionStatus.optional().describe(
@@ -57,6 +86,13 @@ export const BillingAccountStatus = z.object({
   lastEventId: z.string().max(255).optional().describe("event.id of the event that set this state."),
   lastEventCreated: z.int().min(0).optional().describe("event.created of the event that set this state."),
   updatedAt: Timestamp.optional().describe("When this state was written."),
+  orphans: z
+    .array(OrphanedRun)
+    .max(100)
+    .optional()
+    .describe(
+      "Runs of deleted MediaJobs that the provider may still bill: followed until they end, then billed.",
+    ),
   conditions: Conditions.optional(),
 });
 export type BillingAccountStatus = z.infer<typeof BillingAccountStatus>;

@@ -146,7 +146,7 @@ const SubmissionIntent = z.object({
 type SubmissionIntent = z.infer<typeof SubmissionIntent>;
 
 /** One attempt's usage, as the provider's confirmed status reported it when the attempt ended. */
-const UsageAttempt = z.object({
+export const UsageAttempt = z.object({
   attempt: z.int().min(1).describe("The attempt (status.attempts when it was submitted)."),
   providerJobId: z.string().max(256).describe("The provider's id of the attempt's job."),
   endpointId: z.string().max(256).optional().describe("The provider's endpoint the attempt ran on."),

@@ -4,6 +4,8 @@ import type { ConditionInput } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import type { PlannedEvent } from "./conditions.js";
 import { FINALIZER, SKIP_CANCEL_ANNOTATION } from "./job.js";
+import type { OrphanedRun } from "../crds/billingaccount.js";
+import { orphanOf } from "./orphan.js";
 import { deletedStepPipelineCondition, pipelineFirstOf } from "./pipeline.js";
 import {
   DEFAULT_USAGE_SETTINGS,
@@ -41,6 +43,11 @@ type DeletionStep =
   | { type: "reportToPipeline"; first: string; uid?: string; condition: ConditionInput }
   /** A finished job's recorded usage billed (the pass that would have billed it will not come). */
   | { type: "billUsage"; status: MediaJobStatus }
+  /**
+   * Let go without a cancel while the run may go on (skip-provider-cancel): the run is followed
+   * and billed from its account's record (orphan.ts); `orphan` undefined: no account to bill it to.
+   */
+  | { type: "leaveRunning"; orphan?: OrphanedRun }
   | { type: "removeFinalizer" };
 
 export interface DeletionPlan {
@@ -69,6 +76,10 @@ export function planDeletion(job: MediaJob, nowMs: number, settings: DeletionSet
   const status = job.status;
   const skip = job.metadata.annotations?.[SKIP_CANCEL_ANNOTATION] === "true";
   const steps: DeletionStep[] = [];
+  if (status?.phase === "Processing" && status.providerJobId && skip) {
+    const orphan = orphanOf(job, new Date(nowMs).toISOString());
+    steps.push({ type: "leaveRunning", ...(orphan && { orphan }) });
+  }
   if (status?.phase === "Processing" && status.endpointId && !skip) {
     const deletingForMs = nowMs - new Date(job.metadata.deletionTimestamp ?? 0).getTime();
     const id = status.providerJobId;
@@ -170,6 +181,19 @@ export function deletionUsageWait(job: MediaJob, nowMs: number, settings: Deleti
       ] satisfies PlannedEvent,
     }),
   };
+}
+
+/** The Warning of a job let go while its run may go on at the provider. */
+export function leftRunningEvent(job: MediaJob, orphan: OrphanedRun | undefined, why: string): PlannedEvent {
+  const id = job.status?.providerJobId ?? "(unknown)";
+  return [
+    "Warning",
+    "RunLeftAtProvider",
+    orphan
+      ? `deleted ${why} while provider job ${id} may still run: it is followed at the provider and billed to ` +
+        `account ${orphan.account} when it ends (the BillingAccount's status.orphans)`
+      : `deleted ${why} while provider job ${id} may still run, and the job bills no account: the run is not billed`,
+  ];
 }
 
 /** The Events of a deletion's cancel: done, or failed (and whether the deletion goes on). */

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import type { MediaJob } from "../../src/crds/mediajob.js";
+import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { impersonating } from "../../src/k8s/config.js";
 import { kubeError } from "../../src/k8s/errors.js";
@@ -225,6 +226,47 @@ describe("what only operators may do", () => {
       }),
     );
     expect(code).toBe(403);
+  });
+});
+
+describe("nothing billable escapes", () => {
+  it("a running job an operator deletes without a cancel is followed at the provider, billed and metered once", async () => {
+    const ns = stack.ns;
+    await api.create("mediajobs", ns, mediaJob("left", { workload: "asr", account: "cus_alice" }) as never);
+    const uid = (await getJob("left"))!.metadata.uid!;
+    stack.sim.holdJob(uid);
+    const running = await waitForPhase(api, ns, "left", "Processing", 20_000);
+    const providerJobId = await eventually(async () => (await getJob("left"))?.status?.providerJobId);
+    // An operator lets it go on at the provider (the tenant may not: see above), and deletes it.
+    await api.mergePatch("mediajobs", ns, "left", {
+      metadata: { annotations: { "media-orchestrator.io/skip-provider-cancel": "true" } },
+    });
+    await api.delete("mediajobs", ns, "left");
+    await eventually(async () => ((await getJob("left")) === undefined ? true : undefined), {
+      timeoutMs: 20_000,
+    });
+    expect(running.metadata.uid).toBe(uid);
+    // The record outlives the job, on its account; a Warning told it.
+    const account = () => api.get<BillingAccount>("billingaccounts", ns, billingAccountName("cus_alice"));
+    expect((await account())?.status?.orphans).toEqual([
+      expect.objectContaining({ uid, name: "left", providerJobId, attempt: 1, account: "cus_alice" }),
+    ]);
+    expect((await eventsOf(kc, ns, "left")).map((e) => [e.type, e.reason])).toContainEqual([
+      "Warning",
+      "RunLeftAtProvider",
+    ]);
+    const usedBefore = (await account())?.status?.usage?.usedSeconds ?? 0;
+    // The provider runs it to its end: billed from the provider's own figures, metered once.
+    stack.sim.releaseJob(uid);
+    await eventually(async () => ((await account())?.status?.orphans === undefined ? true : undefined), {
+      timeoutMs: 30_000,
+    });
+    const atProvider = stack.sim.getJob(providerJobId)!;
+    expect(atProvider.status).toBe("COMPLETED");
+    const seconds = Math.ceil(atProvider.executionTime! / 1000);
+    const events = stack.sim.meterEvents().filter((e) => e.identifier === `mj_${uid}_1`);
+    expect(events.map((e) => [e.customer, e.value])).toEqual([["cus_alice", seconds]]);
+    expect((await account())?.status?.usage?.usedSeconds).toBe(usedBefore + seconds);
   });
 });
 

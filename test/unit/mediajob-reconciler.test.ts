@@ -521,7 +521,32 @@ const cases: Case[] = [
       provider: [{ call: "cancel", answer: () => Promise.reject(providerError("PROVIDER_UNAVAILABLE")) }],
     },
     result: undefined,
-    events: ["Warning CancelAbandoned"],
+    // The run may go on at the provider, and the job bills no account: told as unbilled.
+    events: ["Warning CancelAbandoned", "Warning RunLeftAtProvider"],
+  },
+  {
+    name: "Deleted with an account, the cancel given up: the run is recorded on the account before the job goes",
+    world: {
+      jobs: [
+        job({
+          meta: { ...withFinalizer, deletionTimestamp: ago(600) },
+          spec: { account: "acme" },
+          status: processing(),
+        }),
+      ],
+      kube: [
+        {
+          call: "recordOrphan",
+          check: (o: { account: string; providerJobId: string }) =>
+            expect(o).toMatchObject({ account: "acme", providerJobId: "p-1" }),
+          answer: () => Promise.resolve("added"),
+        },
+        releases,
+      ],
+      provider: [{ call: "cancel", answer: () => Promise.reject(providerError("PROVIDER_UNAVAILABLE")) }],
+    },
+    result: undefined,
+    events: ["Warning CancelAbandoned", "Warning RunLeftAtProvider"],
   },
 ];
 

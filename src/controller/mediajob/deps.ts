@@ -1,6 +1,6 @@
 // What the MediaJob executor is given: the caches it reads, the clients it calls, its settings.
 import type { Logger } from "pino";
-import type { BillingAccount } from "../../crds/billingaccount.js";
+import type { BillingAccount, OrphanedRun } from "../../crds/billingaccount.js";
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import type { EventSink } from "../../k8s/events.js";
@@ -49,6 +49,13 @@ export interface MediaJobDeps {
   onRecovery?: (kind: RecoveryKind) => void;
   /** A deletion let go of a job whose usage was not reported: these GPU seconds (for metrics). */
   onUsageDropped?: (seconds: number) => void;
+  /**
+   * Puts a run left at the provider on its BillingAccount's status.orphans (orphan.ts), once:
+   * "present" when an earlier pass did, "missing" when there is no BillingAccount to hold it.
+   */
+  recordOrphan: (orphan: OrphanedRun) => Promise<"added" | "present" | "missing">;
+  /** A deletion let go of a job whose run may go on: followed and billed, or not (for metrics). */
+  onRunLeft?: (followed: boolean) => void;
   /** Running jobs per account, for the plans' concurrency cap; needed when plans are configured. */
   accountJobs?: AccountJobs;
 }

@@ -9,8 +9,12 @@ import {
   cancelFailedEvent,
   cancelledEvent,
   deletionUsageWait,
+  leftRunningEvent,
   planDeletion,
 } from "../../mediajob/deletion.js";
+import { SKIP_CANCEL_ANNOTATION } from "../../mediajob/job.js";
+import { orphanOf } from "../../mediajob/orphan.js";
+import type { OrphanedRun } from "../../crds/billingaccount.js";
 import { retry, writtenStatus } from "../../mediajob/plan.js";
 import { afterDeletionCancel } from "../../mediajob/stop.js";
 import { DEFAULT_USAGE_SETTINGS } from "../../mediajob/usage.js";
@@ -38,6 +42,8 @@ export async function finalize(f: Finalizer, job: MediaJob): Promise<PassResult>
       await f.record(job, step.event);
       if (step.droppedSeconds !== undefined) d.onUsageDropped?.(step.droppedSeconds);
     } else if (step.type === "billUsage") job = await writes.replaceStatus(job, step.status);
+    else if (step.type === "leaveRunning")
+      await leaveRunning(f, job, step.orphan, `as ${SKIP_CANCEL_ANNOTATION} asks`);
     else if (step.type === "removeFinalizer") await writes.removeFinalizer(job);
     else if (step.type === "reportToPipeline")
       await writes.reportToPipeline(
@@ -81,8 +87,33 @@ export async function finalize(f: Finalizer, job: MediaJob): Promise<PassResult>
         if (isProviderError(err, "JOB_NOT_FOUND") || isProviderError(err, "ENDPOINT_NOT_FOUND")) continue;
         await f.record(job, cancelFailedEvent(step.providerJobId, describeError(err), step.giveUp));
         if (!step.giveUp) throw err;
+        await leaveRunning(
+          f,
+          job,
+          orphanOf(job, f.now().toISOString()),
+          "after the cancel failed for too long",
+        );
       }
     }
   }
   return plan.requeueAfterMs === undefined ? {} : { result: { requeueAfterMs: plan.requeueAfterMs } };
+}
+
+/**
+ * A job let go while its run may go on at the provider: its record goes on its BillingAccount
+ * first (the write must land, or the pass is retried and the finalizer stays), then a Warning.
+ */
+async function leaveRunning(
+  f: Finalizer,
+  job: MediaJob,
+  orphan: OrphanedRun | undefined,
+  why: string,
+): Promise<void> {
+  if (orphan) {
+    const recorded = await f.d.recordOrphan(orphan);
+    if (recorded === "present") return; // told by the pass that recorded it
+    if (recorded === "missing") orphan = undefined; // no BillingAccount to hold it: told as unbilled
+  }
+  f.d.onRunLeft?.(orphan !== undefined);
+  await f.record(job, leftRunningEvent(job, orphan, why));
 }

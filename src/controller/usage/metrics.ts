@@ -10,6 +10,8 @@ export class UsageMetrics {
   readonly backlogOldestSeconds: Gauge;
   readonly accountMissing: Gauge;
   readonly droppedSeconds: Counter;
+  readonly runsLeft: Counter<"followed">;
+  readonly runsFollowed: Gauge;
 
   /** `eventNames`: the configured meter event names, exposed at 0 from the start. */
   constructor(registry: Registry, eventNames: readonly string[] = []) {
@@ -45,6 +47,17 @@ export class UsageMetrics {
     this.droppedSeconds = new Counter({
       name: "media_orchestrator_usage_dropped_on_deletion_seconds_total",
       help: "GPU seconds not reported to the payment provider whose jobs were deleted without waiting longer (skip-usage-report, or DELETE_USAGE_TIMEOUT_SECONDS)",
+      registers,
+    });
+    this.runsLeft = new Counter({
+      name: "media_orchestrator_runs_left_at_provider_total",
+      help: "MediaJobs deleted while their run may go on at the provider (skip-provider-cancel, or a cancel given up): followed and billed to their account (followed=true), or not billed (no account)",
+      labelNames: ["followed"],
+      registers,
+    });
+    this.runsFollowed = new Gauge({
+      name: "media_orchestrator_runs_left_at_provider",
+      help: "Runs of deleted MediaJobs followed at the provider until they end and are billed (BillingAccount status.orphans)",
       registers,
     });
     this.accountMissing = new Gauge({
