@@ -8,6 +8,7 @@ import type { BillingAccount } from "../src/crds/billingaccount.js";
 import { billingAccountName } from "../src/crds/billingaccount.js";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import type { KubeApi } from "../src/k8s/api.js";
+import { changeBinding } from "../src/cli/bind.js";
 import { REPO_ROOT } from "../test/support/controlplane.js";
 import { activateCustomer, applyManifests, PAYMENT_KEY, SAMPLE_CUSTOMER } from "./devstack-lib.js";
 
@@ -84,6 +85,10 @@ export async function runDemoScenario(ctx: DemoContext): Promise<DemoSummary> {
 
   say("the ASR step's callback will go missing (simulator fault: drop callbacks)");
   await simulator(simulatorUrl, "PUT", "/_sim/faults", { dropCallback: 1 });
+
+  // An operator binds the tenant's namespace to the customer it may bill (docs/helm.md).
+  say(`binding namespace ${ns} to cus_demo (kubectl media bind ${ns} cus_demo)`);
+  await changeBinding(api, ns, CUSTOMER, "bind");
 
   say("applying config/samples/pipeline.yaml: asr -> tts -> render, billed to cus_demo");
   await applyManifests(api, ns, join(REPO_ROOT, "config/samples/pipeline.yaml"));

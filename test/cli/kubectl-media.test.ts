@@ -339,7 +339,7 @@ describe.concurrent("kubectl media", { timeout: 180_000 }, () => {
     const [unknown, flag, missing] = await Promise.all([
       media(["restart"]),
       media(["stuck", "--dry-run"]),
-      media(["status"]),
+      media(["reset"]),
     ]);
     expect(unknown).toMatchObject({ code: 2, stdout: "" });
     expect(unknown.stderr).toContain('error: unknown command "restart"');
@@ -347,8 +347,8 @@ describe.concurrent("kubectl media", { timeout: 180_000 }, () => {
     expect(flag.code).toBe(2);
     expect(flag.stderr).toContain("stuck does not take --dry-run");
     expect(missing.code).toBe(2);
-    expect(missing.stderr).toContain("status needs <mediajob>");
-    expect(missing.stderr).toContain("See 'kubectl media status --help'");
+    expect(missing.stderr).toContain("reset needs <mediajob>");
+    expect(missing.stderr).toContain("See 'kubectl media reset --help'");
   });
 
   it("check-key: valid, invalid, account problem, unreachable; -o json for scripts", async () => {

@@ -10,6 +10,7 @@ import { activeAccount } from "../support/accounts.js";
 import { kubectlMedia } from "../support/cli.js";
 import { createTestNamespace, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import { mediaJob } from "../support/stack.js";
+import { changeBinding } from "../../src/cli/bind.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -25,6 +26,7 @@ async function jobWithUsage(
   customer: string,
   attempts: Array<Partial<UsageAttempt>>,
 ): Promise<void> {
+  await changeBinding(api, ns, customer, "bind");
   const created = await api.create<MediaJob>(
     "mediajobs",
     ns,

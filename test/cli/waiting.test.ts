@@ -9,6 +9,8 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { PaymentEvent } from "../../src/crds/paymentevent.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { kubectlMedia } from "../support/cli.js";
+import { changeBinding } from "../../src/cli/bind.js";
+import { activeAccount } from "../support/accounts.js";
 import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
 import { condition, controllerStackForTests, mediaJob } from "../support/stack.js";
 
@@ -17,6 +19,9 @@ const api = new KubeApi(kc);
 const stack = controllerStackForTests(kc, { name: "cli-waiting", sidecar: true, endpoints: ["asr"] });
 
 beforeAll(async () => {
+  // The namespace bills two accounts: cus_nobody, whose subscription is unknown, and cus_ok.
+  await activeAccount(api, stack.ns, "cus_ok");
+  await changeBinding(api, stack.ns, "cus_nobody", "bind");
   await api.create(
     "mediajobs",
     stack.ns,
@@ -85,7 +90,12 @@ describe("a job that waits", () => {
     await api.create(
       "mediajobs",
       stack.ns,
-      mediaJob("paused", { workload: "asr", id: "paused-1", input: { audio: "a.wav" } }) as never,
+      mediaJob("paused", {
+        workload: "asr",
+        id: "paused-1",
+        account: "cus_ok",
+        input: { audio: "a.wav" },
+      }) as never,
     );
     await eventually(
       async () => (await api.get<MediaJob>("mediajobs", stack.ns, "paused"))?.status?.providerJobId,

@@ -10,6 +10,7 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import type { Manager } from "../../src/controller/manager.js";
 import { activeAccount } from "../support/accounts.js";
+import { changeBinding } from "../../src/cli/bind.js";
 import { eventsOf, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
   mediaJob,
@@ -183,6 +184,7 @@ describe("usage recorded and metered once", () => {
     ];
     for (const c of cases) {
       // An account with no BillingAccount: the job waits and is never submitted; its status is ours.
+      await changeBinding(api, ns, "cus_unknown", "bind");
       const created = await api.create<MediaJob>(
         "mediajobs",
         ns,

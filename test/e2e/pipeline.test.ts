@@ -19,6 +19,7 @@ import {
   waitForPhase,
   waitForReady,
 } from "../support/stack.js";
+import { changeBinding } from "../../src/cli/bind.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -169,8 +170,11 @@ describe("one handle on a whole pipeline", () => {
   });
 
   it("a pipeline that waits already has its handle: the first job is labelled, PipelineSucceeded Unknown", async () => {
-    // Its customer has no subscription yet: the first job waits (Admitted=False), never submitted.
+    // Its customer has no subscription yet, and the namespace is bound to it only while the job is
+    // created: the first job waits (Admitted=False), never submitted; the other jobs here bill none.
+    await changeBinding(api, stack.ns, "cus_nobody", "bind");
     await api.create("mediajobs", stack.ns, threeSteps("episode-10", {}, { account: "cus_nobody" }) as never);
+    await changeBinding(api, stack.ns, "cus_nobody", "unbind");
     const first = await eventually(async () => {
       const j = await api.get<MediaJob>("mediajobs", stack.ns, "episode-10");
       return condition(j, "Admitted")?.status === "False" ? j : undefined;
