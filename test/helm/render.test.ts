@@ -5,6 +5,7 @@
 // failures on bad values.
 import { beforeAll, describe, expect, it } from "vitest";
 import { EnvSchema, fairShareWeights, parseEnv } from "../../src/config/env.js";
+import { accountBindingPolicy, operatorOnlyPolicy } from "../../src/crds/admission-policy.js";
 import {
   CHART_DIR,
   EXPECTED_RULES,
@@ -240,10 +241,22 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
       ...(env === "dev" ? [] : ["Ingress"]),
       // The operator's pod's, the test pod's and the hook's.
       ...(env === "prod" ? ["NetworkPolicy", "NetworkPolicy", "NetworkPolicy"] : []),
+      // Cluster-scoped: the read of the watched Namespace's bindings, the operator-only policy.
+      "ClusterRole",
+      "ClusterRoleBinding",
+      "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionPolicyBinding",
     ].sort();
     expect(kinds(objs)).toEqual(expected);
+    const clusterScoped = new Set([
+      "ClusterRole",
+      "ClusterRoleBinding",
+      "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionPolicyBinding",
+    ]);
     for (const o of objs) {
-      if (o.kind !== "GpuEndpoint") expect(o.metadata.namespace, `${o.kind} namespace`).toBe(ns);
+      if (o.kind !== "GpuEndpoint" && !clusterScoped.has(o.kind))
+        expect(o.metadata.namespace, `${o.kind} namespace`).toBe(ns);
       expect(o.metadata.labels).toMatchObject({
         "app.kubernetes.io/instance": `mo-${env}`,
         "app.kubernetes.io/managed-by": "Helm",
@@ -411,8 +424,23 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
 
   it("grants exactly the documented RBAC, in the release namespace only", () => {
     const fullname = `mo-${env}-media-orchestrator`;
-    expect(find(objs, "ClusterRole")).toEqual([]);
-    expect(find(objs, "ClusterRoleBinding")).toEqual([]);
+    // Cluster-wide, only the read of the watched Namespace (its account bindings).
+    expect(find<Role>(objs, "ClusterRole").map((r) => [r.metadata.name, r.rules])).toEqual([
+      [
+        `${ns}-${fullname}-namespaces`,
+        [
+          {
+            apiGroups: [""],
+            resources: ["namespaces"],
+            verbs: ["get", "list", "watch"],
+            resourceNames: [ns],
+          },
+        ],
+      ],
+    ]);
+    expect(find<Binding>(objs, "ClusterRoleBinding").map((b) => b.subjects)).toEqual([
+      [{ kind: "ServiceAccount", name: fullname, namespace: ns }],
+    ]);
     expect(one<Role>(objs, "Role", fullname).rules).toEqual(EXPECTED_RULES);
     expect(one<Role>(objs, "Role", `${fullname}-leader-election`).rules).toEqual(
       expectedLeaseRules(leaseName(ns)),
@@ -435,7 +463,7 @@ describe("helm template, options", () => {
     ]);
     const role = one<Role>(objs, "ClusterRole", "media-all-mo-media-orchestrator");
     expect(role.rules).toEqual(EXPECTED_RULES);
-    const binding = one<Binding>(objs, "ClusterRoleBinding");
+    const binding = one<Binding>(objs, "ClusterRoleBinding", role.metadata.name);
     expect(binding.roleRef).toMatchObject({ kind: "ClusterRole", name: role.metadata.name });
     expect(binding.subjects).toEqual([
       { kind: "ServiceAccount", name: "mo-media-orchestrator", namespace: "media-all" },
@@ -477,11 +505,13 @@ describe("helm template, options", () => {
     expect(env.get("LEADER_ELECTION_ID")?.value).toBe(leaseName("media-jobs"));
   });
 
-  it("the CRD release renders the four CRDs only, kept on uninstall", () => {
+  it("the CRD release renders the four CRDs and the account-binding policy only, the CRDs kept on uninstall", () => {
     const all = helmTemplate("media-orchestrator-crds", "media-system", ["--set", "crds.only=true"]);
     expect(kinds(all.filter((o) => o.kind !== "CustomResourceDefinition"))).toEqual([
       "ClusterRole",
       "ClusterRole",
+      "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionPolicyBinding",
     ]);
     const objs = find(all, "CustomResourceDefinition");
     expect(objs.map((o) => o.metadata.name).sort()).toEqual(
@@ -502,6 +532,85 @@ describe("helm template, options", () => {
     ]);
     for (const crd of find(unkept, "CustomResourceDefinition"))
       expect(crd.metadata.annotations?.["helm.sh/resource-policy"]).toBeUndefined();
+  });
+
+  it("tenancy: the operator-only policy is admission-policy.ts's with the release's identities, scoped to its namespace", () => {
+    const objs = helmTemplate("mo", "media-ops", [
+      "--set",
+      "watchNamespace=media-jobs",
+      "--set",
+      "webhooks.separateDeployment=true",
+      "--set-json",
+      'tenancy.operatorGroups=["platform-sre"]',
+      "--set-json",
+      'tenancy.operatorUsers=["alice@example.com"]',
+    ]);
+    const name = "media-ops-mo-media-orchestrator-operator-only";
+    const rendered = [
+      one(objs, "ValidatingAdmissionPolicy", name),
+      one(objs, "ValidatingAdmissionPolicyBinding", name),
+    ];
+    const expected = operatorOnlyPolicy({
+      name,
+      operatorGroups: JSON.stringify(["platform-sre"]),
+      operatorUsers: JSON.stringify([
+        "system:serviceaccount:media-ops:mo-media-orchestrator",
+        "system:serviceaccount:media-ops:mo-media-orchestrator-webhooks",
+        "alice@example.com",
+      ]),
+      namespaces: "media-jobs",
+    });
+    for (const [i, obj] of rendered.entries()) {
+      const { labels: _labels, ...metadata } = obj.metadata;
+      expect({ ...obj, metadata }).toEqual(expected[i]);
+    }
+    // The controller reads only the watched Namespace (its bindings).
+    const read = one<Role>(objs, "ClusterRole", "media-ops-mo-media-orchestrator-namespaces");
+    expect(read.rules).toEqual([
+      {
+        apiGroups: [""],
+        resources: ["namespaces"],
+        verbs: ["get", "list", "watch"],
+        resourceNames: ["media-jobs"],
+      },
+    ]);
+    // Watching every namespace: the policy guards them all, the read covers them all.
+    const all = helmTemplate("mo", "media-all", ["--set", "watchAllNamespaces=true"]);
+    expect(
+      one<Manifest & { spec: Record<string, unknown> }>(
+        all,
+        "ValidatingAdmissionPolicyBinding",
+        "media-all-mo-media-orchestrator-operator-only",
+      ).spec.matchResources,
+    ).toBeUndefined();
+    expect(
+      one<Role>(all, "ClusterRole", "media-all-mo-media-orchestrator-namespaces").rules[0],
+    ).not.toHaveProperty("resourceNames");
+    expect(
+      find(
+        helmTemplate("mo", "media", ["--set", "tenancy.operatorOnlyPolicy=false"]),
+        "ValidatingAdmissionPolicy",
+      ).map((p) => p.metadata.name),
+    ).toEqual(["media-orchestrator-account-binding"]);
+  });
+
+  it("tenancy: the CRD release's binding policy requires an account when plans or metering are set", () => {
+    const required = (args: string[]) => {
+      const policy = one<Manifest & { spec: { variables: Array<{ name: string; expression: string }> } }>(
+        helmTemplate("media-orchestrator-crds", "media-system", ["--set", "crds.only=true", ...args]),
+        "ValidatingAdmissionPolicy",
+      );
+      const { labels: _labels, ...metadata } = policy.metadata;
+      const flag = policy.spec.variables.find((v) => v.name === "requireAccount")!.expression;
+      expect({ ...policy, metadata }).toEqual(accountBindingPolicy(flag)[0]);
+      return flag;
+    };
+    expect(required([])).toBe("false");
+    expect(required(["--set", "usage.metering=true"])).toBe("true");
+    expect(
+      required(["--set-json", 'plans={"price_a":{"gpuSecondsPerPeriod":10,"maxExecutionTimeoutMs":60000}}']),
+    ).toBe("true");
+    expect(required(["--set", "usage.metering=true", "--set", "tenancy.requireAccount=false"])).toBe("false");
   });
 
   it("the default values install the CRDs with the operator (a single all-in-one release)", () => {
