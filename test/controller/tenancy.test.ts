@@ -122,6 +122,7 @@ describe("a namespace bills only the accounts bound to it", () => {
       mediaJob("carol", { workload: "asr", account: "cus_carol", suspend: true }) as never,
     );
     await changeBinding(api, ns, "cus_carol", "unbind");
+    await eventually(async () => (stack.manager.boundAccounts(ns).includes("cus_carol") ? undefined : true));
     const runsBefore = stack.sim.stats().submissions;
     await api.mergePatch("mediajobs", ns, "carol", { spec: { suspend: false } });
     const held = await eventually(async () => {
@@ -274,6 +275,8 @@ describe("a namespace bound to no account, with metering on", () => {
   it("a job naming no account is refused by the controller, never submitted", async () => {
     const ns = stack.ns;
     for (const account of ["cus_alice", "cus_carol"]) await changeBinding(api, ns, account, "unbind");
+    // The controller acts on its cache of the Namespace: wait until it shows the change.
+    await eventually(async () => (stack.manager.boundAccounts(ns).length === 0 ? true : undefined));
     const runsBefore = stack.sim.stats().submissions;
     await api.create("mediajobs", ns, mediaJob("nobody", { workload: "asr" }) as never);
     const held = await eventually(async () => {

@@ -7,6 +7,7 @@ import { KubeApi, type KubeObject } from "../../src/k8s/api.js";
 import { describeError } from "../../src/k8s/errors.js";
 import { newPaymentRecord } from "../../src/webhooks/paymentrecord.js";
 import { createTestNamespace, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
+import { changeBinding } from "../../src/cli/bind.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -211,6 +212,7 @@ describe("the spec of a submitted job is frozen (CEL on the whole object)", () =
   });
 
   it("leaves the spec of a job never submitted editable (waiting for its account, say)", async () => {
+    for (const a of ["cus_typo", "cus_right"]) await changeBinding(api, ns, a, "bind");
     await withStatus(
       "draft",
       { workload: "asr", account: "cus_typo" },
@@ -220,6 +222,10 @@ describe("the spec of a submitted job is frozen (CEL on the whole object)", () =
       spec: { account: "cus_right", workload: "tts" },
     });
     expect(fixed.spec).toMatchObject({ account: "cus_right", workload: "tts" });
+    // Changed to an account the namespace is not bound to: refused at admission (docs/design.md, Tenancy).
+    await expect(
+      api.mergePatch<Job>("mediajobs", ns, "draft", { spec: { account: "cus_elsewhere" } }),
+    ).rejects.toThrow(/is not bound to account cus_elsewhere/);
   });
 
   it("still accepts status writes and metadata changes on a finished job", async () => {
