@@ -6,6 +6,7 @@ import { API_VERSION } from "../src/crds/common.js";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import type { KubeApi, KubeObject } from "../src/k8s/api.js";
 import { isAlreadyExists } from "../src/k8s/errors.js";
+import { changeBinding } from "../src/cli/bind.js";
 
 export interface BurstJob {
   name: string;
@@ -45,6 +46,8 @@ export async function activateAccount(
   customerId: string,
   priceIds?: readonly string[],
 ): Promise<void> {
+  // Its namespace may bill it (kubectl media bind), as an operator binds a tenant's namespace.
+  await changeBinding(api, namespace, customerId, "bind");
   const name = billingAccountName(customerId);
   const wanted = (a: BillingAccount) =>
     a.status?.subscriptionStatus === "active" &&

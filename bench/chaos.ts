@@ -61,6 +61,7 @@ import {
   PRICES,
   subscriptionEvent,
 } from "./chaos/plans.js";
+import { changeBinding } from "../src/cli/bind.js";
 
 const { values } = parseArgs({
   options: {
@@ -239,6 +240,10 @@ const common: Record<string, string> = {
   MAX_CONCURRENT_RECONCILES: "16",
   // Plans, as the chart renders its `plans` value (MEDIA_PLANS, JSON keyed by price id).
   MEDIA_PLANS: JSON.stringify(chaosPlans(PLAN_CAP_SECONDS)),
+  // The run's own jobs name no account (the default account of fair share), in a namespace bound
+  // to every customer of the run: allowed unbilled, as an operator may choose (docs/design.md,
+  // "Tenancy"); the customers' jobs are checked against the binding.
+  TENANCY_REQUIRE_ACCOUNT: "false",
   WEBHOOKS_HOST: "127.0.0.1",
   LOG_LEVEL: "info",
 };
@@ -305,6 +310,9 @@ const pipelines = planned.filter((j) => j.pipeline).length;
 // Two more accounts' bursts (fair share), from a generator of their own: the run's other draws,
 // and so the replay of an older seed, stay as they were.
 const bursts = planBursts(new Rng(SEED ^ 0x5f3759df), Math.max(10, Math.round(JOBS / 10)));
+// The namespace bills the run's customers, as an operator binds it (kubectl media bind).
+for (const customer of new Set([...planCustomerIds, ...customers, ...bursts.map((b) => b.account)]))
+  await changeBinding(api, NAMESPACE, customer, "bind");
 const burstJobs = bursts.reduce((n, b) => n + b.jobs.length, 0);
 let burstsCreated = 0;
 // The bursts of the customers on capped plans, from a generator of their own too.

@@ -16,6 +16,7 @@ import { startSimulator } from "../tools/simulator/server.js";
 import { freePort } from "../scripts/devstack-lib.js";
 import { finishedJobStatus } from "./jobs.js";
 import { pool, round, startProcess, stopChild, waitHttp } from "./lib.js";
+import { changeBinding } from "../src/cli/bind.js";
 
 export interface MeteringContext {
   api: KubeApi;
@@ -51,6 +52,7 @@ export async function metering(c: MeteringContext, n: number, latencyMs: number)
   });
   let controller: ChildProcess | undefined;
   try {
+    await changeBinding(c.api, ns, CUSTOMER, "bind");
     const account = await c.api.create("billingaccounts", ns, {
       apiVersion: API_VERSION,
       kind: "BillingAccount",

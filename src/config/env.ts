@@ -225,6 +225,11 @@ export const EnvSchema = z.object({
    * "Usage and plans"). Default: on when PAYMENT_PROVIDER_API_KEY is set, as the rest of payments.
    */
   USAGE_METERING: bool.optional(),
+  /**
+   * Every MediaJob must bill an account (docs/design.md, "Tenancy"): one whose namespace is bound
+   * to none (or to several, naming none) is refused. Default: on when plans or metering are.
+   */
+  TENANCY_REQUIRE_ACCOUNT: bool.optional(),
   /** Which of the provider's times are billed: `execution` (the default) or `executionAndDelay`. */
   USAGE_BILLED_TIME: z.enum(["execution", "executionAndDelay"]).default("execution"),
   /** Seconds billed at least for a job attempt with any billable time. */

@@ -10,11 +10,12 @@ function meteringEnabled(env: Env): boolean {
 }
 
 /**
- * Every job must bill an account when plans or metering are configured (docs/design.md,
- * "Tenancy"): a job whose namespace is bound to no account then waits, AccountNotBound.
+ * Every job must bill an account when plans or metering are configured, unless
+ * TENANCY_REQUIRE_ACCOUNT says otherwise (docs/design.md, "Tenancy"): a job whose namespace is
+ * bound to no account (or to several, and it names none) then waits, AccountNotBound.
  */
 export function accountRequired(env: Env): boolean {
-  return Object.keys(env.MEDIA_PLANS).length > 0 || meteringEnabled(env);
+  return env.TENANCY_REQUIRE_ACCOUNT ?? (Object.keys(env.MEDIA_PLANS).length > 0 || meteringEnabled(env));
 }
 
 /**

@@ -78,7 +78,7 @@ export function accountBindingPolicy(requireAccount = "false"): Record<string, u
             reason: "Forbidden",
           },
           {
-            expression: `!${created} || variables.named != '' || size(variables.bound) <= 1`,
+            expression: `!variables.requireAccount || !${created} || variables.named != '' || size(variables.bound) <= 1`,
             messageExpression:
               `'namespace ' + ${ns} + ' is bound to several accounts (' + ` +
               `variables.bound.join(', ') + '): name one in spec.account'`,

@@ -49,8 +49,9 @@ export type AccountResolution = { account?: string } | { refused: ConditionInput
  * - a job that names an account (`named`: spec.account, or the account a submitted job was billed
  *   to) bills it only if the namespace is bound to it;
  * - a job that names none bills the namespace's account when exactly one is bound;
- * - with several bound it must name one; with none bound it runs unbilled only where no plans or
- *   metering are configured (`accountRequired` false: a single-customer install).
+ * - otherwise (none or several bound) it runs unbilled only where every job need not bill an
+ *   account (`accountRequired` false: no plans or metering, or TENANCY_REQUIRE_ACCOUNT=false);
+ *   where it must, it is refused (it must name one of several).
  */
 export function resolveAccount(
   ns: string,
@@ -67,11 +68,11 @@ export function resolveAccount(
     );
   }
   if (bound.length === 1) return { account: bound[0]! };
+  if (!accountRequired) return {};
   if (bound.length > 1)
     return refuse(
       `namespace ${ns} is bound to several accounts (${bound.join(", ")}): name one in spec.account`,
     );
-  if (!accountRequired) return {};
   return refuse(
     `namespace ${ns} is bound to no account, and this installation bills every job: ` +
       `ask an operator to run 'kubectl media bind ${ns} ACCOUNT'`,

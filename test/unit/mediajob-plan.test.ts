@@ -159,9 +159,14 @@ describe("planJob", () => {
       requeue: 30_000,
     },
     {
-      name: "Pending, no account, namespace bound to two: not admitted (it must name one)",
+      name: "Pending, no account, accounts required, namespace bound to two: not admitted (it must name one)",
       job: job(),
-      facts: { endpoint: ready, subscriptionState: "active", boundAccounts: ["acme", "globex"] },
+      facts: {
+        endpoint: ready,
+        subscriptionState: "active",
+        boundAccounts: ["acme", "globex"],
+        settings: { defaultTimeoutSeconds: 600, tickMs: 30_000, accountRequired: true },
+      },
       phase: "Pending",
       actions: [],
       events: ["AccountNotBound"],

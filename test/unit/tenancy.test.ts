@@ -73,10 +73,15 @@ describe("which account a job may bill", () => {
       account: "cus_a",
     },
     {
-      name: "none named, several bound",
+      name: "none named, several bound, accounts required",
+      bound: ["cus_a", "cus_b"],
+      required: true,
+      refused: /name one in spec.account/,
+    },
+    {
+      name: "none named, several bound, single-customer install: unbilled",
       bound: ["cus_a", "cus_b"],
       required: false,
-      refused: /name one in spec.account/,
     },
     { name: "none named, none bound, single-customer install: unbilled", bound: [], required: false },
     {

@@ -232,6 +232,8 @@ message in the template's name). What install refuses, lint refuses too.
   value: {{ .Values.paymentProvider.apiUrl | quote }}
 - name: USAGE_METERING
   value: {{ .Values.usage.metering | quote }}
+- name: TENANCY_REQUIRE_ACCOUNT
+  value: {{ include "media-orchestrator.requireAccount" . | quote }}
 - name: USAGE_BILLED_TIME
   value: {{ .Values.usage.billedTime | quote }}
 - name: USAGE_MINIMUM_SECONDS
