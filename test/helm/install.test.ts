@@ -73,6 +73,7 @@ import {
   waitForPhase,
   waitForReady,
 } from "../support/stack.js";
+import { changeBinding } from "../../src/cli/bind.js";
 
 const CRD_RELEASE = ["media-orchestrator-crds", "media-system"] as const;
 const DEV = { release: "mo-dev", ns: "media-dev", env: "dev" };
@@ -250,11 +251,14 @@ describe("installing per environment", () => {
         expect.objectContaining({ type: "Established", status: "True" }),
       );
     }
-    // The release carries nothing else but the ClusterRoles that give users access to them.
+    // The release carries nothing else but the ClusterRoles that give users access to them, and
+    // the policy that a MediaJob bills only an account its namespace is bound to.
     expect((await ok(["get", "manifest", release, "-n", ns])).match(/^kind: (\S+)/gm)?.sort()).toEqual([
       "kind: ClusterRole",
       "kind: ClusterRole",
       ...CRDS.map(() => "kind: CustomResourceDefinition"),
+      "kind: ValidatingAdmissionPolicy",
+      "kind: ValidatingAdmissionPolicyBinding",
     ]);
   });
 
@@ -385,14 +389,29 @@ describe("installing per environment", () => {
       });
       expect(strip(lease.rules ?? [])).toEqual(expectedLeaseRules(leaseName(r.ns)));
     }
-    // Cluster-wide, only the CRD release's roles for users.
+    // Cluster-wide, only the CRD release's roles for users, and each environment's read of its
+    // own Namespace (its account bindings).
     const clusterRoles = await rbac.listClusterRole({
       labelSelector: "app.kubernetes.io/part-of=media-orchestrator",
     });
-    expect(clusterRoles.items.map((r) => r.metadata?.name).sort()).toEqual([
-      "media-orchestrator-edit",
-      "media-orchestrator-view",
-    ]);
+    expect(clusterRoles.items.map((r) => r.metadata?.name).sort()).toEqual(
+      [
+        "media-orchestrator-edit",
+        "media-orchestrator-view",
+        ...[DEV, STAGING].map((r) => `${r.ns}-${FULLNAME(r)}-namespaces`),
+      ].sort(),
+    );
+    for (const r of [DEV, STAGING]) {
+      const read = clusterRoles.items.find((c) => c.metadata?.name === `${r.ns}-${FULLNAME(r)}-namespaces`)!;
+      expect(strip(read.rules ?? [])).toEqual([
+        {
+          apiGroups: [""],
+          resources: ["namespaces"],
+          verbs: ["get", "list", "watch"],
+          resourceNames: [r.ns],
+        },
+      ]);
+    }
   });
 });
 
@@ -505,7 +524,10 @@ describe("the operator as the chart's ServiceAccount", () => {
     const account = await admin.get<BillingAccount>("billingaccounts", DEV.ns, billingAccountName(customer));
     expect(account?.status?.subscriptionStatus).toBe("active");
 
-    // 2. The customer's two-step pipeline (controller: admission, submission, finalizer, status,
+    // 2. An operator binds the namespace to the customer (docs/helm.md, "Binding namespaces to
+    //    accounts"): the controller, as the chart's ServiceAccount, reads the binding.
+    await changeBinding(admin, DEV.ns, customer, "bind");
+    // 3. The customer's two-step pipeline (controller: admission, submission, finalizer, status,
     //    next step, Events; sidecar: the GPU provider's callbacks). The job timeout is the chart's
     //    (600 s), so only callbacks through the sidecar can complete the jobs in time.
     await admin.create(
