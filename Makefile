@@ -25,6 +25,23 @@ NODE_SHA512_arm64 := FpJRPEz2OvvTLfjIOlNGFY9JLPMKgl5m+d4oGYBLg24kJ1mmvN1Zl/HPJgF
 export PATH := $(CURDIR)/$(NODE_DIR)/bin:$(PATH)
 endif
 
+# What each target needs from the machine, checked (scripts/prereqs.sh) when make starts, before it
+# downloads or builds anything: a missing or too old tool is named with the version needed and the
+# README section that says how to get it.
+NPM_TARGETS := node print-node deps build lint typecheck crds crds-check test-unit cluster-down run dev-down
+GO_TARGETS := controlplane helm promtool cluster-up bench fuzz chaos
+KUBECTL_TARGETS := install
+GO_KUBECTL_TARGETS := test dev-up demo
+GOALS := $(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))
+PREREQS := $(sort $(if $(filter $(NPM_TARGETS) $(GO_TARGETS) $(KUBECTL_TARGETS) $(GO_KUBECTL_TARGETS),$(GOALS)),npm) \
+  $(if $(filter $(GO_TARGETS) $(GO_KUBECTL_TARGETS),$(GOALS)),go) \
+  $(if $(filter $(KUBECTL_TARGETS) $(GO_KUBECTL_TARGETS),$(GOALS)),kubectl))
+ifneq ($(strip $(PREREQS)),)
+ifneq ($(shell scripts/prereqs.sh $(PREREQS) >&2; echo $$?),0)
+$(error stopped before anything was downloaded or built: install what is named above)
+endif
+endif
+
 .PHONY: help node print-node deps build lint typecheck crds crds-check test test-unit controlplane cluster-up cluster-down \
         install run dev-up dev-down demo bench helm promtool clean fuzz chaos
 

@@ -10,6 +10,7 @@ export default defineConfig({
       "test/cli/units.test.ts",
       "test/cli/provider-errors.test.ts",
       "test/cli/devstack-env.test.ts",
+      "test/cli/prereqs.test.ts",
       "test/provider/check-key.test.ts",
       "test/provider/client.test.ts",
       "test/provider/errors.test.ts",

@@ -3,6 +3,7 @@
 // look around, and stops everything it started: in a terminal once the user presses Enter (the
 // commands need the stack), otherwise at once, and on Ctrl-C. `make demo DEMO_ARGS=--keep` leaves
 // it running.
+import { existsSync, readdirSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import { KubeApi } from "../src/k8s/api.js";
@@ -155,7 +156,11 @@ async function main(): Promise<number> {
 }
 
 main().catch(async (err) => {
-  console.error(`demo failed: ${err instanceof Error ? err.message : String(err)}\nlogs: ${LOGS}/`);
+  // The logs folder is named only when a process of the stack wrote to it.
+  const logged = existsSync(LOGS) && readdirSync(LOGS).length > 0;
+  console.error(
+    `demo failed: ${err instanceof Error ? err.message : String(err)}${logged ? `\nlogs: ${LOGS}/` : ""}`,
+  );
   await stackDown();
   process.exit(1);
 });
