@@ -223,7 +223,7 @@ describe("the operator's reset, as the README writes it", () => {
         encoding: "utf8",
         stdio: "pipe",
       }),
-    ).toThrow(/the server rejected our request due to an error in our request/);
+    ).toThrow(/status\.phase: Forbidden: only a Processing job can be reset; it is Completed/);
     const after = await api.get<MediaJob>("mediajobs", ns, "done");
     expect(after?.status?.phase).toBe("Completed");
     expect(after?.metadata.resourceVersion).toBe(done.metadata.resourceVersion);
