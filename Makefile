@@ -103,11 +103,14 @@ helm: deps ## build (or reuse) helm v3.18.6 from its Go module into .local/bin
 promtool: deps ## build (or reuse) promtool from Prometheus's Go module into .local/bin
 	$(TSX) -e 'import("./test/support/promtool.ts").then((m) => console.log(m.promtoolBinary()))'
 
-test: deps crds-check lint typecheck controlplane helm promtool sdk-venv ## every test, from a fresh clone
-	npx vitest run --reporter=default --reporter=json --outputFile.json=.local/test-results.json
+# vitest colours its output even into a pipe or a file: only a terminal gets colours.
+COLOUR_ONLY_ON_TTY := [ -t 1 ] || export NO_COLOR=1;
 
-test-unit: deps ## the pure tests only (vitest.unit.config.ts): no control plane, in seconds
-	npx vitest run --config vitest.unit.config.ts
+test: deps crds-check lint typecheck controlplane helm promtool sdk-venv ## every test, from a fresh clone (TEST_ARGS: files or vitest options)
+	$(COLOUR_ONLY_ON_TTY) npx vitest run --reporter=default --reporter=json --outputFile.json=.local/test-results.json $(TEST_ARGS)
+
+test-unit: deps ## the pure tests only (vitest.unit.config.ts): no control plane, in seconds (TEST_ARGS as for test)
+	$(COLOUR_ONLY_ON_TTY) npx vitest run --config vitest.unit.config.ts $(TEST_ARGS)
 
 # RunPod's official Python SDK for test/sdk (python3 with venv); reinstalled when the pins change.
 SDK_VENV := .local/venv

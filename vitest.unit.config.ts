@@ -11,6 +11,8 @@ export default defineConfig({
       "test/cli/provider-errors.test.ts",
       "test/cli/devstack-env.test.ts",
       "test/cli/prereqs.test.ts",
+      "test/cli/demo-view.test.ts",
+      "test/cli/colour.test.ts",
       "test/provider/check-key.test.ts",
       "test/provider/client.test.ts",
       "test/provider/errors.test.ts",

@@ -220,13 +220,14 @@ export async function stackUp(opts: {
  * `kubectl media` and npx run on it. RunPod's Python SDK is pointed at the simulator: it reads
  * RUNPOD_API_BASE_URL (its GraphQL management calls) and RUNPOD_ENDPOINT_BASE_URL (its job API) from
  * the environment, as test/sdk/python-sdk.test.ts runs it; RUNPOD_API_KEY is the variable RunPod's
- * examples set `runpod.api_key` from.
+ * examples set `runpod.api_key` from. CONTROLLER_METRICS_URL and WEBHOOKS_METRICS_URL are the two
+ * processes' Prometheus endpoints.
  */
 export function envFile(
-  state: Pick<StackState, "kubeconfig" | "simulatorUrl" | "webhooksUrl" | "webhookSecret">,
+  state: Pick<StackState, "kubeconfig" | "simulatorUrl" | "webhooksUrl" | "controllerUrl" | "webhookSecret">,
   node = process.execPath,
 ): string {
-  const { kubeconfig, simulatorUrl, webhooksUrl, webhookSecret } = state;
+  const { kubeconfig, simulatorUrl, webhooksUrl, controllerUrl, webhookSecret } = state;
   const nodeBin = dirname(node);
   return [
     ...(nodeBin.startsWith(join(LOCAL, "node")) ? [`export PATH=${nodeBin}:$PATH`] : []),
@@ -237,6 +238,8 @@ export function envFile(
     `export PAYMENT_PROVIDER_API_KEY=${PAYMENT_KEY}`,
     `export PAYMENT_PROVIDER_WEBHOOK_SECRET=${webhookSecret}`,
     `export WEBHOOKS_URL=${webhooksUrl}`,
+    `export WEBHOOKS_METRICS_URL=${webhooksUrl}/metrics`,
+    `export CONTROLLER_METRICS_URL=${controllerUrl}/metrics`,
     `export SIMULATOR_URL=${simulatorUrl}`,
     `export RUNPOD_API_KEY=${GPU_KEY}`,
     `export RUNPOD_API_BASE_URL=${simulatorUrl}`,
