@@ -13,6 +13,7 @@ export default defineConfig({
       "test/cli/prereqs.test.ts",
       "test/cli/demo-view.test.ts",
       "test/cli/colour.test.ts",
+      "test/docs/**/*.test.ts",
       "test/provider/check-key.test.ts",
       "test/provider/client.test.ts",
       "test/provider/errors.test.ts",
