@@ -9,7 +9,7 @@ export const MAX_LINE = 200;
 const WIDTH = 100;
 
 /** Words of `text` joined into lines of at most `width` (a longer word stands alone). */
-function wrap(text: string, first: string, rest: string, width = WIDTH): string[] {
+export function wrap(text: string, first: string, rest: string, width = WIDTH): string[] {
   const words = text.split(/\s+/).filter(Boolean);
   const lines: string[] = [];
   let line = first;
