@@ -8,9 +8,12 @@ import { fitMarkdown, MAX_LINE } from "../../scripts/markdown-fit.js";
 import { REPO_ROOT } from "../support/controlplane.js";
 
 const DOCS = join(REPO_ROOT, "docs");
-const pages = readdirSync(DOCS)
-  .filter((f) => f.endsWith(".md"))
-  .map((f) => `docs/${f}`);
+const pages = [
+  ...readdirSync(DOCS)
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => `docs/${f}`),
+  "README.md",
+];
 const read = (page: string) => readFileSync(join(REPO_ROOT, page), "utf8");
 
 describe("the docs", () => {
