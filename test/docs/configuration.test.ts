@@ -31,6 +31,7 @@ describe("the configuration reference", () => {
       const text = read(page);
       expect(text, page).not.toMatch(/^\| variable \| default \| meaning \|/m);
       expect(text, page).not.toMatch(/^[|-] `CALLBACK_CONFIRMATION_SECONDS`/m);
+      expect(text, page).not.toMatch(/^[|-] `WEBHOOKS_REPLAY_MEMORY`/m);
     }
   });
 });
