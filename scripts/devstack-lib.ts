@@ -24,6 +24,19 @@ export const PREFIX = "media";
 export const GPU_KEY = "sim-key";
 export const PAYMENT_KEY = "sim-payment-key";
 
+/**
+ * The CRD release of docs/helm.md (`helm install media-orchestrator-crds deploy/helm -n
+ * media-system --set crds.only=true`): dev-up's CRDs carry its Helm ownership, so that release
+ * adopts them instead of refusing them as objects of no release.
+ */
+export const CRD_RELEASE_OWNERSHIP = {
+  labels: { "app.kubernetes.io/managed-by": "Helm" },
+  annotations: {
+    "meta.helm.sh/release-name": "media-orchestrator-crds",
+    "meta.helm.sh/release-namespace": "media-system",
+  },
+};
+
 export interface StackState {
   namespace: string;
   kubeconfig: string;
@@ -118,7 +131,7 @@ export async function stackUp(opts: {
   say(`    ready at ${cp.url}`);
 
   say("2/5 CRDs...");
-  await installCrds(kc);
+  await installCrds(kc, undefined, CRD_RELEASE_OWNERSHIP);
   await waitForServed(kc);
 
   const [simPort, hooksPort, ctrlPort] = [await freePort(), await freePort(), await freePort()];
@@ -230,6 +243,8 @@ export function envFile(
   const { kubeconfig, simulatorUrl, webhooksUrl, controllerUrl, webhookSecret } = state;
   const nodeBin = dirname(node);
   return [
+    // .local/bin: `helm` once `make helm` built it (the name the docs' commands use).
+    `export PATH=${join(LOCAL, "bin")}:$PATH`,
     ...(nodeBin.startsWith(join(LOCAL, "node")) ? [`export PATH=${nodeBin}:$PATH`] : []),
     `export KUBECONFIG=${kubeconfig}`,
     `export GPU_PROVIDER_API_URL=${simulatorUrl}`,

@@ -93,6 +93,7 @@ describe("documented install commands", () => {
     expect(DOCUMENTED.map((b) => b.name)).toEqual([
       "docs/helm.md block 1",
       "docs/helm.md block 2",
+      "docs/helm.md block 3",
       "docs/observability.md block 1",
     ]);
   });
