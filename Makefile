@@ -32,10 +32,12 @@ NPM_TARGETS := node print-node deps build lint typecheck crds crds-check test-un
 GO_TARGETS := controlplane helm promtool cluster-up bench fuzz chaos
 KUBECTL_TARGETS := install
 GO_KUBECTL_TARGETS := test dev-up demo
+PYTHON_TARGETS := test sdk-venv
 GOALS := $(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))
 PREREQS := $(sort $(if $(filter $(NPM_TARGETS) $(GO_TARGETS) $(KUBECTL_TARGETS) $(GO_KUBECTL_TARGETS),$(GOALS)),npm) \
   $(if $(filter $(GO_TARGETS) $(GO_KUBECTL_TARGETS),$(GOALS)),go) \
-  $(if $(filter $(KUBECTL_TARGETS) $(GO_KUBECTL_TARGETS),$(GOALS)),kubectl))
+  $(if $(filter $(KUBECTL_TARGETS) $(GO_KUBECTL_TARGETS),$(GOALS)),kubectl) \
+  $(if $(filter $(PYTHON_TARGETS),$(GOALS)),python3))
 ifneq ($(strip $(PREREQS)),)
 ifneq ($(shell scripts/prereqs.sh $(PREREQS) >&2; echo $$?),0)
 $(error stopped before anything was downloaded or built: install what is named above)

@@ -37,6 +37,13 @@ for tool in "$@"; do
       command -v npm >/dev/null 2>&1 ||
         problems+=("npm is not on PATH: Node.js with npm (any version that runs npm) is needed to install the project's packages and its pinned Node")
       ;;
+    python3)
+      if ! command -v python3 >/dev/null 2>&1; then
+        problems+=("python3 is not on PATH: Python 3 with its venv module is needed for the tests of RunPod's Python SDK")
+      elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+        problems+=("python3 has no venv/ensurepip module: it is needed for the tests of RunPod's Python SDK (Debian: python3-venv)")
+      fi
+      ;;
     make)
       command -v make >/dev/null 2>&1 || problems+=("make is not on PATH: GNU make is needed")
       ;;

@@ -98,6 +98,20 @@ describe("prerequisites are checked before anything is downloaded", () => {
     expect(existsSync(join(dir, ".local"))).toBe(false);
   }, 70_000);
 
+  it("a python3 without venv is named before make test or sdk-venv creates anything", async () => {
+    const dir = bareCheckout();
+    const fakeBin = join(dir, "fake-bin");
+    mkdirSync(fakeBin);
+    writeFileSync(join(fakeBin, "python3"), "#!/bin/sh\nexit 1\n", { mode: 0o755 });
+    const res = await run("make", ["sdk-venv"], {
+      cwd: dir,
+      path: [fakeBin, machinePath.join(delimiter)].join(delimiter),
+    });
+    expect(res.status).not.toBe(0);
+    expect(res.output).toContain("missing prerequisite: python3 has no venv/ensurepip module");
+    expect(existsSync(join(dir, ".local"))).toBe(false);
+  }, 70_000);
+
   it("targets that need no Go still run without it", async () => {
     const res = await run("make", ["help"], { path: noGoPath });
     expect(res.status, res.output).toBe(0);
