@@ -29,6 +29,8 @@ describe("the docs", () => {
     const text = read(page);
     expect(text).not.toMatch(/^#+ .*\b(Last run|The run before)\b/im);
     expect(text).not.toMatch(/\b(The run before|Earlier runs|earlier runs)\b/);
+    expect(text).not.toMatch(/\b(Found (on the way )?and fixed|fixed on the way)\b/i);
+    expect(text).not.toMatch(/\((the (image|product) now|before|now)\)/);
   });
 
   it("docs/benchmarks.md links the analysis instead of repeating it", () => {
