@@ -22,6 +22,20 @@ describe("no colour codes when output is not a terminal", () => {
     expect(res.output).not.toMatch(ANSI);
   }, 60_000);
 
+  it("npm test into a pipe", () => {
+    const res = piped("npm", [
+      "test",
+      "--silent",
+      "--",
+      "--config",
+      "vitest.unit.config.ts",
+      "test/cli/demo-view.test.ts",
+    ]);
+    expect(res.status, res.output).toBe(0);
+    expect(res.output).toContain("demo-view.test.ts");
+    expect(res.output).not.toMatch(ANSI);
+  }, 60_000);
+
   it("kubectl media into a pipe", () => {
     const res = piped(join(REPO_ROOT, "bin/kubectl-media"), ["--help"]);
     expect(res.status, res.output).toBe(0);
