@@ -25,6 +25,25 @@ NODE_SHA512_arm64 := FpJRPEz2OvvTLfjIOlNGFY9JLPMKgl5m+d4oGYBLg24kJ1mmvN1Zl/HPJgF
 export PATH := $(CURDIR)/$(NODE_DIR)/bin:$(PATH)
 endif
 
+# What each target needs from the machine, checked (scripts/prereqs.sh) when make starts, before it
+# downloads or builds anything: a missing or too old tool is named with the version needed and the
+# README section that says how to get it.
+NPM_TARGETS := node print-node deps build lint typecheck crds crds-check test-unit cluster-down run dev-down
+GO_TARGETS := controlplane helm promtool cluster-up bench fuzz chaos
+KUBECTL_TARGETS := install
+GO_KUBECTL_TARGETS := test dev-up demo
+PYTHON_TARGETS := test sdk-venv
+GOALS := $(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))
+PREREQS := $(sort $(if $(filter $(NPM_TARGETS) $(GO_TARGETS) $(KUBECTL_TARGETS) $(GO_KUBECTL_TARGETS),$(GOALS)),npm) \
+  $(if $(filter $(GO_TARGETS) $(GO_KUBECTL_TARGETS),$(GOALS)),go) \
+  $(if $(filter $(KUBECTL_TARGETS) $(GO_KUBECTL_TARGETS),$(GOALS)),kubectl) \
+  $(if $(filter $(PYTHON_TARGETS),$(GOALS)),python3))
+ifneq ($(strip $(PREREQS)),)
+ifneq ($(shell scripts/prereqs.sh $(PREREQS) >&2; echo $$?),0)
+$(error stopped before anything was downloaded or built: install what is named above)
+endif
+endif
+
 .PHONY: help node print-node deps build lint typecheck crds crds-check test test-unit controlplane cluster-up cluster-down \
         install run dev-up dev-down demo bench helm promtool clean fuzz chaos
 
@@ -71,8 +90,9 @@ lint: deps ## eslint + prettier --check + knip (unused files, dependencies and e
 typecheck: deps ## tsc --noEmit over src, tools, test, bench, scripts
 	npx tsc -p tsconfig.json --noEmit
 
-crds: deps ## regenerate the CRD manifests from the zod schemas
+crds: deps ## regenerate the CRD manifests and docs/api.md from the zod schemas
 	$(TSX) src/crds/generate.ts
+	$(TSX) scripts/api-reference.ts
 
 crds-check: deps ## fail when the committed CRD manifests differ from the zod schemas
 	$(TSX) src/crds/generate.ts --check
@@ -86,11 +106,14 @@ helm: deps ## build (or reuse) helm v3.18.6 from its Go module into .local/bin
 promtool: deps ## build (or reuse) promtool from Prometheus's Go module into .local/bin
 	$(TSX) -e 'import("./test/support/promtool.ts").then((m) => console.log(m.promtoolBinary()))'
 
-test: deps crds-check lint typecheck controlplane helm promtool sdk-venv ## every test, from a fresh clone
-	npx vitest run --reporter=default --reporter=json --outputFile.json=.local/test-results.json
+# vitest colours its output even into a pipe or a file: only a terminal gets colours.
+COLOUR_ONLY_ON_TTY := [ -t 1 ] || export NO_COLOR=1;
 
-test-unit: deps ## the pure tests only (vitest.unit.config.ts): no control plane, in seconds
-	npx vitest run --config vitest.unit.config.ts
+test: deps crds-check lint typecheck controlplane helm promtool sdk-venv ## every test, from a fresh clone (TEST_ARGS: files or vitest options)
+	$(COLOUR_ONLY_ON_TTY) npx vitest run --reporter=default --reporter=json --outputFile.json=.local/test-results.json $(TEST_ARGS)
+
+test-unit: deps ## the pure tests only (vitest.unit.config.ts): no control plane, in seconds (TEST_ARGS as for test)
+	$(COLOUR_ONLY_ON_TTY) npx vitest run --config vitest.unit.config.ts $(TEST_ARGS)
 
 # RunPod's official Python SDK for test/sdk (python3 with venv); reinstalled when the pins change.
 SDK_VENV := .local/venv

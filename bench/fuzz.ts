@@ -9,7 +9,7 @@
 // nothing changes in Kubernetes without a valid signature or token, memory stays flat.
 // Attacks (bench/fuzz/attacks.ts), each on a fresh sidecar with the chart's settings: its peak RSS
 // against the chart's memory limit, and whether genuine deliveries were answered 2xx.
-// Results: bench/results/fuzz.json; docs/reliability.md keeps one run.
+// Results: bench/results/fuzz.json; docs/reliability.md says what a run reports.
 import { randomBytes } from "node:crypto";
 import { request as httpRequest } from "node:http";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";

@@ -3,48 +3,26 @@
 // look around, and stops everything it started: in a terminal once the user presses Enter (the
 // commands need the stack), otherwise at once, and on Ctrl-C. `make demo DEMO_ARGS=--keep` leaves
 // it running.
+import { existsSync, readdirSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import { KubeApi } from "../src/k8s/api.js";
 import { ENV_FILE, LOGS, readState, stackDown, stackUp } from "./devstack-lib.js";
 import { runDemoScenario, type DemoSummary } from "./demo-scenario.js";
+import { mediaJobTable, waitForEnter } from "./demo-view.js";
+
+/** How long the stack stays up for the look-around when no one presses Enter. */
+const LOOK_AROUND_MINUTES = 15;
 
 const keep = process.argv.includes("--keep");
 const tty = process.stdout.isTTY;
 const bold = (s: string) => (tty ? `\x1b[1m${s}\x1b[0m` : s);
 const green = (s: string) => (tty ? `\x1b[32m${s}\x1b[0m` : s);
 
-function age(ts: unknown): string {
-  const s = Math.max(0, Math.round((Date.now() - Date.parse(String(ts))) / 1000));
-  return s < 120 ? `${s}s` : `${Math.round(s / 60)}m`;
-}
-
-function table(jobs: MediaJob[]): string[] {
-  const rows = [["NAME", "WORKLOAD", "PHASE", "ENDPOINT", "ATTEMPTS", "REPLAY", "AGE"]];
-  for (const j of jobs) {
-    rows.push([
-      j.metadata.name,
-      j.spec.workload,
-      j.status?.phase ?? "",
-      j.status?.endpointId ?? "",
-      String(j.status?.attempts ?? ""),
-      String(j.status?.replay ?? ""),
-      age(j.metadata.creationTimestamp),
-    ]);
-  }
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) =>
-    r
-      .map((c, i) => c.padEnd(widths[i]!))
-      .join("   ")
-      .trimEnd(),
-  );
-}
-
 let printed = 0;
 let lastText = "";
 function show(jobs: MediaJob[]): void {
-  const lines = table(jobs);
+  const lines = mediaJobTable(jobs);
   const text = lines.join("\n");
   if (text === lastText) return;
   if (tty && printed) process.stdout.write(`\x1b[${printed}A\x1b[0J`);
@@ -138,13 +116,12 @@ async function main(): Promise<number> {
   } else if (process.stdin.isTTY) {
     // The commands above need the stack: it stays up until the user is done.
     console.log(
-      `\nthe stack is still up for the commands above: press Enter to stop it (make demo DEMO_ARGS=--keep leaves it running)`,
+      `\nthe stack is still up for the commands above: press Enter to stop it (make demo DEMO_ARGS=--keep leaves it running);` +
+        ` it stops by itself in ${LOOK_AROUND_MINUTES} minutes or when the input ends`,
     );
-    await new Promise<void>((resolve) => {
-      process.stdin.once("data", () => resolve());
-      process.stdin.resume();
-    });
-    process.stdin.pause();
+    const why = await waitForEnter(process.stdin, LOOK_AROUND_MINUTES * 60_000);
+    if (why !== "enter")
+      console.log(why === "timeout" ? `${LOOK_AROUND_MINUTES} minutes passed` : "the input ended");
   } else {
     console.log(
       "\nthe stack stops now; to run the commands above on it, run make demo DEMO_ARGS=--keep (stop it later with make dev-down)",
@@ -155,7 +132,11 @@ async function main(): Promise<number> {
 }
 
 main().catch(async (err) => {
-  console.error(`demo failed: ${err instanceof Error ? err.message : String(err)}\nlogs: ${LOGS}/`);
+  // The logs folder is named only when a process of the stack wrote to it.
+  const logged = existsSync(LOGS) && readdirSync(LOGS).length > 0;
+  console.error(
+    `demo failed: ${err instanceof Error ? err.message : String(err)}${logged ? `\nlogs: ${LOGS}/` : ""}`,
+  );
   await stackDown();
   process.exit(1);
 });

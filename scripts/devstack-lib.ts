@@ -25,6 +25,19 @@ export const PREFIX = "media";
 export const GPU_KEY = "sim-key";
 export const PAYMENT_KEY = "sim-payment-key";
 
+/**
+ * The CRD release of docs/helm.md (`helm install media-orchestrator-crds deploy/helm -n
+ * media-system --set crds.only=true`): dev-up's CRDs carry its Helm ownership, so that release
+ * adopts them instead of refusing them as objects of no release.
+ */
+export const CRD_RELEASE_OWNERSHIP = {
+  labels: { "app.kubernetes.io/managed-by": "Helm" },
+  annotations: {
+    "meta.helm.sh/release-name": "media-orchestrator-crds",
+    "meta.helm.sh/release-namespace": "media-system",
+  },
+};
+
 export interface StackState {
   namespace: string;
   kubeconfig: string;
@@ -119,7 +132,7 @@ export async function stackUp(opts: {
   say(`    ready at ${cp.url}`);
 
   say("2/5 CRDs...");
-  await installCrds(kc);
+  await installCrds(kc, undefined, CRD_RELEASE_OWNERSHIP);
   await waitForServed(kc);
 
   const [simPort, hooksPort, ctrlPort] = [await freePort(), await freePort(), await freePort()];
@@ -224,15 +237,18 @@ export async function stackUp(opts: {
  * `kubectl media` and npx run on it. RunPod's Python SDK is pointed at the simulator: it reads
  * RUNPOD_API_BASE_URL (its GraphQL management calls) and RUNPOD_ENDPOINT_BASE_URL (its job API) from
  * the environment, as test/sdk/python-sdk.test.ts runs it; RUNPOD_API_KEY is the variable RunPod's
- * examples set `runpod.api_key` from.
+ * examples set `runpod.api_key` from. CONTROLLER_METRICS_URL and WEBHOOKS_METRICS_URL are the two
+ * processes' Prometheus endpoints.
  */
 export function envFile(
-  state: Pick<StackState, "kubeconfig" | "simulatorUrl" | "webhooksUrl" | "webhookSecret">,
+  state: Pick<StackState, "kubeconfig" | "simulatorUrl" | "webhooksUrl" | "controllerUrl" | "webhookSecret">,
   node = process.execPath,
 ): string {
-  const { kubeconfig, simulatorUrl, webhooksUrl, webhookSecret } = state;
+  const { kubeconfig, simulatorUrl, webhooksUrl, controllerUrl, webhookSecret } = state;
   const nodeBin = dirname(node);
   return [
+    // .local/bin: `helm` once `make helm` built it (the name the docs' commands use).
+    `export PATH=${join(LOCAL, "bin")}:$PATH`,
     ...(nodeBin.startsWith(join(LOCAL, "node")) ? [`export PATH=${nodeBin}:$PATH`] : []),
     `export KUBECONFIG=${kubeconfig}`,
     `export GPU_PROVIDER_API_URL=${simulatorUrl}`,
@@ -241,6 +257,8 @@ export function envFile(
     `export PAYMENT_PROVIDER_API_KEY=${PAYMENT_KEY}`,
     `export PAYMENT_PROVIDER_WEBHOOK_SECRET=${webhookSecret}`,
     `export WEBHOOKS_URL=${webhooksUrl}`,
+    `export WEBHOOKS_METRICS_URL=${webhooksUrl}/metrics`,
+    `export CONTROLLER_METRICS_URL=${controllerUrl}/metrics`,
     `export SIMULATOR_URL=${simulatorUrl}`,
     `export RUNPOD_API_KEY=${GPU_KEY}`,
     `export RUNPOD_API_BASE_URL=${simulatorUrl}`,

@@ -92,7 +92,7 @@ const JOB_COMMANDS: readonly CommandSpec[] = [
     summary: "reset a Processing MediaJob to Pending (replay) so it is resubmitted",
     details:
       "The runbook's reset: phase Pending, updatedAt now, replay true, applied only while the job is\n" +
-      "Processing (one JSON patch with a test op, the same as the README's kubectl patch). The\n" +
+      "Processing (one JSON patch with test ops; docs/cli.md gives it as a kubectl patch). The\n" +
       "controller resubmits it with the same job id within one tick. Also resubmits, deliberately, a\n" +
       "job Failed with SubmissionUnconfirmed (its submission may have run once: it may run twice).\n" +
       "Refused (exit 1) otherwise.",

@@ -169,7 +169,7 @@ export async function applyResult(
 
 /**
  * The runbook's reset as one JSON patch whose `test` ops make it apply only to a Processing job
- * with the job id read first (the README's kubectl patch), so an object re-created under the same
+ * with the job id read first (as docs/cli.md's kubectl patch), so an object re-created under the same
  * name in between is left alone. With `failedUnconfirmed`, a job Failed because its submission was
  * never confirmed (SubmissionUnconfirmed) is reset too: the operator's deliberate resubmission.
  * On refusal, the job is read again to say why.

@@ -1,5 +1,5 @@
 // reset <mediajob>: the runbook's reset. Pending, updatedAt now, replay true, only from Processing,
-// as one atomic JSON patch (the same patch as the README's kubectl command). Also the deliberate
+// as one atomic JSON patch (docs/cli.md gives the same reset as a kubectl patch). Also the deliberate
 // resubmission of a job Failed with SubmissionUnconfirmed (its submission may have run once, and
 // its result never arrived): the controller never resubmits such a job by itself.
 import type { CliContext } from "./context.js";

@@ -16,7 +16,7 @@ import {
   type ProviderView,
 } from "./jobs.js";
 import { formatFields } from "./output.js";
-import { waitOf } from "./waiting.js";
+import { waitOf, waitsByDesign } from "./waiting.js";
 import { listBindings } from "./bind.js";
 import { jobAccount } from "../mediajob/tenancy.js";
 
@@ -38,9 +38,14 @@ export function verdict(
   const wait = waitOf(job);
   if (wait) {
     const { type, status, reason, message } = wait.condition;
+    // A wait by design (suspended by its owner, queued for a slot) is not a problem: doctor counts
+    // it ok, and status exits 0 for it.
+    const byDesign = waitsByDesign(wait);
     return {
-      attention: true,
-      summary: `Pending, and it waits: ${type}=${status} (${reason}): ${message}. The controller does not submit it until that changes`,
+      attention: !byDesign,
+      summary:
+        `Pending, and it waits: ${type}=${status} (${reason}): ${message}. The controller does not submit it until that changes` +
+        (byDesign ? "; nothing to fix" : ""),
       next: wait.fix,
     };
   }

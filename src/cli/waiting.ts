@@ -62,6 +62,9 @@ function fixFor(job: MediaJob, c: Condition): string {
  */
 const BY_DESIGN = new Set(["WindowFull", "Throttled", "ConcurrencyLimitReached", "Suspended"]);
 
+/** Whether a wait is the product working as configured (doctor's ok, status's exit code 0). */
+export const waitsByDesign = (wait: Wait): boolean => BY_DESIGN.has(wait.condition.reason ?? "");
+
 /** Why a job waits (the domain's holding condition) and the fix, or undefined when nothing holds it. */
 export function waitOf(job: MediaJob): Wait | undefined {
   const holding = holdingCondition(job.status);
@@ -91,7 +94,7 @@ export function waitingFindings(jobs: MediaJob[]): Array<Omit<Finding, "section"
       return {
         check: "waiting jobs",
         target: key,
-        result: BY_DESIGN.has(first.wait.condition.reason ?? "") ? "ok" : "warn",
+        result: waitsByDesign(first.wait) ? "ok" : "warn",
         message: `${held.length} MediaJob(s) Pending: ${names}${held.length > 5 ? ", ..." : ""} (${first.wait.condition.message})`,
         fix: first.wait.fix,
       };

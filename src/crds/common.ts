@@ -122,6 +122,8 @@ export interface ResourceDefinition {
 interface CelRule {
   rule: string;
   message: string;
+  /** A CEL string expression for the refusal's message, naming what the rule found (else `message`). */
+  messageExpression?: string;
   fieldPath?: string;
   reason?: "FieldValueInvalid" | "FieldValueForbidden" | "FieldValueRequired" | "FieldValueDuplicate";
   optionalOldSelf?: boolean;

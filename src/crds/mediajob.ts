@@ -377,6 +377,23 @@ export const mediaJobDefinition: ResourceDefinition = {
       fieldPath: ".spec.activeDeadlineSeconds",
       reason: "FieldValueForbidden",
     },
+    {
+      // The reset (Pending, replay true, updatedAt now) applies to a Processing job, or to one
+      // Failed because its submission stayed unconfirmed: a finished job stays finished, and a
+      // Pending one is already waiting. The refusal says which phase the job is in.
+      rule:
+        "!has(self.status) || !has(oldSelf.status) || !has(oldSelf.status.phase) || " +
+        "!has(self.status.phase) || self.status.phase != 'Pending' || " +
+        "!has(self.status.replay) || !self.status.replay || !has(self.status.updatedAt) || " +
+        "(has(oldSelf.status.updatedAt) && self.status.updatedAt == oldSelf.status.updatedAt) || " +
+        "oldSelf.status.phase == 'Processing' || " +
+        "(oldSelf.status.phase == 'Failed' && has(oldSelf.status.submission) && " +
+        "oldSelf.status.submission.state == 'Unconfirmed')",
+      message: "only a Processing job can be reset to Pending",
+      messageExpression: "'only a Processing job can be reset; it is ' + oldSelf.status.phase",
+      fieldPath: ".status.phase",
+      reason: "FieldValueForbidden",
+    },
   ],
   printerColumns: [
     { name: "Workload", type: "string", jsonPath: ".spec.workload" },

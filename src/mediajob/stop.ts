@@ -328,8 +328,12 @@ export function cancelledStatus(status: MediaJobStatus, now: string, what: strin
   };
 }
 
-/** The Event that says how a job ended: Normal Completed, or Warning Failed with the reason. */
+/**
+ * The Event that says how a job ended: Normal Completed, Normal Cancelled (spec.cancel: the end
+ * that was asked for), or Warning Failed with the reason.
+ */
 export function endEvent(status: MediaJobStatus): PlannedEvent {
+  if (status.phase === "Cancelled") return ["Normal", "Cancelled", failureText(status)];
   if (status.phase === "Completed")
     return [
       "Normal",

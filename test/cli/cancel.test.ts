@@ -32,6 +32,14 @@ describe("kubectl media cancel", () => {
     expect(job.spec.cancel).toBe(true);
     expect(sim.getJob("cli-run-1")?.status).toBe("CANCELLED");
     expect((await eventsOf(kc, ns, "render-7")).map((e) => e.reason)).toContain("CancelRequested");
+    // The end it was asked for is a Normal Event, not a failure.
+    const ended = await eventually(async () => {
+      const events = await eventsOf(kc, ns, "render-7");
+      return events.find((e) => e.reason === "Cancelled") ? events : undefined;
+    });
+    expect(ended.find((e) => e.reason === "Cancelled")).toMatchObject({ type: "Normal" });
+    expect(ended.find((e) => e.reason === "Cancelled")?.message).toContain("spec.cancel is true");
+    expect(ended.filter((e) => e.type === "Warning").map((e) => e.reason)).not.toContain("Failed");
 
     const rv = (await api.get<MediaJob>("mediajobs", ns, "render-7"))!.metadata.resourceVersion;
     const again = await media(["cancel", "render-7", "-n", ns]);

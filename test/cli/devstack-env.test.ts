@@ -29,6 +29,7 @@ beforeAll(async () => {
         kubeconfig: "/nonexistent/kubeconfig",
         simulatorUrl: sim.url,
         webhooksUrl: "http://127.0.0.1:9",
+        controllerUrl: "http://127.0.0.1:10",
         webhookSecret: "whsec_env_test",
       },
       join(LOCAL, "node", "24.21.0", "bin", "node"),
@@ -53,6 +54,16 @@ function sourced(command: string): Promise<{ code: number; output: string }> {
 }
 
 describe(".local/env", () => {
+  it("puts .local/bin on PATH, where make helm links helm", async () => {
+    const res = await sourced('echo "$PATH"');
+    expect(res.output.split(":")).toContain(join(LOCAL, "bin"));
+  });
+
+  it("names the controller's and the sidecar's metrics URLs", async () => {
+    const res = await sourced('echo "$CONTROLLER_METRICS_URL $WEBHOOKS_METRICS_URL"');
+    expect(res.output.trim()).toBe("http://127.0.0.1:10/metrics http://127.0.0.1:9/metrics");
+  });
+
   it("puts the project's Node first on PATH", async () => {
     const res = await sourced('echo "$PATH"');
     expect(res.output.split(":")[0]).toBe(join(LOCAL, "node", "24.21.0", "bin"));

@@ -212,6 +212,25 @@ describe("jobs that wait", () => {
     ]);
   });
 
+  it("status and doctor agree on what is a problem: a wait by design is not one for either", () => {
+    const waits = [
+      pending([{ type: "Queued", status: "True", reason: "WindowFull" }]),
+      pending([{ type: "Admitted", status: "False", reason: "ConcurrencyLimitReached" }]),
+      pending([{ type: "Suspended", status: "True", reason: "Suspended" }]),
+      pending([{ type: "Admitted", status: "False", reason: "AccountUnknown" }]),
+      pending([{ type: "EndpointReady", status: "False", reason: "EndpointMissing" }]),
+    ];
+    for (const job of waits) {
+      const doctorSaysProblem = waitingFindings([job])[0]!.result !== "ok";
+      const v = verdict(job, { state: "not-submitted", message: "" }, (verb) => verb);
+      expect(v.attention, waitOf(job)!.condition.reason).toBe(doctorSaysProblem);
+    }
+    const suspended = verdict(waits[2]!, { state: "not-submitted", message: "" }, (verb) => verb);
+    expect(suspended.summary).toContain("Pending, and it waits: Suspended=True (Suspended)");
+    expect(suspended.summary).toContain("nothing to fix");
+    expect(suspended.next).toContain("set spec.suspend to false when the job may run");
+  });
+
   it("doctor groups waiting jobs by condition and reason", () => {
     const a = pending([{ type: "Admitted", status: "False", reason: "AccountUnknown" }]);
     const b = pending([{ type: "EndpointReady", status: "False", reason: "EndpointMissing" }]);

@@ -43,10 +43,27 @@ export function buildControlPlane(
     env: { ...process.env, GOTOOLCHAIN: "local", GOFLAGS: "-mod=mod" },
     stdio: ["ignore", "inherit", "inherit"],
   });
-  if (res.status !== 0) throw new Error(`building the control plane failed (go build exit ${res.status})`);
+  if (res.status !== 0) throw new Error(`building the control plane failed: ${goFailure(res)}`);
   renameSync(tmp, bin);
   log(`control plane built in ${Math.round((Date.now() - started) / 1000)} s`);
   return bin;
+}
+
+/**
+ * Why a `go` command run with spawnSync failed, in its own words: not found on PATH (no exit code
+ * then), killed by a signal, or its exit code after the error it printed above.
+ */
+export function goFailure(res: {
+  status: number | null;
+  signal: NodeJS.Signals | null;
+  error?: Error;
+}): string {
+  const code = (res.error as NodeJS.ErrnoException | undefined)?.code;
+  if (code === "ENOENT")
+    return 'go is not on PATH (Go >= 1.24 is needed; README.md, "Prerequisites", says how to get it)';
+  if (res.error) return `go could not be run: ${res.error.message}`;
+  if (res.signal) return `go was killed by ${res.signal}`;
+  return `go exited with code ${res.status}; its error is printed above`;
 }
 
 export interface RunningControlPlane {

@@ -11,13 +11,33 @@ import { isAlreadyExists } from "../../src/k8s/errors.js";
 const CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
 interface Crd {
-  metadata: { name: string; resourceVersion?: string };
+  metadata: {
+    name: string;
+    resourceVersion?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
   status?: { conditions?: Array<{ type: string; status: string }> };
 }
 
-export async function installCrds(kc: KubeConfig, timeoutMs = 60_000): Promise<string[]> {
+/**
+ * `owner` adds labels and annotations to every CRD (dev-up gives them the Helm ownership of the
+ * CRD release, so that release can adopt them).
+ */
+export async function installCrds(
+  kc: KubeConfig,
+  timeoutMs = 60_000,
+  owner: { labels?: Record<string, string>; annotations?: Record<string, string> } = {},
+): Promise<string[]> {
   const api = new KubeApi(kc);
-  const crds = allCustomResourceDefinitions() as unknown as Crd[];
+  const crds = (allCustomResourceDefinitions() as unknown as Crd[]).map((crd) => ({
+    ...crd,
+    metadata: {
+      ...crd.metadata,
+      labels: { ...crd.metadata.labels, ...owner.labels },
+      annotations: { ...crd.metadata.annotations, ...owner.annotations },
+    },
+  }));
   for (const crd of crds) {
     try {
       await api.rawJson("POST", CRDS, crd);

@@ -4,7 +4,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { processAlive, REPO_ROOT } from "./controlplane.js";
+import { goFailure, processAlive, REPO_ROOT } from "./controlplane.js";
 
 export interface GoTool {
   /** The binary `go install` writes (the package's last path element), e.g. "helm". */
@@ -81,7 +81,7 @@ function build(tool: GoTool, log: (line: string) => void): string {
         stdio: ["ignore", "inherit", "inherit"],
       },
     );
-    if (res.status !== 0) throw new Error(`building ${tool.name} failed (go install exit ${res.status})`);
+    if (res.status !== 0) throw new Error(`building ${tool.name} failed: ${goFailure(res)}`);
     renameSync(join(gobin, tool.name), tool.bin);
   } finally {
     rmSync(gobin, { recursive: true, force: true });

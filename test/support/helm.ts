@@ -5,7 +5,8 @@
 // apiserver helm asks the server instead.
 import { spawn, spawnSync, type SpawnSyncReturns } from "node:child_process";
 import { goInstalledBinary } from "./go-install.js";
-import { join } from "node:path";
+import { readlinkSync, rmSync, symlinkSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { KUBE_VERSION, REPO_ROOT } from "./controlplane.js";
 
@@ -24,7 +25,7 @@ export function helmBinaryPath(): string {
  * files running side by side take a lock, so only one of them compiles while the others wait.
  */
 export function helmBinary(log?: (line: string) => void): string {
-  return goInstalledBinary(
+  const bin = goInstalledBinary(
     {
       name: "helm",
       version: HELM_VERSION,
@@ -41,6 +42,28 @@ export function helmBinary(log?: (line: string) => void): string {
     },
     log,
   );
+  linkAsHelm(bin);
+  return bin;
+}
+
+/**
+ * `.local/bin/helm`, the name the docs' commands use: a link to the built version, so that
+ * `.local/env` (which puts `.local/bin` on PATH) gives a shell `helm`.
+ */
+function linkAsHelm(bin: string): void {
+  const link = join(dirname(bin), "helm");
+  try {
+    if (readlinkSync(link) === basename(bin)) return;
+    rmSync(link, { force: true });
+  } catch {
+    /* no link yet */
+  }
+  try {
+    symlinkSync(basename(bin), link);
+  } catch (err) {
+    // Another test file linked it meanwhile.
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  }
 }
 
 export interface HelmResult {

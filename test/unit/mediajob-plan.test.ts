@@ -404,6 +404,22 @@ describe("planFinish", () => {
       { type: "releaseFinalizer", endEvent: ["Normal", "Completed", expect.any(String)] },
     ]);
   });
+  it("a job cancelled as asked: let go with a Normal Cancelled Event, not a Warning", () => {
+    const f = planFinish(
+      job(
+        { cancel: true },
+        running({ phase: "Cancelled", error: "Cancelled: spec.cancel is true: cancelled at the provider" }),
+        { finalizers: [FINALIZER] },
+      ),
+      { nowMs: NOW.getTime(), nextStepCached: false, failed: false },
+    );
+    expect(f.actions).toEqual([
+      {
+        type: "releaseFinalizer",
+        endEvent: ["Normal", "Cancelled", "Cancelled: spec.cancel is true: cancelled at the provider"],
+      },
+    ]);
+  });
   it("a later step that failed tells the pipeline's first job before letting go", () => {
     const step = job({}, running({ phase: "Failed", error: "FAILED: boom" }), {
       finalizers: [FINALIZER],
