@@ -20,6 +20,7 @@ import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "./idle-compaction.js";
+import { providerJobHolders } from "../callback/holders.js";
 import { AccountJobs } from "./account-jobs.js";
 import { AccountLimits } from "./account-limits.js";
 import { Informer, objectKey } from "./informer.js";
@@ -216,6 +217,7 @@ export class Manager {
         usage,
       },
       accountJobs: this.accountJobs,
+      holders: (providerJobId) => providerJobHolders(api, env.WATCH_NAMESPACE, providerJobId),
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
       onSubmission: (outcome) => this.metrics.submissions.inc({ outcome }),
       onRecovery: (kind) => this.metrics.recoveries.inc({ kind }),
