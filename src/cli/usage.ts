@@ -1,6 +1,6 @@
 // usage: each account's GPU seconds this billing period, beside what the payment provider has
 // accepted and what still waits to be reported (docs/design.md, "Usage and plans").
-import { billingAccountName, type BillingAccount } from "../crds/billingaccount.js";
+import type { BillingAccount } from "../crds/billingaccount.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import { awaitsCount } from "../mediajob/usage.js";
 import type { CliContext } from "./context.js";
@@ -84,9 +84,7 @@ export function usageViews(
     }
   }
   const all = [...views.values()].sort((x, y) => x.customer.localeCompare(y.customer));
-  return only === undefined
-    ? all
-    : all.filter((v) => v.customer === only || v.account === only || billingAccountName(only) === v.account);
+  return only === undefined ? all : all.filter((v) => v.customer === only || v.account === only);
 }
 
 export async function run(ctx: CliContext): Promise<number> {

@@ -1,7 +1,7 @@
 // What the plans read of a Pending job's account, from the caches: its prices, this period's
 // usage and its running jobs. Read by the reconciler (the job's plan) and by the fair-share
 // dispatcher (a job its plan refuses does not wait for a slot of the endpoint's window).
-import { billingAccountName, type BillingAccount } from "../crds/billingaccount.js";
+import { billingAccountName, customerAccount, type BillingAccount } from "../crds/billingaccount.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import type { AccountFacts } from "../mediajob/plan.js";
 import { usedSecondsNow, type Plans } from "../mediajob/plans.js";
@@ -24,7 +24,7 @@ export function accountFacts(job: MediaJob, src: AccountSources, nowMs: number):
   if (!account || !plans || Object.keys(plans).length === 0 || !src.accountJobs) return undefined;
   if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
   const ns = src.accountNamespace ?? job.metadata.namespace ?? "";
-  const status = src.accounts.get(ns, billingAccountName(account))?.status;
+  const status = customerAccount(src.accounts.get(ns, billingAccountName(account)), account)?.status;
   return {
     priceIds: status?.priceIds ?? [],
     // The account's count, plus its jobs' ended attempts the reporter has not counted yet.

@@ -4,7 +4,7 @@
 // At rest nothing moves: finished jobs are not reconciled, the events of our own writes are not
 // news, and a key on its failure backoff stays on it.
 import type { Logger } from "pino";
-import { BillingAccount, billingAccountName } from "../crds/billingaccount.js";
+import { BillingAccount, billingAccountName, customerAccount } from "../crds/billingaccount.js";
 import { GpuEndpoint } from "../crds/gpuendpoint.js";
 import { MediaJob } from "../crds/mediajob.js";
 import { fairShareWeights, stateNamespace, type Env } from "../config/env.js";
@@ -311,7 +311,8 @@ export class Manager {
       if (this.leading && e !== "delete") void this.accountLimits.sync(acct);
       for (const job of this.jobs.list()) {
         if (atRest(job)) continue;
-        if (job.spec.account && billingAccountName(job.spec.account) === acct.metadata.name)
+        const account = job.spec.account;
+        if (account && billingAccountName(account) === acct.metadata.name && customerAccount(acct, account))
           this.jobQueue.add(objectKey(job));
       }
     });
@@ -331,11 +332,19 @@ export class Manager {
     }
   }
 
+  /** The customer's BillingAccount in the cache (one of its name that is another customer's is not it). */
+  private account(customerId: string): BillingAccount | undefined {
+    return customerAccount(
+      this.accounts.get(stateNamespace(this.o.env), billingAccountName(customerId)),
+      customerId,
+    );
+  }
+
   /** The plan of an account's subscription, when plans are configured (src/mediajob/plans.ts). */
   private planOf(account: string): Plan | undefined {
     const plans = this.o.env.MEDIA_PLANS;
     if (Object.keys(plans).length === 0) return undefined;
-    const status = this.accounts.get(stateNamespace(this.o.env), billingAccountName(account))?.status;
+    const status = this.account(account)?.status;
     return planFor(plans, status?.priceIds ?? []);
   }
 
@@ -345,9 +354,7 @@ export class Manager {
    */
   private eligibleEndpoint(job: MediaJob): GpuEndpoint | undefined {
     const account = job.spec.account;
-    const state = account
-      ? this.accounts.get(stateNamespace(this.o.env), billingAccountName(account))?.status?.subscriptionStatus
-      : undefined;
+    const state = account ? this.account(account)?.status?.subscriptionStatus : undefined;
     if (admission(job, state).status !== "True") return undefined;
     const plans = this.o.env.MEDIA_PLANS;
     const facts = accountFacts(

@@ -81,6 +81,19 @@ export function billingAccountName(customerId: string): string {
   return `${readable || "account"}-${hash}`;
 }
 
+/**
+ * The customer's BillingAccount from a lookup by billingAccountName(): an object of that name whose
+ * spec.customerId is another customer's is not this customer's account (the name keeps 40 bits of
+ * a hash, and an object can be written by hand), so it is treated as not found. Every lookup of an
+ * account goes through here.
+ */
+export function customerAccount<T extends { spec?: { customerId?: string } }>(
+  found: T | undefined,
+  customerId: string,
+): T | undefined {
+  return found?.spec?.customerId === customerId ? found : undefined;
+}
+
 export const billingAccountDefinition: ResourceDefinition = {
   kind: "BillingAccount",
   plural: "billingaccounts",

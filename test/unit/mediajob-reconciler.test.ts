@@ -54,7 +54,7 @@ const account = (state: string): BillingAccount =>
     apiVersion: API_VERSION,
     kind: "BillingAccount",
     metadata: { name: billingAccountName("acme"), namespace: "ns" },
-    spec: { customerId: "cus_1" },
+    spec: { customerId: "acme" },
     status: { subscriptionStatus: state },
   }) as BillingAccount;
 

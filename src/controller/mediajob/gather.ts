@@ -1,7 +1,7 @@
 // The facts of one MediaJob's pass: what the caches say of its account and endpoint, a provider
 // status only when one is due, and the account's and the endpoint window's places it may take.
 import { randomBytes } from "node:crypto";
-import { billingAccountName } from "../../crds/billingaccount.js";
+import { billingAccountName, customerAccount } from "../../crds/billingaccount.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import { describeError } from "../../k8s/errors.js";
 import { admission, endpointReadiness, pickEndpoint, planLimits } from "../../mediajob/admission.js";
@@ -34,8 +34,10 @@ export async function gatherFacts(
   if ((job.status?.phase ?? "Pending") === "Pending") {
     const account = job.spec.account;
     if (account)
-      facts.subscriptionState = d.accounts.get(d.accountNamespace ?? ns, billingAccountName(account))?.status
-        ?.subscriptionStatus;
+      facts.subscriptionState = customerAccount(
+        d.accounts.get(d.accountNamespace ?? ns, billingAccountName(account)),
+        account,
+      )?.status?.subscriptionStatus;
     const ref = job.spec.endpointRef;
     const candidates = ref ? [d.endpoints.get(ns, ref)].filter((e) => e !== undefined) : d.endpoints.list(ns);
     facts.endpoint = pickEndpoint(job, candidates);
