@@ -20,7 +20,7 @@ import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "./idle-compaction.js";
-import { providerJobHolders } from "../callback/holders.js";
+import { holderKey } from "../callback/holders.js";
 import { AccountJobs } from "./account-jobs.js";
 import { AccountLimits } from "./account-limits.js";
 import { Informer, objectKey } from "./informer.js";
@@ -217,7 +217,9 @@ export class Manager {
         usage,
       },
       accountJobs: this.accountJobs,
-      holders: (providerJobId) => providerJobHolders(api, env.WATCH_NAMESPACE, providerJobId),
+      // From the cache, which holds every job of the watched scope (a settled one keeps its
+      // provider id): a submission costs no list call, where the apiserver would read every job.
+      holders: (providerJobId) => Promise.resolve(this.holdersOf(providerJobId)),
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
       onSubmission: (outcome) => this.metrics.submissions.inc({ outcome }),
       onRecovery: (kind) => this.metrics.recoveries.inc({ kind }),
@@ -330,6 +332,14 @@ export class Manager {
         onStoppedLeading: () => this.stopLeading(),
       });
     }
+  }
+
+  /** The cached MediaJobs (`namespace/name`) that hold a provider job id. */
+  private holdersOf(providerJobId: string): string[] {
+    return this.jobs
+      .list()
+      .filter((j) => j.status?.providerJobId === providerJobId)
+      .map(holderKey);
   }
 
   /** The customer's BillingAccount in the cache (one of its name that is another customer's is not it). */
