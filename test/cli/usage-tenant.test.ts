@@ -1,11 +1,11 @@
-// `kubectl media usage` as a tenant: a ServiceAccount with the chart's `view` rights on MediaJobs
-// (media-orchestrator-view's rule) in its own namespace, a real token, no access to BillingAccounts
+// `kubectl media usage` as a tenant: a ServiceAccount with the rules the chart aggregates into
+// `view`, in its own namespace, a real token, no access to BillingAccounts
 // (every customer's, in the operator's namespace). It sees the usage its own namespace's jobs
 // record and nothing of another customer; the accounts' namespace stays closed to it.
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
@@ -13,6 +13,7 @@ import { activeAccount } from "../support/accounts.js";
 import { kubectlMedia } from "../support/cli.js";
 import { createTestNamespace, testKubeConfig } from "../support/kube.js";
 import { mediaJob } from "../support/stack.js";
+import { bindChartRole } from "../support/tenants.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -50,32 +51,11 @@ async function jobWithUsage(ns: string, name: string, customer: string, seconds:
   } as never);
 }
 
-/** A kubeconfig with a real token of a ServiceAccount that may read MediaJobs in `ns` only. */
+/** A kubeconfig with a real token of a ServiceAccount holding the chart's `view` in `ns` only. */
 async function tenantKubeconfigFor(ns: string): Promise<string> {
   const core = kc.makeApiClient(CoreV1Api);
-  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
   await core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: "tenant" } } });
-  await rbac.createNamespacedRole({
-    namespace: ns,
-    body: {
-      metadata: { name: "mediajobs-view" },
-      rules: [
-        {
-          apiGroups: ["media-orchestrator.io"],
-          resources: ["mediajobs", "mediajobs/status", "gpuendpoints", "gpuendpoints/status"],
-          verbs: ["get", "list", "watch"],
-        },
-      ],
-    },
-  });
-  await rbac.createNamespacedRoleBinding({
-    namespace: ns,
-    body: {
-      metadata: { name: "tenant-view" },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "mediajobs-view" },
-      subjects: [{ kind: "ServiceAccount", name: "tenant", namespace: ns }],
-    },
-  });
+  await bindChartRole(kc, ns, "view", { kind: "ServiceAccount", name: "tenant", namespace: ns });
   const token = await core.createNamespacedServiceAccountToken({
     namespace: ns,
     name: "tenant",

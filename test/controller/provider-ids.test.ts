@@ -1,5 +1,5 @@
-// Provider job ids never cross between MediaJobs. Two tenants' namespaces share one provider
-// account and endpoint, on a provider that honours client ids (the simulator's honourClientId: the
+// Provider job ids never cross between MediaJobs. Two tenants' namespaces (each user holding the
+// chart's `edit` rules in their own, impersonated) share one provider account and endpoint, on a provider that honours client ids (the simulator's honourClientId: the
 // design allows such a provider): tenant A naming B's spec.id gets a provider job of its own, never
 // B's job or output. And a /run answer naming a provider job another MediaJob holds is not recorded
 // for the job that asked, as a callback naming one is not adopted.
@@ -9,6 +9,7 @@ import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import type { Simulator } from "../../tools/simulator/server.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
+import { chartEditUser } from "../support/tenants.js";
 import {
   SIM_KEY,
   condition,
@@ -39,6 +40,9 @@ class MisansweringProvider extends GpuProviderClient {
 let sim: Simulator;
 let alice: ControllerStack;
 let bob: ControllerStack;
+/** The tenants' users, each with the chart's `edit` in their namespace. */
+let asAlice: KubeApi;
+let asBob: KubeApi;
 
 beforeAll(async () => {
   sim = await startTestSimulator({ faults: { honourClientId: true } });
@@ -62,6 +66,8 @@ beforeAll(async () => {
       }),
     }),
   });
+  asAlice = await chartEditUser(kc, alice.ns, "alice");
+  asBob = await chartEditUser(kc, bob.ns, "bob");
 }, 60_000);
 
 afterAll(async () => {
@@ -72,7 +78,7 @@ afterAll(async () => {
 
 describe("provider job ids across tenants", () => {
   it("tenant A naming tenant B's spec.id gets a provider job of its own, not B's job or output", async () => {
-    await api.create(
+    await asBob.create(
       "mediajobs",
       bob.ns,
       mediaJob("minutes", {
@@ -83,7 +89,7 @@ describe("provider job ids across tenants", () => {
     );
     const bobs = await waitForPhase(api, bob.ns, "minutes", "Completed", 60_000);
 
-    await api.create(
+    await asAlice.create(
       "mediajobs",
       alice.ns,
       mediaJob("copycat", {
@@ -110,7 +116,7 @@ describe("provider job ids across tenants", () => {
   }, 120_000);
 
   it("a /run answer naming a provider job another MediaJob holds is not recorded", async () => {
-    await api.create(
+    await asAlice.create(
       "mediajobs",
       alice.ns,
       mediaJob("first", { workload: "asr", input: { audio: "s3://alice/first.wav" } }) as never,
@@ -119,7 +125,7 @@ describe("provider job ids across tenants", () => {
     const taken = first.status!.providerJobId!;
 
     answerInstead.set("second", taken);
-    await api.create(
+    await asAlice.create(
       "mediajobs",
       alice.ns,
       mediaJob("second", { workload: "asr", input: { audio: "s3://alice/second.wav" } }) as never,
