@@ -22,7 +22,7 @@ import type { GpuEndpoint } from "../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import { KubeApi } from "../src/k8s/api.js";
 import { ACCEPTED_PROVIDER_JOB_ANNOTATION, adoptedWithoutEvidence } from "../src/callback/adoption.js";
-import { submissionId } from "../src/mediajob/job.js";
+import { providerRequestId } from "../src/mediajob/job.js";
 import { isFirstStep } from "../src/mediajob/pipeline.js";
 import { isAlreadyExists } from "../src/k8s/errors.js";
 import { freePort } from "../scripts/devstack-lib.js";
@@ -376,7 +376,7 @@ async function acceptAdoptions(jobs: MediaJob[]): Promise<void> {
     // The provider's record names our job: by the id we sent, or (a provider that ignores it, as
     // RunPod does) by the job id in the webhook URL, the same for every attempt of the job.
     const jobId = job.status!.jobId!;
-    const own = seen.key === jobId || seen.key === submissionId(job.status, jobId);
+    const own = seen.key === jobId || seen.key === providerRequestId(job, job.status, jobId);
     adoptions.set(uid, own ? "accepted" : "another job");
     if (!own) continue;
     await api

@@ -1,8 +1,9 @@
 // make cluster-up / cluster-down: the local control plane alone, in the background, with its
 // admin kubeconfig at .local/kubeconfig.
-import { copyFileSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT, startControlPlane, stopProcess } from "../test/support/controlplane.js";
+import { writePrivateFile } from "./private-file.js";
 
 const LOCAL = join(REPO_ROOT, ".local");
 const DATA = join(LOCAL, "controlplane");
@@ -32,7 +33,7 @@ export async function clusterUp(): Promise<string> {
     detached: true,
   });
   writeFileSync(PID, String(cp.process.pid));
-  copyFileSync(cp.kubeconfig, KUBECONFIG);
+  writePrivateFile(KUBECONFIG, readFileSync(cp.kubeconfig));
   console.log(
     `control plane ready at ${cp.url}\nkubeconfig: ${KUBECONFIG}\n  export KUBECONFIG=${KUBECONFIG}`,
   );

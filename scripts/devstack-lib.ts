@@ -14,6 +14,7 @@ import { isAlreadyExists } from "../src/k8s/errors.js";
 import { processAlive, REPO_ROOT, startControlPlane, stopProcess } from "../test/support/controlplane.js";
 import { installCrds } from "../test/support/crds.js";
 import { changeBinding } from "../src/cli/bind.js";
+import { writePrivateFile } from "./private-file.js";
 import { waitForServed } from "../test/support/kube.js";
 
 export const LOCAL = join(REPO_ROOT, ".local");
@@ -125,7 +126,7 @@ export async function stackUp(opts: {
     detached: opts.detached,
   });
   const kubeconfig = join(LOCAL, "kubeconfig");
-  writeFileSync(kubeconfig, readFileSync(cp.kubeconfig));
+  writePrivateFile(kubeconfig, readFileSync(cp.kubeconfig));
   writeFileSync(join(LOCAL, "controlplane.pid"), String(cp.process.pid));
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfig);
@@ -226,8 +227,8 @@ export async function stackUp(opts: {
     pids,
     dataDir,
   };
-  writeFileSync(STATE_FILE, JSON.stringify(state, null, 2));
-  writeFileSync(ENV_FILE, envFile(state), { mode: 0o600 });
+  writePrivateFile(STATE_FILE, JSON.stringify(state, null, 2));
+  writePrivateFile(ENV_FILE, envFile(state));
   return state;
 }
 

@@ -175,7 +175,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
     const { job, providerJobId } = await jobs.submitted(`genuine-${randomBytes(4).toString("hex")}`, {
       webhook: false,
     });
-    await jobs.finished(job.status!.jobId!);
+    await jobs.finished(job);
     return { job, providerJobId };
   };
 
@@ -390,7 +390,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
         hold: true,
       });
       const other = await tenantB.submitted(`tenant-b-${randomBytes(4).toString("hex")}`, { webhook: false });
-      await tenantB.finished(other.job.status!.jobId!);
+      await tenantB.finished(other.job);
       const url = jobs.url(unconfirmed.job, s.base);
       const steal = await post(
         url,
@@ -414,7 +414,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
       // another installation's): nothing refuses it, so its adoption must be marked and held.
       const orphan = await tenantB.intent(`orphan-${randomBytes(4).toString("hex")}`);
       const orphanProviderJobId = await tenantB.submit(orphan, { webhook: false });
-      await tenantB.finished(orphan.status!.jobId!);
+      await tenantB.finished(orphan);
       const second = await jobs.submitted(`unconfirmed-${randomBytes(4).toString("hex")}`, {
         webhook: false,
         record: false,
@@ -436,7 +436,7 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
         secondAfter?.status?.conditions?.find((c) => c.type === "Submitted")?.reason === "AdoptedByCallback";
       stack.sim.releaseJob(second.job.status!.jobId!);
       stack.sim.releaseJob(unconfirmed.job.status!.jobId!);
-      await jobs.finished(unconfirmed.job.status!.jobId!);
+      await jobs.finished(unconfirmed.job);
       const own = await post(
         url,
         { "content-type": "application/json" },

@@ -1,12 +1,13 @@
 // usage: each account's GPU seconds this billing period, beside what the payment provider has
 // accepted and what still waits to be reported (docs/design.md, "Usage and plans").
-import { billingAccountName, type BillingAccount } from "../crds/billingaccount.js";
+import type { BillingAccount } from "../crds/billingaccount.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import { awaitsCount } from "../mediajob/usage.js";
 import type { CliContext } from "./context.js";
 import { humanDuration } from "./duration.js";
 import { CliError, EXIT_OK, EXIT_PROBLEM } from "./errors.js";
 import { listJobs } from "./jobs.js";
+import { kubeError } from "../k8s/errors.js";
 
 /** One account's line. */
 export interface AccountUsageView {
@@ -27,6 +28,8 @@ export interface AccountUsageView {
   /** Attempts not yet counted into the account's period usage, and their seconds. */
   uncountedAttempts: number;
   uncountedSeconds: number;
+  /** GPU seconds billed on the jobs listed (every attempt they still hold), whatever the period. */
+  jobsSeconds: number;
 }
 
 /** The accounts' usage from their BillingAccounts and the jobs' status.usage; `only`: one customer. */
@@ -47,6 +50,7 @@ export function usageViews(
         refusedAttempts: 0,
         uncountedAttempts: 0,
         uncountedSeconds: 0,
+        jobsSeconds: 0,
       };
       views.set(customer, v);
     }
@@ -69,6 +73,7 @@ export function usageViews(
     if (usage?.account === undefined) continue;
     for (const a of usage.attempts) {
       const seconds = a.billedSeconds ?? 0;
+      viewOf(usage.account).jobsSeconds += seconds;
       if (awaitsCount(usage, a) && a.counted !== true) {
         const v = viewOf(usage.account);
         v.uncountedAttempts++;
@@ -84,19 +89,27 @@ export function usageViews(
     }
   }
   const all = [...views.values()].sort((x, y) => x.customer.localeCompare(y.customer));
-  return only === undefined
-    ? all
-    : all.filter((v) => v.customer === only || v.account === only || billingAccountName(only) === v.account);
+  return only === undefined ? all : all.filter((v) => v.customer === only || v.account === only);
 }
 
 export async function run(ctx: CliContext): Promise<number> {
   const { api } = await ctx.kube();
   // BillingAccounts live in the controller's state namespace: -n (or the context's namespace).
   const accountNamespace = await ctx.namespace();
+  // BillingAccounts hold every customer's plan and usage: the chart grants reading them to
+  // operators only (media-orchestrator-billing-view). A tenant, refused them, sees the usage its
+  // own namespace's MediaJobs record, and nothing of any other customer.
   const [accounts, jobs] = await Promise.all([
-    api.list<BillingAccount>("billingaccounts", accountNamespace).then((l) => l.items),
+    api.list<BillingAccount>("billingaccounts", accountNamespace).then(
+      (l) => l.items,
+      (err: unknown) => {
+        if (kubeError(err)?.code === 403) return undefined;
+        throw err;
+      },
+    ),
     listJobs(api, await ctx.listNamespace()),
   ]);
+  if (accounts === undefined) return tenantView(ctx, jobs, await ctx.listNamespace());
   const only = ctx.inv.args[0];
   const views = usageViews(accounts, jobs, Date.now(), only);
   if (only !== undefined && views.length === 0)
@@ -161,3 +174,48 @@ export async function run(ctx: CliContext): Promise<number> {
 
 /** Usage waits to be counted into a BillingAccount that does not exist. */
 const accountMissing = (v: AccountUsageView): boolean => v.account === undefined && v.uncountedAttempts > 0;
+
+/**
+ * What a tenant, who may not read BillingAccounts, sees: per account its namespace's jobs name, the
+ * GPU seconds billed on those jobs, what waits to be reported and what was refused. Period totals,
+ * limits and plans are the operator's (kubectl media usage with billing-view).
+ */
+function tenantView(ctx: CliContext, jobs: readonly MediaJob[], namespace: string | undefined): number {
+  const only = ctx.inv.args[0];
+  const views = usageViews([], jobs, Date.now(), only);
+  const where = namespace === undefined ? "every namespace you can read" : `namespace "${namespace}"`;
+  if (only !== undefined && views.length === 0)
+    throw new CliError(`no job billed to "${only}" in ${where}`, "list the jobs with: kubectl get mj");
+  if (ctx.out.machine) {
+    ctx.out.data({
+      billingAccountsReadable: false,
+      items: views.map((v) => ({
+        customer: v.customer,
+        jobsSeconds: v.jobsSeconds,
+        unreportedAttempts: v.unreportedAttempts,
+        unreportedSeconds: v.unreportedSeconds,
+        oldestUnreportedSeconds:
+          v.oldestUnreportedMs === undefined ? null : Math.floor(v.oldestUnreportedMs / 1000),
+        refusedAttempts: v.refusedAttempts,
+      })),
+    });
+  } else if (views.length === 0) {
+    ctx.out.note(`No job billed to an account in ${where}.`);
+  } else {
+    ctx.out.table(
+      ["customer", "billed (these jobs)", "unreported", "oldest unreported", "refused"],
+      views.map((v) => [
+        v.customer,
+        String(v.jobsSeconds),
+        `${v.unreportedSeconds} s (${v.unreportedAttempts})`,
+        v.oldestUnreportedMs === undefined ? "-" : humanDuration(v.oldestUnreportedMs),
+        String(v.refusedAttempts),
+      ]),
+    );
+  }
+  ctx.out.note(
+    `BillingAccounts (every customer's period usage, limits and plans) are not readable with these credentials: ` +
+      `the usage shown is what the MediaJobs of ${where} record.`,
+  );
+  return views.some((v) => v.refusedAttempts > 0) ? EXIT_PROBLEM : EXIT_OK;
+}

@@ -6,7 +6,7 @@
 //    TransformStripManagedFields), which the controller never reads;
 //  - a settled job (src/mediajob/at-rest.ts: finished for good, let go of, its spec observed) is kept as a
 //    small record of what the controller reads of such a job (its key and identity, phase, next
-//    step, workload): the manager never reconciles it, it only tells a change (a spec edit, a
+//    step, workload, the provider job it holds): the manager never reconciles it, it only tells a change (a spec edit, a
 //    reset, a deletion), and the watch event of that change brings the whole object back;
 //  - a finished job not yet settled (a spec edit to observe, a finalizer to remove) keeps its
 //    status whole, since the reconcile that settles it writes status from it (a status write,
@@ -65,6 +65,8 @@ function settledJobRecord(job: MediaJob): MediaJob {
     observedGeneration: job.status?.observedGeneration,
   };
   if (job.status?.nextJob !== undefined) status.nextJob = job.status.nextJob;
+  // Which provider job it holds: a /run answer naming it for another job is refused (holders).
+  if (job.status?.providerJobId !== undefined) status.providerJobId = job.status.providerJobId;
   return deepFreeze({
     apiVersion: job.apiVersion,
     kind: "MediaJob",

@@ -4,7 +4,12 @@
 // At rest nothing moves: finished jobs are not reconciled, the events of our own writes are not
 // news, and a key on its failure backoff stays on it.
 import type { Logger } from "pino";
-import { BillingAccount, billingAccountName, findAccount, type OrphanedRun } from "../crds/billingaccount.js";
+import {
+  BillingAccount,
+  billingAccountName,
+  customerAccount,
+  type OrphanedRun,
+} from "../crds/billingaccount.js";
 import { GpuEndpoint } from "../crds/gpuendpoint.js";
 import { MediaJob } from "../crds/mediajob.js";
 import { fairShareWeights, stateNamespace, type Env } from "../config/env.js";
@@ -21,6 +26,7 @@ import { GpuEndpointReconciler } from "./gpuendpoint/reconciler.js";
 import { ProviderView } from "./gpuendpoint/provider-view.js";
 import { keepBinding, stripMetadata, trimMediaJob } from "./cache-transform.js";
 import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "./idle-compaction.js";
+import { holderKey } from "../callback/holders.js";
 import { AccountJobs } from "./account-jobs.js";
 import { AccountLimits } from "./account-limits.js";
 import { Informer, objectKey } from "./informer.js";
@@ -232,6 +238,9 @@ export class Manager {
         usage,
       },
       accountJobs: this.accountJobs,
+      // From the cache, which holds every job of the watched scope (a settled one keeps its
+      // provider id): a submission costs no list call, where the apiserver would read every job.
+      holders: (providerJobId) => Promise.resolve(this.holdersOf(providerJobId)),
       onTransition: (from, to) => this.metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
       onSubmission: (outcome) => this.metrics.submissions.inc({ outcome }),
       onRecovery: (kind) => this.metrics.recoveries.inc({ kind }),
@@ -347,7 +356,8 @@ export class Manager {
       for (const job of this.jobs.list()) {
         if (atRest(job)) continue;
         const account = jobAccount(job);
-        if (account && billingAccountName(account) === acct.metadata.name) this.jobQueue.add(objectKey(job));
+        if (account && billingAccountName(account) === acct.metadata.name && customerAccount(acct, account))
+          this.jobQueue.add(objectKey(job));
       }
     });
 
@@ -373,11 +383,27 @@ export class Manager {
     );
   }
 
+  /** The cached MediaJobs (`namespace/name`) that hold a provider job id. */
+  private holdersOf(providerJobId: string): string[] {
+    return this.jobs
+      .list()
+      .filter((j) => j.status?.providerJobId === providerJobId)
+      .map(holderKey);
+  }
+
+  /** The customer's BillingAccount in the cache (one of its name that is another customer's is not it). */
+  private account(customerId: string): BillingAccount | undefined {
+    return customerAccount(
+      this.accounts.get(stateNamespace(this.o.env), billingAccountName(customerId)),
+      customerId,
+    );
+  }
+
   /** The plan of an account's subscription, when plans are configured (src/mediajob/plans.ts). */
   private planOf(account: string): Plan | undefined {
     const plans = this.o.env.MEDIA_PLANS;
     if (Object.keys(plans).length === 0) return undefined;
-    const status = findAccount(this.accounts, stateNamespace(this.o.env), account)?.status;
+    const status = this.account(account)?.status;
     return planFor(plans, status?.priceIds ?? []);
   }
 
@@ -393,9 +419,7 @@ export class Manager {
     );
     if ("refused" in billed) return undefined;
     const account = billed.account;
-    const state = account
-      ? findAccount(this.accounts, stateNamespace(this.o.env), account)?.status?.subscriptionStatus
-      : undefined;
+    const state = account ? this.account(account)?.status?.subscriptionStatus : undefined;
     if (admission(account, state).status !== "True") return undefined;
     const plans = this.o.env.MEDIA_PLANS;
     const facts = accountFacts(

@@ -67,7 +67,8 @@ export class ControllerMetrics {
       "Submissions to the GPU provider by outcome: accepted, refused (provably not taken), unconfirmed " +
       "(answer lost: may be running), unconfirmed-resubmission (sent again past the confirmation " +
       "deadline: may have run twice), unconfirmed-failed (Failed past the confirmation deadline, never " +
-      "sent again: may have run once), fenced (not the leader), intent-conflict",
+      "sent again: may have run once), fenced (not the leader), intent-conflict, held-elsewhere (the " +
+      "answer named a provider job another MediaJob holds: not recorded, left unconfirmed)",
     labelNames: ["outcome"] as const,
     registers: [this.registry],
   });

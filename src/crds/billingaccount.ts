@@ -118,16 +118,25 @@ export function billingAccountName(customerId: string): string {
 }
 
 /**
- * The BillingAccount of a customer id in a cache or lookup: by its name, and only if it is that
- * customer's (the name keeps a short hash, so two customer ids could share one).
+ * The customer's BillingAccount from a lookup by billingAccountName(): an object of that name whose
+ * spec.customerId is another customer's is not this customer's account (the name keeps 40 bits of
+ * a hash, and an object can be written by hand), so it is treated as not found. Every lookup of an
+ * account goes through here.
  */
+export function customerAccount<T extends { spec?: { customerId?: string } }>(
+  found: T | undefined,
+  customerId: string,
+): T | undefined {
+  return found?.spec?.customerId === customerId ? found : undefined;
+}
+
+/** The customer's BillingAccount in a cache, by its name and its customer id (customerAccount). */
 export function findAccount(
   accounts: { get(namespace: string, name: string): BillingAccount | undefined },
   namespace: string,
   customerId: string,
 ): BillingAccount | undefined {
-  const found = accounts.get(namespace, billingAccountName(customerId));
-  return found?.spec.customerId === customerId ? found : undefined;
+  return customerAccount(accounts.get(namespace, billingAccountName(customerId)), customerId);
 }
 
 export const billingAccountDefinition: ResourceDefinition = {

@@ -113,7 +113,7 @@ export const MediaJobSpec = z.object({
         "(`kubectl media cancel JOB`).",
     ),
   id: JobId.optional().describe(
-    "Idempotency key sent to the provider as the job id. Default: metadata.uid. Immutable.",
+    "Idempotency key, sent to the provider inside a job id scoped to this object's namespace and uid. Default: metadata.uid. Immutable.",
   ),
   then: z
     .array(PipelineStep)

@@ -1,5 +1,6 @@
 // What every other rule of the MediaJob state machine reads: the finalizer, the terminal phases,
 // the job's ids and its first status.
+import { createHash } from "node:crypto";
 import type { JobPhase, MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 
 export const FINALIZER = "media-orchestrator.io/cancel-at-provider";
@@ -27,7 +28,7 @@ export function effectiveJobId(job: MediaJob): string {
 }
 
 /**
- * The id sent to the provider for the next submission. Resets resubmit the same id (a provider
+ * The job's key for its next submission, sent to the provider inside providerRequestId. Resets resubmit the same id (a provider
  * that honours it answers with the job it already has instead of running it again); a retry after
  * the provider reported a failure needs a fresh id, or it would get the failed job back.
  */
@@ -35,6 +36,32 @@ export function submissionId(status: MediaJobStatus | undefined, jobId: string):
   // A submission cancelled by a suspension is over at the provider too: resuming needs a fresh id.
   const ended = (status?.failures ?? 0) + (status?.suspensions ?? 0);
   return ended === 0 ? jobId : `${jobId}-retry-${ended}`;
+}
+
+/**
+ * Whose submission an id is: a hash of the job's namespace and uid (128 bits, hex). Two MediaJobs
+ * never share it, whatever their spec.id, so neither can name the other's job at the provider.
+ */
+export function providerIdScope(meta: { namespace?: string; uid?: string }): string {
+  return createHash("sha256")
+    .update(`${meta.namespace ?? ""}/${meta.uid ?? ""}`)
+    .digest("hex")
+    .slice(0, 32);
+}
+
+/**
+ * The id a submission is sent to the provider with (`POST /run` body `id`):
+ * `<scope>.<key>`, the scope the job's own (providerIdScope), the key submissionId's (the job's
+ * idempotency key, with `-retry-<n>` after an ended submission). A provider that honours client
+ * ids answers a reset's resubmission with the job it already has, and never with another
+ * MediaJob's, though two namespaces (or a re-created object) use the same spec.id.
+ */
+export function providerRequestId(
+  job: Pick<MediaJob, "metadata">,
+  status: MediaJobStatus | undefined,
+  jobId: string,
+): string {
+  return `${providerIdScope(job.metadata)}.${submissionId(status, jobId)}`;
 }
 
 export const maxAttempts = (job: MediaJob): number => job.spec.maxAttempts ?? 1;
@@ -66,5 +93,5 @@ export function errorText(error: unknown, fallback: string): string {
 /** The provider id the current submission is known by: the recorded one, else the id it was sent with. */
 export function currentProviderJobId(job: MediaJob): string {
   const status = job.status;
-  return status?.providerJobId ?? submissionId(status, status?.jobId ?? effectiveJobId(job));
+  return status?.providerJobId ?? providerRequestId(job, status, status?.jobId ?? effectiveJobId(job));
 }

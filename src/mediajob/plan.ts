@@ -134,7 +134,8 @@ export type SubmissionOutcome =
   | "unconfirmed-resubmission"
   | "unconfirmed-failed"
   | "fenced"
-  | "intent-conflict";
+  | "intent-conflict"
+  | "held-elsewhere";
 
 /**
  * A pass's error, as controller-runtime's: retried with backoff, or terminal (not retried; a

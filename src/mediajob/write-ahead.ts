@@ -9,7 +9,7 @@ import { callbackExpiry, type CallbackTarget } from "../callback/token.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { withCondition, withPhaseConditions } from "./conditions.js";
 import { providerPolicy } from "./deadline.js";
-import { effectiveJobId, submissionId } from "./job.js";
+import { effectiveJobId, providerRequestId } from "./job.js";
 import { submissionIdentity, withSubmissionIdentity } from "./submission-identity.js";
 import {
   intentStatus,
@@ -81,7 +81,7 @@ export function planSubmission(
     intent,
     attempt,
     request: {
-      id: submissionId(status, jobId),
+      id: providerRequestId(job, status, jobId),
       input: withSubmissionIdentity(
         job.spec.input ?? {},
         submissionIdentity(job.metadata.uid ?? "", jobId, intent),

@@ -9,6 +9,7 @@ import {
   ADMITTING_STATES,
   API_VERSION,
   billingAccountName,
+  customerAccount,
   type BillingAccount,
   type BillingAccountStatus,
   type SubscriptionStatus,
@@ -127,7 +128,15 @@ export async function applySubscriptionChange(
   const name = billingAccountName(change.customerId);
   let provider: CurrentSubscription | undefined;
   for (let round = 0; round < 8; round++) {
-    const current = await api.get<BillingAccount>("billingaccounts", namespace, name);
+    const found = await api.get<BillingAccount>("billingaccounts", namespace, name);
+    // An object of this name that is another customer's is not this customer's account: never
+    // written for this event (the event is answered 503 and the provider retries until an operator
+    // resolves the collision; the log names both customers).
+    if (found && !customerAccount(found, change.customerId))
+      throw new Error(
+        `BillingAccount ${namespace}/${name} is customer ${found.spec.customerId}'s, not ${change.customerId}'s: not applied`,
+      );
+    const current = found;
     if (!current) {
       try {
         await api.create("billingaccounts", namespace, {

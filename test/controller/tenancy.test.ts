@@ -53,7 +53,11 @@ beforeAll(async () => {
   const rendered = helmTemplate("media-orchestrator-crds", "media-system", [
     "--set",
     "crds.only=true",
-  ]).filter((m) => m.kind === "ClusterRole");
+  ]).filter(
+    (m) =>
+      m.kind === "ClusterRole" &&
+      m.metadata.labels?.["rbac.authorization.k8s.io/aggregate-to-edit"] === "true",
+  );
   expect(rendered.map((r) => r.metadata.name).sort()).toEqual([
     "media-orchestrator-edit",
     "media-orchestrator-view",

@@ -256,6 +256,7 @@ describe("installing per environment", () => {
     expect((await ok(["get", "manifest", release, "-n", ns])).match(/^kind: (\S+)/gm)?.sort()).toEqual([
       "kind: ClusterRole",
       "kind: ClusterRole",
+      "kind: ClusterRole",
       ...CRDS.map(() => "kind: CustomResourceDefinition"),
       "kind: ValidatingAdmissionPolicy",
       "kind: ValidatingAdmissionPolicyBinding",
@@ -396,6 +397,7 @@ describe("installing per environment", () => {
     });
     expect(clusterRoles.items.map((r) => r.metadata?.name).sort()).toEqual(
       [
+        "media-orchestrator-billing-view",
         "media-orchestrator-edit",
         "media-orchestrator-view",
         ...[DEV, STAGING].map((r) => `${r.ns}-${FULLNAME(r)}-namespaces`),
@@ -875,9 +877,10 @@ describe("the built-in user roles (the CRD release's aggregated ClusterRoles)", 
     await aggregateClusterRoles();
     await bind("alice", "edit", DEV.ns);
     await bind("bob", "view", DEV.ns);
+    await bind("carol", "media-orchestrator-billing-view", DEV.ns);
   });
 
-  it("a user with only `edit` in a namespace creates MediaJobs but cannot write billing", async () => {
+  it("a user with only `edit` in a namespace creates MediaJobs but can neither read nor write billing", async () => {
     const alice = new KubeApi(impersonating(kc, "alice"));
     expect(
       await status(
@@ -890,9 +893,10 @@ describe("the built-in user roles (the CRD release's aggregated ClusterRoles)", 
     ).toBe(200);
     expect(await status(alice.list("mediajobs", DEV.ns))).toBe(200);
     expect(await status(alice.delete("mediajobs", DEV.ns, "alice-job"))).toBe(200);
-    // Billing and provider state: readable, never writable.
-    expect(await status(alice.list("billingaccounts", DEV.ns))).toBe(200);
-    expect(await status(alice.list("paymentevents", DEV.ns))).toBe(200);
+    // Provider state: readable, never writable. Billing state (every customer's plan, usage and
+    // payments, side by side in the sidecar's namespace): neither.
+    expect(await status(alice.list("billingaccounts", DEV.ns))).toBe(403);
+    expect(await status(alice.list("paymentevents", DEV.ns))).toBe(403);
     expect(await status(alice.list("gpuendpoints", DEV.ns))).toBe(200);
     const account = {
       apiVersion: "media-orchestrator.io/v1alpha1",
@@ -906,6 +910,9 @@ describe("the built-in user roles (the CRD release's aggregated ClusterRoles)", 
       (await authz.createSelfSubjectAccessReview({ body: { spec: { resourceAttributes: a } } })).status
         ?.allowed ?? false;
     const refused: V1ResourceAttributes[] = [
+      ...["get", "list", "watch"].flatMap((verb) =>
+        ["billingaccounts", "paymentevents"].map((resource) => ({ resource, verb })),
+      ),
       ...["create", "update", "patch", "delete"].flatMap((verb) =>
         ["billingaccounts", "paymentevents", "gpuendpoints"].map((resource) => ({ resource, verb })),
       ),
@@ -923,10 +930,11 @@ describe("the built-in user roles (the CRD release's aggregated ClusterRoles)", 
     expect(await can({ group: G, namespace: STAGING.ns, resource: "mediajobs", verb: "create" })).toBe(false);
   });
 
-  it("a user with `view` reads MediaJobs and billing state but creates nothing", async () => {
+  it("a user with `view` reads MediaJobs but not billing state, and creates nothing", async () => {
     const bob = new KubeApi(impersonating(kc, "bob"));
     expect(await status(bob.list("mediajobs", DEV.ns))).toBe(200);
-    expect(await status(bob.list("billingaccounts", DEV.ns))).toBe(200);
+    expect(await status(bob.list("billingaccounts", DEV.ns))).toBe(403);
+    expect(await status(bob.list("paymentevents", DEV.ns))).toBe(403);
     expect(
       await status(
         bob.create(
@@ -936,6 +944,21 @@ describe("the built-in user roles (the CRD release's aggregated ClusterRoles)", 
         ),
       ),
     ).toBe(403);
+  });
+
+  it("an operator bound to the chart's billing-view role reads billing state, writes none of it", async () => {
+    const carol = new KubeApi(impersonating(kc, "carol"));
+    expect(await status(carol.list("billingaccounts", DEV.ns))).toBe(200);
+    expect(await status(carol.list("paymentevents", DEV.ns))).toBe(200);
+    const account = {
+      apiVersion: "media-orchestrator.io/v1alpha1",
+      kind: "BillingAccount",
+      metadata: { name: "cus-by-hand" },
+      spec: { customerId: "cus_by_hand" },
+    };
+    expect(await status(carol.create("billingaccounts", DEV.ns, account as never))).toBe(403);
+    // Only where it is bound.
+    expect(await status(carol.list("billingaccounts", STAGING.ns))).toBe(403);
   });
 });
 

@@ -510,6 +510,7 @@ describe("helm template, options", () => {
     expect(kinds(all.filter((o) => o.kind !== "CustomResourceDefinition"))).toEqual([
       "ClusterRole",
       "ClusterRole",
+      "ClusterRole",
       "ValidatingAdmissionPolicy",
       "ValidatingAdmissionPolicyBinding",
     ]);
@@ -1505,7 +1506,7 @@ describe("helm template, production options", () => {
     expect(leaseOf(all2)).toEqual(leaseOf(all1));
   });
 
-  it("the CRD release aggregates read access into view and MediaJob writes into edit and admin", () => {
+  it("the CRD release aggregates read access into view and MediaJob writes into edit and admin, billing into neither", () => {
     const roles = find<Role & { metadata: { labels: Record<string, string> } }>(
       helmTemplate("media-orchestrator-crds", "media-system", ["--set", "crds.only=true"]),
       "ClusterRole",
@@ -1516,21 +1517,25 @@ describe("helm template, production options", () => {
         .map((l) => l.replace("rbac.authorization.k8s.io/aggregate-to-", ""))
         .sort();
     const byName = Object.fromEntries(roles.map((r) => [r.metadata.name, r]));
-    expect(Object.keys(byName).sort()).toEqual(["media-orchestrator-edit", "media-orchestrator-view"]);
+    expect(Object.keys(byName).sort()).toEqual([
+      "media-orchestrator-billing-view",
+      "media-orchestrator-edit",
+      "media-orchestrator-view",
+    ]);
     expect(agg(byName["media-orchestrator-view"]!)).toEqual(["admin", "edit", "view"]);
     expect(byName["media-orchestrator-view"]!.rules).toEqual([
       {
         apiGroups: ["media-orchestrator.io"],
-        resources: [
-          "mediajobs",
-          "mediajobs/status",
-          "gpuendpoints",
-          "gpuendpoints/status",
-          "billingaccounts",
-          "billingaccounts/status",
-          "paymentevents",
-          "paymentevents/status",
-        ],
+        resources: ["mediajobs", "mediajobs/status", "gpuendpoints", "gpuendpoints/status"],
+        verbs: ["get", "list", "watch"],
+      },
+    ]);
+    // Every customer's plan, usage and payments: an operator's role, aggregated into nothing.
+    expect(agg(byName["media-orchestrator-billing-view"]!)).toEqual([]);
+    expect(byName["media-orchestrator-billing-view"]!.rules).toEqual([
+      {
+        apiGroups: ["media-orchestrator.io"],
+        resources: ["billingaccounts", "billingaccounts/status", "paymentevents", "paymentevents/status"],
         verbs: ["get", "list", "watch"],
       },
     ]);

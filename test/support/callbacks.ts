@@ -6,7 +6,7 @@ import { randomBytes } from "node:crypto";
 import { callbackExpiry, callbackUrl, type CallbackTarget } from "../../src/callback/token.js";
 import { API_VERSION, type MediaJob, type MediaJobStatus } from "../../src/crds/index.js";
 import type { KubeApi } from "../../src/k8s/api.js";
-import { initialStatus, submissionId } from "../../src/mediajob/job.js";
+import { initialStatus, providerRequestId } from "../../src/mediajob/job.js";
 import { intentStatus, recordAccepted } from "../../src/mediajob/submission.js";
 import { resetToPending } from "../../src/mediajob/recovery.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
@@ -55,7 +55,7 @@ export interface CallbackJobsOptions {
 export interface SubmitOptions {
   /** Send the callback URL as the job's webhook (default true); false: the provider never calls. */
   webhook?: boolean;
-  /** Keep the job IN_PROGRESS at the provider until sim.releaseJob(jobId). */
+  /** Keep the job IN_PROGRESS at the provider until release(job). */
   hold?: boolean;
   /** Record the provider's id, as the controller does when /run answers (default true). */
   record?: boolean;
@@ -122,9 +122,11 @@ export class CallbackJobs {
   /** POST /run to the simulator for the job's current submission; the provider's job id. */
   async submit(job: MediaJob, opts: SubmitOptions = {}): Promise<string> {
     const jobId = job.status!.jobId!;
-    if (opts.hold) this.o.sim.holdJob(jobId);
+    const id = providerRequestId(job, job.status, jobId);
+    // The simulator keys a job by our job id in its webhook URL, else by the id it was sent with.
+    if (opts.hold) this.o.sim.holdJob(opts.webhook === false ? id : jobId);
     const res = await this.provider.submit(this.endpointId, {
-      id: submissionId(job.status, jobId),
+      id,
       input: job.spec.input ?? {},
       ...(opts.webhook !== false && { webhook: this.url(job) }),
       ...(opts.policy && { policy: opts.policy }),
@@ -157,14 +159,26 @@ export class CallbackJobs {
     return { job, providerJobId };
   }
 
-  /** The provider's final state of our job `jobId` (its newest submission), once it has one. */
-  finished(jobId: string): Promise<SimJob> {
+  /** Lets the job's held submission finish at the provider (held by our job id, or by the id it was sent with). */
+  release(job: MediaJob): void {
+    const jobId = job.status!.jobId!;
+    this.o.sim.releaseJob(jobId);
+    this.o.sim.releaseJob(providerRequestId(job, job.status, jobId));
+  }
+
+  /**
+   * The provider's final state of the job's newest submission, once it has one: found by our job
+   * id (its webhook URL's), else by the id it was sent with (a submission without a webhook).
+   */
+  finished(job: MediaJob): Promise<SimJob> {
+    const jobId = job.status!.jobId!;
+    const id = providerRequestId(job, job.status, jobId);
     return eventually(
       () => {
-        const j = this.o.sim.getJob(jobId);
+        const j = this.o.sim.getJob(jobId) ?? this.o.sim.getJob(id);
         return j && PROVIDER_TERMINAL.has(j.status) ? j : undefined;
       },
-      { message: `the provider to finish ${jobId}` },
+      { message: `the provider to finish ${id}` },
     );
   }
 }

@@ -3,14 +3,18 @@
 import { main } from "../../src/cli/main.js";
 import { testKubeconfigPath } from "./kube.js";
 
-/** `kubectl media <args>` with the test control plane's kubeconfig and `environment`: its exit code and output. */
+/**
+ * `kubectl media <args>` with the test control plane's kubeconfig (or `kubeconfig`: another
+ * user's) and `environment`: its exit code and output.
+ */
 export async function kubectlMedia(
   args: string[],
   environment: NodeJS.ProcessEnv = {},
+  kubeconfig = testKubeconfigPath(),
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = "";
   let stderr = "";
-  const code = await main([...args, "--kubeconfig", testKubeconfigPath()], environment, {
+  const code = await main([...args, "--kubeconfig", kubeconfig], environment, {
     stdout: { write: (t: string) => (stdout += t) },
     stderr: { write: (t: string) => (stderr += t) },
   });

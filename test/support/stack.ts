@@ -189,6 +189,8 @@ export interface ControllerStackOptions {
   /** Settings over testEnv's (GPU_PROVIDER_API_URL is the simulator's). */
   env?: Record<string, string>;
   sim?: SimulatorOptions;
+  /** A simulator shared with other stacks (one provider account, several installs or tenants): not closed by stop(). */
+  simulator?: Simulator;
   /** Also run the webhooks sidecar, and send the provider's callbacks to it. */
   sidecar?: boolean;
   /**
@@ -237,7 +239,7 @@ export async function startControllerStack(
 ): Promise<ControllerStack> {
   const api = new KubeApi(kc);
   const ns = await createTestNamespace(kc, opts.name);
-  const sim = await startTestSimulator(opts.sim);
+  const sim = opts.simulator ?? (await startTestSimulator(opts.sim));
   let env = testEnv(ns, {
     GPU_PROVIDER_API_URL: sim.url,
     ...(opts.sidecar && { WEBHOOKS_HOST: "127.0.0.1", WEBHOOKS_PORT: "0" }),
@@ -261,7 +263,7 @@ export async function startControllerStack(
     stop: async () => {
       await manager.stop();
       await sidecar?.close();
-      await sim.close();
+      if (!opts.simulator) await sim.close();
     },
   };
 }

@@ -32,6 +32,7 @@ const job = (
       nextJob: "j-2",
       output: { text: "ok" },
       jobId: "j",
+      providerJobId: "p-1",
       conditions: [
         {
           type: "Succeeded",
@@ -65,7 +66,8 @@ describe("cache transform", () => {
         generation: 2,
       },
       spec: { workload: "asr" },
-      status: { phase: "Completed", observedGeneration: 2, nextJob: "j-2" },
+      // The provider job it holds: another job's /run answer naming it is refused.
+      status: { phase: "Completed", observedGeneration: 2, nextJob: "j-2", providerJobId: "p-1" },
     });
     // The record answers every question the manager asks of a cached job the same way.
     expect(atRest(record)).toBe(true);
@@ -85,7 +87,12 @@ describe("cache transform", () => {
   it("keeps another controller's finalizers in the record", () => {
     const record = trimMediaJob(job("Failed", { finalizers: ["example.com/archive"] }));
     expect(record.metadata.finalizers).toEqual(["example.com/archive"]);
-    expect(record.status).toEqual({ phase: "Failed", observedGeneration: 2, nextJob: "j-2" });
+    expect(record.status).toEqual({
+      phase: "Failed",
+      observedGeneration: 2,
+      nextJob: "j-2",
+      providerJobId: "p-1",
+    });
   });
 
   it("keeps the whole status of a finished job whose spec edit is not observed yet (its reconcile writes status from it)", () => {
@@ -130,6 +137,7 @@ describe("cache transform", () => {
       phase: j.status?.phase,
       observedGeneration: j.status?.observedGeneration,
       ...(j.status?.nextJob !== undefined && { nextJob: j.status.nextJob }),
+      ...(j.status?.providerJobId !== undefined && { providerJobId: j.status.providerJobId }),
     },
   });
   const settledJob = (

@@ -12,7 +12,8 @@ import {
   recordAccepted,
   withdrawIntent,
 } from "../../src/mediajob/submission.js";
-import { ERROR_MAX_CHARS, initialStatus, submissionId } from "../../src/mediajob/job.js";
+import { ERROR_MAX_CHARS, initialStatus, providerRequestId, submissionId } from "../../src/mediajob/job.js";
+import { PROVIDER_JOB_ID } from "../../src/provider/job-id.js";
 import {
   MAX_REPLAYS,
   afterProviderLostJob,
@@ -70,6 +71,25 @@ describe("job ids", () => {
   it("resubmits resets with the same id and retries after failures with a fresh one", () => {
     expect(submissionId({ jobId: "j1" }, "j1")).toBe("j1");
     expect(submissionId({ jobId: "j1", failures: 2 }, "j1")).toBe("j1-retry-2");
+  });
+
+  it("sends the provider the job's key inside a scope of its own: the same spec.id elsewhere is another id", () => {
+    const at = (namespace: string, uid: string) => ({ metadata: { name: "j", namespace, uid } });
+    const mine = providerRequestId(at("tenant-a", "uid-a"), { jobId: "order-1" }, "order-1");
+    expect(mine).toMatch(/^[0-9a-f]{32}\.order-1$/);
+    // Stable for the job (a reset resubmits the same id); a retry keeps the scope, with a fresh key.
+    expect(providerRequestId(at("tenant-a", "uid-a"), { jobId: "order-1" }, "order-1")).toBe(mine);
+    expect(providerRequestId(at("tenant-a", "uid-a"), { failures: 1 }, "order-1")).toBe(
+      `${mine.split(".")[0]}.order-1-retry-1`,
+    );
+    // Another namespace, or the same name re-created (a new uid), never gets this job back.
+    expect(providerRequestId(at("tenant-b", "uid-a"), {}, "order-1")).not.toBe(mine);
+    expect(providerRequestId(at("tenant-a", "uid-b"), {}, "order-1")).not.toBe(mine);
+    // The longest key, with a retry suffix, is still an id the provider's URLs accept.
+    const longest = "k".repeat(128);
+    expect(providerRequestId(at("n".repeat(63), "u"), { failures: 99, suspensions: 99 }, longest)).toMatch(
+      PROVIDER_JOB_ID,
+    );
   });
 });
 

@@ -6,7 +6,7 @@ import { API_VERSION } from "../../src/crds/common.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { planDeletion } from "../../src/mediajob/deletion.js";
-import { FINALIZER } from "../../src/mediajob/job.js";
+import { FINALIZER, providerIdScope } from "../../src/mediajob/job.js";
 import { afterNextStep } from "../../src/mediajob/next-step.js";
 import { planFinish, planJob, type Facts } from "../../src/mediajob/plan.js";
 import { providerReadDue } from "../../src/mediajob/processing.js";
@@ -339,7 +339,7 @@ describe("planJob", () => {
       attempts: 1,
       submission: { attempt: 1, id: "fresh", state: "Sending" },
     });
-    expect(p.request).toMatchObject({ id: "uid-1", input: {} });
+    expect(p.request).toMatchObject({ id: `${providerIdScope(job().metadata)}.uid-1`, input: {} });
     expect(p.callback).toEqual({
       namespace: "ns",
       name: "clip",

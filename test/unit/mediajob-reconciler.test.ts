@@ -132,7 +132,8 @@ const cases: Case[] = [
           call: "submit",
           check: (ep: string, req: { id: string; webhook: string; policy: { ttl: number } }) => {
             expect(ep).toBe("ep-1");
-            expect(req.id).toBe("uid-1");
+            // The job's own key (its uid here: no spec.id) inside its namespace-and-uid scope.
+            expect(req.id).toMatch(/^[0-9a-f]{32}\.uid-1$/);
             expect(req.webhook).toMatch(/^https:\/\/hooks\.example\.test\//);
             expect(req.policy.ttl).toBe(24 * 3600 * 1000);
           },

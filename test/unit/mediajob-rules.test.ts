@@ -5,7 +5,7 @@ import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { endpointMatches, pickEndpoint } from "../../src/mediajob/admission.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import { holdingCondition } from "../../src/mediajob/holds.js";
-import { currentProviderJobId } from "../../src/mediajob/job.js";
+import { currentProviderJobId, providerIdScope } from "../../src/mediajob/job.js";
 import { msUntilStuckAfter, planReset, resetLostRace } from "../../src/mediajob/recovery.js";
 import { matchSubmission } from "../../src/mediajob/result.js";
 
@@ -101,9 +101,8 @@ describe("the stuck rule, the provider id, why a job waits, which endpoint", () 
     expect(currentProviderJobId(job({ phase: "Processing", jobId: "job-1", providerJobId: "p-1" }))).toBe(
       "p-1",
     );
-    expect(currentProviderJobId(job({ phase: "Processing", jobId: "job-1", failures: 1 }))).toBe(
-      "job-1-retry-1",
-    );
+    const sent = job({ phase: "Processing", jobId: "job-1", failures: 1 });
+    expect(currentProviderJobId(sent)).toBe(`${providerIdScope(sent.metadata)}.job-1-retry-1`);
   });
   it("a Pending job is held by Admitted/EndpointReady False or Suspended/Queued True", () => {
     const c = (type: string, status: "True" | "False") => ({

@@ -114,7 +114,7 @@ describe("a forged flood from the address genuine senders share", () => {
     const s = await bed.start({ rateLimits: limits });
     const name = `flood-${uid()}`;
     const { job, providerJobId } = await bed.jobs.submitted(name, { webhook: false });
-    await bed.jobs.finished(job.status!.jobId!);
+    await bed.jobs.finished(job);
     const forgedUrl = new URL(bed.jobs.url(job, s.url));
     forgedUrl.searchParams.set("token", "forged");
     for (let i = 0; i < 60; i++)
@@ -144,7 +144,7 @@ describe("a forged flood from the address genuine senders share", () => {
     expect(await post(`${s.url}${PAY}`, { ...ev.headers, ...via }, ev.body)).toBe(200);
     const name = `proxied-${uid()}`;
     const { job, providerJobId } = await bed.jobs.submitted(name, { webhook: false });
-    await bed.jobs.finished(job.status!.jobId!);
+    await bed.jobs.finished(job);
     const body = JSON.stringify({ id: providerJobId, status: "COMPLETED" });
     expect(await post(bed.jobs.url(job, s.url), { ...json, ...via }, body)).toBe(200);
   });

@@ -130,7 +130,7 @@ describe("memory bounded by configuration, not by the caller", () => {
   it("reads an unconfirmed job's 16 MiB body for its id and status only, without holding it", async () => {
     const name = `big-${uid()}`;
     const { job: unconfirmed, providerJobId } = await jobs.submitted(name, { webhook: false, record: false });
-    await jobs.finished(unconfirmed.status!.jobId!);
+    await jobs.finished(unconfirmed);
     // The genuine fields, then 16 MiB of objects a whole-body parse would allocate one by one.
     const tail = manyObjects(16 * 1024 * 1024).toString();
     const body = `{"id":${JSON.stringify(providerJobId)},"status":"COMPLETED","output":${tail}}`;
@@ -166,7 +166,7 @@ describe("memory bounded by configuration, not by the caller", () => {
     try {
       const name = `dup-${uid()}`;
       const { job: done, providerJobId } = await jobs.submitted(name, { webhook: false });
-      await jobs.finished(done.status!.jobId!);
+      await jobs.finished(done);
       const url = jobs.url(done, own.url);
       const body = JSON.stringify({ id: providerJobId, status: "COMPLETED" });
       expect(await callback(url, body)).toMatchObject({ status: 200, json: { applied: true } });
@@ -215,8 +215,8 @@ describe("memory bounded by configuration, not by the caller", () => {
       first.req.destroy();
     }
     // Once the first is answered, the next one is taken.
-    sim.releaseJob(held.status!.jobId!);
-    await jobs.finished(held.status!.jobId!);
+    jobs.release(held);
+    await jobs.finished(held);
     const next = await callback(url, body.toString());
     expect(next).toMatchObject({ status: 200, json: { received: true, applied: true } });
   });
@@ -226,7 +226,7 @@ describe("tokens that expire and keys that rotate", () => {
   it("accepts a URL until its expiry and refuses it after, asking the provider nothing", async () => {
     const name = `expiry-${uid()}`;
     const { job: submitted, providerJobId } = await jobs.submitted(name, { webhook: false });
-    await jobs.finished(submitted.status!.jobId!);
+    await jobs.finished(submitted);
     const nowS = Math.floor(Date.now() / 1000);
     const requests = sim.stats().requests;
     const expired = await callback(jobs.url(submitted, server.url, nowS - 1), {
@@ -261,7 +261,7 @@ describe("tokens that expire and keys that rotate", () => {
     try {
       const name = `rotation-${uid()}`;
       const { job: submitted, providerJobId } = await jobs.submitted(name, { webhook: false });
-      await jobs.finished(submitted.status!.jobId!);
+      await jobs.finished(submitted);
       const exp = { expiresAt: callbackExpiry(Date.now(), 600) };
       const stranger = callbackUrl(
         rotated.url,
@@ -298,17 +298,17 @@ describe("adoption that cannot be steered", () => {
     expect(after?.metadata.resourceVersion).toBe(unconfirmed.metadata.resourceVersion);
     expect(after?.status?.phase).toBe("Processing");
     expect(after?.status?.providerJobId).toBeUndefined();
-    sim.releaseJob(unconfirmed.status!.jobId!);
+    jobs.release(unconfirmed);
   });
 
   it("refuses, on a replica that never saw it, a provider job a MediaJob of its watched scope holds", async () => {
     // Tenant B's job ran on the same endpoint; its id is recorded, its callback never came.
     const b = `tenant-b-${uid()}`;
     const { job: bJob, providerJobId: bId } = await tenantB.submitted(b, { webhook: false });
-    await tenantB.finished(bJob.status!.jobId!);
+    await tenantB.finished(bJob);
     const sameNs = `same-ns-b-${uid()}`;
     const { job: sJob, providerJobId: sId } = await jobs.submitted(sameNs, { webhook: false });
-    await jobs.finished(sJob.status!.jobId!);
+    await jobs.finished(sJob);
     // Fresh replicas, one watching every namespace, one watching tenant A's only: neither has
     // seen a callback of B's jobs, so only the apiserver can say who holds them.
     const cases = [
@@ -329,7 +329,7 @@ describe("adoption that cannot be steered", () => {
         expect(metrics).toMatch(
           /media_orchestrator_webhooks_callback_adoptions_total\{outcome="refused_recorded_elsewhere"\} 1/,
         );
-        sim.releaseJob(unconfirmed.status!.jobId!);
+        jobs.release(unconfirmed);
       } finally {
         await fresh.close();
       }
@@ -343,7 +343,7 @@ describe("adoption that cannot be steered", () => {
     try {
       const b = `tenant-b-${uid()}`;
       const { job: bJob, providerJobId: bId } = await tenantB.submitted(b, { webhook: false });
-      const bOutput = (await tenantB.finished(bJob.status!.jobId!)).output;
+      const bOutput = (await tenantB.finished(bJob)).output;
       const a = `steered-${uid()}`;
       const { job: unconfirmed } = await jobs.submitted(a, { hold: true, record: false, webhook: false });
       const url = jobs.url(unconfirmed, fresh.url);
@@ -363,7 +363,7 @@ describe("adoption that cannot be steered", () => {
         return mine.length ? mine : undefined;
       });
       expect(events[0]?.type).toBe("Warning");
-      sim.releaseJob(unconfirmed.status!.jobId!);
+      jobs.release(unconfirmed);
       const metrics = await (await request(`${fresh.url}/metrics`)).body.text();
       expect(metrics).toMatch(/media_orchestrator_webhooks_callback_adoptions_total\{outcome="adopted"\} 1/);
     } finally {
@@ -387,7 +387,7 @@ describe("adoption that cannot be steered", () => {
       .catch((e: unknown) => e);
     expect(isProviderError(err, "BAD_REQUEST")).toBe(true);
     expect(sim.stats().requests).toBe(requests);
-    sim.releaseJob(unconfirmed.status!.jobId!);
+    jobs.release(unconfirmed);
   });
 });
 
@@ -415,7 +415,7 @@ describe("outputs the status cannot hold", () => {
     try {
       const name = `deep-${uid()}`;
       const { job: submitted, providerJobId } = await jobs.submitted(name, { webhook: false });
-      await jobs.finished(submitted.status!.jobId!);
+      await jobs.finished(submitted);
       const res = await callback(jobs.url(submitted, s.url), { id: providerJobId, status: "COMPLETED" });
       expect(res).toMatchObject({ status: 200, json: { received: true, applied: true } });
       const done = await job(name);

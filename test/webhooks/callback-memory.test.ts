@@ -110,11 +110,11 @@ describe("the sidecar process under 16 MiB callback bodies", () => {
     const unconfirmed = await Promise.all(
       [1, 2, 3, 4].map((i) => jobs.submitted(`unconfirmed-${i}`, { webhook: false, record: false })),
     );
-    for (const u of unconfirmed) await jobs.finished(u.job.status!.jobId!);
+    for (const u of unconfirmed) await jobs.finished(u.job);
     const genuine = await Promise.all(
       [1, 2, 3].map((i) => jobs.submitted(`genuine-${i}`, { webhook: false })),
     );
-    for (const g of genuine) await jobs.finished(g.job.status!.jobId!);
+    for (const g of genuine) await jobs.finished(g.job);
 
     const before = await rss();
     let peak = before;

@@ -96,7 +96,7 @@ describe("authentication", () => {
   it("answers 401 to a forged or altered callback URL, asks the provider nothing and changes nothing", async () => {
     const name = `forged-${uid()}`;
     const { job: before, providerJobId } = await jobs.submitted(name, { webhook: false });
-    await jobs.finished(before.status!.jobId!);
+    await jobs.finished(before);
     const target = targetOf(before);
     const good = new URL(jobs.url(before));
     const body = { id: providerJobId, status: "COMPLETED", output: { text: "forged" } };
@@ -141,7 +141,7 @@ describe("authentication", () => {
   it("refuses every callback when no callback secret is configured", async () => {
     const name = `nosecret-${uid()}`;
     const { job: submitted, providerJobId } = await jobs.submitted(name, { webhook: false });
-    await jobs.finished(submitted.status!.jobId!);
+    await jobs.finished(submitted);
     const s = await startWebhookServer({
       api,
       env: { ...env, CALLBACK_SECRET: undefined },
@@ -269,7 +269,7 @@ describe("applying confirmed provider results", () => {
     const jobId = submitted.status!.jobId!;
     // The simulator delivers the callback itself.
     const done = await waitForPhase(api, ns, name, "Completed");
-    const atProvider = await jobs.finished(jobId);
+    const atProvider = await jobs.finished(submitted);
     expect(atProvider.status).toBe("COMPLETED");
     expect(done.status?.output).toEqual(atProvider.output);
     expect(done.status).toMatchObject({
@@ -314,7 +314,7 @@ describe("applying confirmed provider results", () => {
     try {
       const name = `one-read-${uid()}`;
       const { job: submitted, providerJobId } = await jobs.submitted(name, { webhook: false });
-      await jobs.finished(submitted.status!.jobId!);
+      await jobs.finished(submitted);
       const url = new URL(jobs.url(submitted));
       const res = await callback(`${counted.url}${url.pathname}${url.search}`, {
         id: providerJobId,
@@ -346,7 +346,7 @@ describe("applying confirmed provider results", () => {
     // When the job really ends, the provider's output is written, never the forged one.
     sim.releaseJob(held.status!.jobId!);
     const completed = await waitForPhase(api, ns, running, "Completed");
-    const atProvider = await jobs.finished(held.status!.jobId!);
+    const atProvider = await jobs.finished(held);
     expect(completed.status?.output).toEqual(atProvider.output);
     expect(JSON.stringify(completed.status)).not.toContain(FORGED);
 
@@ -358,7 +358,7 @@ describe("applying confirmed provider results", () => {
     ]) {
       const name = `claimed-${uid()}`;
       const { job: quiet, providerJobId: id } = await jobs.submitted(name, { webhook: false });
-      const provider = await jobs.finished(quiet.status!.jobId!);
+      const provider = await jobs.finished(quiet);
       expect(provider.status).toBe("COMPLETED");
       const res = await callback(jobs.url(quiet), { id, ...claim });
       expect(res, claim.status).toEqual({ status: 200, json: { received: true, applied: true } });
@@ -380,7 +380,7 @@ describe("applying confirmed provider results", () => {
     } finally {
       sim.setFaults({});
     }
-    const failed = await jobs.finished(submitted.status!.jobId!);
+    const failed = await jobs.finished(submitted);
     expect(failed.status).toBe("FAILED");
     const pending = await job(retried);
     expect(pending?.status).toMatchObject({
@@ -406,7 +406,7 @@ describe("applying confirmed provider results", () => {
     // Attempt 1 ran to completion at the provider, but the job was reset and submitted again.
     const { job: first, providerJobId: firstId } = await jobs.submitted(name, { webhook: false });
     const jobId = first.status!.jobId!;
-    await jobs.finished(jobId);
+    await jobs.finished(first);
     const intent = await jobs.nextIntent(first);
     const secondId = await jobs.submit(intent, { hold: true });
     const before = await jobs.accept(intent, secondId);
@@ -458,13 +458,13 @@ describe("applying confirmed provider results", () => {
     const { job: fastJob, providerJobId: fastId } = await jobs.submitted(fast, { record: false });
     const done = await waitForPhase(api, ns, fast, "Completed");
     expect(done.status).toMatchObject({ providerJobId: fastId, submission: { state: "Accepted" } });
-    expect(done.status?.output).toEqual((await jobs.finished(fastJob.status!.jobId!)).output);
+    expect(done.status?.output).toEqual((await jobs.finished(fastJob)).output);
   });
 
   it("answers 503 while the provider's status API is unavailable; the retried callback applies", async () => {
     const name = `unavailable-${uid()}`;
     const { job: before, providerJobId } = await jobs.submitted(name, { webhook: false });
-    const result = await jobs.finished(before.status!.jobId!);
+    const result = await jobs.finished(before);
     sim.setFaults({ serverErrors: 1 });
     try {
       const res = await callback(jobs.url(before), result);
@@ -509,7 +509,7 @@ describe("applying confirmed provider results", () => {
       for (let round = 0; round < 8 && (await conflicts()) === before; round++) {
         const name = `race-${uid()}`;
         const { job: submitted, providerJobId } = await jobs.submitted(name, { webhook: false });
-        const result = await jobs.finished(submitted.status!.jobId!);
+        const result = await jobs.finished(submitted);
         const bodies = Array.from({ length: 16 }, (_, i) =>
           i % 2
             ? { id: providerJobId, status: "COMPLETED", output: { n: i } }

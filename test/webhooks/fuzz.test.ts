@@ -249,7 +249,7 @@ beforeAll(async () => {
   const jobsIn = (namespace: string) => new CallbackJobs({ api, namespace, secret: callbackSecret, sim });
   const unsignedJobs = jobsIn(unsignedNs);
   ({ job, providerJobId: jobProviderId } = await unsignedJobs.submitted(JOB, { spec, webhook: false }));
-  await unsignedJobs.finished(job.status!.jobId!);
+  await unsignedJobs.finished(job);
   ({ job: signedJob, providerJobId: signedProviderId } = await jobsIn(signedNs).submitted(JOB, {
     spec,
     webhook: false,

@@ -50,7 +50,7 @@ const signedEvent = (type = "invoice.paid", object: Record<string, unknown> = {}
 /** A MediaJob whose submission the provider has finished: a callback for it completes it. */
 async function finishedJob(name: string): Promise<{ job: MediaJob; providerJobId: string }> {
   const submitted = await bed.jobs.submitted(name, { webhook: false });
-  await bed.jobs.finished(submitted.job.status!.jobId!);
+  await bed.jobs.finished(submitted.job);
   return submitted;
 }
 

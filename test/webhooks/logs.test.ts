@@ -143,7 +143,7 @@ describe("logs", () => {
     // Callbacks: accepted, forged, malformed (a body quoting its own URL, token included), unknown.
     const name = `logged-${randomBytes(3).toString("hex")}`;
     const { job, providerJobId } = await jobs.submitted(name, { webhook: false });
-    await jobs.finished(job.status!.jobId!);
+    await jobs.finished(job);
     const url = cb(server.url, targetOf(job));
     expect(await post(url, JSON.stringify({ id: providerJobId, status: "COMPLETED", webhook: url }))).toBe(
       200,

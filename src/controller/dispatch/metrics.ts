@@ -1,7 +1,9 @@
-// The in-flight windows as metrics: per endpoint (the provider's endpoint id) the window and our
-// jobs in flight, per endpoint and account the jobs waiting for a slot. Job names are never
-// labels; accounts are, as few as the customers with work. How long jobs waited from creation to
-// submission is media_orchestrator_mediajob_creation_to_submission_seconds (resource-metrics.ts).
+// The in-flight windows as metrics: per endpoint (the provider's endpoint id) the window, our jobs
+// in flight and the jobs waiting for a slot. Neither job names nor accounts are labels: /metrics
+// is reachable from any pod where network policies are off, and a customer id is a customer's
+// (which accounts wait, and how many, is `kubectl media queue`, behind RBAC). How long jobs waited
+// from creation to submission is media_orchestrator_mediajob_creation_to_submission_seconds
+// (resource-metrics.ts).
 import { Gauge, type Registry } from "prom-client";
 import type { Dispatcher } from "./dispatcher.js";
 
@@ -9,7 +11,7 @@ export class DispatchMetrics {
   private dispatcher?: Dispatcher;
   private readonly window: Gauge<"endpoint">;
   private readonly inFlight: Gauge<"endpoint">;
-  private readonly waiting: Gauge<"endpoint" | "account">;
+  private readonly waiting: Gauge<"endpoint">;
 
   constructor(registry: Registry) {
     const read = () => this.refresh();
@@ -29,8 +31,8 @@ export class DispatchMetrics {
     });
     this.waiting = new Gauge({
       name: "media_orchestrator_dispatch_waiting_jobs",
-      help: 'Jobs waiting for a slot of the endpoint\'s window (Queued), per account ("": jobs without one)',
-      labelNames: ["endpoint", "account"] as const,
+      help: "Jobs waiting for a slot of the endpoint's window (Queued), every account's",
+      labelNames: ["endpoint"] as const,
       registers: [registry],
       collect: read,
     });
@@ -50,9 +52,9 @@ export class DispatchMetrics {
       const v = d.view(id);
       this.window.set({ endpoint: id }, v.window);
       this.inFlight.set({ endpoint: id }, v.inFlight);
-      // The default account's count always, 0 when none waits: the series exists from the start.
-      this.waiting.set({ endpoint: id, account: "" }, 0);
-      for (const [account, n] of Object.entries(v.waiting)) this.waiting.set({ endpoint: id, account }, n);
+      // 0 when none waits: the series exists from the start.
+      const waiting = Object.values(v.waiting).reduce((sum, n) => sum + n, 0);
+      this.waiting.set({ endpoint: id }, waiting);
     }
   }
 }

@@ -39,6 +39,11 @@ export interface MediaJobDeps {
   leadership?: () => AbortSignal | undefined;
   onSubmission?: (outcome: SubmissionOutcome) => void;
   /**
+   * The MediaJobs that hold a provider job id (src/callback/holders.ts): a /run answer naming a job
+   * another MediaJob holds is not recorded. Undefined: not asked.
+   */
+  holders?: (providerJobId: string) => Promise<string[] | "unsupported">;
+  /**
    * The endpoints' in-flight windows and fair share (dispatch/dispatcher.ts). Undefined: no
    * window, every job that may go is submitted at once.
    */

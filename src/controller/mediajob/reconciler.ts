@@ -33,7 +33,7 @@ import {
   settleSlot,
   type Unrecorded,
 } from "./gather.js";
-import { submit } from "./submit.js";
+import { heldElsewhere, refuseHeldAnswer, submit } from "./submit.js";
 import { JobWrites, jobKey } from "./writes.js";
 
 /** A pass's retryable error: the key is retried with backoff (the cause is in a condition). */
@@ -162,6 +162,16 @@ export class MediaJobReconciler {
       }
       case "recordProviderId": {
         const { attempt, providerJobId } = action;
+        if (await heldElsewhere(this.d, job, providerJobId)) {
+          const held = await refuseHeldAnswer(
+            this.submitDeps(() => undefined),
+            job,
+            attempt,
+            providerJobId,
+            now,
+          );
+          return { job, plan: { ...plan, events: [...plan.events, ...held.events] }, written: held.written };
+        }
         const written = await this.writes.writeOnto(job, (cur) =>
           acceptedStatus(cur, attempt, providerJobId, now),
         );
@@ -223,6 +233,7 @@ export class MediaJobReconciler {
       leadership: this.d.leadership,
       log: this.d.log,
       unrecorded: this.unrecorded,
+      ...(this.d.holders && { holders: this.d.holders }),
       onSubmission: (outcome: SubmissionOutcome) => {
         told(outcome);
         this.d.onSubmission?.(outcome);

@@ -35,6 +35,11 @@ export interface SubmitDeps {
    */
   unrecorded: Map<string, { attempt: number; providerJobId: string }>;
   onSubmission?: (outcome: SubmissionOutcome) => void;
+  /**
+   * The MediaJobs (`namespace/name`) that hold a provider job id (src/callback/holders.ts), or
+   * "unsupported" where the apiserver cannot say. Undefined: not asked.
+   */
+  holders?: (providerJobId: string) => Promise<string[] | "unsupported">;
   onTransition?: (from: string | undefined, to: string | undefined) => void;
   /**
    * The endpoint's in-flight window (dispatch/dispatcher.ts): told of a 429 at once, so the window
@@ -123,6 +128,21 @@ export async function submit(
   }
 
   // (4) The provider's id. A failed write here does not resubmit: the job stays Processing.
+  let held: boolean;
+  try {
+    held = await heldElsewhere(d, job, providerJobId);
+  } catch (err) {
+    d.unrecorded.set(key, { attempt: p.attempt, providerJobId });
+    d.log.warn(
+      { job: key, providerJobId, err: describeError(err) },
+      "submitted, but could not check who holds the provider's job id yet; retrying the record (never the submission)",
+    );
+    return outcome("accepted", { requeueAfterMs: 1_000 }, stored);
+  }
+  if (held) {
+    const { written, events, waitMs } = await refuseHeldAnswer(d, stored, p.attempt, providerJobId, now);
+    return outcome("held-elsewhere", { events, requeueAfterMs: Math.max(1_000, waitMs) }, written);
+  }
   const events: PlannedEvent[] = [
     [
       "Normal",
@@ -144,4 +164,54 @@ export async function submit(
     );
     return outcome("accepted", { events, requeueAfterMs: 1_000 }, stored);
   }
+}
+
+/**
+ * Whether a MediaJob other than `job` holds `providerJobId` (status.providerJobId), as the
+ * callback path asks before it adopts (src/webhooks/callbacks.ts). An apiserver that cannot filter
+ * on the field answers nothing: the id is recorded, as a callback would adopt it there.
+ */
+export async function heldElsewhere(
+  d: Pick<SubmitDeps, "holders">,
+  job: MediaJob,
+  providerJobId: string,
+): Promise<boolean> {
+  const holders = await d.holders?.(providerJobId);
+  if (holders === undefined || holders === "unsupported") return false;
+  return holders.some((h) => h !== jobKey(job));
+}
+
+/**
+ * The /run answer names a provider job another MediaJob holds (a provider that honoured a colliding
+ * id, or one that answers wrongly): it is not this job's, so it is not recorded. The attempt is
+ * left Unconfirmed, as when the answer is lost: its own callback can still name its own job, and
+ * it is never sent again before its confirmation deadline. The holder is logged, never named in the
+ * job's status or Events (another tenant's).
+ */
+export async function refuseHeldAnswer(
+  d: Pick<SubmitDeps, "writes" | "log" | "settings" | "unrecorded">,
+  stored: MediaJob,
+  attempt: number,
+  providerJobId: string,
+  now: string,
+): Promise<{ written: MediaJob; events: PlannedEvent[]; waitMs: number }> {
+  const key = jobKey(stored);
+  d.unrecorded.delete(key);
+  d.log.warn(
+    { job: key, providerJobId },
+    "the provider answered /run with a job another MediaJob holds; not recorded for this job",
+  );
+  const { note, waitMs } = unconfirmedNote(
+    stored,
+    `the provider answered the submission with job ${providerJobId}, which another MediaJob holds: not recorded for this job`,
+    Date.parse(now),
+    d.settings,
+  );
+  const written = await d.writes
+    .writeOnto(stored, (cur) => unconfirmedStatus(cur, attempt, note, now))
+    .catch((e: unknown) => {
+      d.log.warn({ job: key, err: describeError(e) }, "could not record an unconfirmed submission");
+      return stored;
+    });
+  return { written, events: [["Warning", "ProviderJobHeldElsewhere", note]], waitMs };
 }

@@ -4,7 +4,7 @@
 // the same identifier again (the payment provider keeps one event per identifier), never a second
 // event. docs/design.md, "Usage and plans", states the guarantees and the one residual window.
 import type { Logger } from "pino";
-import { billingAccountName, type BillingAccount } from "../../crds/billingaccount.js";
+import { billingAccountName, customerAccount, type BillingAccount } from "../../crds/billingaccount.js";
 import type { MediaJob, MediaJobStatus, UsageAttempt } from "../../crds/mediajob.js";
 import type { KubeApi } from "../../k8s/api.js";
 import { describeError } from "../../k8s/errors.js";
@@ -154,7 +154,10 @@ export class UsageReporter {
     return (
       usage.account !== undefined &&
       awaitsCount(usage, attempt) &&
-      !this.d.accounts.get(this.d.accountNamespace, billingAccountName(usage.account))
+      !customerAccount(
+        this.d.accounts.get(this.d.accountNamespace, billingAccountName(usage.account)),
+        usage.account,
+      )
     );
   }
 
@@ -229,7 +232,8 @@ export class UsageReporter {
   private async countInto(customer: string, list: Outstanding[], live: ReadonlySet<string>): Promise<void> {
     const name = billingAccountName(customer);
     const ns = this.d.accountNamespace;
-    if (!this.d.accounts.get(ns, name)) return this.tellAccountMissing(customer, list);
+    if (!customerAccount(this.d.accounts.get(ns, name), customer))
+      return this.tellAccountMissing(customer, list);
     // Back (or never gone): should it go again, its jobs are told again.
     for (const { job } of list) this.toldMissing.delete(`${job.metadata.uid}\u0000${customer}`);
     const uncounted = list.flatMap(({ job, attempt }) => countEntries(job, attempt));
@@ -239,13 +243,14 @@ export class UsageReporter {
       "billingaccounts",
       ns,
       name,
-      (cur) => ({
-        ...cur,
-        status: {
-          ...cur.status,
-          usage: countedUsage({ current: cur.status?.usage, uncounted, live, now: this.now() }),
+      (cur) =>
+        customerAccount(cur, customer) && {
+          ...cur,
+          status: {
+            ...cur.status,
+            usage: countedUsage({ current: cur.status?.usage, uncounted, live, now: this.now() }),
+          },
         },
-      }),
     );
     if (!res.written) return;
     for (const { job, attempt } of list)
