@@ -14,6 +14,7 @@ import { kubectlMedia } from "../support/cli.js";
 import { createTestNamespace, testKubeConfig } from "../support/kube.js";
 import { mediaJob } from "../support/stack.js";
 import { bindChartRole } from "../support/tenants.js";
+import { changeBinding } from "../../src/cli/bind.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -83,6 +84,7 @@ beforeAll(async () => {
   await activeAccount(api, operatorNs, "cus_other_customer", {
     usage: { periodStart: "2026-11-01T00:00:00Z", usedSeconds: 9_999, reportedSeconds: 9_999 },
   });
+  await changeBinding(api, tenantNs, "cus_tenant", "bind"); // the tenant's namespace bills its customer
   await jobWithUsage(tenantNs, "mine-1", "cus_tenant", 30, "Reported");
   await jobWithUsage(tenantNs, "mine-2", "cus_tenant", 20, "Pending");
   await jobWithUsage(operatorNs, "theirs", "cus_other_customer", 9_999, "Reported");

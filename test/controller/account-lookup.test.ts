@@ -10,6 +10,7 @@ import { applySubscriptionChange } from "../../src/webhooks/billing.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
 import { condition, controllerStackForTests, mediaJob } from "../support/stack.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
+import { changeBinding } from "../../src/cli/bind.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -34,6 +35,7 @@ async function accountNamedFor(named: string, holds: string): Promise<BillingAcc
 describe("a BillingAccount lookup", () => {
   it("does not admit a job on an account of its customer's name that is another customer's", async () => {
     await accountNamedFor("cus_victim", "cus_impostor");
+    await changeBinding(api, s.ns, "cus_victim", "bind");
     await api.create(
       "mediajobs",
       s.ns,
