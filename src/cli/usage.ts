@@ -8,6 +8,8 @@ import { humanDuration } from "./duration.js";
 import { CliError, EXIT_OK, EXIT_PROBLEM } from "./errors.js";
 import { listJobs } from "./jobs.js";
 import { kubeError } from "../k8s/errors.js";
+import type { KubeApi, KubeObject } from "../k8s/api.js";
+import { ACCOUNTS_USAGE_ANNOTATION, readAccountsSummary, type AccountSummary } from "../mediajob/tenancy.js";
 
 /** One account's line. */
 export interface AccountUsageView {
@@ -109,7 +111,15 @@ export async function run(ctx: CliContext): Promise<number> {
     ),
     listJobs(api, await ctx.listNamespace()),
   ]);
-  if (accounts === undefined) return tenantView(ctx, jobs, await ctx.listNamespace());
+  if (accounts === undefined) {
+    const namespace = await ctx.listNamespace();
+    return tenantView(
+      ctx,
+      jobs,
+      namespace,
+      namespace === undefined ? {} : await namespaceSummary(api, namespace),
+    );
+  }
   const only = ctx.inv.args[0];
   const views = usageViews(accounts, jobs, Date.now(), only);
   if (only !== undefined && views.length === 0)
@@ -180,9 +190,34 @@ const accountMissing = (v: AccountUsageView): boolean => v.account === undefined
  * GPU seconds billed on those jobs, what waits to be reported and what was refused. Period totals,
  * limits and plans are the operator's (kubectl media usage with billing-view).
  */
-function tenantView(ctx: CliContext, jobs: readonly MediaJob[], namespace: string | undefined): number {
+function tenantView(
+  ctx: CliContext,
+  jobs: readonly MediaJob[],
+  namespace: string | undefined,
+  summary: Record<string, AccountSummary>,
+): number {
   const only = ctx.inv.args[0];
-  const views = usageViews([], jobs, Date.now(), only);
+  // The namespace's own accounts' plan and period usage, as the controller summarizes them on it.
+  const summarized = Object.entries(summary).map(([customerId, a]) => ({
+    apiVersion: "",
+    kind: "BillingAccount" as const,
+    metadata: { name: customerId },
+    spec: { customerId },
+    status: {
+      ...(a.subscription !== undefined && { subscriptionStatus: a.subscription as never }),
+      ...(a.priceIds !== undefined && { priceIds: a.priceIds }),
+      ...(a.periodStart !== undefined && {
+        usage: {
+          periodStart: a.periodStart,
+          ...(a.periodEnd !== undefined && { periodEnd: a.periodEnd }),
+          usedSeconds: a.usedSeconds ?? 0,
+          reportedSeconds: a.reportedSeconds ?? 0,
+          ...(a.limitSeconds !== undefined && { limitSeconds: a.limitSeconds }),
+        },
+      }),
+    },
+  }));
+  const views = usageViews(summarized, jobs, Date.now(), only);
   const where = namespace === undefined ? "every namespace you can read" : `namespace "${namespace}"`;
   if (only !== undefined && views.length === 0)
     throw new CliError(`no job billed to "${only}" in ${where}`, "list the jobs with: kubectl get mj");
@@ -191,6 +226,11 @@ function tenantView(ctx: CliContext, jobs: readonly MediaJob[], namespace: strin
       billingAccountsReadable: false,
       items: views.map((v) => ({
         customer: v.customer,
+        subscription: summary[v.customer]?.subscription ?? null,
+        periodStart: v.periodStart ?? null,
+        periodEnd: v.periodEnd ?? null,
+        usedSeconds: v.usedSeconds ?? null,
+        limitSeconds: v.limitSeconds ?? null,
         jobsSeconds: v.jobsSeconds,
         unreportedAttempts: v.unreportedAttempts,
         unreportedSeconds: v.unreportedSeconds,
@@ -202,10 +242,25 @@ function tenantView(ctx: CliContext, jobs: readonly MediaJob[], namespace: strin
   } else if (views.length === 0) {
     ctx.out.note(`No job billed to an account in ${where}.`);
   } else {
+    const n = (v: number | undefined) => (v === undefined ? "-" : String(v));
     ctx.out.table(
-      ["customer", "billed (these jobs)", "unreported", "oldest unreported", "refused"],
+      [
+        "customer",
+        "period",
+        "used",
+        "limit",
+        "billed (these jobs)",
+        "unreported",
+        "oldest unreported",
+        "refused",
+      ],
       views.map((v) => [
         v.customer,
+        v.periodStart === undefined
+          ? "-"
+          : `${v.periodStart.slice(0, 10)}..${v.periodEnd?.slice(0, 10) ?? ""}`,
+        n(v.usedSeconds),
+        n(v.limitSeconds),
         String(v.jobsSeconds),
         `${v.unreportedSeconds} s (${v.unreportedAttempts})`,
         v.oldestUnreportedMs === undefined ? "-" : humanDuration(v.oldestUnreportedMs),
@@ -214,8 +269,20 @@ function tenantView(ctx: CliContext, jobs: readonly MediaJob[], namespace: strin
     );
   }
   ctx.out.note(
-    `BillingAccounts (every customer's period usage, limits and plans) are not readable with these credentials: ` +
-      `the usage shown is what the MediaJobs of ${where} record.`,
+    `BillingAccounts (every customer's) are not readable with these credentials: the period, used and limit ` +
+      `columns are the summary of ${where}'s own accounts on its Namespace (${ACCOUNTS_USAGE_ANNOTATION}); the ` +
+      `rest is what its MediaJobs record.`,
   );
   return views.some((v) => v.refusedAttempts > 0) ? EXIT_PROBLEM : EXIT_OK;
+}
+
+/** The summary of its accounts the controller keeps on the Namespace; {} when it cannot be read. */
+async function namespaceSummary(api: KubeApi, namespace: string): Promise<Record<string, AccountSummary>> {
+  try {
+    const ns = await api.get<KubeObject>("namespaces", "", namespace);
+    return readAccountsSummary(ns?.metadata.annotations as Record<string, string> | undefined);
+  } catch (err) {
+    if (kubeError(err)?.code === 403) return {};
+    throw err;
+  }
 }

@@ -14,7 +14,7 @@
 import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeObject } from "../k8s/api.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
-import { ACCOUNTS_ANNOTATION } from "../mediajob/tenancy.js";
+import { ACCOUNTS_ANNOTATION, ACCOUNTS_USAGE_ANNOTATION } from "../mediajob/tenancy.js";
 
 const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -92,15 +92,17 @@ export function trimMediaJob(job: MediaJob): MediaJob {
   return job;
 }
 
-/** A Namespace as the cache keeps it: its name and its account binding, nothing else. */
+/** A Namespace as the cache keeps it: its name, its account binding and their summary, nothing else. */
 export function keepBinding(ns: KubeObject): KubeObject {
   const annotations = ns.metadata.annotations as Record<string, string> | undefined;
-  const binding = annotations?.[ACCOUNTS_ANNOTATION];
+  const kept: Record<string, string> = {};
+  for (const key of [ACCOUNTS_ANNOTATION, ACCOUNTS_USAGE_ANNOTATION])
+    if (annotations?.[key] !== undefined) kept[key] = annotations[key];
   return {
     metadata: {
       name: ns.metadata.name,
       ...(ns.metadata.resourceVersion !== undefined && { resourceVersion: ns.metadata.resourceVersion }),
-      ...(binding !== undefined && { annotations: { [ACCOUNTS_ANNOTATION]: binding } }),
+      ...(Object.keys(kept).length > 0 && { annotations: kept }),
     },
   };
 }

@@ -41,7 +41,13 @@ import { accountFacts } from "./account-facts.js";
 import { accountWeights } from "../mediajob/fair-share.js";
 import { planFor, type Plan } from "../mediajob/plans.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
-import { billedAccount, boundAccounts, jobAccount } from "../mediajob/tenancy.js";
+import {
+  ACCOUNTS_USAGE_ANNOTATION,
+  accountsSummary,
+  billedAccount,
+  boundAccounts,
+  jobAccount,
+} from "../mediajob/tenancy.js";
 import { jobEventWorthALook } from "./job-at-rest.js";
 import { Dispatcher } from "./dispatch/dispatcher.js";
 import { LeaderElector } from "./leader.js";
@@ -521,8 +527,34 @@ export class Manager {
     for (const job of this.jobs.list()) if (!atRest(job)) this.jobQueue.addUnlessBackingOff(objectKey(job));
     for (const acct of this.accounts.list()) void this.accountLimits.sync(acct);
     this.followOrphans();
+    this.summarizeBindings();
     this.metrics.cachedObjects.set({ resource: "mediajobs" }, this.jobs.size);
     this.metrics.cachedObjects.set({ resource: "gpuendpoints" }, this.endpoints.size);
+  }
+
+  /**
+   * Each bound Namespace carries its accounts' plan and period usage for its tenants
+   * (ACCOUNTS_USAGE_ANNOTATION): written at the tick, only when it changed.
+   */
+  private summarizeBindings(): void {
+    for (const ns of this.namespaces.list()) {
+      const annotations = ns.metadata.annotations as Record<string, string> | undefined;
+      const bound = boundAccounts(annotations);
+      const text = accountsSummary(
+        bound.map((customerId) => ({ customerId, status: this.account(customerId)?.status })),
+      );
+      if (text === annotations?.[ACCOUNTS_USAGE_ANNOTATION]) continue;
+      void this.o.api
+        .mergePatch("namespaces", "", ns.metadata.name, {
+          metadata: { annotations: { [ACCOUNTS_USAGE_ANNOTATION]: text ?? null } },
+        })
+        .catch((err: unknown) =>
+          this.o.log.warn(
+            { namespace: ns.metadata.name, err: describeError(err) },
+            "accounts' summary not written",
+          ),
+        );
+    }
   }
 
   /** A pass over the runs left at the provider (usage/orphans.ts), one at a time. */

@@ -128,7 +128,6 @@ export function operatorOnlyPolicy(o: OperatorPolicyOptions): Record<string, unk
   };
   const finalizers = `[${CONTROLLER_FINALIZERS.map(q).join(", ")}]`;
   const isNamespace = "(request.resource.resource == 'namespaces')";
-  const annotation = (obj: string) => `${obj}.metadata.?annotations[?${q(ACCOUNTS_ANNOTATION)}].orValue('')`;
   return [
     {
       apiVersion: ADMISSION,
@@ -178,12 +177,11 @@ export function operatorOnlyPolicy(o: OperatorPolicyOptions): Record<string, unk
             reason: "Forbidden",
           },
           {
-            expression:
-              `variables.operator || !${isNamespace} || ` +
-              `${annotation("object")} == (${created} ? '' : ${annotation("oldObject")})`,
+            expression: `variables.operator || !${isNamespace} || (${unchanged("annotations")})`,
             message:
-              `the ${ACCOUNTS_ANNOTATION} annotation binds a namespace to the accounts it may bill: ` +
-              "only an operator may change it (kubectl media bind)",
+              `the ${PRODUCT_PREFIX} annotations of a Namespace (${ACCOUNTS_ANNOTATION} binds it to the ` +
+              "accounts it may bill; the controller writes their usage): only an operator may change them " +
+              "(kubectl media bind)",
             reason: "Forbidden",
           },
         ],

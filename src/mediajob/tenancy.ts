@@ -95,3 +95,74 @@ export function billedAccount(
   const named = job.spec.account ?? (job.status?.attempts ? job.status.account : undefined);
   return resolveAccount(job.metadata.namespace ?? "", named, bound, accountRequired);
 }
+
+/**
+ * On a Namespace, written by the controller: the plan and period usage of the accounts the
+ * namespace is bound to, and of no other, for its tenants to read (they may `get` their own
+ * Namespace; BillingAccounts hold every customer's and are the operators'). JSON, keyed by
+ * customer id (accountsSummary).
+ */
+export const ACCOUNTS_USAGE_ANNOTATION = "media-orchestrator.io/accounts-usage";
+
+/** What a tenant may know of one of its accounts: its subscription, plan prices and period usage. */
+export interface AccountSummary {
+  subscription?: string;
+  priceIds?: string[];
+  periodStart?: string;
+  periodEnd?: string;
+  usedSeconds?: number;
+  reportedSeconds?: number;
+  limitSeconds?: number;
+}
+
+/** The summary annotation's value for these accounts (stable: one text for one state); undefined for none. */
+export function accountsSummary(
+  accounts: ReadonlyArray<{
+    customerId: string;
+    status?: {
+      subscriptionStatus?: string;
+      priceIds?: string[];
+      usage?: {
+        periodStart: string;
+        periodEnd?: string;
+        usedSeconds: number;
+        reportedSeconds: number;
+        limitSeconds?: number;
+      };
+    };
+  }>,
+): string | undefined {
+  if (accounts.length === 0) return undefined;
+  const out: Record<string, AccountSummary> = {};
+  for (const { customerId, status } of [...accounts].sort((a, b) =>
+    a.customerId.localeCompare(b.customerId),
+  )) {
+    const u = status?.usage;
+    out[customerId] = {
+      ...(status?.subscriptionStatus !== undefined && { subscription: status.subscriptionStatus }),
+      ...(status?.priceIds !== undefined && { priceIds: [...status.priceIds].sort() }),
+      ...(u && {
+        periodStart: u.periodStart,
+        ...(u.periodEnd !== undefined && { periodEnd: u.periodEnd }),
+        usedSeconds: u.usedSeconds,
+        reportedSeconds: u.reportedSeconds,
+        ...(u.limitSeconds !== undefined && { limitSeconds: u.limitSeconds }),
+      }),
+    };
+  }
+  return JSON.stringify(out);
+}
+
+/** The summary a Namespace carries (ACCOUNTS_USAGE_ANNOTATION); {} when absent or unreadable. */
+export function readAccountsSummary(
+  annotations: Record<string, string> | undefined,
+): Record<string, AccountSummary> {
+  try {
+    const parsed: unknown = JSON.parse(annotations?.[ACCOUNTS_USAGE_ANNOTATION] ?? "{}");
+    return parsed && typeof parsed === "object" && !Array.isArray(parsed)
+      ? (parsed as Record<string, AccountSummary>)
+      : {};
+  } catch {
+    return {};
+  }
+}

@@ -5,15 +5,16 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { activeAccount } from "../support/accounts.js";
 import { kubectlMedia } from "../support/cli.js";
-import { createTestNamespace, testKubeConfig } from "../support/kube.js";
+import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
 import { mediaJob } from "../support/stack.js";
 import { bindChartRole } from "../support/tenants.js";
+import { ACCOUNTS_USAGE_ANNOTATION, accountsSummary } from "../../src/mediajob/tenancy.js";
 import { changeBinding } from "../../src/cli/bind.js";
 
 const kc = testKubeConfig();
@@ -96,9 +97,12 @@ describe("kubectl media usage as a tenant", () => {
     const run = await kubectlMedia(["usage", "-n", tenantNs], {}, tenantKubeconfig);
     expect(run.code, run.stderr).toBe(0);
     const [header, ...rows] = run.stdout.trim().split("\n");
-    expect(header).toMatch(/^CUSTOMER\s+BILLED \(THESE JOBS\)\s+UNREPORTED\s+OLDEST UNREPORTED\s+REFUSED$/);
+    expect(header).toMatch(
+      /^CUSTOMER\s+PERIOD\s+USED\s+LIMIT\s+BILLED \(THESE JOBS\)\s+UNREPORTED\s+OLDEST UNREPORTED\s+REFUSED$/,
+    );
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatch(/^cus_tenant\s+50\s+20 s \(1\)\s+\S+\s+0$/);
+    // Without the Namespace's summary (not written, or not readable): the jobs' own figures only.
+    expect(rows[0]).toMatch(/^cus_tenant\s+-\s+-\s+-\s+50\s+20 s \(1\)\s+\S+\s+0$/);
     expect(run.stderr).toMatch(/BillingAccounts .* are not readable with these credentials/);
     const all = `${run.stdout}${run.stderr}`;
     expect(all).not.toContain("cus_other_customer");
@@ -109,6 +113,53 @@ describe("kubectl media usage as a tenant", () => {
       billingAccountsReadable: false,
       items: [{ customer: "cus_tenant", jobsSeconds: 50, unreportedSeconds: 20, unreportedAttempts: 1 }],
     });
+  });
+
+  it("with its Namespace readable (the built-in view grants it), shows its accounts' period usage and limit", async () => {
+    // What the controller keeps on a bound Namespace (test/controller/tenancy.test.ts shows it written).
+    await api.mergePatch("namespaces", "", tenantNs, {
+      metadata: {
+        annotations: {
+          [ACCOUNTS_USAGE_ANNOTATION]: accountsSummary([
+            {
+              customerId: "cus_tenant",
+              status: {
+                subscriptionStatus: "active",
+                usage: {
+                  periodStart: "2026-11-01T00:00:00Z",
+                  periodEnd: "2026-12-01T00:00:00Z",
+                  usedSeconds: 50,
+                  reportedSeconds: 40,
+                  limitSeconds: 3600,
+                },
+              },
+            },
+          ])!,
+        },
+      },
+    });
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createNamespacedRole({
+      namespace: tenantNs,
+      body: {
+        metadata: { name: "own-namespace" },
+        rules: [{ apiGroups: [""], resources: ["namespaces"], verbs: ["get"] }],
+      },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace: tenantNs,
+      body: {
+        metadata: { name: "own-namespace" },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "own-namespace" },
+        subjects: [{ kind: "ServiceAccount", name: "tenant", namespace: tenantNs }],
+      },
+    });
+    const run = await eventually(async () => {
+      const r = await kubectlMedia(["usage", "-n", tenantNs], {}, tenantKubeconfig);
+      return /cus_tenant\s+2026-11-01\.\.2026-12-01\s+50\s+3600\s+50\s/.test(r.stdout) ? r : undefined;
+    });
+    expect(run.code, run.stderr).toBe(0);
+    expect(`${run.stdout}${run.stderr}`).not.toContain("cus_other_customer");
   });
 
   it("cannot read the operator's namespace, where every customer's account lives", async () => {

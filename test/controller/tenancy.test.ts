@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
-import { KubeApi } from "../../src/k8s/api.js";
+import { KubeApi, type KubeObject } from "../../src/k8s/api.js";
+import { readAccountsSummary } from "../../src/mediajob/tenancy.js";
 import { impersonating } from "../../src/k8s/config.js";
 import { kubeError } from "../../src/k8s/errors.js";
 import { changeBinding } from "../../src/cli/bind.js";
@@ -146,6 +147,47 @@ describe("a namespace bills only the accounts bound to it", () => {
     // Bound again: the job goes at once, not at the next tick.
     await changeBinding(api, ns, "cus_carol", "bind");
     await waitForPhase(api, ns, "carol", "Completed", 30_000);
+  });
+});
+
+describe("what a tenant reads of its accounts", () => {
+  it("its Namespace carries its own accounts' plan and period usage, kept by the controller, and no other customer's", async () => {
+    const ns = stack.ns;
+    // What the built-in `view` gives a namespace's users of their own Namespace: get.
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    const name = `namespace-read-${ns}`;
+    roles.push(name);
+    await rbac.createClusterRole({
+      body: { metadata: { name }, rules: [{ apiGroups: [""], resources: ["namespaces"], verbs: ["get"] }] },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace: ns,
+      body: {
+        metadata: { name },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name },
+        subjects: [{ kind: "User", name: ALICE, apiGroup: "rbac.authorization.k8s.io" }],
+      },
+    });
+    // Written at the tick: the summary follows the account's period usage.
+    const summary = await eventually(
+      async () => {
+        const account = await api.get<BillingAccount>("billingaccounts", ns, billingAccountName("cus_alice"));
+        const seen = await alice.get<KubeObject>("namespaces", "", ns);
+        const read = readAccountsSummary(seen?.metadata.annotations as Record<string, string> | undefined);
+        const used = account?.status?.usage?.usedSeconds;
+        return used !== undefined && read.cus_alice?.usedSeconds === used ? read : undefined;
+      },
+      { timeoutMs: 30_000 },
+    );
+    expect(Object.keys(summary)).toEqual(["cus_alice"]); // bound; cus_bob's account is not its
+    expect(summary.cus_alice).toMatchObject({ subscription: "active" });
+    // The tenant cannot write it.
+    const { code } = await outcome(
+      alice.mergePatch("namespaces", "", ns, {
+        metadata: { annotations: { "media-orchestrator.io/accounts-usage": "{}" } },
+      }),
+    );
+    expect(code).toBe(403);
   });
 });
 

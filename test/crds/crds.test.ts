@@ -4,7 +4,7 @@ import { execFileSync } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
 import { API_VERSION } from "../../src/crds/index.js";
 import { KubeApi, type KubeObject } from "../../src/k8s/api.js";
-import { describeError } from "../../src/k8s/errors.js";
+import { describeError, kubeError } from "../../src/k8s/errors.js";
 import { newPaymentRecord } from "../../src/webhooks/paymentrecord.js";
 import { createTestNamespace, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import { changeBinding } from "../../src/cli/bind.js";
@@ -223,9 +223,14 @@ describe("the spec of a submitted job is frozen (CEL on the whole object)", () =
     });
     expect(fixed.spec).toMatchObject({ account: "cus_right", workload: "tts" });
     // Changed to an account the namespace is not bound to: refused at admission (docs/design.md, Tenancy).
-    await expect(
-      api.mergePatch<Job>("mediajobs", ns, "draft", { spec: { account: "cus_elsewhere" } }),
-    ).rejects.toThrow(/is not bound to account cus_elsewhere/);
+    const refused = await api
+      .mergePatch<Job>("mediajobs", ns, "draft", { spec: { account: "cus_elsewhere" } })
+      .then(
+        () => undefined,
+        (err: unknown) => kubeError(err),
+      );
+    expect(refused?.code).toBe(403);
+    expect(refused?.message).toMatch(/is not bound to account cus_elsewhere/);
   });
 
   it("still accepts status writes and metadata changes on a finished job", async () => {

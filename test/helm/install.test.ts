@@ -409,7 +409,7 @@ describe("installing per environment", () => {
         {
           apiGroups: [""],
           resources: ["namespaces"],
-          verbs: ["get", "list", "watch"],
+          verbs: ["get", "list", "watch", "patch"],
           resourceNames: [r.ns],
         },
       ]);

@@ -432,7 +432,7 @@ describe.each(ENVIRONMENTS)("helm template, %s environment", (env) => {
           {
             apiGroups: [""],
             resources: ["namespaces"],
-            verbs: ["get", "list", "watch"],
+            verbs: ["get", "list", "watch", "patch"],
             resourceNames: [ns],
           },
         ],
@@ -571,7 +571,7 @@ describe("helm template, options", () => {
       {
         apiGroups: [""],
         resources: ["namespaces"],
-        verbs: ["get", "list", "watch"],
+        verbs: ["get", "list", "watch", "patch"],
         resourceNames: ["media-jobs"],
       },
     ]);

@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
 import {
   ACCOUNTS_ANNOTATION,
+  ACCOUNTS_USAGE_ANNOTATION,
+  accountsSummary,
+  readAccountsSummary,
   accountsAnnotation,
   billedAccount,
   boundAccounts,
@@ -114,5 +117,32 @@ describe("which account a job may bill", () => {
     expect(jobAccount(job({ account: "cus_a" }, { account: "cus_b" }))).toBe("cus_a");
     expect(jobAccount(job({}, { account: "cus_b" }))).toBe("cus_b");
     expect(jobAccount(job())).toBeUndefined();
+  });
+});
+
+describe("the accounts' summary on a Namespace", () => {
+  it("holds each bound account's plan and period usage, one text for one state", () => {
+    const usage = {
+      periodStart: "2026-11-01T00:00:00Z",
+      periodEnd: "2026-12-01T00:00:00Z",
+      usedSeconds: 90,
+      reportedSeconds: 60,
+      limitSeconds: 3600,
+    };
+    const a = {
+      customerId: "cus_b",
+      status: { subscriptionStatus: "active", priceIds: ["price_2", "price_1"], usage },
+    };
+    const b = { customerId: "cus_a" };
+    const text = accountsSummary([a, b])!;
+    expect(text).toBe(accountsSummary([b, a]));
+    expect(JSON.parse(text)).toEqual({
+      cus_a: {},
+      cus_b: { subscription: "active", priceIds: ["price_1", "price_2"], ...usage },
+    });
+    expect(accountsSummary([])).toBeUndefined();
+    expect(readAccountsSummary({ [ACCOUNTS_USAGE_ANNOTATION]: text })).toEqual(JSON.parse(text));
+    expect(readAccountsSummary({ [ACCOUNTS_USAGE_ANNOTATION]: "not json" })).toEqual({});
+    expect(readAccountsSummary(undefined)).toEqual({});
   });
 });
