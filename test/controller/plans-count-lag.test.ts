@@ -16,6 +16,7 @@ import {
   type ControllerStack,
   GPU_SECONDS_METER,
 } from "../support/stack.js";
+import { changeBinding } from "../../src/cli/bind.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -50,6 +51,7 @@ beforeAll(async () => {
     ["cus_tiny", "price_tiny"],
     ["cus_single", "price_single"],
   ] as const) {
+    await changeBinding(api, ns, customer, "bind");
     const created = await api.create<BillingAccount>("billingaccounts", ns, {
       apiVersion: API_VERSION,
       kind: "BillingAccount",

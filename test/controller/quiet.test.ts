@@ -248,6 +248,8 @@ describe("the cache", () => {
       phase: "Completed",
       observedGeneration: m.generation,
       nextJob: stored!.status!.nextJob,
+      // Which MediaJob holds a provider job is read from the cache before a /run answer is recorded.
+      providerJobId: stored!.status!.providerJobId,
     });
     expect(manager.endpoints.get(ns, "asr")?.metadata.managedFields).toBeUndefined();
   });

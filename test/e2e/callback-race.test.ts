@@ -35,7 +35,8 @@ const callbackApplied = (job: MediaJob | undefined, id: string): boolean => {
 class CallbackFirstClient extends GpuProviderClient {
   override async submit(endpointId: string, req: SubmitRequest) {
     const res = await super.submit(endpointId, req);
-    const name = req.id.split("-retry-")[0]!;
+    // The id sent is `<scope>.<jobId>[-retry-<n>]` (providerRequestId); the job ids here are the names.
+    const name = req.id.slice(req.id.indexOf(".") + 1).split("-retry-")[0]!;
     await eventually(
       async () => callbackApplied(await api.get<MediaJob>("mediajobs", stack.ns, name), req.id),
       { message: `the callback for ${req.id} was never applied` },

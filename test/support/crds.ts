@@ -60,22 +60,40 @@ export async function installCrds(
       await new Promise((r) => setTimeout(r, 100));
     }
   }
-  await installPolicies(api);
+  await installPolicies(api, owner);
   return crds.map((c) => c.metadata.name);
 }
 
 const ADMISSION = "/apis/admissionregistration.k8s.io/v1";
 
-/** The binding policy and an operator-only policy whose operators are the group system:masters. */
-export async function installPolicies(api: KubeApi): Promise<void> {
+/**
+ * The binding policy (with `owner`'s metadata, as the CRDs: it belongs to the CRD release) and an
+ * operator-only policy whose operators are the group system:masters.
+ */
+export async function installPolicies(
+  api: KubeApi,
+  owner: { labels?: Record<string, string>; annotations?: Record<string, string> } = {},
+): Promise<void> {
+  type Obj = {
+    kind: string;
+    metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  };
+  const owned = (o: Obj): Obj => ({
+    ...o,
+    metadata: {
+      ...o.metadata,
+      ...(owner.labels && { labels: { ...o.metadata.labels, ...owner.labels } }),
+      ...(owner.annotations && { annotations: { ...o.metadata.annotations, ...owner.annotations } }),
+    },
+  });
   const objects = [
-    ...accountBindingPolicy("false"),
-    ...operatorOnlyPolicy({
+    ...(accountBindingPolicy("false") as Obj[]).map(owned),
+    ...(operatorOnlyPolicy({
       name: "media-orchestrator-operator-only",
       operatorGroups: JSON.stringify(["system:masters"]),
       operatorUsers: "[]",
-    }),
-  ] as Array<{ kind: string; metadata: { name: string } }>;
+    }) as Obj[]),
+  ];
   for (const obj of objects) {
     const path = `${ADMISSION}/${obj.kind === "ValidatingAdmissionPolicy" ? "validatingadmissionpolicies" : "validatingadmissionpolicybindings"}`;
     try {
