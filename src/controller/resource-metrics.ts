@@ -32,6 +32,8 @@ export function failureReason(error: string | undefined): string {
       return kind;
     case "ProviderLostJob":
     case "SubmissionUnconfirmed":
+    case "Expired":
+    case "DeadlineExceeded":
       return kind;
     default:
       return "Other";

@@ -62,8 +62,9 @@ const JobSettings = {
     .optional()
     .describe(
       "Hard limit on the job's run, counted from its first submission (again from the resumption " +
-        "after a suspension): sent to the provider as its execution timeout and time-to-live where " +
-        "they allow it, enforced by cancelling the job where not. Past it the job ends Failed with " +
+        "after a suspension): sent to the provider as its execution timeout where it allows it, and " +
+        "enforced by the controller's cancel at the deadline (the provider's time-to-live always " +
+        "outlives it, so the time the job ran is read and billed). Past it the job ends Failed with " +
         "reason DeadlineExceeded. May be added or lowered after submission, never raised or removed.",
     ),
   executionTimeoutSeconds: z
@@ -135,6 +136,10 @@ const SubmissionIntent = z.object({
     .max(64)
     .describe("Random id of this submission; with the attempt it binds the callback URL to it."),
   startedAt: Timestamp.describe("When the intent was written, just before the provider was called."),
+  expiresAt: Timestamp.optional().describe(
+    "When the provider forgets the job at the latest: startedAt plus the policy.ttl sent (queue plus " +
+      "run). A status 404 after it ends the job Failed, reason Expired; one before it is a lost job.",
+  ),
   state: z
     .enum(["Sending", "Accepted", "Unconfirmed"])
     .describe(

@@ -107,6 +107,9 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
       now,
       defaultTimeoutSeconds: facts.settings.defaultTimeoutSeconds,
       ...(executionTimeoutMs !== undefined && { executionTimeoutMs }),
+      ...(facts.endpoint?.status?.executionTimeoutMs !== undefined && {
+        endpointExecutionTimeoutMs: facts.endpoint.status.executionTimeoutMs,
+      }),
     }),
   });
   return { status, events, actions };

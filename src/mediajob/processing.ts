@@ -4,7 +4,7 @@ import { getCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { TERMINAL_STATUSES, type ProviderJobStatus } from "../provider/schemas.js";
 import { withCondition, type PlannedEvent } from "./conditions.js";
-import { msUntilDeadline } from "./deadline.js";
+import { EXPIRED, expiredStatus, msUntilDeadline, pastProviderTtl } from "./deadline.js";
 import { currentProviderJobId } from "./job.js";
 import { retry, type Facts, type Plan } from "./plan.js";
 import { applyProviderResult } from "./provider-result.js";
@@ -91,6 +91,12 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
   const read = facts.provider;
   if (!read) return { status, events, actions: [], error: retry("the provider's status was not read") };
   if ("lost" in read) {
+    // Past its ttl the provider forgets a job by design (queue plus run): Expired, not replayed.
+    if (pastProviderTtl(status, nowMs)) {
+      const expired = expiredStatus(status, now, providerId);
+      events.push(["Warning", EXPIRED, expired.error!]);
+      return { status: expired, events, actions: [] };
+    }
     const next = afterProviderLostJob(status, now);
     events.push([
       "Warning",

@@ -73,10 +73,11 @@ export function planStop(job: MediaJob, status: MediaJobStatus, why: StopReason,
  * The cancel's answer read (the reconciler hands over the job's status read right after the
  * cancel, when it could: that has the final figures the cancel's own answer lacks). A job the
  * provider finished meanwhile keeps its result (it ran once; it is not run again). A job the
- * provider still runs is followed (planFollow) until it has ended there. Cancelled: Cancelled for
- * good. Suspended: Pending until resumed. Past the deadline: Failed (DeadlineExceeded), even when
- * the cancel fails: the provider was given the deadline as the job's TTL where it could be. A
- * suspension or cancellation whose cancel failed is retried.
+ * provider still runs is followed (planFollow) until it has ended there, and so is one whose end
+ * was told only by the cancel's answer (no times): its usage is read from its own status before
+ * the job ends. Cancelled: Cancelled for good. Suspended: Pending until resumed. Past the
+ * deadline: Failed (DeadlineExceeded). A cancel that failed is retried, the deadline's too: the
+ * provider's ttl covers the whole run, so only the cancel stops a job at its deadline.
  */
 export function afterStop(
   job: MediaJob,
@@ -93,6 +94,9 @@ export function afterStop(
     const res = answer.result;
     if (!TERMINAL_STATUSES.has(res.status as ProviderJobStatus))
       return following(job, status, why, res, now, followMs);
+    // Ended, as the cancel's answer says, but its times (the attempt's usage) are in the job's own
+    // status, which could not be read just now: read at the next pass, before the job ends.
+    if (answer.confirmed !== true) return following(job, status, why, res, now, followMs, "unread");
     if (res.status !== "CANCELLED") {
       // It finished before the cancel: its own end, not the suspension's or the deadline's. Its
       // usage is recorded from the job's status read, never from a cancel's answer.
@@ -106,14 +110,13 @@ export function afterStop(
       if (applied?.phase === "Failed" && why === "cancel") return end(applied);
     }
     cancelled = `cancelled job ${id} at the provider (${res.status})`;
-    return stopped(job, status, why, now, cancelled, events, answer.confirmed ? res : undefined);
+    return stopped(job, status, why, now, cancelled, events, res);
   } else if ("lost" in answer) {
     cancelled = `the provider no longer knows job ${id}`;
   } else {
     const message = `could not cancel job ${id} at the provider: ${answer.error}`;
     events.push(["Warning", "CancelFailed", message]);
-    if (why !== "deadline") return { status, events, actions: [], error: retry(message) };
-    cancelled = message;
+    return { status, events, actions: [], error: retry(message) };
   }
   return stopped(job, status, why, now, cancelled, events);
 }
@@ -126,8 +129,11 @@ function following(
   res: ProviderResult,
   now: string,
   followMs: number | undefined,
+  unread?: "unread",
 ): Plan {
-  const message = `cancelled job ${res.id} at the provider, which still reports it ${res.status}: followed until it has ended there`;
+  const message = unread
+    ? `cancelled job ${res.id} at the provider (${res.status}); its status, with the times it is billed for, is read before the job ends`
+    : `cancelled job ${res.id} at the provider, which still reports it ${res.status}: followed until it has ended there`;
   const prior = stopFollowed(status);
   const reason = prior?.why === why && prior.overdue ? REASONS[why].overdue : REASONS[why].sent;
   const events: PlannedEvent[] = prior ? [] : [["Normal", REASONS[why].sent, message]];

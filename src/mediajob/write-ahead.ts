@@ -8,7 +8,7 @@ import { confirmAdoption } from "../callback/adoption.js";
 import { callbackExpiry, type CallbackTarget } from "../callback/token.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { withCondition, withPhaseConditions } from "./conditions.js";
-import { providerPolicy } from "./deadline.js";
+import { providerExpiry, providerPolicy } from "./deadline.js";
 import { effectiveJobId, submissionId } from "./job.js";
 import { submissionIdentity, withSubmissionIdentity } from "./submission-identity.js";
 import {
@@ -18,9 +18,6 @@ import {
   recordAccepted,
   withdrawIntent,
 } from "./submission.js";
-
-/** RunPod's default job TTL (queue plus run), sent explicitly so the contract is visible. */
-const PROVIDER_JOB_TTL_MS = 24 * 3600 * 1000;
 
 /** Everything the write-ahead sequence sends and writes, decided before any of it happens. */
 export interface SubmissionPlan {
@@ -53,13 +50,17 @@ export function planSubmission(
     defaultTimeoutSeconds: number;
     /** policy.executionTimeout from spec or the account's plan (planLimits), ms. */
     executionTimeoutMs?: number;
+    /** The endpoint's own execution timeout as the provider reports it, ms. */
+    endpointExecutionTimeoutMs?: number;
+    /** How long the job may wait in the provider's queue before it starts, ms (default 24 h). */
+    queueAllowanceMs?: number;
   },
 ): SubmissionPlan {
   const { endpointId, now } = o;
   const jobId = status.jobId ?? effectiveJobId(job);
   const timeoutSeconds = job.spec.timeoutSeconds ?? o.defaultTimeoutSeconds;
   const generation = job.metadata.generation;
-  const intent = withPhaseConditions(
+  const written = withPhaseConditions(
     withCondition(
       intentStatus(status, { endpointId, submissionId: o.newSubmissionId, now }),
       generation,
@@ -74,7 +75,27 @@ export function planSubmission(
     generation,
     now,
   );
-  const attempt = intent.submission!.attempt;
+  const attempt = written.submission!.attempt;
+  // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that is
+  // still running is left alone. The job's or its plan's executionTimeout bounds the run, and so
+  // does what is left of spec.activeDeadlineSeconds where it fits: the smaller limit is sent. The
+  // ttl covers the queue and the longest run, never less: the deadline is enforced by the
+  // controller's cancel (deadline.ts, providerPolicy). Its expiry is recorded with the intent, so a
+  // later 404 is told apart from a lost job.
+  const policy = providerPolicy({
+    spec: job.spec,
+    status: written,
+    nowMs: Date.parse(now),
+    ...(o.executionTimeoutMs !== undefined && { executionTimeoutMs: o.executionTimeoutMs }),
+    ...(o.endpointExecutionTimeoutMs !== undefined && {
+      endpointExecutionTimeoutMs: o.endpointExecutionTimeoutMs,
+    }),
+    ...(o.queueAllowanceMs !== undefined && { queueAllowanceMs: o.queueAllowanceMs }),
+  });
+  const intent: MediaJobStatus = {
+    ...written,
+    submission: { ...written.submission!, expiresAt: providerExpiry(Date.parse(now), policy.ttl) },
+  };
   return {
     endpointId,
     before: status,
@@ -86,15 +107,8 @@ export function planSubmission(
         job.spec.input ?? {},
         submissionIdentity(job.metadata.uid ?? "", jobId, intent),
       ),
-      // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that is
-      // still running is left alone. The provider's queue+run TTL is made explicit instead, and
-      // spec.activeDeadlineSeconds, a hard limit, is handed to the provider where it fits.
-      // The job's or its plan's executionTimeout bounds the run too: the smaller limit is sent. A
-      // low priority job does not make the endpoint scale up (RunPod's policy.lowPriority).
-      policy: {
-        ...providerPolicy(job.spec, intent, Date.parse(now), PROVIDER_JOB_TTL_MS, o.executionTimeoutMs),
-        ...(job.spec.priority === "low" && { lowPriority: true }),
-      },
+      // A low priority job does not make the endpoint scale up (RunPod's policy.lowPriority).
+      policy: { ...policy, ...(job.spec.priority === "low" && { lowPriority: true }) },
     },
     callback: {
       namespace: job.metadata.namespace!,

@@ -182,6 +182,7 @@ export class GpuEndpointReconciler {
       workersMin: live.workersMin,
       workersMax: live.workersMax,
       idleTimeoutSeconds: live.idleTimeout,
+      ...settingsOf(live),
     };
     set({
       type: "WorkersInSync",
@@ -311,4 +312,21 @@ export class GpuEndpointReconciler {
       return { endpoint: created, by: "created" };
     }
   }
+}
+
+/** The endpoint's execution timeout and autoscaler, as the provider reports them (absent: not reported). */
+function settingsOf(live: Record<string, unknown>): {
+  executionTimeoutMs?: number;
+  scalerType?: string;
+  scalerValue?: number;
+} {
+  const num = (v: unknown): number | undefined =>
+    typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : undefined;
+  const timeout = num(live.executionTimeoutMs);
+  const value = num(live.scalerValue);
+  return {
+    ...(timeout !== undefined && { executionTimeoutMs: Math.floor(timeout) }),
+    ...(typeof live.scalerType === "string" && live.scalerType && { scalerType: live.scalerType }),
+    ...(value !== undefined && { scalerValue: value }),
+  };
 }
