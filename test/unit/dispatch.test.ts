@@ -11,7 +11,11 @@ import { SUBMISSION_IDENTITY_KEY } from "../../src/mediajob/submission-identity.
 
 const T0 = Date.parse("2026-01-01T00:00:00.000Z");
 
-const endpoint = (spec: Partial<GpuEndpoint["spec"]> = {}, workersMax = 2): GpuEndpoint =>
+const endpoint = (
+  spec: Partial<GpuEndpoint["spec"]> = {},
+  workersMax = 2,
+  scaler: { scalerType?: string; scalerValue?: number } = { scalerType: "QUEUE_DELAY", scalerValue: 4 },
+): GpuEndpoint =>
   ({
     apiVersion: API_VERSION,
     kind: "GpuEndpoint",
@@ -20,6 +24,7 @@ const endpoint = (spec: Partial<GpuEndpoint["spec"]> = {}, workersMax = 2): GpuE
     status: {
       endpointId: "ep-1",
       workersMax,
+      ...scaler,
       health: { jobsInQueue: 0, jobsInProgress: 0 },
       conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "", lastTransitionTime: "" }],
     },
@@ -290,6 +295,68 @@ describe("other clients' jobs at the endpoint", () => {
     for (const j of ours) d.observe("update", completed(j));
     d.observeEndpoint(withHealth(1, 4));
     expect(d.view("ep-1").window).toBe(5);
+  });
+});
+
+describe("a window that follows what scales the endpoint", () => {
+  it("no window before the scaler is known: the jobs wait (ScalerUnknown), then go once it is read", () => {
+    const { d, woken } = dispatcher();
+    const unknown = endpoint({}, 4, {});
+    const jobs = Array.from({ length: 3 }, (_, i) => job(`s${i}`));
+    for (const j of jobs)
+      expect(d.gate(j, unknown)).toMatchObject({
+        granted: false,
+        reason: "ScalerUnknown",
+        message: expect.stringContaining("autoscaler of endpoint ep-1 is not known"),
+      });
+    expect(d.view("ep-1").window).toBe(0);
+    // The endpoint's reconcile reads it from the provider: the waiting jobs go, woken.
+    d.observeEndpoint(unknown, { scalerType: "QUEUE_DELAY", scalerValue: 4 });
+    expect(woken).toEqual(jobs.map((j) => `ns/${j.metadata.name}`));
+  });
+
+  it("a scaler this controller does not know is not taken for another: the jobs wait", () => {
+    const { d } = dispatcher();
+    const ep = endpoint({}, 4, { scalerType: "GPU_UTILIZATION", scalerValue: 70 });
+    expect(d.gate(job("u1"), ep)).toMatchObject({ granted: false, reason: "ScalerUnknown" });
+    // spec.maxInFlight needs no scaler.
+    expect(d.gate(job("u2"), endpoint({ maxInFlight: 2 }, 4, {}))).toEqual({ granted: true });
+  });
+
+  it("a leader that starts with a backlog sizes a REQUEST_COUNT endpoint by its scaler, before any look", () => {
+    const ep = endpoint({}, 30, { scalerType: "REQUEST_COUNT", scalerValue: 4 });
+    const backlog = Array.from({ length: 400 }, (_, i) => job(`b${i}`));
+    const { woken } = dispatcher({ eligible: () => ep, lead: backlog });
+    // 30 workers × 4 requests per worker, not QUEUE_DELAY's 30 + headroom.
+    expect(woken).toHaveLength(120);
+  });
+
+  it("workersMax raised from 3 to 30 mid-burst: the window is the new ceiling at the next look", () => {
+    const small = endpoint({}, 3);
+    const { d, woken } = dispatcher({ eligible: () => small });
+    const burst = Array.from({ length: 100 }, (_, i) => job(`w${i}`));
+    for (const j of burst) d.observe("add", j);
+    // 3 workers + 1 headroom.
+    expect(woken).toHaveLength(4);
+    for (const k of woken) d.observe("update", processing(burst.find((j) => `ns/${j.metadata.name}` === k)!));
+    for (let i = 0; i < 4; i++) d.accepted("ep-1");
+    const big = endpoint({}, 30);
+    d.observeEndpoint(big);
+    // 30 workers + max(1, ceil(30 × 2 / 30)) = 32 at once, not one more per window of acceptances.
+    expect(d.view("ep-1").window).toBe(32);
+    expect(woken).toHaveLength(32);
+  });
+
+  it("after a 429 the window stays halved for the backoff period, then follows the ceiling again", () => {
+    const { d, advance } = dispatcher();
+    const ep = endpoint({}, 10);
+    d.observeEndpoint(ep);
+    expect(d.view("ep-1").window).toBe(11);
+    d.throttled("ep-1", 1_000);
+    advance(1_001);
+    expect(d.view("ep-1").window).toBe(5);
+    advance(30_000);
+    expect(d.view("ep-1").window).toBe(11);
   });
 });
 

@@ -26,6 +26,7 @@ import {
   initialWindow,
   onAccepted,
   onThrottled,
+  scalerOf,
   windowSize,
   type EndpointCapacity,
   type WindowState,
@@ -254,6 +255,7 @@ export class Dispatcher {
     if (scaler) this.scalers.set(id, scaler);
     const d = this.at(id);
     const before = this.ceilingOf(d, id);
+    // An endpoint whose scaler is no longer known has no window until it is again.
     d.capacity = this.capacityOf(ep, id);
     d.ownAtHealth = Math.max(d.ownMaxBefore, d.ownMax, d.inFlight.size);
     d.ownMaxBefore = d.ownMax;
@@ -262,18 +264,33 @@ export class Dispatcher {
     if (this.ceilingOf(d, id) > before) this.pump(id);
   }
 
-  private capacityOf(ep: GpuEndpoint, id: string): EndpointCapacity {
-    const s = this.scalers.get(id);
-    const value = s?.scalerValue !== undefined && s.scalerValue > 0 ? s.scalerValue : 4;
+  /**
+   * The endpoint's capacity: its workersMax, its scaler (the provider's reading at the last look,
+   * else the one the GpuEndpoint's status recorded) and its /health counts. Undefined while the
+   * scaler is not known: no window is sized from a guess.
+   */
+  private capacityOf(ep: GpuEndpoint, id: string): EndpointCapacity | undefined {
+    const live = this.scalers.get(id);
+    const scaler = live
+      ? scalerOf(live.scalerType, live.scalerValue)
+      : scalerOf(ep.status?.scalerType, ep.status?.scalerValue);
+    if (!scaler) return undefined;
     return {
       workersMax: ep.status?.workersMax ?? ep.spec.maxWorkers,
-      scaler:
-        s?.scalerType === "REQUEST_COUNT"
-          ? { type: "REQUEST_COUNT", perWorker: value }
-          : { type: "QUEUE_DELAY", seconds: value },
+      scaler,
       inQueue: ep.status?.health?.jobsInQueue ?? 0,
       inProgress: ep.status?.health?.jobsInProgress ?? 0,
     };
+  }
+
+  /** The capacity is read from the endpoint the first time a job asks (a new leader's backlog). */
+  private seeCapacity(d: EndpointDispatch, ep: GpuEndpoint, id: string): void {
+    d.maxInFlight = maxInFlightOf(ep);
+    if (d.capacity !== undefined) return;
+    const capacity = this.capacityOf(ep, id);
+    if (!capacity) return;
+    d.capacity = capacity;
+    d.ownAtHealth = d.inFlight.size;
   }
 
   private ceilingOf(d: EndpointDispatch, _id: string): number {
@@ -292,8 +309,8 @@ export class Dispatcher {
     });
   }
 
-  private windowOf(d: EndpointDispatch, ceil: number): WindowState {
-    d.window ??= initialWindow(ceil);
+  private windowOf(d: EndpointDispatch): WindowState {
+    d.window ??= initialWindow();
     return d.window;
   }
 
@@ -305,18 +322,23 @@ export class Dispatcher {
     const id = ep.status!.endpointId!;
     const key = objectKey(job);
     const d = this.at(id);
-    if (d.capacity === undefined) {
-      d.capacity = this.capacityOf(ep, id);
-      d.ownAtHealth = d.inFlight.size;
-    }
-    d.maxInFlight = maxInFlightOf(ep);
+    this.seeCapacity(d, ep, id);
     if (d.inFlight.has(key) || d.granted.has(key)) return { granted: true };
     this.enqueue(job, key, id, d);
     const position = this.positionAt.get(key) ?? 0;
     this.grant(id, d, key);
     if (d.granted.has(key)) return { granted: true };
+    if (!d.capacity && d.maxInFlight === undefined)
+      return {
+        granted: false,
+        reason: "ScalerUnknown",
+        message:
+          `the autoscaler of endpoint ${id} is not known yet (scalerType ${ep.status?.scalerType ?? "not reported"}, ` +
+          `scalerValue ${ep.status?.scalerValue ?? "not reported"}): the in-flight window is sized from it, so the ` +
+          "job waits here until the endpoint is read (or spec.maxInFlight is set)",
+      };
     const ceil = this.ceilingOf(d, id);
-    const win = windowSize(this.windowOf(d, ceil), ceil, this.now());
+    const win = windowSize(this.windowOf(d), ceil, this.now());
     const held = d.window && this.now() < d.window.notBefore;
     return {
       granted: false,
@@ -362,11 +384,7 @@ export class Dispatcher {
     if (!ep || !id) return;
     const d = this.at(id);
     if (d.granted.has(key)) return;
-    if (d.capacity === undefined) {
-      d.capacity = this.capacityOf(ep, id);
-      d.ownAtHealth = d.inFlight.size;
-    }
-    d.maxInFlight = maxInFlightOf(ep);
+    this.seeCapacity(d, ep, id);
     this.enqueue(job, key, id, d);
     this.grant(id, d);
   }
@@ -378,7 +396,7 @@ export class Dispatcher {
     const ttl = this.o.grantTtlMs ?? 30_000;
     for (const [key, at] of d.granted) if (nowMs - at > ttl && !d.inFlight.has(key)) d.granted.delete(key);
     const ceil = this.ceilingOf(d, id);
-    const win = this.windowOf(d, ceil);
+    const win = this.windowOf(d);
     // RunPod's /run limit per endpoint (https://docs.runpod.io/serverless/endpoints/send-requests#rate-limits):
     // the grants of the last 10 s, each one /run, stay under it (a window of thousands refilled
     // at once, or jobs that end at once, would otherwise exceed it).
@@ -444,14 +462,14 @@ export class Dispatcher {
   accepted(endpointId: string): void {
     const d = this.at(endpointId);
     const ceil = this.ceilingOf(d, endpointId);
-    d.window = onAccepted(this.windowOf(d, ceil), ceil);
+    d.window = onAccepted(this.windowOf(d), ceil);
   }
 
   /** The provider answered 429: the window halves, and nothing goes before Retry-After. */
   throttled(endpointId: string, retryAfterMs?: number): void {
     const d = this.at(endpointId);
     const ceil = this.ceilingOf(d, endpointId);
-    d.window = onThrottled(this.windowOf(d, ceil), ceil, this.now(), retryAfterMs ?? 1_000);
+    d.window = onThrottled(this.windowOf(d), ceil, this.now(), retryAfterMs ?? 1_000);
   }
 
   /** The endpoint as `kubectl media queue`, the metrics and the GpuEndpoint status show it. */
