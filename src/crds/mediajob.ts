@@ -53,7 +53,7 @@ const JobSettings = {
       "Order among the waiting jobs of the same account (default normal): high goes first, low last. " +
         "Between accounts, slots of the endpoint's in-flight window go by fair share, whatever the " +
         "priority. A low job is also sent with the provider's policy.lowPriority (it does not make " +
-        "the endpoint scale up).",
+        "the endpoint scale up), and only when a worker is up and free: it never holds back a normal job.",
     ),
   activeDeadlineSeconds: z
     .int()

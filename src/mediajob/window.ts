@@ -178,3 +178,29 @@ export function freeSlots(
 ): number {
   return Math.max(0, windowSize(state, ceil, nowMs, backoffMs) - ownInFlight);
 }
+
+/** What bounds the window places low-priority jobs may take on an endpoint. */
+export interface LowPriorityInput {
+  /** /health workers.idle and workers.running: the workers the endpoint has up now. */
+  workersIdle: number;
+  workersRunning: number;
+  /** Our normal and high priority jobs submitted and not finished on this endpoint. */
+  normalInFlight: number;
+  /** Other clients' jobs at the endpoint (what /health counts beyond our own). */
+  foreign: number;
+}
+
+/**
+ * How many low-priority jobs of ours the endpoint may hold at once. RunPod sends them with
+ * policy.lowPriority, which "won't trigger worker scaling"
+ * (https://docs.runpod.io/serverless/endpoints/send-requests#execution-policies): a low job that
+ * no worker up now will take waits in the provider's queue, first in first out, ahead of the normal
+ * jobs sent after it, and holds a window place that a normal job would have used to make the
+ * endpoint scale. So low jobs take only workers that are up and not taken by our normal jobs or
+ * other clients' jobs: on an endpoint scaled to zero they wait in Kubernetes (Queued,
+ * LowPriority), and a normal job sent later finds no low job queued ahead of it at the provider.
+ */
+export function lowPriorityRoom(input: LowPriorityInput): number {
+  const up = Math.max(0, Math.floor(input.workersIdle)) + Math.max(0, Math.floor(input.workersRunning));
+  return Math.max(0, up - Math.max(0, input.normalInFlight) - Math.max(0, input.foreign));
+}

@@ -360,6 +360,62 @@ describe("a window that follows what scales the endpoint", () => {
   });
 });
 
+describe("low-priority jobs never hold back normal work", () => {
+  const withWorkers = (idle: number, running: number, workersMax = 30): GpuEndpoint => {
+    const ep = endpoint({}, workersMax);
+    ep.status!.health = { ...ep.status!.health, workersIdle: idle, workersRunning: running };
+    return ep;
+  };
+
+  it("100 low jobs then 10 normal on an endpoint scaled to zero: the normal ones go, the low ones wait", () => {
+    const ep = withWorkers(0, 0);
+    const { d, woken } = dispatcher({ eligible: () => ep });
+    const lows = Array.from({ length: 100 }, (_, i) => job(`low${i}`, { account: "A", priority: "low" }));
+    const normals = Array.from({ length: 10 }, (_, i) => job(`n${i}`, { account: "B" }));
+    for (const j of lows) d.observe("add", j);
+    // None sent: at the provider they would neither run nor make it scale.
+    expect(woken).toEqual([]);
+    expect(d.gate(lows[0]!, ep)).toMatchObject({
+      granted: false,
+      reason: "LowPriority",
+      message: expect.stringContaining("does not make endpoint ep-1 scale up"),
+    });
+    for (const j of normals) d.observe("add", j);
+    expect(woken).toEqual(normals.map((j) => `ns/${j.metadata.name}`));
+  });
+
+  it("a normal job of the same account goes before its older low jobs, and of another account too", () => {
+    const ep = withWorkers(1, 0, 1);
+    const { d, woken } = dispatcher({ eligible: () => ep });
+    d.observe("add", job("a-low", { account: "A", priority: "low" }));
+    // The idle worker takes the low job while nothing else waits.
+    expect(woken).toEqual(["ns/a-low"]);
+    d.observe("update", processing(job("a-low", { account: "A", priority: "low" })));
+    // The worker is taken: a later low job waits, a normal one of either account gets the window.
+    const later = job("a-low-2", { account: "A", priority: "low" });
+    d.observe("add", later);
+    d.observe("add", job("b-normal", { account: "B" }));
+    expect(woken).toEqual(["ns/a-low", "ns/b-normal"]);
+    expect(d.gate(later, ep)).toMatchObject({ granted: false });
+  });
+
+  it("low jobs take the workers that are up and free, and go on as they free: they still finish", () => {
+    const none = withWorkers(0, 0, 4);
+    const { d, woken } = dispatcher({ eligible: () => none });
+    const lows = Array.from({ length: 6 }, (_, i) => job(`l${i}`, { priority: "low" }));
+    for (const j of lows) d.observe("add", j);
+    expect(woken).toEqual([]);
+    // Two workers come up (normal work elsewhere, or workersMin): two low jobs go.
+    d.observeEndpoint(withWorkers(2, 0, 4));
+    expect(woken).toEqual(["ns/l0", "ns/l1"]);
+    submit(d, lows[0]!);
+    submit(d, lows[1]!);
+    // One finishes: the next takes its worker.
+    d.observe("update", completed(lows[0]!));
+    expect(woken).toEqual(["ns/l0", "ns/l1", "ns/l2"]);
+  });
+});
+
 describe("jobs seen in the cache", () => {
   it("wait from their creation event, not from their first pass: fair share does not follow the work queue's order", () => {
     const ep = endpoint({ maxInFlight: 1 });

@@ -4,6 +4,7 @@ import {
   ceiling,
   freeSlots,
   initialWindow,
+  lowPriorityRoom,
   onAccepted,
   onThrottled,
   scalerOf,
@@ -236,5 +237,48 @@ describe("the scaler the window is sized from", () => {
     ["a value that is not a number", "QUEUE_DELAY", "4", undefined],
   ])("%s", (_name, type, value, expected) => {
     expect(scalerOf(type, value)).toEqual(expected);
+  });
+});
+
+describe("the room of low-priority jobs (they never make the endpoint scale)", () => {
+  it.each<[string, Parameters<typeof lowPriorityRoom>[0], number]>([
+    [
+      "an endpoint scaled to zero: none",
+      { workersIdle: 0, workersRunning: 0, normalInFlight: 0, foreign: 0 },
+      0,
+    ],
+    ["two idle workers: two", { workersIdle: 2, workersRunning: 0, normalInFlight: 0, foreign: 0 }, 2],
+    [
+      "workers busy with our normal jobs: none left",
+      { workersIdle: 0, workersRunning: 3, normalInFlight: 3, foreign: 0 },
+      0,
+    ],
+    [
+      "normal jobs queued for workers still starting: none (they must not wait behind a low job)",
+      { workersIdle: 1, workersRunning: 1, normalInFlight: 5, foreign: 0 },
+      0,
+    ],
+    [
+      "other clients' jobs take workers too",
+      { workersIdle: 2, workersRunning: 3, normalInFlight: 1, foreign: 2 },
+      2,
+    ],
+  ])("%s", (_name, input, expected) => {
+    expect(lowPriorityRoom(input)).toBe(expected);
+  });
+
+  it("property: low jobs never outnumber the workers up that no normal or foreign job takes", () => {
+    fc.assert(
+      fc.property(fc.nat(50), fc.nat(50), fc.nat(100), fc.nat(100), (idle, running, normal, foreign) => {
+        const room = lowPriorityRoom({
+          workersIdle: idle,
+          workersRunning: running,
+          normalInFlight: normal,
+          foreign,
+        });
+        expect(room).toBeGreaterThanOrEqual(0);
+        expect(room + normal + foreign).toBeLessThanOrEqual(Math.max(idle + running, normal + foreign));
+      }),
+    );
   });
 });
