@@ -34,6 +34,7 @@ export function failureReason(error: string | undefined): string {
     case "SubmissionUnconfirmed":
     case "Expired":
     case "DeadlineExceeded":
+    case "StartDeadlineExceeded":
       return kind;
     default:
       return "Other";

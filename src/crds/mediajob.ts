@@ -67,6 +67,17 @@ const JobSettings = {
         "outlives it, so the time the job ran is read and billed). Past it the job ends Failed with " +
         "reason DeadlineExceeded. May be added or lowered after submission, never raised or removed.",
     ),
+  startDeadlineSeconds: z
+    .int()
+    .min(1)
+    .max(7 * 24 * 3600)
+    .optional()
+    .describe(
+      "How long a submitted job may wait in the provider's queue before a worker starts it, counted " +
+        "from each submission. Past it the job is cancelled there (a queued job costs nothing) and " +
+        "ends Failed with reason StartDeadlineExceeded, or goes back to Pending while maxAttempts " +
+        "allows another try. Default: none (the provider's queue holds it up to 24 h).",
+    ),
   executionTimeoutSeconds: z
     .int()
     .min(5)

@@ -93,6 +93,9 @@ export function providerPolicy(input: PolicyInput): { executionTimeout?: number;
   };
 }
 
+/** The reason (Succeeded condition, Event, status.error prefix) of a job that never started in time (start-deadline.ts). */
+export const START_DEADLINE_EXCEEDED = "StartDeadlineExceeded";
+
 /** The reason (Succeeded condition, Event, status.error prefix) of a job the provider forgot past its ttl. */
 export const EXPIRED = "Expired";
 

@@ -95,7 +95,7 @@ export interface AccountFacts {
 }
 
 /** Why a running job is cancelled at the provider. */
-export type StopReason = "cancel" | "suspend" | "deadline";
+export type StopReason = "cancel" | "suspend" | "deadline" | "start-deadline";
 
 /** A side effect, carried out by the reconciler in the order planned. */
 export type Action =

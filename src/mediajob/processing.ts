@@ -10,6 +10,7 @@ import { retry, type Facts, type Plan } from "./plan.js";
 import { applyProviderResult } from "./provider-result.js";
 import { afterProviderLostJob, msUntilStuck, resetToPending } from "./recovery.js";
 import { planFollow, planStop, stopFollowed } from "./stop.js";
+import { msUntilStartDeadline, startedStatus } from "./start-deadline.js";
 import { isUnconfirmed } from "./submission.js";
 import { decideUnconfirmed } from "./unconfirmed.js";
 import { unconfirmedStatus } from "./write-ahead.js";
@@ -30,7 +31,10 @@ export function providerReadDue(
     return { endpointId: status.endpointId, providerJobId: status.providerJobId };
   if (msUntilDeadline(job.spec, status, nowMs) <= 0 || job.spec.suspend || isUnconfirmed(status))
     return undefined;
-  if (msUntilStuck(job, nowMs, defaultTimeoutSeconds) > 0 || !status.endpointId) return undefined;
+  // Past its timeout (a callback may be lost), or past its start deadline not yet seen started.
+  const due =
+    msUntilStuck(job, nowMs, defaultTimeoutSeconds) <= 0 || msUntilStartDeadline(job, status, nowMs) <= 0;
+  if (!due || !status.endpointId) return undefined;
   return { endpointId: status.endpointId, providerJobId: providerIdOf(job, status) };
 }
 
@@ -81,7 +85,9 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
     );
   if (isUnconfirmed(status)) return planUnconfirmed(job, status, facts);
   const remaining = msUntilStuck(job, nowMs, facts.settings.defaultTimeoutSeconds);
-  if (remaining > 0) return { status, events: [], actions: [], requeueAfterMs: remaining };
+  const untilStart = msUntilStartDeadline(job, status, nowMs);
+  if (remaining > 0 && untilStart > 0)
+    return { status, events: [], actions: [], requeueAfterMs: Math.min(remaining, untilStart) };
   const events: PlannedEvent[] = [];
   if (!status.endpointId) {
     events.push(["Warning", "ResetToPending", "Processing without an endpoint id; resubmitting"]);
@@ -118,6 +124,13 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
     return { status, events, actions: [], error: retry(message) };
   }
   const result = read.result;
+  if (untilStart <= 0 && !TERMINAL_STATUSES.has(result.status as ProviderJobStatus)) {
+    // Still in the provider's queue past its start deadline: cancelled there (it costs nothing).
+    if (result.status === "IN_QUEUE") return planStop(job, status, "start-deadline", now);
+    // A worker started it in time: not checked again, and looked at again at its timeout.
+    status = startedStatus(status, gen, result.status, now);
+    if (remaining > 0) return { status, events, actions: [], requeueAfterMs: remaining };
+  }
   if (!TERMINAL_STATUSES.has(result.status as ProviderJobStatus)) {
     // Told once, as a condition and one Event, not on every tick it stays that way.
     if (getCondition(status.conditions, "Overdue")?.status !== "True") {

@@ -5,7 +5,8 @@
 import { getCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { failureText, withCondition, type PlannedEvent } from "./conditions.js";
-import { deadlineExceeded, suspendedStatus } from "./deadline.js";
+import { START_DEADLINE_EXCEEDED, deadlineExceeded, suspendedStatus } from "./deadline.js";
+import { startDeadlineExceeded } from "./start-deadline.js";
 import { TERMINAL_STATUSES, type ProviderJobStatus } from "../provider/schemas.js";
 import { ERROR_MAX_CHARS, clip, type ProviderResult } from "./job.js";
 import { applyProviderResult } from "./provider-result.js";
@@ -31,6 +32,7 @@ const REASONS: Record<StopReason | "delete", { sent: string; overdue: string }> 
   cancel: { sent: "CancelSent", overdue: "RunningAfterCancel" },
   suspend: { sent: "SuspendCancelSent", overdue: "RunningAfterSuspendCancel" },
   deadline: { sent: "DeadlineCancelSent", overdue: "RunningAfterDeadlineCancel" },
+  "start-deadline": { sent: "StartDeadlineCancelSent", overdue: "RunningAfterStartDeadlineCancel" },
   delete: { sent: "DeleteCancelSent", overdue: "RunningAfterDeleteCancel" },
 };
 
@@ -105,7 +107,7 @@ export function afterStop(
       });
       // A cancelled job that failed for good keeps its failure; one that would be retried is not.
       const end = (s: MediaJobStatus): Plan => ({ status: s, events, actions: [] });
-      if (applied && why === "suspend") return end(applied);
+      if (applied && (why === "suspend" || why === "start-deadline")) return end(applied);
       if (applied?.phase === "Completed") return end(applied);
       if (applied?.phase === "Failed" && why === "cancel") return end(applied);
     }
@@ -307,6 +309,15 @@ function stopped(
     const failed = deadlineExceeded(status, now, cancelled);
     events.push(["Warning", "DeadlineExceeded", failed.error!]);
     return { status: failed, events, actions: [] };
+  }
+  if (why === "start-deadline") {
+    const next = startDeadlineExceeded(job, status, now, cancelled);
+    events.push([
+      "Warning",
+      START_DEADLINE_EXCEEDED,
+      next.phase === "Pending" ? `${next.error!}; submitted again (spec.maxAttempts)` : next.error!,
+    ]);
+    return { status: next, events, actions: [] };
   }
   if (why === "cancel") return { status: cancelledStatus(status, now, cancelled), events, actions: [] };
   const message = `spec.suspend is true: ${cancelled}; the job is submitted again once it is false`;

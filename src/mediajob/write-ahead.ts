@@ -9,6 +9,7 @@ import { callbackExpiry, type CallbackTarget } from "../callback/token.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { withCondition, withPhaseConditions } from "./conditions.js";
 import { providerExpiry, providerPolicy } from "./deadline.js";
+import { queueAllowanceMs, startNotSeen } from "./start-deadline.js";
 import { effectiveJobId, submissionId } from "./job.js";
 import { submissionIdentity, withSubmissionIdentity } from "./submission-identity.js";
 import {
@@ -35,7 +36,7 @@ export interface SubmissionPlan {
   };
   callback: CallbackTarget;
   callbackExpiresAt: number;
-  /** When the job is looked at again once accepted: its timeout. */
+  /** When the job is looked at again once accepted: its timeout, or its start deadline if sooner. */
   timeoutMs: number;
 }
 
@@ -52,8 +53,6 @@ export function planSubmission(
     executionTimeoutMs?: number;
     /** The endpoint's own execution timeout as the provider reports it, ms. */
     endpointExecutionTimeoutMs?: number;
-    /** How long the job may wait in the provider's queue before it starts, ms (default 24 h). */
-    queueAllowanceMs?: number;
   },
 ): SubmissionPlan {
   const { endpointId, now } = o;
@@ -90,10 +89,10 @@ export function planSubmission(
     ...(o.endpointExecutionTimeoutMs !== undefined && {
       endpointExecutionTimeoutMs: o.endpointExecutionTimeoutMs,
     }),
-    ...(o.queueAllowanceMs !== undefined && { queueAllowanceMs: o.queueAllowanceMs }),
+    ...(queueAllowanceMs(job.spec) !== undefined && { queueAllowanceMs: queueAllowanceMs(job.spec) }),
   });
   const intent: MediaJobStatus = {
-    ...written,
+    ...startNotSeen(job, written, now),
     submission: { ...written.submission!, expiresAt: providerExpiry(Date.parse(now), policy.ttl) },
   };
   return {
@@ -119,7 +118,8 @@ export function planSubmission(
       submission: intent.submission!.id,
     },
     callbackExpiresAt: callbackExpiry(Date.parse(now), timeoutSeconds),
-    timeoutMs: timeoutSeconds * 1000,
+    // Looked at again at its timeout, or at its start deadline when that comes first.
+    timeoutMs: Math.min(timeoutSeconds, job.spec.startDeadlineSeconds ?? Infinity) * 1000,
   };
 }
 
