@@ -76,7 +76,8 @@ const JobSettings = {
       "How long a submitted job may wait in the provider's queue before a worker starts it, counted " +
         "from each submission. Past it the job is cancelled there (a queued job costs nothing) and " +
         "ends Failed with reason StartDeadlineExceeded, or goes back to Pending while maxAttempts " +
-        "allows another try. Default: none (the provider's queue holds it up to 24 h).",
+        "allows another try. Default: the controller's JOB_START_DEADLINE_SECONDS (chart value " +
+        "startDeadlineSeconds), else none (the provider's queue holds it up to 24 h).",
     ),
   executionTimeoutSeconds: z
     .int()
@@ -147,6 +148,10 @@ const SubmissionIntent = z.object({
     .max(64)
     .describe("Random id of this submission; with the attempt it binds the callback URL to it."),
   startedAt: Timestamp.describe("When the intent was written, just before the provider was called."),
+  startBy: Timestamp.optional().describe(
+    "When a worker must have started the job (startedAt plus the start deadline: spec.startDeadlineSeconds " +
+      "or the controller's default): still queued at the provider then, it is cancelled there.",
+  ),
   expiresAt: Timestamp.optional().describe(
     "When the provider forgets the job at the latest: startedAt plus the policy.ttl sent (queue plus " +
       "run). A status 404 after it ends the job Failed, reason Expired; one before it is a lost job.",

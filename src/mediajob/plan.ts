@@ -47,6 +47,8 @@ export interface PlanSettings {
   usageWaitMs?: number;
   /** The reconciliation tick: how often waiting jobs are looked at again. */
   tickMs: number;
+  /** The start deadline of jobs without spec.startDeadlineSeconds (JOB_START_DEADLINE_SECONDS); absent or 0: none. */
+  defaultStartDeadlineSeconds?: number;
   /** Plans by price id (plans.ts); absent or empty: no plan limits. */
   plans?: Plans;
   /** How recorded usage is billed and metered. Default: DEFAULT_USAGE_SETTINGS (metering off). */

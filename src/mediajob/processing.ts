@@ -33,7 +33,7 @@ export function providerReadDue(
     return undefined;
   // Past its timeout (a callback may be lost), or past its start deadline not yet seen started.
   const due =
-    msUntilStuck(job, nowMs, defaultTimeoutSeconds) <= 0 || msUntilStartDeadline(job, status, nowMs) <= 0;
+    msUntilStuck(job, nowMs, defaultTimeoutSeconds) <= 0 || msUntilStartDeadline(status, nowMs) <= 0;
   if (!due || !status.endpointId) return undefined;
   return { endpointId: status.endpointId, providerJobId: providerIdOf(job, status) };
 }
@@ -85,7 +85,7 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
     );
   if (isUnconfirmed(status)) return planUnconfirmed(job, status, facts);
   const remaining = msUntilStuck(job, nowMs, facts.settings.defaultTimeoutSeconds);
-  const untilStart = msUntilStartDeadline(job, status, nowMs);
+  const untilStart = msUntilStartDeadline(status, nowMs);
   if (remaining > 0 && untilStart > 0)
     return { status, events: [], actions: [], requeueAfterMs: Math.min(remaining, untilStart) };
   const events: PlannedEvent[] = [];

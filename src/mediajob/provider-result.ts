@@ -149,7 +149,7 @@ export function applyProviderResult(
       // callback before the controller records them: they end as the controller would end them.
       if (overDeadline) return deadlineExceeded(base, now, "cancelled at the provider");
       if (job.spec.suspend) return suspendedStatus(base, now);
-      if (!job.spec.cancel && msUntilStartDeadline(job, status, Date.parse(now)) <= 0)
+      if (!job.spec.cancel && msUntilStartDeadline(status, Date.parse(now)) <= 0)
         return startDeadlineExceeded(job, base, now, "cancelled at the provider");
       return { ...base, phase: "Cancelled", error: "cancelled at the provider", completedAt: now };
     default:

@@ -15,12 +15,9 @@ import { ERROR_MAX_CHARS, clip, maxAttempts } from "./job.js";
  */
 export const START_DEADLINE_GRACE_MS = 5 * 60_000;
 
-/** The job's queue allowance for its ttl, ms: its start deadline and the grace, or undefined (the default). */
-export function queueAllowanceMs(spec: { startDeadlineSeconds?: number }): number | undefined {
-  return spec.startDeadlineSeconds === undefined
-    ? undefined
-    : spec.startDeadlineSeconds * 1000 + START_DEADLINE_GRACE_MS;
-}
+/** The queue allowance of a job's ttl, ms, for a start deadline in seconds: it and the grace. */
+export const queueAllowanceMs = (startDeadlineSeconds: number): number =>
+  startDeadlineSeconds * 1000 + START_DEADLINE_GRACE_MS;
 
 /**
  * Whether a read of the provider showed the current attempt started (condition Started=True; each
@@ -30,8 +27,12 @@ const startedAtProvider = (status: MediaJobStatus | undefined): boolean =>
   getCondition(status?.conditions, "Started")?.status === "True";
 
 /** A new submission of a job with a start deadline: not yet seen started. */
-export function startNotSeen(job: MediaJob, status: MediaJobStatus, now: string): MediaJobStatus {
-  if (job.spec.startDeadlineSeconds === undefined) return status;
+export function startNotSeen(
+  job: MediaJob,
+  status: MediaJobStatus,
+  seconds: number,
+  now: string,
+): MediaJobStatus {
   return withCondition(
     status,
     job.metadata.generation,
@@ -39,25 +40,20 @@ export function startNotSeen(job: MediaJob, status: MediaJobStatus, now: string)
       type: "Started",
       status: "False",
       reason: "NotYetStarted",
-      message: `submitted; cancelled at the provider if no worker starts it within ${job.spec.startDeadlineSeconds} s`,
+      message: `submitted; cancelled at the provider if no worker starts it within ${seconds} s`,
     },
     now,
   );
 }
 
 /**
- * Milliseconds until the current attempt's start deadline (counted from its submission), or
- * Infinity: no start deadline, no submission time, or a read showed it started.
+ * Milliseconds until the current attempt's start deadline (status.submission.startBy, recorded
+ * with its intent), or Infinity: none recorded, or a read showed it started.
  */
-export function msUntilStartDeadline(
-  job: MediaJob,
-  status: MediaJobStatus | undefined,
-  nowMs: number,
-): number {
-  const limit = job.spec.startDeadlineSeconds;
-  const since = Date.parse(status?.submittedAt ?? "");
-  if (limit === undefined || Number.isNaN(since) || startedAtProvider(status)) return Infinity;
-  return since + limit * 1000 - nowMs;
+export function msUntilStartDeadline(status: MediaJobStatus | undefined, nowMs: number): number {
+  const by = Date.parse(status?.submission?.startBy ?? "");
+  if (Number.isNaN(by) || startedAtProvider(status)) return Infinity;
+  return by - nowMs;
 }
 
 /** A read showed the current attempt started within its start deadline: not checked again. */
@@ -92,9 +88,12 @@ export function startDeadlineExceeded(
   what: string,
 ): MediaJobStatus {
   const failures = (status.failures ?? 0) + 1;
+  const since = Date.parse(status.submission?.startedAt ?? "");
+  const by = Date.parse(status.submission?.startBy ?? "");
+  const seconds = Number.isNaN(since) || Number.isNaN(by) ? "?" : String(Math.round((by - since) / 1000));
   const error = clip(
-    `${START_DEADLINE_EXCEEDED}: the job waited in the provider's queue past spec.startDeadlineSeconds ` +
-      `(${job.spec.startDeadlineSeconds ?? "?"} s) without a worker starting it (${what})`,
+    `${START_DEADLINE_EXCEEDED}: the job waited in the provider's queue past its start deadline ` +
+      `(${seconds} s) without a worker starting it (${what})`,
     ERROR_MAX_CHARS,
   );
   if (failures < maxAttempts(job)) {

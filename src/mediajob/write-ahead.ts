@@ -53,12 +53,15 @@ export function planSubmission(
     executionTimeoutMs?: number;
     /** The endpoint's own execution timeout as the provider reports it, ms. */
     endpointExecutionTimeoutMs?: number;
+    /** The start deadline of a job without spec.startDeadlineSeconds, seconds. */
+    defaultStartDeadlineSeconds?: number;
   },
 ): SubmissionPlan {
   const { endpointId, now } = o;
   const jobId = status.jobId ?? effectiveJobId(job);
   const timeoutSeconds = job.spec.timeoutSeconds ?? o.defaultTimeoutSeconds;
   const generation = job.metadata.generation;
+  const startDeadline = job.spec.startDeadlineSeconds ?? o.defaultStartDeadlineSeconds;
   const written = withPhaseConditions(
     withCondition(
       intentStatus(status, { endpointId, submissionId: o.newSubmissionId, now }),
@@ -89,11 +92,17 @@ export function planSubmission(
     ...(o.endpointExecutionTimeoutMs !== undefined && {
       endpointExecutionTimeoutMs: o.endpointExecutionTimeoutMs,
     }),
-    ...(queueAllowanceMs(job.spec) !== undefined && { queueAllowanceMs: queueAllowanceMs(job.spec) }),
+    ...(startDeadline !== undefined && { queueAllowanceMs: queueAllowanceMs(startDeadline) }),
   });
   const intent: MediaJobStatus = {
-    ...startNotSeen(job, written, now),
-    submission: { ...written.submission!, expiresAt: providerExpiry(Date.parse(now), policy.ttl) },
+    ...(startDeadline === undefined ? written : startNotSeen(job, written, startDeadline, now)),
+    submission: {
+      ...written.submission!,
+      ...(startDeadline !== undefined && {
+        startBy: new Date(Date.parse(now) + startDeadline * 1000).toISOString(),
+      }),
+      expiresAt: providerExpiry(Date.parse(now), policy.ttl),
+    },
   };
   return {
     endpointId,
@@ -119,7 +128,7 @@ export function planSubmission(
     },
     callbackExpiresAt: callbackExpiry(Date.parse(now), timeoutSeconds),
     // Looked at again at its timeout, or at its start deadline when that comes first.
-    timeoutMs: Math.min(timeoutSeconds, job.spec.startDeadlineSeconds ?? Infinity) * 1000,
+    timeoutMs: Math.min(timeoutSeconds, startDeadline ?? Infinity) * 1000,
   };
 }
 

@@ -31,7 +31,13 @@ const queued = (submittedSecondsAgo: number, o: Partial<MediaJobStatus> = {}): M
   providerJobId: "p-1",
   submittedAt: ago(submittedSecondsAgo),
   startedAt: ago(submittedSecondsAgo),
-  submission: { attempt: 1, id: "s-1", startedAt: ago(submittedSecondsAgo), state: "Accepted" },
+  submission: {
+    attempt: 1,
+    id: "s-1",
+    startedAt: ago(submittedSecondsAgo),
+    state: "Accepted",
+    startBy: ago(submittedSecondsAgo - 60),
+  },
   ...o,
 });
 const facts = (provider?: Facts["provider"]): Facts => ({
@@ -64,6 +70,42 @@ describe("a submission of a job with a start deadline", () => {
     });
     // Looked at again at the start deadline, not only at the timeout.
     expect(plan.timeoutMs).toBe(60_000);
+    expect(plan.intent.submission?.startBy).toBe(new Date(NOW.getTime() + 60_000).toISOString());
+  });
+
+  it("the controller's default applies to a job that sets none; the job's own wins", () => {
+    const submit = (spec: Partial<MediaJob["spec"]>) =>
+      planSubmission(
+        job(spec),
+        { phase: "Pending", jobId: "uid-1" },
+        {
+          endpointId: "ep-1",
+          newSubmissionId: "sub-00000001",
+          now: NOW.toISOString(),
+          defaultTimeoutSeconds: 600,
+          executionTimeoutMs: 120_000,
+          defaultStartDeadlineSeconds: 300,
+        },
+      );
+    const byDefault = submit({ startDeadlineSeconds: undefined });
+    expect(byDefault.intent.submission?.startBy).toBe(new Date(NOW.getTime() + 300_000).toISOString());
+    expect(byDefault.request.policy.ttl).toBe(120_000 + 300_000 + START_DEADLINE_GRACE_MS);
+    expect(submit({ startDeadlineSeconds: 30 }).intent.submission?.startBy).toBe(
+      new Date(NOW.getTime() + 30_000).toISOString(),
+    );
+    // Without either: no start deadline, the provider's default queue allowance.
+    const none = planSubmission(
+      job({ startDeadlineSeconds: undefined }),
+      { phase: "Pending", jobId: "uid-1" },
+      {
+        endpointId: "ep-1",
+        newSubmissionId: "sub-00000001",
+        now: NOW.toISOString(),
+        defaultTimeoutSeconds: 600,
+      },
+    );
+    expect(none.intent.submission?.startBy).toBeUndefined();
+    expect(none.intent.conditions?.find((c) => c.type === "Started")).toBeUndefined();
   });
 });
 
@@ -93,7 +135,9 @@ describe("past the start deadline", () => {
       NOW.toISOString(),
     );
     expect(plan.status.phase).toBe("Failed");
-    expect(plan.status.error).toMatch(/^StartDeadlineExceeded: the job waited in the provider's queue past/);
+    expect(plan.status.error).toMatch(
+      /^StartDeadlineExceeded: the job waited in the provider's queue past its start deadline \(60 s\)/,
+    );
     expect(plan.events.map((e) => e[1])).toEqual(["StartDeadlineExceeded"]);
     expect(plan.status.usage?.attempts).toEqual([
       expect.objectContaining({ providerStatus: "CANCELLED", executionTimeMs: 0, delayTimeMs: 61_000 }),
