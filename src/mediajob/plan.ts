@@ -68,6 +68,11 @@ export interface Facts {
   account?: AccountFacts;
   /** The job's endpoint (pickEndpoint), for a Pending job. */
   endpoint?: GpuEndpoint;
+  /**
+   * A submitted job's account has used its plan's GPU seconds this period: a job of it still
+   * queued at the provider is cancelled there and held (usage-cap.ts).
+   */
+  usageCapReached?: boolean;
   /** The provider's status of the job, read only when providerReadDue said it was due. */
   provider?: ProviderRead;
   /**
@@ -97,7 +102,7 @@ export interface AccountFacts {
 }
 
 /** Why a running job is cancelled at the provider. */
-export type StopReason = "cancel" | "suspend" | "deadline" | "start-deadline";
+export type StopReason = "cancel" | "suspend" | "deadline" | "start-deadline" | "usage-limit";
 
 /** A side effect, carried out by the reconciler in the order planned. */
 export type Action =

@@ -10,7 +10,8 @@ import { retry, type Facts, type Plan } from "./plan.js";
 import { applyProviderResult } from "./provider-result.js";
 import { afterProviderLostJob, msUntilStuck, resetToPending } from "./recovery.js";
 import { planFollow, planStop, stopFollowed } from "./stop.js";
-import { msUntilStartDeadline, startedStatus } from "./start-deadline.js";
+import { msUntilStartDeadline, startedAtProvider, startedStatus } from "./start-deadline.js";
+import { heldForUsage, markHeldForUsage } from "./usage-cap.js";
 import { isUnconfirmed } from "./submission.js";
 import { decideUnconfirmed } from "./unconfirmed.js";
 import { unconfirmedStatus } from "./write-ahead.js";
@@ -23,6 +24,7 @@ export function providerReadDue(
   job: MediaJob,
   nowMs: number,
   defaultTimeoutSeconds: number,
+  usageCapReached = false,
 ): { endpointId: string; providerJobId: string } | undefined {
   const status = job.status;
   if (status?.phase !== "Processing" || job.metadata.deletionTimestamp) return undefined;
@@ -32,8 +34,11 @@ export function providerReadDue(
   if (msUntilDeadline(job.spec, status, nowMs) <= 0 || job.spec.suspend || isUnconfirmed(status))
     return undefined;
   // Past its timeout (a callback may be lost), or past its start deadline not yet seen started.
+  // Or its account at its plan's cap, the job not seen started (it may be cancelled in the queue).
   const due =
-    msUntilStuck(job, nowMs, defaultTimeoutSeconds) <= 0 || msUntilStartDeadline(status, nowMs) <= 0;
+    msUntilStuck(job, nowMs, defaultTimeoutSeconds) <= 0 ||
+    msUntilStartDeadline(status, nowMs) <= 0 ||
+    (usageCapReached && !startedAtProvider(status) && status.providerJobId !== undefined);
   if (!due || !status.endpointId) return undefined;
   return { endpointId: status.endpointId, providerJobId: providerIdOf(job, status) };
 }
@@ -86,7 +91,8 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
   if (isUnconfirmed(status)) return planUnconfirmed(job, status, facts);
   const remaining = msUntilStuck(job, nowMs, facts.settings.defaultTimeoutSeconds);
   const untilStart = msUntilStartDeadline(status, nowMs);
-  if (remaining > 0 && untilStart > 0)
+  const capHolds = facts.usageCapReached === true && !startedAtProvider(status);
+  if (remaining > 0 && untilStart > 0 && !capHolds)
     return { status, events: [], actions: [], requeueAfterMs: Math.min(remaining, untilStart) };
   const events: PlannedEvent[] = [];
   if (!status.endpointId) {
@@ -124,9 +130,15 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
     return { status, events, actions: [], error: retry(message) };
   }
   const result = read.result;
-  if (untilStart <= 0 && !TERMINAL_STATUSES.has(result.status as ProviderJobStatus)) {
+  if ((untilStart <= 0 || capHolds) && !TERMINAL_STATUSES.has(result.status as ProviderJobStatus)) {
     // Still in the provider's queue past its start deadline: cancelled there (it costs nothing).
-    if (result.status === "IN_QUEUE") return planStop(job, status, "start-deadline", now);
+    if (result.status === "IN_QUEUE" && untilStart <= 0) return planStop(job, status, "start-deadline", now);
+    // Still queued while its account is at its plan's cap: marked held, then (still queued at the
+    // next read) cancelled there (usage-cap.ts).
+    if (result.status === "IN_QUEUE" && capHolds) {
+      if (heldForUsage(status)) return planStop(job, status, "usage-limit", now);
+      return { status: markHeldForUsage(job, status, now), events, actions: [], requeueAfterMs: 50 };
+    }
     // A worker started it in time: not checked again, and looked at again at its timeout.
     status = startedStatus(status, gen, result.status, now);
     if (remaining > 0) return { status, events, actions: [], requeueAfterMs: remaining };

@@ -3,6 +3,7 @@
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { deadlineExceeded, msUntilDeadline, suspendedStatus } from "./deadline.js";
 import { msUntilStartDeadline, startDeadlineExceeded } from "./start-deadline.js";
+import { heldForUsage, heldStatus } from "./usage-cap.js";
 import {
   ERROR_MAX_CHARS,
   type ProviderResult,
@@ -151,6 +152,8 @@ export function applyProviderResult(
       if (job.spec.suspend) return suspendedStatus(base, now);
       if (!job.spec.cancel && msUntilStartDeadline(status, Date.parse(now)) <= 0)
         return startDeadlineExceeded(job, base, now, "cancelled at the provider");
+      // Marked held for its account's cap before the controller's cancel: held, not ended.
+      if (!job.spec.cancel && heldForUsage(status)) return heldStatus(base, now);
       return { ...base, phase: "Cancelled", error: "cancelled at the provider", completedAt: now };
     default:
       return undefined;

@@ -23,7 +23,7 @@ export const queueAllowanceMs = (startDeadlineSeconds: number): number =>
  * Whether a read of the provider showed the current attempt started (condition Started=True; each
  * submission of a job with a start deadline sets it False, startNotSeen).
  */
-const startedAtProvider = (status: MediaJobStatus | undefined): boolean =>
+export const startedAtProvider = (status: MediaJobStatus | undefined): boolean =>
   getCondition(status?.conditions, "Started")?.status === "True";
 
 /** A new submission of a job with a start deadline: not yet seen started. */
@@ -70,7 +70,7 @@ export function startedStatus(
       type: "Started",
       status: "True",
       reason: "StartedAtProvider",
-      message: `the provider reports ${providerStatus}: a worker started it within spec.startDeadlineSeconds`,
+      message: `the provider reports ${providerStatus}: a worker started it`,
     },
     now,
   );

@@ -7,6 +7,7 @@ import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { failureText, withCondition, type PlannedEvent } from "./conditions.js";
 import { START_DEADLINE_EXCEEDED, deadlineExceeded, suspendedStatus } from "./deadline.js";
 import { startDeadlineExceeded } from "./start-deadline.js";
+import { heldStatus } from "./usage-cap.js";
 import { TERMINAL_STATUSES, type ProviderJobStatus } from "../provider/schemas.js";
 import { ERROR_MAX_CHARS, clip, type ProviderResult } from "./job.js";
 import { applyProviderResult } from "./provider-result.js";
@@ -33,6 +34,7 @@ const REASONS: Record<StopReason | "delete", { sent: string; overdue: string }> 
   suspend: { sent: "SuspendCancelSent", overdue: "RunningAfterSuspendCancel" },
   deadline: { sent: "DeadlineCancelSent", overdue: "RunningAfterDeadlineCancel" },
   "start-deadline": { sent: "StartDeadlineCancelSent", overdue: "RunningAfterStartDeadlineCancel" },
+  "usage-limit": { sent: "UsageLimitCancelSent", overdue: "RunningAfterUsageLimitCancel" },
   delete: { sent: "DeleteCancelSent", overdue: "RunningAfterDeleteCancel" },
 };
 
@@ -107,7 +109,8 @@ export function afterStop(
       });
       // A cancelled job that failed for good keeps its failure; one that would be retried is not.
       const end = (s: MediaJobStatus): Plan => ({ status: s, events, actions: [] });
-      if (applied && (why === "suspend" || why === "start-deadline")) return end(applied);
+      if (applied && (why === "suspend" || why === "start-deadline" || why === "usage-limit"))
+        return end(applied);
       if (applied?.phase === "Completed") return end(applied);
       if (applied?.phase === "Failed" && why === "cancel") return end(applied);
     }
@@ -309,6 +312,14 @@ function stopped(
     const failed = deadlineExceeded(status, now, cancelled);
     events.push(["Warning", "DeadlineExceeded", failed.error!]);
     return { status: failed, events, actions: [] };
+  }
+  if (why === "usage-limit") {
+    events.push([
+      "Warning",
+      "UsageLimitReached",
+      `its account has used its plan's GPU seconds this period: ${cancelled}; the job waits for the next period or a larger plan`,
+    ]);
+    return { status: heldStatus(status, now), events, actions: [] };
   }
   if (why === "start-deadline") {
     const next = startDeadlineExceeded(job, status, now, cancelled);

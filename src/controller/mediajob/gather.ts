@@ -9,7 +9,7 @@ import type { Facts, Plan, ProviderRead, SubmissionOutcome } from "../../mediajo
 import { providerReadDue } from "../../mediajob/processing.js";
 import type { SlotFact } from "../../mediajob/queued.js";
 import { isProviderError } from "../../provider/index.js";
-import { accountFacts } from "../account-facts.js";
+import { accountFacts, usageCapReached } from "../account-facts.js";
 import type { MediaJobDeps } from "./deps.js";
 import { jobKey } from "./writes.js";
 
@@ -47,7 +47,9 @@ export async function gatherFacts(
       .list(ns)
       .some((e) => e.status?.endpointId === at && e.spec.idempotentWorkers === true);
   }
-  const due = providerReadDue(job, now.getTime(), settings.defaultTimeoutSeconds);
+  if (job.status?.phase === "Processing" && job.spec.account)
+    facts.usageCapReached = usageCapReached(job, { ...d, plans: settings.plans }, now.getTime());
+  const due = providerReadDue(job, now.getTime(), settings.defaultTimeoutSeconds, facts.usageCapReached);
   if (due) facts.provider = await readProviderStatus(d, due.endpointId, due.providerJobId);
   return facts;
 }
