@@ -30,6 +30,7 @@ import {
   withBilledUsage,
   type UsageSettings,
 } from "./usage.js";
+import type { WaitCause } from "./wait-cause.js";
 import type { SubmissionPlan } from "./write-ahead.js";
 
 /** The controller's settings a plan reads. */
@@ -73,6 +74,8 @@ export interface Facts {
    * queued at the provider is cancelled there and held (usage-cap.ts).
    */
   usageCapReached?: boolean;
+  /** Why jobs wait in the queue of a submitted job's endpoint, from its last /health (wait-cause.ts). */
+  providerWait?: WaitCause;
   /** The provider's status of the job, read only when providerReadDue said it was due. */
   provider?: ProviderRead;
   /**

@@ -10,7 +10,12 @@ import { retry, type Facts, type Plan } from "./plan.js";
 import { applyProviderResult } from "./provider-result.js";
 import { afterProviderLostJob, msUntilStuck, resetToPending } from "./recovery.js";
 import { planFollow, planStop, stopFollowed } from "./stop.js";
-import { msUntilStartDeadline, startedAtProvider, startedStatus } from "./start-deadline.js";
+import {
+  msUntilStartDeadline,
+  notStartedBecause,
+  startedAtProvider,
+  startedStatus,
+} from "./start-deadline.js";
 import { heldForUsage, markHeldForUsage } from "./usage-cap.js";
 import { isUnconfirmed } from "./submission.js";
 import { decideUnconfirmed } from "./unconfirmed.js";
@@ -132,7 +137,8 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
   const result = read.result;
   if ((untilStart <= 0 || capHolds) && !TERMINAL_STATUSES.has(result.status as ProviderJobStatus)) {
     // Still in the provider's queue past its start deadline: cancelled there (it costs nothing).
-    if (result.status === "IN_QUEUE" && untilStart <= 0) return planStop(job, status, "start-deadline", now);
+    if (result.status === "IN_QUEUE" && untilStart <= 0)
+      return planStop(job, notStartedBecause(job, status, facts.providerWait, now), "start-deadline", now);
     // Still queued while its account is at its plan's cap: marked held, then (still queued at the
     // next read) cancelled there (usage-cap.ts).
     if (result.status === "IN_QUEUE" && capHolds) {

@@ -7,6 +7,7 @@ import { getCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { withCondition } from "./conditions.js";
 import { START_DEADLINE_EXCEEDED } from "./deadline.js";
+import type { WaitCause } from "./wait-cause.js";
 import { ERROR_MAX_CHARS, clip, maxAttempts } from "./job.js";
 
 /**
@@ -56,6 +57,26 @@ export function msUntilStartDeadline(status: MediaJobStatus | undefined, nowMs: 
   return by - nowMs;
 }
 
+/**
+ * Still queued at the provider at its start deadline: the Started=False condition names the
+ * endpoint's cause from its last /health (crash-looping workers, a cold start, no capacity), which
+ * the job's StartDeadlineExceeded error then gives too.
+ */
+export function notStartedBecause(
+  job: MediaJob,
+  status: MediaJobStatus,
+  cause: WaitCause | undefined,
+  now: string,
+): MediaJobStatus {
+  if (!cause) return status;
+  return withCondition(
+    status,
+    job.metadata.generation,
+    { type: "Started", status: "False", reason: cause.reason, message: cause.message },
+    now,
+  );
+}
+
 /** A read showed the current attempt started within its start deadline: not checked again. */
 export function startedStatus(
   status: MediaJobStatus,
@@ -91,9 +112,14 @@ export function startDeadlineExceeded(
   const since = Date.parse(status.submission?.startedAt ?? "");
   const by = Date.parse(status.submission?.startBy ?? "");
   const seconds = Number.isNaN(since) || Number.isNaN(by) ? "?" : String(Math.round((by - since) / 1000));
+  const started = getCondition(status.conditions, "Started");
+  const cause =
+    started?.status === "False" && started.reason !== "NotYetStarted"
+      ? `; at the endpoint: ${started.reason}: ${started.message}`
+      : "";
   const error = clip(
     `${START_DEADLINE_EXCEEDED}: the job waited in the provider's queue past its start deadline ` +
-      `(${seconds} s) without a worker starting it (${what})`,
+      `(${seconds} s) without a worker starting it (${what})${cause}`,
     ERROR_MAX_CHARS,
   );
   if (failures < maxAttempts(job)) {

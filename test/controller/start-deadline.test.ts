@@ -72,6 +72,8 @@ describe("crash-looping workers", () => {
     expect(cause.message).toMatch(/crash as they start/);
     const failed = await waitForPhase(api, s.ns, "crash-looped", "Failed", 30_000);
     expect(failed.status?.error).toMatch(/^StartDeadlineExceeded: /);
+    // The job says why it never started.
+    expect(failed.status?.error).toMatch(/at the endpoint: WorkersUnhealthy: /);
     expect(s.sim.executions("crash-looped")).toBe(0);
   }, 60_000);
 

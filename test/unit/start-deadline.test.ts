@@ -125,6 +125,30 @@ describe("past the start deadline", () => {
     ]);
   });
 
+  it("names the endpoint's cause from its /health: the condition, then the job's error", () => {
+    const j = job({}, queued(61));
+    const plan = planJob(j, {
+      ...facts({ result: { id: "p-1", status: "IN_QUEUE" } }),
+      providerWait: {
+        reason: "WorkersUnhealthy",
+        message: "2 worker(s) are unhealthy: they crash as they start",
+      },
+    });
+    expect(plan.actions.map((a) => a.type)).toEqual(["cancel"]);
+    expect(plan.status.conditions?.find((c) => c.type === "Started")).toMatchObject({
+      status: "False",
+      reason: "WorkersUnhealthy",
+    });
+    const end = afterStop(
+      j,
+      plan.status,
+      "start-deadline",
+      { result: { id: "p-1", status: "CANCELLED", delayTime: 61_000 }, confirmed: true },
+      NOW.toISOString(),
+    );
+    expect(end.status.error).toMatch(/at the endpoint: WorkersUnhealthy: 2 worker\(s\) are unhealthy/);
+  });
+
   it("the cancel's end: Failed, StartDeadlineExceeded, with the attempt's queue time as its usage", () => {
     const j = job({}, queued(61));
     const plan = afterStop(

@@ -8,6 +8,7 @@ import { admission, endpointReadiness, pickEndpoint, planLimits } from "../../me
 import type { Facts, Plan, ProviderRead, SubmissionOutcome } from "../../mediajob/plan.js";
 import { providerReadDue } from "../../mediajob/processing.js";
 import type { SlotFact } from "../../mediajob/queued.js";
+import { providerWaitCause } from "../../mediajob/wait-cause.js";
 import { isProviderError } from "../../provider/index.js";
 import { accountFacts, usageCapReached } from "../account-facts.js";
 import type { MediaJobDeps } from "./deps.js";
@@ -47,6 +48,11 @@ export async function gatherFacts(
       .list(ns)
       .some((e) => e.status?.endpointId === at && e.spec.idempotentWorkers === true);
   }
+  const at = job.status?.phase === "Processing" ? job.status.endpointId : undefined;
+  const ep = at ? d.endpoints.list(ns).find((e) => e.status?.endpointId === at) : undefined;
+  const wait =
+    ep?.status?.health && providerWaitCause(ep.status.health, ep.status.workersMax ?? ep.spec.maxWorkers);
+  if (wait) facts.providerWait = wait;
   if (job.status?.phase === "Processing" && job.spec.account)
     facts.usageCapReached = usageCapReached(job, { ...d, plans: settings.plans }, now.getTime());
   const due = providerReadDue(job, now.getTime(), settings.defaultTimeoutSeconds, facts.usageCapReached);
