@@ -38,8 +38,10 @@ describe("100 low-priority jobs, then 10 normal ones, on an endpoint scaled to z
         mediaJob(name, { workload: "asr", id: name, account: "B" }) as never,
       );
     for (const name of normals) await waitForPhase(api, s.ns, name, "Completed", 60_000);
-    // No low job sits in the provider's queue, where it would run ahead of later normal jobs.
-    expect(s.sim.jobs().filter((j) => j.status === "IN_QUEUE")).toEqual([]);
+    // Low jobs go only to workers /health showed up and free, so hardly any reach the provider: at
+    // most one per worker that stopped after the reading (the reading is up to a tick old).
+    const lowAtProvider = s.sim.jobs().filter((j) => j.status === "IN_QUEUE").length;
+    expect(lowAtProvider).toBeLessThanOrEqual(3);
     const waiting = await eventually(async () => {
       const j = await api.get("mediajobs", s.ns, lows[99]!);
       return condition(j as never, "Queued")?.status === "True" ? j : undefined;

@@ -35,16 +35,24 @@ describe("an account that reaches its plan's GPU seconds", () => {
     });
     s.sim.holdJob("running-job");
     try {
-      for (const id of ["running-job", "queued-job"])
-        await api.create(
-          "mediajobs",
-          s.ns,
-          mediaJob(id, { workload: "asr", id, account: CUSTOMER }) as never,
-        );
+      // The first job takes the one worker (held there), then the second waits in the queue.
+      await api.create(
+        "mediajobs",
+        s.ns,
+        mediaJob("running-job", { workload: "asr", id: "running-job", account: CUSTOMER }) as never,
+      );
       await eventually(async () => {
-        const running = s.sim.jobs().find((j) => j.key === "running-job" || j.id.startsWith("running-job"));
-        const queued = (await api.get<MediaJob>("mediajobs", s.ns, "queued-job"))?.status?.providerJobId;
-        return running?.status === "IN_PROGRESS" && queued && s.sim.getJob(queued)?.status === "IN_QUEUE";
+        const id = (await api.get<MediaJob>("mediajobs", s.ns, "running-job"))?.status?.providerJobId;
+        return id !== undefined && s.sim.getJob(id)?.status === "IN_PROGRESS";
+      });
+      await api.create(
+        "mediajobs",
+        s.ns,
+        mediaJob("queued-job", { workload: "asr", id: "queued-job", account: CUSTOMER }) as never,
+      );
+      await eventually(async () => {
+        const id = (await api.get<MediaJob>("mediajobs", s.ns, "queued-job"))?.status?.providerJobId;
+        return id !== undefined && s.sim.getJob(id)?.status === "IN_QUEUE";
       });
       const queuedAt = (await api.get<MediaJob>("mediajobs", s.ns, "queued-job"))!.status!.providerJobId!;
       // The account's period usage reaches its cap (other jobs of it ended meanwhile).
