@@ -1,6 +1,7 @@
 // doctor: the runbook's "Diagnose failing jobs" and "Replay a payment webhook" checks, in order,
 // each finding printed with the runbook's fix. Uses the controller's own diagnosis functions, so
 // doctor and the GpuEndpoint conditions say the same thing about the same facts.
+import { providerWaitCause } from "../mediajob/wait-cause.js";
 import { randomBytes } from "node:crypto";
 import { dump, send } from "../http/client.js";
 import { GROUP, VERSION } from "../crds/common.js";
@@ -162,6 +163,31 @@ export async function diagnose(ctx: CliContext): Promise<Finding[]> {
       message: `min workers ${p.workersMin}, max ${p.workersMax} at the provider: ${message}`,
       ...(fix ? { fix } : {}),
     });
+  }
+
+  // 5. Why jobs wait in the provider's queue (cold start, no capacity, crash-looping workers), from
+  // the health the controller last recorded.
+  for (const { t, p } of liveTargets) {
+    const health = t.endpoint?.status?.health;
+    if (!health) continue;
+    const cause = providerWaitCause(health, p.workersMax);
+    const { message, fix } = cause ? splitFix(cause.message) : { message: "", fix: undefined };
+    add(
+      cause
+        ? {
+            check: "provider queue",
+            target: t.label,
+            result: "warn",
+            message: `${cause.reason}: ${message}`,
+            ...(fix ? { fix } : {}),
+          }
+        : {
+            check: "provider queue",
+            target: t.label,
+            result: "ok",
+            message: "no job waits in the provider's queue",
+          },
+    );
   }
 
   // Replay a payment webhook: the secret, the sidecar's health, a test event signed with the secret.

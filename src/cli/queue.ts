@@ -6,6 +6,7 @@ import { getCondition } from "../crds/conditions.js";
 import type { GpuEndpoint } from "../crds/gpuendpoint.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import { pickEndpoint } from "../mediajob/admission.js";
+import { providerWaitCause, type WaitCause } from "../mediajob/wait-cause.js";
 import type { CliContext } from "./context.js";
 import { humanDuration } from "./duration.js";
 import { CliError, EXIT_OK } from "./errors.js";
@@ -26,6 +27,8 @@ export interface EndpointQueue {
   window?: number;
   inFlight: number;
   accounts: AccountQueue[];
+  /** Why jobs wait in the provider's queue, from the endpoint's last /health (absent: none wait). */
+  providerWait?: WaitCause;
 }
 
 const NO_ACCOUNT = "(none)";
@@ -42,6 +45,7 @@ export function endpointQueues(endpoints: GpuEndpoint[], jobs: MediaJob[], nowMs
       ...(ep.status?.window !== undefined && { window: ep.status.window }),
       inFlight: 0,
       accounts: [],
+      ...providerWaitOf(ep),
     });
   const waiting = new Map<string, Map<string, AccountQueue>>();
   for (const job of jobs) {
@@ -76,6 +80,12 @@ export function endpointQueues(endpoints: GpuEndpoint[], jobs: MediaJob[], nowMs
   );
 }
 
+function providerWaitOf(ep: GpuEndpoint): { providerWait?: WaitCause } {
+  const health = ep.status?.health;
+  const cause = health && providerWaitCause(health, ep.status?.workersMax ?? ep.spec.maxWorkers);
+  return cause ? { providerWait: cause } : {};
+}
+
 export async function run(ctx: CliContext): Promise<number> {
   const { api } = await ctx.kube();
   const namespace = await ctx.listNamespace();
@@ -105,6 +115,7 @@ export async function run(ctx: CliContext): Promise<number> {
         oldestWaitingSeconds: Object.fromEntries(
           q.accounts.map((a) => [a.account, Math.floor(a.oldestMs / 1000)]),
         ),
+        providerWait: q.providerWait ?? null,
       })),
     });
     return EXIT_OK;
@@ -121,13 +132,26 @@ export async function run(ctx: CliContext): Promise<number> {
       q.name,
       q.window === undefined ? "<none>" : String(q.window),
       String(q.inFlight),
+      q.providerWait?.reason ?? "-",
     ];
     if (q.accounts.length === 0) rows.push([...head, "-", "0", "-"]);
     for (const a of q.accounts) rows.push([...head, a.account, String(a.waiting), humanDuration(a.oldestMs)]);
   }
   ctx.out.table(
-    [...(all ? ["namespace"] : []), "endpoint", "window", "in flight", "account", "waiting", "oldest"],
+    [
+      ...(all ? ["namespace"] : []),
+      "endpoint",
+      "window",
+      "in flight",
+      "provider",
+      "account",
+      "waiting",
+      "oldest",
+    ],
     rows,
   );
+  // The provider-side causes, each once, with the fix.
+  for (const q of queues)
+    if (q.providerWait) ctx.out.line(`${q.name}: ${q.providerWait.reason}: ${q.providerWait.message}`);
   return EXIT_OK;
 }

@@ -1,6 +1,7 @@
 // status <mediajob>: the job as Kubernetes sees it, beside the provider's actual status, and a
 // verdict: do they agree, and if not, what to run.
-import type { MediaJob } from "../crds/mediajob.js";
+import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
+import { pastProviderTtl } from "../mediajob/deadline.js";
 import { isTerminal } from "../mediajob/job.js";
 import { processingSinceMs } from "../mediajob/recovery.js";
 import type { CliContext } from "./context.js";
@@ -81,6 +82,13 @@ export function verdict(
         next: `${cmd("reset")} to resubmit it`,
       };
     case "not-found":
+      // Past its policy.ttl the provider forgets a job by design: the controller ends it Expired.
+      if (pastProviderTtl(job.status, Date.now()))
+        return {
+          attention: true,
+          summary: `Processing, but the provider no longer knows the job: its policy.ttl (queue plus run) ran out at ${job.status?.submission?.expiresAt}; the controller ends it Failed (Expired) at its next look. It may have run`,
+          next: "create the job again to run it (with a longer spec.executionTimeoutSeconds if its run needs one)",
+        };
       return {
         attention: true,
         summary: "Processing, but the provider does not know the job (lost, expired or never received)",
@@ -178,6 +186,9 @@ export async function run(ctx: CliContext): Promise<number> {
         ...(status.completedAt ? [["Completed", ago(status.completedAt)] as [string, string]] : []),
         ...(status.error ? [["Error", status.error] as [string, string]] : []),
         ...(status.nextJob ? [["Next job", status.nextJob] as [string, string]] : []),
+        ...(status.usage?.attempts.length
+          ? [["Attempt times", attemptTimes(status).join("; ")] as [string, string]]
+          : []),
         [
           "Conditions",
           (status.conditions ?? []).map((c) => `${c.type}=${c.status} (${c.reason})`).join(", ") || "-",
@@ -191,6 +202,18 @@ export async function run(ctx: CliContext): Promise<number> {
   ctx.out.line(`Verdict: ${v.summary}`);
   if (v.next) ctx.out.line(`Next:    ${v.next}`);
   return v.attention ? EXIT_PROBLEM : EXIT_OK;
+}
+
+/**
+ * Each ended attempt's time at the provider as recorded in status.usage: its wait in the queue
+ * (delayTime, the cold start included) apart from its run (executionTime).
+ */
+export function attemptTimes(status: MediaJobStatus): string[] {
+  const s = (ms: number | undefined) => (ms === undefined ? "?" : `${(ms / 1000).toFixed(1)} s`);
+  return (status.usage?.attempts ?? []).map(
+    (a) =>
+      `#${a.attempt} ${a.providerStatus}: queue and cold start ${s(a.delayTimeMs)}, run ${s(a.executionTimeMs)}`,
+  );
 }
 
 function providerData(view: ProviderView | undefined): Record<string, unknown> {

@@ -45,6 +45,10 @@ function fixFor(job: MediaJob, c: Condition): string {
       return `nothing to fix: the job is submitted when a slot of its endpoint's in-flight window frees, by fair share between accounts (kubectl media queue shows the window and who waits)`;
     case "NoCapacity":
       return `the endpoint has no workers (maxWorkers 0): raise spec.maxWorkers of its GpuEndpoint`;
+    case "LowPriority":
+      return `nothing to fix: a low-priority job runs when a worker of its endpoint is up and free (it never makes the endpoint scale); minWorkers above 0 keeps workers up for such jobs`;
+    case "ScalerUnknown":
+      return `set the endpoint's autoscaler at the provider (QUEUE_DELAY or REQUEST_COUNT with a positive value), or spec.maxInFlight of its GpuEndpoint (kubectl describe gpuendpoint: condition ScalerKnown)`;
     case "WorkloadMismatch":
       return `set spec.endpointRef to a GpuEndpoint of workload ${job.spec.workload}`;
     default:
@@ -60,7 +64,7 @@ function fixFor(job: MediaJob, c: Condition): string {
  * endpoint's window or its plan's concurrency, or suspended by its owner. The doctor lists them
  * as ok, so its warnings stay about what needs a hand.
  */
-const BY_DESIGN = new Set(["WindowFull", "Throttled", "ConcurrencyLimitReached", "Suspended"]);
+const BY_DESIGN = new Set(["WindowFull", "Throttled", "ConcurrencyLimitReached", "Suspended", "LowPriority"]);
 
 /** Whether a wait is the product working as configured (doctor's ok, status's exit code 0). */
 export const waitsByDesign = (wait: Wait): boolean => BY_DESIGN.has(wait.condition.reason ?? "");

@@ -107,6 +107,11 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     readBy: ["controller", "kubectl media"],
     meaning: "how long a job may be Processing before the provider is asked (per job: `spec.timeoutSeconds`)",
   },
+  JOB_START_DEADLINE_SECONDS: {
+    readBy: ["controller"],
+    meaning:
+      "how long a submitted job may wait in the provider's queue before it is cancelled there and ends `StartDeadlineExceeded` (per job: `spec.startDeadlineSeconds`); 0: none ([design](design.md#deadline))",
+  },
   CALLBACK_CONFIRMATION_SECONDS: {
     readBy: ["controller"],
     meaning:

@@ -82,6 +82,16 @@ export const EnvSchema = z.object({
   /** How long a job may stay Processing before the provider is asked (per job: spec.timeoutSeconds). */
   JOB_TIMEOUT_SECONDS: seconds(600),
   /**
+   * The start deadline of jobs that set no spec.startDeadlineSeconds: how long a submitted job may
+   * wait in the provider's queue before it is cancelled there. 0: none.
+   */
+  JOB_START_DEADLINE_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(7 * 24 * 3600)
+    .default(0),
+  /**
    * How long after a job's timeout an unconfirmed submission (its /run answer was lost) still waits
    * for its callback before it is submitted again. At least the provider's callback retry window
    * (RunPod: 3 attempts, 10 s apart).

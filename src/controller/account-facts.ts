@@ -4,10 +4,11 @@
 import { findAccount, type BillingAccount } from "../crds/billingaccount.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import type { AccountFacts } from "../mediajob/plan.js";
-import { usedSecondsNow, type Plans } from "../mediajob/plans.js";
+import { planFor, usedSecondsNow, type Plans } from "../mediajob/plans.js";
 import type { AccountJobs } from "./account-jobs.js";
 import type { Informer } from "./informer.js";
 import { jobKey } from "./mediajob/writes.js";
+import { jobAccount } from "../mediajob/tenancy.js";
 
 export interface AccountSources {
   accounts: Pick<Informer<BillingAccount>, "get">;
@@ -15,6 +16,24 @@ export interface AccountSources {
   accountNamespace?: string;
   accountJobs?: AccountJobs;
   plans?: Plans;
+}
+
+/**
+ * Whether the account of a submitted job has used the GPU seconds its plan allows this period (a
+ * job of it still queued at the provider is then cancelled there and held). False without an
+ * account, plans, or a plan for its prices.
+ */
+export function usageCapReached(job: MediaJob, src: AccountSources, nowMs: number): boolean {
+  const account = jobAccount(job);
+  const plans = src.plans;
+  if (!account || !plans || Object.keys(plans).length === 0 || !src.accountJobs) return false;
+  const ns = src.accountNamespace ?? job.metadata.namespace ?? "";
+  const status = findAccount(src.accounts, ns, account)?.status;
+  const plan = planFor(plans, status?.priceIds ?? []);
+  if (!plan) return false;
+  const used =
+    usedSecondsNow(status?.usage, nowMs) + src.accountJobs.uncountedSeconds(account, status?.usage, nowMs);
+  return used >= plan.gpuSecondsPerPeriod;
 }
 
 /**

@@ -233,6 +233,9 @@ export class Manager {
           return env.CALLBACK_SECRET!;
         },
         defaultTimeoutSeconds: env.JOB_TIMEOUT_SECONDS,
+        ...(env.JOB_START_DEADLINE_SECONDS > 0 && {
+          defaultStartDeadlineSeconds: env.JOB_START_DEADLINE_SECONDS,
+        }),
         confirmationWindowMs: env.CALLBACK_CONFIRMATION_SECONDS * 1000,
         unconfirmedPolicy: env.UNCONFIRMED_SUBMISSION_POLICY,
         cancelGiveUpMs: env.DELETE_CANCEL_TIMEOUT_SECONDS * 1000,

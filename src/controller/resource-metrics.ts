@@ -32,6 +32,9 @@ export function failureReason(error: string | undefined): string {
       return kind;
     case "ProviderLostJob":
     case "SubmissionUnconfirmed":
+    case "Expired":
+    case "DeadlineExceeded":
+    case "StartDeadlineExceeded":
       return kind;
     default:
       return "Other";

@@ -103,6 +103,24 @@ export const GpuEndpointStatus = z.object({
   workersMin: z.int().min(0).optional().describe("minWorkers as the provider has it."),
   workersMax: z.int().min(0).optional().describe("maxWorkers as the provider has it."),
   idleTimeoutSeconds: z.int().min(0).optional().describe("idleTimeoutSeconds as the provider has it."),
+  executionTimeoutMs: z
+    .int()
+    .min(0)
+    .optional()
+    .describe(
+      "The endpoint's execution timeout as the provider has it, ms: what bounds a job that sends none " +
+        "(its policy.ttl covers it).",
+    ),
+  scalerType: z
+    .string()
+    .max(64)
+    .optional()
+    .describe("The provider's autoscaler of the endpoint (QUEUE_DELAY or REQUEST_COUNT)."),
+  scalerValue: z
+    .number()
+    .min(0)
+    .optional()
+    .describe("The autoscaler's value: seconds of queue delay, or requests per worker."),
   health: EndpointHealth.optional(),
   window: z
     .int()

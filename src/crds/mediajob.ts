@@ -53,7 +53,7 @@ const JobSettings = {
       "Order among the waiting jobs of the same account (default normal): high goes first, low last. " +
         "Between accounts, slots of the endpoint's in-flight window go by fair share, whatever the " +
         "priority. A low job is also sent with the provider's policy.lowPriority (it does not make " +
-        "the endpoint scale up).",
+        "the endpoint scale up), and only when a worker is up and free: it never holds back a normal job.",
     ),
   activeDeadlineSeconds: z
     .int()
@@ -62,9 +62,22 @@ const JobSettings = {
     .optional()
     .describe(
       "Hard limit on the job's run, counted from its first submission (again from the resumption " +
-        "after a suspension): sent to the provider as its execution timeout and time-to-live where " +
-        "they allow it, enforced by cancelling the job where not. Past it the job ends Failed with " +
+        "after a suspension): sent to the provider as its execution timeout where it allows it, and " +
+        "enforced by the controller's cancel at the deadline (the provider's time-to-live always " +
+        "outlives it, so the time the job ran is read and billed). Past it the job ends Failed with " +
         "reason DeadlineExceeded. May be added or lowered after submission, never raised or removed.",
+    ),
+  startDeadlineSeconds: z
+    .int()
+    .min(1)
+    .max(7 * 24 * 3600)
+    .optional()
+    .describe(
+      "How long a submitted job may wait in the provider's queue before a worker starts it, counted " +
+        "from each submission. Past it the job is cancelled there (a queued job costs nothing) and " +
+        "ends Failed with reason StartDeadlineExceeded, or goes back to Pending while maxAttempts " +
+        "allows another try. Default: the controller's JOB_START_DEADLINE_SECONDS (chart value " +
+        "startDeadlineSeconds), else none (the provider's queue holds it up to 24 h).",
     ),
   executionTimeoutSeconds: z
     .int()
@@ -135,6 +148,14 @@ const SubmissionIntent = z.object({
     .max(64)
     .describe("Random id of this submission; with the attempt it binds the callback URL to it."),
   startedAt: Timestamp.describe("When the intent was written, just before the provider was called."),
+  startBy: Timestamp.optional().describe(
+    "When a worker must have started the job (startedAt plus the start deadline: spec.startDeadlineSeconds " +
+      "or the controller's default): still queued at the provider then, it is cancelled there.",
+  ),
+  expiresAt: Timestamp.optional().describe(
+    "When the provider forgets the job at the latest: startedAt plus the policy.ttl sent (queue plus " +
+      "run). A status 404 after it ends the job Failed, reason Expired; one before it is a lost job.",
+  ),
   state: z
     .enum(["Sending", "Accepted", "Unconfirmed"])
     .describe(

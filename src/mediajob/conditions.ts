@@ -2,13 +2,15 @@
 import type { Condition } from "../crds/common.js";
 import { getCondition, setCondition, type ConditionInput } from "../crds/conditions.js";
 import type { JobPhase, MediaJobStatus } from "../crds/mediajob.js";
-import { DEADLINE_EXCEEDED } from "./deadline.js";
+import { DEADLINE_EXCEEDED, EXPIRED, START_DEADLINE_EXCEEDED } from "./deadline.js";
 import { isTerminal } from "./job.js";
 import { SUBMISSION_UNCONFIRMED, failedUnconfirmed } from "./unconfirmed.js";
 
 /** Why a Failed job failed, as the Succeeded condition's reason. */
 function failureReason(status: MediaJobStatus): string {
   if (status.error?.startsWith(`${DEADLINE_EXCEEDED}:`)) return DEADLINE_EXCEEDED;
+  if (status.error?.startsWith(`${EXPIRED}:`)) return EXPIRED;
+  if (status.error?.startsWith(`${START_DEADLINE_EXCEEDED}:`)) return START_DEADLINE_EXCEEDED;
   if (failedUnconfirmed(status)) return SUBMISSION_UNCONFIRMED;
   return "Failed";
 }

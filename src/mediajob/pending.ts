@@ -122,7 +122,13 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
       newSubmissionId: facts.newSubmissionId,
       now,
       defaultTimeoutSeconds: facts.settings.defaultTimeoutSeconds,
+      ...(facts.settings.defaultStartDeadlineSeconds && {
+        defaultStartDeadlineSeconds: facts.settings.defaultStartDeadlineSeconds,
+      }),
       ...(executionTimeoutMs !== undefined && { executionTimeoutMs }),
+      ...(facts.endpoint?.status?.executionTimeoutMs !== undefined && {
+        endpointExecutionTimeoutMs: facts.endpoint.status.executionTimeoutMs,
+      }),
     }),
   });
   return { status, events, actions };

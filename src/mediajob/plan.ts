@@ -30,6 +30,7 @@ import {
   withBilledUsage,
   type UsageSettings,
 } from "./usage.js";
+import type { WaitCause } from "./wait-cause.js";
 import type { SubmissionPlan } from "./write-ahead.js";
 
 /** The controller's settings a plan reads. */
@@ -47,6 +48,8 @@ export interface PlanSettings {
   usageWaitMs?: number;
   /** The reconciliation tick: how often waiting jobs are looked at again. */
   tickMs: number;
+  /** The start deadline of jobs without spec.startDeadlineSeconds (JOB_START_DEADLINE_SECONDS); absent or 0: none. */
+  defaultStartDeadlineSeconds?: number;
   /** Plans by price id (plans.ts); absent or empty: no plan limits. */
   plans?: Plans;
   /** How recorded usage is billed and metered. Default: DEFAULT_USAGE_SETTINGS (metering off). */
@@ -73,6 +76,13 @@ export interface Facts {
   account?: AccountFacts;
   /** The job's endpoint (pickEndpoint), for a Pending job. */
   endpoint?: GpuEndpoint;
+  /**
+   * A submitted job's account has used its plan's GPU seconds this period: a job of it still
+   * queued at the provider is cancelled there and held (usage-cap.ts).
+   */
+  usageCapReached?: boolean;
+  /** Why jobs wait in the queue of a submitted job's endpoint, from its last /health (wait-cause.ts). */
+  providerWait?: WaitCause;
   /** The provider's status of the job, read only when providerReadDue said it was due. */
   provider?: ProviderRead;
   /**
@@ -102,7 +112,7 @@ export interface AccountFacts {
 }
 
 /** Why a running job is cancelled at the provider. */
-export type StopReason = "cancel" | "suspend" | "deadline";
+export type StopReason = "cancel" | "suspend" | "deadline" | "start-deadline" | "usage-limit";
 
 /** A side effect, carried out by the reconciler in the order planned. */
 export type Action =

@@ -4,12 +4,19 @@ import { getCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { TERMINAL_STATUSES, type ProviderJobStatus } from "../provider/schemas.js";
 import { withCondition, type PlannedEvent } from "./conditions.js";
-import { msUntilDeadline } from "./deadline.js";
+import { EXPIRED, expiredStatus, msUntilDeadline, pastProviderTtl } from "./deadline.js";
 import { currentProviderJobId } from "./job.js";
 import { retry, type Facts, type Plan } from "./plan.js";
 import { applyProviderResult } from "./provider-result.js";
 import { afterProviderLostJob, msUntilStuck, resetToPending } from "./recovery.js";
 import { planFollow, planStop, stopFollowed } from "./stop.js";
+import {
+  msUntilStartDeadline,
+  notStartedBecause,
+  startedAtProvider,
+  startedStatus,
+} from "./start-deadline.js";
+import { heldForUsage, markHeldForUsage } from "./usage-cap.js";
 import { isUnconfirmed } from "./submission.js";
 import { decideUnconfirmed } from "./unconfirmed.js";
 import { unconfirmedStatus } from "./write-ahead.js";
@@ -22,6 +29,7 @@ export function providerReadDue(
   job: MediaJob,
   nowMs: number,
   defaultTimeoutSeconds: number,
+  usageCapReached = false,
 ): { endpointId: string; providerJobId: string } | undefined {
   const status = job.status;
   if (status?.phase !== "Processing" || job.metadata.deletionTimestamp) return undefined;
@@ -30,7 +38,13 @@ export function providerReadDue(
     return { endpointId: status.endpointId, providerJobId: status.providerJobId };
   if (msUntilDeadline(job.spec, status, nowMs) <= 0 || job.spec.suspend || isUnconfirmed(status))
     return undefined;
-  if (msUntilStuck(job, nowMs, defaultTimeoutSeconds) > 0 || !status.endpointId) return undefined;
+  // Past its timeout (a callback may be lost), or past its start deadline not yet seen started.
+  // Or its account at its plan's cap, the job not seen started (it may be cancelled in the queue).
+  const due =
+    msUntilStuck(job, nowMs, defaultTimeoutSeconds) <= 0 ||
+    msUntilStartDeadline(status, nowMs) <= 0 ||
+    (usageCapReached && !startedAtProvider(status) && status.providerJobId !== undefined);
+  if (!due || !status.endpointId) return undefined;
   return { endpointId: status.endpointId, providerJobId: providerIdOf(job, status) };
 }
 
@@ -81,7 +95,10 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
     );
   if (isUnconfirmed(status)) return planUnconfirmed(job, status, facts);
   const remaining = msUntilStuck(job, nowMs, facts.settings.defaultTimeoutSeconds);
-  if (remaining > 0) return { status, events: [], actions: [], requeueAfterMs: remaining };
+  const untilStart = msUntilStartDeadline(status, nowMs);
+  const capHolds = facts.usageCapReached === true && !startedAtProvider(status);
+  if (remaining > 0 && untilStart > 0 && !capHolds)
+    return { status, events: [], actions: [], requeueAfterMs: Math.min(remaining, untilStart) };
   const events: PlannedEvent[] = [];
   if (!status.endpointId) {
     events.push(["Warning", "ResetToPending", "Processing without an endpoint id; resubmitting"]);
@@ -91,6 +108,12 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
   const read = facts.provider;
   if (!read) return { status, events, actions: [], error: retry("the provider's status was not read") };
   if ("lost" in read) {
+    // Past its ttl the provider forgets a job by design (queue plus run): Expired, not replayed.
+    if (pastProviderTtl(status, nowMs)) {
+      const expired = expiredStatus(status, now, providerId);
+      events.push(["Warning", EXPIRED, expired.error!]);
+      return { status: expired, events, actions: [] };
+    }
     const next = afterProviderLostJob(status, now);
     events.push([
       "Warning",
@@ -112,6 +135,20 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
     return { status, events, actions: [], error: retry(message) };
   }
   const result = read.result;
+  if ((untilStart <= 0 || capHolds) && !TERMINAL_STATUSES.has(result.status as ProviderJobStatus)) {
+    // Still in the provider's queue past its start deadline: cancelled there (it costs nothing).
+    if (result.status === "IN_QUEUE" && untilStart <= 0)
+      return planStop(job, notStartedBecause(job, status, facts.providerWait, now), "start-deadline", now);
+    // Still queued while its account is at its plan's cap: marked held, then (still queued at the
+    // next read) cancelled there (usage-cap.ts).
+    if (result.status === "IN_QUEUE" && capHolds) {
+      if (heldForUsage(status)) return planStop(job, status, "usage-limit", now);
+      return { status: markHeldForUsage(job, status, now), events, actions: [], requeueAfterMs: 50 };
+    }
+    // A worker started it in time: not checked again, and looked at again at its timeout.
+    status = startedStatus(status, gen, result.status, now);
+    if (remaining > 0) return { status, events, actions: [], requeueAfterMs: remaining };
+  }
   if (!TERMINAL_STATUSES.has(result.status as ProviderJobStatus)) {
     // Told once, as a condition and one Event, not on every tick it stays that way.
     if (getCondition(status.conditions, "Overdue")?.status !== "True") {

@@ -2,6 +2,8 @@
 // replay of either) changes a job, so every writer produces the same status.
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { deadlineExceeded, msUntilDeadline, suspendedStatus } from "./deadline.js";
+import { msUntilStartDeadline, startDeadlineExceeded } from "./start-deadline.js";
+import { heldForUsage, heldStatus } from "./usage-cap.js";
 import {
   ERROR_MAX_CHARS,
   type ProviderResult,
@@ -152,6 +154,10 @@ export function applyProviderResult(
       // callback before the controller records them: they end as the controller would end them.
       if (overDeadline) return deadlineExceeded(base, now, "cancelled at the provider");
       if (job.spec.suspend) return suspendedStatus(base, now);
+      if (!job.spec.cancel && msUntilStartDeadline(status, Date.parse(now)) <= 0)
+        return startDeadlineExceeded(job, base, now, "cancelled at the provider");
+      // Marked held for its account's cap before the controller's cancel: held, not ended.
+      if (!job.spec.cancel && heldForUsage(status)) return heldStatus(base, now);
       return { ...base, phase: "Cancelled", error: "cancelled at the provider", completedAt: now };
     default:
       return undefined;

@@ -14,7 +14,7 @@ export type SlotFact =
   | { granted: true }
   | {
       granted: false;
-      /** WindowFull, Throttled (a 429's Retry-After), NoCapacity (workersMax 0). */
+      /** WindowFull, Throttled (a 429's Retry-After), NoCapacity (workersMax 0), ScalerUnknown, LowPriority. */
       reason: string;
       message: string;
     };

@@ -5,7 +5,9 @@
 import { getCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { failureText, withCondition, type PlannedEvent } from "./conditions.js";
-import { deadlineExceeded, suspendedStatus } from "./deadline.js";
+import { START_DEADLINE_EXCEEDED, deadlineExceeded, suspendedStatus } from "./deadline.js";
+import { startDeadlineExceeded } from "./start-deadline.js";
+import { heldStatus } from "./usage-cap.js";
 import { TERMINAL_STATUSES, type ProviderJobStatus } from "../provider/schemas.js";
 import { ERROR_MAX_CHARS, clip, type ProviderResult } from "./job.js";
 import { applyProviderResult } from "./provider-result.js";
@@ -31,6 +33,8 @@ const REASONS: Record<StopReason | "delete", { sent: string; overdue: string }> 
   cancel: { sent: "CancelSent", overdue: "RunningAfterCancel" },
   suspend: { sent: "SuspendCancelSent", overdue: "RunningAfterSuspendCancel" },
   deadline: { sent: "DeadlineCancelSent", overdue: "RunningAfterDeadlineCancel" },
+  "start-deadline": { sent: "StartDeadlineCancelSent", overdue: "RunningAfterStartDeadlineCancel" },
+  "usage-limit": { sent: "UsageLimitCancelSent", overdue: "RunningAfterUsageLimitCancel" },
   delete: { sent: "DeleteCancelSent", overdue: "RunningAfterDeleteCancel" },
 };
 
@@ -73,10 +77,11 @@ export function planStop(job: MediaJob, status: MediaJobStatus, why: StopReason,
  * The cancel's answer read (the reconciler hands over the job's status read right after the
  * cancel, when it could: that has the final figures the cancel's own answer lacks). A job the
  * provider finished meanwhile keeps its result (it ran once; it is not run again). A job the
- * provider still runs is followed (planFollow) until it has ended there. Cancelled: Cancelled for
- * good. Suspended: Pending until resumed. Past the deadline: Failed (DeadlineExceeded), even when
- * the cancel fails: the provider was given the deadline as the job's TTL where it could be. A
- * suspension or cancellation whose cancel failed is retried.
+ * provider still runs is followed (planFollow) until it has ended there, and so is one whose end
+ * was told only by the cancel's answer (no times): its usage is read from its own status before
+ * the job ends. Cancelled: Cancelled for good. Suspended: Pending until resumed. Past the
+ * deadline: Failed (DeadlineExceeded). A cancel that failed is retried, the deadline's too: the
+ * provider's ttl covers the whole run, so only the cancel stops a job at its deadline.
  */
 export function afterStop(
   job: MediaJob,
@@ -93,6 +98,9 @@ export function afterStop(
     const res = answer.result;
     if (!TERMINAL_STATUSES.has(res.status as ProviderJobStatus))
       return following(job, status, why, res, now, followMs);
+    // Ended, as the cancel's answer says, but its times (the attempt's usage) are in the job's own
+    // status, which could not be read just now: read at the next pass, before the job ends.
+    if (answer.confirmed !== true) return following(job, status, why, res, now, followMs, "unread");
     if (res.status !== "CANCELLED") {
       // It finished before the cancel: its own end, not the suspension's or the deadline's. Its
       // usage is recorded from the job's status read, never from a cancel's answer.
@@ -101,19 +109,19 @@ export function afterStop(
       });
       // A cancelled job that failed for good keeps its failure; one that would be retried is not.
       const end = (s: MediaJobStatus): Plan => ({ status: s, events, actions: [] });
-      if (applied && why === "suspend") return end(applied);
+      if (applied && (why === "suspend" || why === "start-deadline" || why === "usage-limit"))
+        return end(applied);
       if (applied?.phase === "Completed") return end(applied);
       if (applied?.phase === "Failed" && why === "cancel") return end(applied);
     }
     cancelled = `cancelled job ${id} at the provider (${res.status})`;
-    return stopped(job, status, why, now, cancelled, events, answer.confirmed ? res : undefined);
+    return stopped(job, status, why, now, cancelled, events, res);
   } else if ("lost" in answer) {
     cancelled = `the provider no longer knows job ${id}`;
   } else {
     const message = `could not cancel job ${id} at the provider: ${answer.error}`;
     events.push(["Warning", "CancelFailed", message]);
-    if (why !== "deadline") return { status, events, actions: [], error: retry(message) };
-    cancelled = message;
+    return { status, events, actions: [], error: retry(message) };
   }
   return stopped(job, status, why, now, cancelled, events);
 }
@@ -126,8 +134,11 @@ function following(
   res: ProviderResult,
   now: string,
   followMs: number | undefined,
+  unread?: "unread",
 ): Plan {
-  const message = `cancelled job ${res.id} at the provider, which still reports it ${res.status}: followed until it has ended there`;
+  const message = unread
+    ? `cancelled job ${res.id} at the provider (${res.status}); its status, with the times it is billed for, is read before the job ends`
+    : `cancelled job ${res.id} at the provider, which still reports it ${res.status}: followed until it has ended there`;
   const prior = stopFollowed(status);
   const reason = prior?.why === why && prior.overdue ? REASONS[why].overdue : REASONS[why].sent;
   const events: PlannedEvent[] = prior ? [] : [["Normal", REASONS[why].sent, message]];
@@ -301,6 +312,23 @@ function stopped(
     const failed = deadlineExceeded(status, now, cancelled);
     events.push(["Warning", "DeadlineExceeded", failed.error!]);
     return { status: failed, events, actions: [] };
+  }
+  if (why === "usage-limit") {
+    events.push([
+      "Warning",
+      "UsageLimitReached",
+      `its account has used its plan's GPU seconds this period: ${cancelled}; the job waits for the next period or a larger plan`,
+    ]);
+    return { status: heldStatus(status, now), events, actions: [] };
+  }
+  if (why === "start-deadline") {
+    const next = startDeadlineExceeded(job, status, now, cancelled);
+    events.push([
+      "Warning",
+      START_DEADLINE_EXCEEDED,
+      next.phase === "Pending" ? `${next.error!}; submitted again (spec.maxAttempts)` : next.error!,
+    ]);
+    return { status: next, events, actions: [] };
   }
   if (why === "cancel") return { status: cancelledStatus(status, now, cancelled), events, actions: [] };
   const message = `spec.suspend is true: ${cancelled}; the job is submitted again once it is false`;

@@ -7,16 +7,39 @@
 //   enough that the endpoint's workers stay busy and its autoscaler still sees the queue it reads
 //   to scale to workersMax, small enough that no job sits long in the provider's queue;
 // - a congestion limit under it that halves on a 429 and grows back by one per window of accepted
-//   submissions (additive increase, multiplicative decrease), so the controller backs off when the
-//   provider pushes back and returns to full speed when it stops.
+//   submissions (additive increase, multiplicative decrease) for as long as the backoff period
+//   after the last 429 lasts; past it the window is the ceiling again. So the controller backs off
+//   when the provider pushes back, and the window follows the ceiling whenever it rises (workersMax
+//   raised, another scaler, capacity seen) instead of creeping up to it one slot at a time.
+//
+// No window is built before the endpoint's scaler is known (scalerOf): sized for another scaler,
+// a REQUEST_COUNT endpoint would run a fraction of its workers.
 //
 // Pure functions over plain values: the caller keeps a WindowState per endpoint in memory and
 // rebuilds it (initialWindow) after a restart or leader change.
 
 /** RunPod's autoscalers (https://docs.runpod.io/serverless/endpoints/endpoint-configurations). */
-type Scaler =
+export type Scaler =
   | { type: "QUEUE_DELAY"; /** seconds a job may wait before a worker is added */ seconds: number }
   | { type: "REQUEST_COUNT"; /** jobs (queued plus in progress) per worker */ perWorker: number };
+
+/**
+ * The scaler as the provider reports it (scalerType, scalerValue), or undefined when it is not
+ * known: absent, a type this controller does not know, or a value that is not a positive number.
+ * The caller tells it (a condition) and builds no window from a guess.
+ */
+export function scalerOf(type: unknown, value: unknown): Scaler | undefined {
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) return undefined;
+  if (type === "QUEUE_DELAY") return { type, seconds: value };
+  if (type === "REQUEST_COUNT") return { type, perWorker: value };
+  return undefined;
+}
+
+/**
+ * How long after a 429 the congestion limit holds the window under its ceiling: three of RunPod's
+ * 10-second rate-limit periods (https://docs.runpod.io/serverless/endpoints/send-requests#rate-limits).
+ */
+export const WINDOW_BACKOFF_MS = 30_000;
 
 /**
  * What the provider reports of an endpoint: its settings and its /health queue counts. The running
@@ -78,30 +101,41 @@ export function ceiling(input: CeilingInput): number {
 
 /** The congestion part of the window, kept per endpoint in memory. */
 export interface WindowState {
-  /** The congestion limit; fractional while it grows back. */
+  /** The congestion limit after a 429; fractional while it grows back. Infinity: none yet. */
   limit: number;
   /** No submission before this time (ms since the epoch): a 429's Retry-After. */
   notBefore: number;
+  /** When the last 429 came (ms since the epoch); absent: none. */
+  throttledAt?: number;
 }
 
-/** A fresh window (start, restart, new leader): the full ceiling, no hold. */
-export function initialWindow(ceil: number): WindowState {
-  return { limit: Math.max(1, ceil), notBefore: 0 };
+/** A fresh window (start, restart, new leader): the ceiling, whatever it is, no hold. */
+export function initialWindow(): WindowState {
+  return { limit: Infinity, notBefore: 0 };
 }
+
+/** Whether a 429 came within the backoff period: only then does the congestion limit count. */
+const backingOff = (state: WindowState, nowMs: number, backoffMs: number): boolean =>
+  state.throttledAt !== undefined && nowMs - state.throttledAt < backoffMs;
 
 /**
- * The provider answered a submission 429: halve the window in force (at least 1) and hold
- * submissions for Retry-After when it came with one.
+ * The provider answered a submission 429: halve the window in force (at least 1), start the
+ * backoff period, and hold submissions for Retry-After when it came with one.
  */
 export function onThrottled(
   state: WindowState,
   ceil: number,
   nowMs: number,
   retryAfterMs?: number,
+  backoffMs = WINDOW_BACKOFF_MS,
 ): WindowState {
-  const inForce = Math.min(state.limit, Math.max(1, ceil));
+  const inForce = Math.max(1, limitNow(state, ceil, nowMs, backoffMs));
   const hold = retryAfterMs !== undefined && retryAfterMs > 0 ? nowMs + retryAfterMs : 0;
-  return { limit: Math.max(1, Math.floor(inForce / 2)), notBefore: Math.max(state.notBefore, hold) };
+  return {
+    limit: Math.max(1, Math.floor(inForce / 2)),
+    notBefore: Math.max(state.notBefore, hold),
+    throttledAt: nowMs,
+  };
 }
 
 /**
@@ -109,17 +143,64 @@ export function onThrottled(
  * of accepted submissions, up to the ceiling.
  */
 export function onAccepted(state: WindowState, ceil: number): WindowState {
+  if (!Number.isFinite(state.limit)) return state;
   const cap = Math.max(1, ceil);
   return { ...state, limit: Math.min(cap, state.limit + 1 / Math.max(1, state.limit)) };
 }
 
-/** The window now: the smaller of the ceiling and the congestion limit; 0 while held after a 429. */
-export function windowSize(state: WindowState, ceil: number, nowMs: number): number {
+/** The limit in force: the ceiling, or under it the congestion limit while backing off after a 429. */
+function limitNow(state: WindowState, ceil: number, nowMs: number, backoffMs: number): number {
+  const c = Math.max(0, Math.floor(ceil));
+  return backingOff(state, nowMs, backoffMs) ? Math.min(c, Math.floor(state.limit)) : c;
+}
+
+/**
+ * The window now: the ceiling, or the smaller of it and the congestion limit within the backoff
+ * period after a 429; 0 while held for a 429's Retry-After.
+ */
+export function windowSize(
+  state: WindowState,
+  ceil: number,
+  nowMs: number,
+  backoffMs = WINDOW_BACKOFF_MS,
+): number {
   if (nowMs < state.notBefore) return 0;
-  return Math.max(0, Math.min(Math.floor(ceil), Math.floor(state.limit)));
+  return limitNow(state, ceil, nowMs, backoffMs);
 }
 
 /** How many more jobs may be submitted now. */
-export function freeSlots(state: WindowState, ceil: number, ownInFlight: number, nowMs: number): number {
-  return Math.max(0, windowSize(state, ceil, nowMs) - ownInFlight);
+export function freeSlots(
+  state: WindowState,
+  ceil: number,
+  ownInFlight: number,
+  nowMs: number,
+  backoffMs = WINDOW_BACKOFF_MS,
+): number {
+  return Math.max(0, windowSize(state, ceil, nowMs, backoffMs) - ownInFlight);
+}
+
+/** What bounds the window places low-priority jobs may take on an endpoint. */
+export interface LowPriorityInput {
+  /** /health workers.idle and workers.running: the workers the endpoint has up now. */
+  workersIdle: number;
+  workersRunning: number;
+  /** Our normal and high priority jobs submitted and not finished on this endpoint. */
+  normalInFlight: number;
+  /** Other clients' jobs at the endpoint (what /health counts beyond our own). */
+  foreign: number;
+}
+
+/**
+ * How many low-priority jobs of ours the endpoint may hold at once. RunPod sends them with
+ * policy.lowPriority, which "won't trigger worker scaling"
+ * (https://docs.runpod.io/serverless/endpoints/send-requests#execution-policies): a low job that
+ * no worker up now will take waits in the provider's queue, first in first out, ahead of the normal
+ * jobs sent after it, and holds a window place that a normal job would have used to make the
+ * endpoint scale. So low jobs take only workers that are up and not taken by our normal jobs or
+ * other clients' jobs: on an endpoint scaled to zero they wait in Kubernetes (Queued,
+ * LowPriority), and a normal job sent later finds no low job queued ahead of it at the provider.
+ */
+export function lowPriorityRoom(input: LowPriorityInput): number {
+  const up = Math.max(0, Math.floor(input.workersIdle)) + Math.max(0, Math.floor(input.workersRunning));
+  return Math.max(0, up - Math.max(0, input.normalInFlight) - Math.max(0, input.foreign));
 }

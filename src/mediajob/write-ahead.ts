@@ -8,7 +8,8 @@ import { confirmAdoption } from "../callback/adoption.js";
 import { callbackExpiry, type CallbackTarget } from "../callback/token.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { withCondition, withPhaseConditions } from "./conditions.js";
-import { providerPolicy } from "./deadline.js";
+import { providerExpiry, providerPolicy } from "./deadline.js";
+import { queueAllowanceMs, startNotSeen } from "./start-deadline.js";
 import { effectiveJobId, providerRequestId } from "./job.js";
 import { submissionIdentity, withSubmissionIdentity } from "./submission-identity.js";
 import {
@@ -18,9 +19,6 @@ import {
   recordAccepted,
   withdrawIntent,
 } from "./submission.js";
-
-/** RunPod's default job TTL (queue plus run), sent explicitly so the contract is visible. */
-const PROVIDER_JOB_TTL_MS = 24 * 3600 * 1000;
 
 /** Everything the write-ahead sequence sends and writes, decided before any of it happens. */
 export interface SubmissionPlan {
@@ -38,7 +36,7 @@ export interface SubmissionPlan {
   };
   callback: CallbackTarget;
   callbackExpiresAt: number;
-  /** When the job is looked at again once accepted: its timeout. */
+  /** When the job is looked at again once accepted: its timeout, or its start deadline if sooner. */
   timeoutMs: number;
 }
 
@@ -53,13 +51,18 @@ export function planSubmission(
     defaultTimeoutSeconds: number;
     /** policy.executionTimeout from spec or the account's plan (planLimits), ms. */
     executionTimeoutMs?: number;
+    /** The endpoint's own execution timeout as the provider reports it, ms. */
+    endpointExecutionTimeoutMs?: number;
+    /** The start deadline of a job without spec.startDeadlineSeconds, seconds. */
+    defaultStartDeadlineSeconds?: number;
   },
 ): SubmissionPlan {
   const { endpointId, now } = o;
   const jobId = status.jobId ?? effectiveJobId(job);
   const timeoutSeconds = job.spec.timeoutSeconds ?? o.defaultTimeoutSeconds;
   const generation = job.metadata.generation;
-  const intent = withPhaseConditions(
+  const startDeadline = job.spec.startDeadlineSeconds ?? o.defaultStartDeadlineSeconds;
+  const written = withPhaseConditions(
     withCondition(
       intentStatus(status, { endpointId, submissionId: o.newSubmissionId, now }),
       generation,
@@ -74,7 +77,33 @@ export function planSubmission(
     generation,
     now,
   );
-  const attempt = intent.submission!.attempt;
+  const attempt = written.submission!.attempt;
+  // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that is
+  // still running is left alone. The job's or its plan's executionTimeout bounds the run, and so
+  // does what is left of spec.activeDeadlineSeconds where it fits: the smaller limit is sent. The
+  // ttl covers the queue and the longest run, never less: the deadline is enforced by the
+  // controller's cancel (deadline.ts, providerPolicy). Its expiry is recorded with the intent, so a
+  // later 404 is told apart from a lost job.
+  const policy = providerPolicy({
+    spec: job.spec,
+    status: written,
+    nowMs: Date.parse(now),
+    ...(o.executionTimeoutMs !== undefined && { executionTimeoutMs: o.executionTimeoutMs }),
+    ...(o.endpointExecutionTimeoutMs !== undefined && {
+      endpointExecutionTimeoutMs: o.endpointExecutionTimeoutMs,
+    }),
+    ...(startDeadline !== undefined && { queueAllowanceMs: queueAllowanceMs(startDeadline) }),
+  });
+  const intent: MediaJobStatus = {
+    ...(startDeadline === undefined ? written : startNotSeen(job, written, startDeadline, now)),
+    submission: {
+      ...written.submission!,
+      ...(startDeadline !== undefined && {
+        startBy: new Date(Date.parse(now) + startDeadline * 1000).toISOString(),
+      }),
+      expiresAt: providerExpiry(Date.parse(now), policy.ttl),
+    },
+  };
   return {
     endpointId,
     before: status,
@@ -86,15 +115,8 @@ export function planSubmission(
         job.spec.input ?? {},
         submissionIdentity(job.metadata.uid ?? "", jobId, intent),
       ),
-      // spec.timeoutSeconds is when *we* look at a job, not an execution limit: a slow job that is
-      // still running is left alone. The provider's queue+run TTL is made explicit instead, and
-      // spec.activeDeadlineSeconds, a hard limit, is handed to the provider where it fits.
-      // The job's or its plan's executionTimeout bounds the run too: the smaller limit is sent. A
-      // low priority job does not make the endpoint scale up (RunPod's policy.lowPriority).
-      policy: {
-        ...providerPolicy(job.spec, intent, Date.parse(now), PROVIDER_JOB_TTL_MS, o.executionTimeoutMs),
-        ...(job.spec.priority === "low" && { lowPriority: true }),
-      },
+      // A low priority job does not make the endpoint scale up (RunPod's policy.lowPriority).
+      policy: { ...policy, ...(job.spec.priority === "low" && { lowPriority: true }) },
     },
     callback: {
       namespace: job.metadata.namespace!,
@@ -105,7 +127,8 @@ export function planSubmission(
       submission: intent.submission!.id,
     },
     callbackExpiresAt: callbackExpiry(Date.parse(now), timeoutSeconds),
-    timeoutMs: timeoutSeconds * 1000,
+    // Looked at again at its timeout, or at its start deadline when that comes first.
+    timeoutMs: Math.min(timeoutSeconds, startDeadline ?? Infinity) * 1000,
   };
 }
 

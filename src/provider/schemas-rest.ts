@@ -21,7 +21,10 @@ export const RestEndpoint = z.looseObject({
   type: z.string().optional(),
   gpu: z.looseObject({ pools: z.array(z.string()), count: z.number().int().positive().optional() }).nullish(),
   workers: RestEndpointWorkers,
-  scaling: z.looseObject({ type: z.string() }).optional(),
+  /** `{type: QUEUE_DELAY, queueDelay}` or `{type: REQUEST_COUNT, requestCount}`. */
+  scaling: z
+    .looseObject({ type: z.string(), queueDelay: z.number().optional(), requestCount: z.number().optional() })
+    .optional(),
   timeout: z.number().int().optional(),
   flashboot: z.string().optional(),
 });
@@ -44,8 +47,16 @@ function endpointFromRest(e: RestEndpoint): ProviderEndpoint {
     ...(e.timeout !== undefined && { executionTimeoutMs: e.timeout }),
     ...(e.type !== undefined && { type: e.type }),
     ...(e.scaling !== undefined && { scalerType: e.scaling.type }),
+    ...(scalerValueOf(e.scaling) !== undefined && { scalerValue: scalerValueOf(e.scaling) }),
     ...(e.flashboot !== undefined && { flashboot: e.flashboot }),
   };
+}
+
+/** The scaler's value under the name its type gives it (GraphQL's scalerValue). */
+function scalerValueOf(scaling: RestEndpoint["scaling"]): number | undefined {
+  if (scaling?.type === "QUEUE_DELAY") return scaling.queueDelay;
+  if (scaling?.type === "REQUEST_COUNT") return scaling.requestCount;
+  return undefined;
 }
 
 export const RestEndpointAnswer = RestEndpoint.transform(endpointFromRest);

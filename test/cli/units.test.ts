@@ -7,7 +7,7 @@ import { UsageError } from "../../src/cli/errors.js";
 import { findStuck } from "../../src/cli/jobs.js";
 import { nodeVersionProblem } from "../../src/cli/node-version.js";
 import { formatTable, Output } from "../../src/cli/output.js";
-import { verdict } from "../../src/cli/status.js";
+import { attemptTimes, verdict } from "../../src/cli/status.js";
 import { waitingFindings, waitOf } from "../../src/cli/waiting.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 
@@ -253,5 +253,89 @@ describe("the Node the CLI needs", () => {
     expect(nodeVersionProblem("24.10.0")).toBeDefined();
     expect(nodeVersionProblem("24.21.0")).toBeUndefined();
     expect(nodeVersionProblem("25.0.0")).toBeUndefined();
+  });
+});
+
+describe("status: each attempt's time at the provider", () => {
+  it("shows the queue wait (cold start included) apart from the run", () => {
+    expect(
+      attemptTimes({
+        usage: {
+          workload: "asr",
+          attempts: [
+            {
+              attempt: 1,
+              providerJobId: "p-1",
+              providerStatus: "CANCELLED",
+              delayTimeMs: 61_000,
+              executionTimeMs: 0,
+              endedAt: "2026-01-01T00:00:00Z",
+            },
+            {
+              attempt: 2,
+              providerJobId: "p-2",
+              providerStatus: "COMPLETED",
+              delayTimeMs: 2_400,
+              executionTimeMs: 12_345,
+              endedAt: "2026-01-01T00:01:00Z",
+            },
+          ],
+        },
+      }),
+    ).toEqual([
+      "#1 CANCELLED: queue and cold start 61.0 s, run 0.0 s",
+      "#2 COMPLETED: queue and cold start 2.4 s, run 12.3 s",
+    ]);
+  });
+});
+
+describe("waiting for the in-flight window's reasons", () => {
+  const queued = (reason: string) =>
+    ({
+      metadata: { name: "j", namespace: "ns" },
+      spec: { workload: "asr", priority: "low" },
+      status: {
+        phase: "Pending",
+        conditions: [{ type: "Queued", status: "True", reason, message: "", lastTransitionTime: "" }],
+      },
+    }) as unknown as MediaJob;
+
+  it("a low-priority job waiting for a free worker is by design; an unknown scaler needs a hand", () => {
+    expect(waitOf(queued("LowPriority"))?.fix).toMatch(/never makes the endpoint scale/);
+    expect(waitingFindings([queued("LowPriority")])).toMatchObject([{ result: "ok" }]);
+    expect(waitOf(queued("ScalerUnknown"))?.fix).toMatch(/ScalerKnown/);
+    expect(waitingFindings([queued("ScalerUnknown")])).toMatchObject([{ result: "warn" }]);
+  });
+});
+
+describe("status: a job the provider forgot", () => {
+  const processing = (expiresAt: string) =>
+    ({
+      metadata: { name: "j", namespace: "ns" },
+      spec: { workload: "asr" },
+      status: {
+        phase: "Processing",
+        providerJobId: "p-1",
+        endpointId: "ep-1",
+        submission: {
+          attempt: 1,
+          id: "s-1",
+          startedAt: "2026-01-01T00:00:00Z",
+          state: "Accepted",
+          expiresAt,
+        },
+      },
+    }) as unknown as MediaJob;
+  const notFound = { state: "not-found" as const, id: "p-1", endpointId: "ep-1", message: "job not found" };
+
+  it("past its ttl: expired, not to be replayed blindly", () => {
+    const v = verdict(processing("2026-01-01T00:00:10Z"), notFound as never, (verb) => verb);
+    expect(v.summary).toMatch(/policy.ttl \(queue plus run\) ran out/);
+    expect(v.next).toMatch(/create the job again/);
+  });
+
+  it("before its ttl: lost, replayed", () => {
+    const v = verdict(processing("2999-01-01T00:00:00Z"), notFound as never, (verb) => verb);
+    expect(v.next).toMatch(/reset/);
   });
 });

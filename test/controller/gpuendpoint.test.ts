@@ -93,8 +93,14 @@ describe("resolution", () => {
       resolvedBy: "name",
     });
     for (const ep of [bySpec!, byEnv!, byName!]) {
-      for (const type of ["CredentialsValid", "EndpointFound", "WorkersInSync", "Ready"])
+      for (const type of ["CredentialsValid", "EndpointFound", "WorkersInSync", "ScalerKnown", "Ready"])
         expect(condition(ep, type)?.status).toBe("True");
+      // What sizes the in-flight window and the provider's ttl, as the provider has it.
+      expect(ep.status).toMatchObject({
+        scalerType: "QUEUE_DELAY",
+        scalerValue: 4,
+        executionTimeoutMs: 600_000,
+      });
     }
   });
 

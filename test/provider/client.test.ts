@@ -579,10 +579,25 @@ describe("management over REST v2 (the default)", () => {
         workersMax: 2,
         idleTimeout: 5,
         gpuIds: "AMPERE_16",
+        // scaling {type, queueDelay} read as GraphQL names it: what sizes the in-flight window.
         scalerType: "QUEUE_DELAY",
+        scalerValue: 4,
+        executionTimeoutMs: 600_000,
       }),
     ]);
     expect(await client().getEndpoint(EP)).toMatchObject({ id: EP, workersMax: 2 });
+  });
+
+  it("reads a REQUEST_COUNT scaler's value from scaling.requestCount", async () => {
+    sim.setEndpoint({ id: EP, scalerType: "REQUEST_COUNT", scalerValue: 2 });
+    try {
+      expect((await client().listEndpoints())[0]).toMatchObject({
+        scalerType: "REQUEST_COUNT",
+        scalerValue: 2,
+      });
+    } finally {
+      sim.setEndpoint({ id: EP, scalerType: "QUEUE_DELAY", scalerValue: 4 });
+    }
   });
 
   it("updateEndpointWorkers is one PATCH that changes only what it names", async () => {

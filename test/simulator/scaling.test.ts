@@ -4,6 +4,7 @@
 import { PassThrough } from "node:stream";
 import { request } from "undici";
 import { afterEach, describe, expect, it } from "vitest";
+import { scale } from "../../tools/simulator/scaler.js";
 import { startSimulator, type Simulator, type SimulatorOptions } from "../../tools/simulator/server.js";
 
 let sim: Simulator | undefined;
@@ -191,5 +192,104 @@ describe("/run concurrency: 200 requests under way per endpoint", () => {
     expect((await run("c1")).status).toBe(200);
     const { jobs } = await health("c1");
     expect(jobs.inQueue + jobs.inProgress).toBe(201);
+  });
+});
+
+describe("QUEUE_DELAY under both readings of RunPod's pages", () => {
+  const base = {
+    type: "QUEUE_DELAY" as const,
+    value: 4,
+    workersMin: 0,
+    workersMax: 10,
+    initializing: 0,
+    idle: 0,
+    running: 1,
+  };
+  const overdue = (n: number) => Array.from({ length: n }, () => ({ waitedMs: 5_000, lowPriority: false }));
+
+  it("perOverdueJob (the default): one worker per job waiting past the threshold", () => {
+    expect(scale({ ...base, queued: overdue(5) }).target).toBe(6);
+  });
+
+  it("onePerDelay (the earlier pages): one worker at a time, at most one per threshold period", () => {
+    const first = scale({ ...base, queued: overdue(5), reading: "onePerDelay" });
+    expect(first.target).toBe(2);
+    // Just after that one was added: none more until the threshold has passed again.
+    const soon = scale({
+      ...base,
+      running: 2,
+      queued: overdue(5),
+      reading: "onePerDelay",
+      sinceLastAddMs: 1_000,
+    });
+    expect(soon.target).toBe(2);
+    expect(soon.recheckInMs).toBe(3_001);
+    const later = scale({
+      ...base,
+      running: 2,
+      queued: overdue(5),
+      reading: "onePerDelay",
+      sinceLastAddMs: 4_000,
+    });
+    expect(later.target).toBe(3);
+  });
+
+  it("both start a worker for the first request on an endpoint with none", () => {
+    for (const reading of ["perOverdueJob", "onePerDelay"] as const)
+      expect(
+        scale({
+          ...base,
+          running: 0,
+          queued: [{ waitedMs: 0, lowPriority: false }],
+          reading,
+          sinceLastAddMs: 0,
+        }).target,
+      ).toBe(1);
+  });
+
+  it("onePerDelay over HTTP: a burst reaches workersMax one worker per threshold period", async () => {
+    // timeScale 0.05: the 4 s threshold is 0.2 real seconds.
+    await start({
+      timeScale: 0.05,
+      coldStartMs: 0,
+      executionMs: 200_000,
+      queueDelayReading: "onePerDelay",
+      endpoints: [{ id: "od", name: "media-render-od", workersMax: 4, scalerValue: 4 }],
+    });
+    const sent = Date.now();
+    for (let i = 0; i < 8; i++) expect((await run("od")).status).toBe(200);
+    await until(
+      () => workers("od"),
+      (w) => w.total === 4,
+    );
+    // The first at once, then three more, one per 4 simulated seconds: at least 0.6 real seconds.
+    expect(Date.now() - sent).toBeGreaterThanOrEqual(550);
+  });
+});
+
+describe("crash-looping workers (the crashLoopWorkers fault)", () => {
+  it("keep jobs IN_QUEUE while the worker summary shows them unhealthy; recovered, the jobs run", async () => {
+    await start({
+      timeScale: 0.01,
+      coldStartMs: 1_000,
+      executionMs: 1_000,
+      faults: { crashLoopWorkers: true },
+      endpoints: [{ id: "cl", name: "media-asr-cl", workersMax: 2 }],
+    });
+    const { body } = await run("cl");
+    const summary = await until(
+      () => workers("cl"),
+      (w) => w.unhealthy > 0,
+    );
+    expect(summary.running + summary.idle).toBe(0);
+    // Given time, restarting workers still take nothing.
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await call("GET", `/v2/cl/status/${body.id}`)).body.status).toBe("IN_QUEUE");
+    // They crash for a while, then recover.
+    sim!.setFaults({});
+    await until(
+      async () => (await call("GET", `/v2/cl/status/${body.id}`)).body.status,
+      (s) => s === "COMPLETED",
+    );
   });
 });

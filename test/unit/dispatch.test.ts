@@ -11,7 +11,11 @@ import { SUBMISSION_IDENTITY_KEY } from "../../src/mediajob/submission-identity.
 
 const T0 = Date.parse("2026-01-01T00:00:00.000Z");
 
-const endpoint = (spec: Partial<GpuEndpoint["spec"]> = {}, workersMax = 2): GpuEndpoint =>
+const endpoint = (
+  spec: Partial<GpuEndpoint["spec"]> = {},
+  workersMax = 2,
+  scaler: { scalerType?: string; scalerValue?: number } = { scalerType: "QUEUE_DELAY", scalerValue: 4 },
+): GpuEndpoint =>
   ({
     apiVersion: API_VERSION,
     kind: "GpuEndpoint",
@@ -20,6 +24,7 @@ const endpoint = (spec: Partial<GpuEndpoint["spec"]> = {}, workersMax = 2): GpuE
     status: {
       endpointId: "ep-1",
       workersMax,
+      ...scaler,
       health: { jobsInQueue: 0, jobsInProgress: 0 },
       conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "", lastTransitionTime: "" }],
     },
@@ -290,6 +295,124 @@ describe("other clients' jobs at the endpoint", () => {
     for (const j of ours) d.observe("update", completed(j));
     d.observeEndpoint(withHealth(1, 4));
     expect(d.view("ep-1").window).toBe(5);
+  });
+});
+
+describe("a window that follows what scales the endpoint", () => {
+  it("no window before the scaler is known: the jobs wait (ScalerUnknown), then go once it is read", () => {
+    const { d, woken } = dispatcher();
+    const unknown = endpoint({}, 4, {});
+    const jobs = Array.from({ length: 3 }, (_, i) => job(`s${i}`));
+    for (const j of jobs)
+      expect(d.gate(j, unknown)).toMatchObject({
+        granted: false,
+        reason: "ScalerUnknown",
+        message: expect.stringContaining("autoscaler of endpoint ep-1 is not known"),
+      });
+    expect(d.view("ep-1").window).toBe(0);
+    // The endpoint's reconcile reads it from the provider: the waiting jobs go, woken.
+    d.observeEndpoint(unknown, { scalerType: "QUEUE_DELAY", scalerValue: 4 });
+    expect(woken).toEqual(jobs.map((j) => `ns/${j.metadata.name}`));
+  });
+
+  it("a scaler this controller does not know is not taken for another: the jobs wait", () => {
+    const { d } = dispatcher();
+    const ep = endpoint({}, 4, { scalerType: "GPU_UTILIZATION", scalerValue: 70 });
+    expect(d.gate(job("u1"), ep)).toMatchObject({ granted: false, reason: "ScalerUnknown" });
+    // spec.maxInFlight needs no scaler.
+    expect(d.gate(job("u2"), endpoint({ maxInFlight: 2 }, 4, {}))).toEqual({ granted: true });
+  });
+
+  it("a leader that starts with a backlog sizes a REQUEST_COUNT endpoint by its scaler, before any look", () => {
+    const ep = endpoint({}, 30, { scalerType: "REQUEST_COUNT", scalerValue: 4 });
+    const backlog = Array.from({ length: 400 }, (_, i) => job(`b${i}`));
+    const { woken } = dispatcher({ eligible: () => ep, lead: backlog });
+    // 30 workers × 4 requests per worker, not QUEUE_DELAY's 30 + headroom.
+    expect(woken).toHaveLength(120);
+  });
+
+  it("workersMax raised from 3 to 30 mid-burst: the window is the new ceiling at the next look", () => {
+    const small = endpoint({}, 3);
+    const { d, woken } = dispatcher({ eligible: () => small });
+    const burst = Array.from({ length: 100 }, (_, i) => job(`w${i}`));
+    for (const j of burst) d.observe("add", j);
+    // 3 workers + 1 headroom.
+    expect(woken).toHaveLength(4);
+    for (const k of woken) d.observe("update", processing(burst.find((j) => `ns/${j.metadata.name}` === k)!));
+    for (let i = 0; i < 4; i++) d.accepted("ep-1");
+    const big = endpoint({}, 30);
+    d.observeEndpoint(big);
+    // 30 workers + max(1, ceil(30 × 2 / 30)) = 32 at once, not one more per window of acceptances.
+    expect(d.view("ep-1").window).toBe(32);
+    expect(woken).toHaveLength(32);
+  });
+
+  it("after a 429 the window stays halved for the backoff period, then follows the ceiling again", () => {
+    const { d, advance } = dispatcher();
+    const ep = endpoint({}, 10);
+    d.observeEndpoint(ep);
+    expect(d.view("ep-1").window).toBe(11);
+    d.throttled("ep-1", 1_000);
+    advance(1_001);
+    expect(d.view("ep-1").window).toBe(5);
+    advance(30_000);
+    expect(d.view("ep-1").window).toBe(11);
+  });
+});
+
+describe("low-priority jobs never hold back normal work", () => {
+  const withWorkers = (idle: number, running: number, workersMax = 30): GpuEndpoint => {
+    const ep = endpoint({}, workersMax);
+    ep.status!.health = { ...ep.status!.health, workersIdle: idle, workersRunning: running };
+    return ep;
+  };
+
+  it("100 low jobs then 10 normal on an endpoint scaled to zero: the normal ones go, the low ones wait", () => {
+    const ep = withWorkers(0, 0);
+    const { d, woken } = dispatcher({ eligible: () => ep });
+    const lows = Array.from({ length: 100 }, (_, i) => job(`low${i}`, { account: "A", priority: "low" }));
+    const normals = Array.from({ length: 10 }, (_, i) => job(`n${i}`, { account: "B" }));
+    for (const j of lows) d.observe("add", j);
+    // None sent: at the provider they would neither run nor make it scale.
+    expect(woken).toEqual([]);
+    expect(d.gate(lows[0]!, ep)).toMatchObject({
+      granted: false,
+      reason: "LowPriority",
+      message: expect.stringContaining("does not make endpoint ep-1 scale up"),
+    });
+    for (const j of normals) d.observe("add", j);
+    expect(woken).toEqual(normals.map((j) => `ns/${j.metadata.name}`));
+  });
+
+  it("a normal job of the same account goes before its older low jobs, and of another account too", () => {
+    const ep = withWorkers(1, 0, 1);
+    const { d, woken } = dispatcher({ eligible: () => ep });
+    d.observe("add", job("a-low", { account: "A", priority: "low" }));
+    // The idle worker takes the low job while nothing else waits.
+    expect(woken).toEqual(["ns/a-low"]);
+    d.observe("update", processing(job("a-low", { account: "A", priority: "low" })));
+    // The worker is taken: a later low job waits, a normal one of either account gets the window.
+    const later = job("a-low-2", { account: "A", priority: "low" });
+    d.observe("add", later);
+    d.observe("add", job("b-normal", { account: "B" }));
+    expect(woken).toEqual(["ns/a-low", "ns/b-normal"]);
+    expect(d.gate(later, ep)).toMatchObject({ granted: false });
+  });
+
+  it("low jobs take the workers that are up and free, and go on as they free: they still finish", () => {
+    const none = withWorkers(0, 0, 4);
+    const { d, woken } = dispatcher({ eligible: () => none });
+    const lows = Array.from({ length: 6 }, (_, i) => job(`l${i}`, { priority: "low" }));
+    for (const j of lows) d.observe("add", j);
+    expect(woken).toEqual([]);
+    // Two workers come up (normal work elsewhere, or workersMin): two low jobs go.
+    d.observeEndpoint(withWorkers(2, 0, 4));
+    expect(woken).toEqual(["ns/l0", "ns/l1"]);
+    submit(d, lows[0]!);
+    submit(d, lows[1]!);
+    // One finishes: the next takes its worker.
+    d.observe("update", completed(lows[0]!));
+    expect(woken).toEqual(["ns/l0", "ns/l1", "ns/l2"]);
   });
 });
 

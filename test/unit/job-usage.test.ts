@@ -150,7 +150,7 @@ describe("usage recorded when an attempt ends", () => {
     expect(plan.status.usage?.workload).toBe(c.spec?.workload ?? "asr");
   });
 
-  it("a /cancel answer that finds the job completed ends it, but records no usage from it (only /status does)", () => {
+  it("a /cancel answer that finds the job ended records no usage from it: the job ends once /status is read", () => {
     const plan = afterStop(
       job({}, running()),
       running(),
@@ -158,8 +158,17 @@ describe("usage recorded when an attempt ends", () => {
       { result: { id: "p-1", status: "COMPLETED", output: {} } },
       NOW.toISOString(),
     );
-    expect(plan.status.phase).toBe("Completed");
+    // Not ended on the cancel's word: followed, so its own status (with its times) is read first.
+    expect(plan.status.phase).toBe("Processing");
     expect(plan.status.usage).toBeUndefined();
+    const read = planJob(
+      job({ suspend: true }, plan.status),
+      facts(metering, { id: "p-1", status: "COMPLETED", executionTime: 1_500, output: {} }),
+    );
+    expect(read.status.phase).toBe("Completed");
+    expect(read.status.usage?.attempts).toEqual([
+      expect.objectContaining({ providerStatus: "COMPLETED", executionTimeMs: 1_500 }),
+    ]);
   });
 
   it("a job still running records nothing", () => {

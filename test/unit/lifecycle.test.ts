@@ -40,7 +40,7 @@ import {
   stepPipelineCondition,
 } from "../../src/mediajob/pipeline.js";
 import { withPhaseConditions, summaryOf } from "../../src/mediajob/conditions.js";
-import { msUntilDeadline, providerPolicy, suspendedStatus } from "../../src/mediajob/deadline.js";
+import { msUntilDeadline, suspendedStatus } from "../../src/mediajob/deadline.js";
 import { msUntilExpiry } from "../../src/mediajob/ttl.js";
 import { setCondition } from "../../src/crds/conditions.js";
 
@@ -539,23 +539,6 @@ describe("suspension and the active deadline", () => {
       },
     );
     expect(retried.startedAt).toBe(started);
-  });
-
-  it("hands the remaining deadline to the provider where its limits allow, and only the TTL otherwise", () => {
-    const day = 24 * 3600 * 1000;
-    expect(providerPolicy({}, undefined, nowMs, day)).toEqual({ ttl: day });
-    expect(providerPolicy({ activeDeadlineSeconds: 90 }, { startedAt: started }, nowMs, day)).toEqual({
-      ttl: 30_000,
-      executionTimeout: 30_000,
-    });
-    // Below the provider's minimums (ttl 10 s, executionTimeout 5 s): enforced by cancelling.
-    expect(providerPolicy({ activeDeadlineSeconds: 67 }, { startedAt: started }, nowMs, day)).toEqual({
-      ttl: day,
-      executionTimeout: 7_000,
-    });
-    expect(providerPolicy({ activeDeadlineSeconds: 62 }, { startedAt: started }, nowMs, day)).toEqual({
-      ttl: day,
-    });
   });
 
   it("a FAILED or TIMED_OUT past the deadline is final, though attempts remain", () => {

@@ -359,18 +359,21 @@ describe("answers read by the domain", () => {
       j,
       j.status!,
       "deadline",
-      { result: { id: "p-1", status: "COMPLETED" } },
+      { result: { id: "p-1", status: "COMPLETED" }, confirmed: true },
       NOW.toISOString(),
     );
     expect(plan.status.phase).toBe("Completed");
   });
-  it("a failed cancel past the deadline still fails the job; a failed suspension is retried", () => {
+  it("a failed cancel is retried, past the deadline too: the job runs on at the provider until cancelled", () => {
     const j = job({ activeDeadlineSeconds: 30 }, running());
-    expect(afterStop(j, j.status!, "deadline", { error: "503" }, NOW.toISOString()).status.phase).toBe(
-      "Failed",
-    );
-    const s = afterStop(j, j.status!, "suspend", { error: "503" }, NOW.toISOString());
-    expect([s.status.phase, s.error?.terminal]).toEqual(["Processing", false]);
+    for (const why of ["deadline", "suspend", "cancel"] as const) {
+      const s = afterStop(j, j.status!, why, { error: "503" }, NOW.toISOString());
+      expect([s.status.phase, s.error?.terminal, s.events.map((e) => e[1])]).toEqual([
+        "Processing",
+        false,
+        ["CancelFailed"],
+      ]);
+    }
   });
   it("a next step's name taken by a stranger is a terminal error with a condition; ours is adopted", () => {
     const j = job(

@@ -135,7 +135,9 @@ const cases: Case[] = [
             // The job's own key (its uid here: no spec.id) inside its namespace-and-uid scope.
             expect(req.id).toMatch(/^[0-9a-f]{32}\.uid-1$/);
             expect(req.webhook).toMatch(/^https:\/\/hooks\.example\.test\//);
-            expect(req.policy.ttl).toBe(24 * 3600 * 1000);
+            // No execution timeout is known (none sent, the endpoint's not reported): the run may
+            // take the provider's longest, so the ttl is its 7 days.
+            expect(req.policy.ttl).toBe(7 * 24 * 3600 * 1000);
           },
           answer: () => ({ id: "p-9", status: "IN_QUEUE" }),
         },
@@ -343,10 +345,22 @@ const cases: Case[] = [
     world: {
       jobs: [job({ meta: withFinalizer, spec: { activeDeadlineSeconds: 30 }, status: processing() })],
       kube: [
-        writes((s) => expect([s.phase, s.error?.split(":")[0]]).toEqual(["Failed", "DeadlineExceeded"])),
+        writes((s) => {
+          expect([s.phase, s.error?.split(":")[0]]).toEqual(["Failed", "DeadlineExceeded"]);
+          // The attempt's usage, from the job's own status read after the cancel.
+          expect(s.usage?.attempts).toEqual([
+            expect.objectContaining({ providerStatus: "CANCELLED", executionTimeMs: 29_000 }),
+          ]);
+        }),
         releases,
       ],
-      provider: [{ call: "cancel", answer: () => ({ id: "p-1", status: "CANCELLED" }) }],
+      provider: [
+        { call: "cancel", answer: () => ({ id: "p-1", status: "CANCELLED" }) },
+        {
+          call: "status",
+          answer: () => ({ id: "p-1", status: "CANCELLED", executionTime: 29_000, delayTime: 1_000 }),
+        },
+      ],
     },
     result: undefined,
     events: ["Warning DeadlineExceeded", "Warning Failed"],
@@ -360,7 +374,10 @@ const cases: Case[] = [
           expect([s.phase, s.suspensions, cond(s, "Suspended")?.status]).toEqual(["Pending", 1, "True"]),
         ),
       ],
-      provider: [{ call: "cancel", answer: () => ({ id: "p-1", status: "CANCELLED" }) }],
+      provider: [
+        { call: "cancel", answer: () => ({ id: "p-1", status: "CANCELLED" }) },
+        { call: "status", answer: () => ({ id: "p-1", status: "CANCELLED", executionTime: 5_000 }) },
+      ],
     },
     result: undefined,
     events: ["Normal Suspended"],

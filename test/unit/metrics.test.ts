@@ -206,6 +206,10 @@ describe("resource metrics", () => {
     expect(failureReason("FAILED: boom")).toBe("FAILED");
     expect(failureReason("ProviderLostJob: the provider lost this job 3 times")).toBe("ProviderLostJob");
     expect(failureReason("SubmissionUnconfirmed: 3 submissions")).toBe("SubmissionUnconfirmed");
+    expect(failureReason("DeadlineExceeded: the job ran past spec.activeDeadlineSeconds")).toBe(
+      "DeadlineExceeded",
+    );
+    expect(failureReason("Expired: the provider no longer knows job p-1")).toBe("Expired");
     expect(failureReason("job-4711: something")).toBe("Other");
     expect(failureReason(undefined)).toBe("Other");
   });

@@ -72,7 +72,9 @@ describe("a Pending job under its account's plan", () => {
 
   it("without plans, sends its own executionTimeout only", () => {
     expect(submitted(job({ executionTimeoutSeconds: 45 }), facts({}, false))?.executionTimeout).toBe(45_000);
-    expect(submitted(job(), facts({}, false))).toEqual({ ttl: 24 * 3600 * 1000 });
+    // Nothing bounds the run but the provider's 7 days (the endpoint's timeout is not reported):
+    // the ttl covers that, never less.
+    expect(submitted(job(), facts({}, false))).toEqual({ ttl: 7 * 24 * 3600 * 1000 });
   });
 
   it.each<[string, Partial<AccountFacts>, Partial<MediaJob["spec"]>, string]>([

@@ -113,7 +113,7 @@ describe("a cancelled job the provider still runs", () => {
       cancelled,
       running,
       "cancel",
-      { result: { id: "p-1", status: "COMPLETED", output: {} } },
+      { result: { id: "p-1", status: "COMPLETED", output: {} }, confirmed: true },
       T0.toISOString(),
     );
     expect(done.status.phase).toBe("Completed");

@@ -4,9 +4,12 @@ import {
   ceiling,
   freeSlots,
   initialWindow,
+  lowPriorityRoom,
   onAccepted,
   onThrottled,
+  scalerOf,
   windowSize,
+  WINDOW_BACKOFF_MS,
   type CeilingInput,
   type EndpointCapacity,
 } from "../../src/mediajob/window.js";
@@ -112,7 +115,7 @@ describe("ceiling", () => {
 describe("congestion limit (AIMD)", () => {
   it("a 429 halves the window and holds submissions for Retry-After; acceptances grow it back to the ceiling", () => {
     const ceil = 16;
-    let w = initialWindow(ceil);
+    let w = initialWindow();
     expect(windowSize(w, ceil, 0)).toBe(16);
     w = onThrottled(w, ceil, 1_000, 2_000);
     expect(windowSize(w, ceil, 1_500)).toBe(0);
@@ -129,12 +132,12 @@ describe("congestion limit (AIMD)", () => {
   });
 
   it("without Retry-After a 429 shrinks the window but holds nothing", () => {
-    const w = onThrottled(initialWindow(10), 10, 1_000);
+    const w = onThrottled(initialWindow(), 10, 1_000);
     expect(windowSize(w, 10, 1_000)).toBe(5);
   });
 
   it("halves what is in force when the ceiling fell below the limit", () => {
-    const w = onThrottled(initialWindow(100), 10, 0);
+    const w = onThrottled(initialWindow(), 10, 0);
     expect(windowSize(w, 10, 0)).toBe(5);
   });
 
@@ -144,7 +147,7 @@ describe("congestion limit (AIMD)", () => {
         fc.integer({ min: 1, max: 60 }),
         fc.array(fc.oneof(fc.constant("429" as const), fc.constant("ok" as const)), { maxLength: 300 }),
         (ceil, events) => {
-          let w = initialWindow(ceil);
+          let w = initialWindow();
           for (const e of events) {
             const before = windowSize(w, ceil, 0);
             w = e === "429" ? onThrottled(w, ceil, 0) : onAccepted(w, ceil);
@@ -158,6 +161,124 @@ describe("congestion limit (AIMD)", () => {
           expect(windowSize(w, ceil, 0)).toBe(ceil);
         },
       ),
+    );
+  });
+});
+
+describe("a window that follows its ceiling", () => {
+  it("a fresh window is the ceiling, and follows it when it rises (workersMax 3 -> 30), with no 429", () => {
+    const w = initialWindow();
+    // Created while the endpoint could take 4 jobs...
+    expect(windowSize(w, 4, 0)).toBe(4);
+    // ...it takes 31 as soon as workersMax is raised, not one more per window of acceptances.
+    expect(windowSize(w, 31, 1_000)).toBe(31);
+    expect(freeSlots(w, 31, 4, 1_000)).toBe(27);
+    // Accepted submissions change nothing while the provider never pushed back.
+    expect(windowSize(onAccepted(w, 31), 31, 1_000)).toBe(31);
+  });
+
+  it("after a 429 the congestion limit holds for the backoff period, then the window is the ceiling again", () => {
+    let w = initialWindow();
+    w = onThrottled(w, 20, 0);
+    expect(windowSize(w, 20, 1_000)).toBe(10);
+    // The ceiling rises within the backoff: the limit still holds it (the provider pushed back).
+    expect(windowSize(w, 40, WINDOW_BACKOFF_MS - 1)).toBe(10);
+    // No 429 within the backoff: back to the ceiling, at once.
+    expect(windowSize(w, 40, WINDOW_BACKOFF_MS)).toBe(40);
+    // A 429 then halves what was in force, the ceiling.
+    w = onThrottled(w, 40, WINDOW_BACKOFF_MS + 1);
+    expect(windowSize(w, 40, WINDOW_BACKOFF_MS + 2)).toBe(20);
+  });
+
+  it("a ceiling that falls takes the window down with it", () => {
+    const w = onThrottled(initialWindow(), 30, 0);
+    expect(windowSize(w, 6, 1)).toBe(6);
+    expect(windowSize(initialWindow(), 0, 1)).toBe(0);
+  });
+
+  it("property: without a 429 in the backoff period the window is the ceiling, whatever came before", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({ ceil: fc.integer({ min: 0, max: 500 }), throttled: fc.boolean(), dt: fc.nat(20_000) }),
+          {
+            maxLength: 40,
+          },
+        ),
+        fc.integer({ min: 0, max: 500 }),
+        (steps, last) => {
+          let w = initialWindow();
+          let t = 0;
+          let lastThrottle = -Infinity;
+          for (const step of steps) {
+            t += step.dt;
+            if (step.throttled) {
+              w = onThrottled(w, step.ceil, t);
+              lastThrottle = t;
+            } else w = onAccepted(w, step.ceil);
+            expect(windowSize(w, step.ceil, t)).toBeLessThanOrEqual(step.ceil);
+          }
+          const later = Math.max(t, lastThrottle + WINDOW_BACKOFF_MS);
+          expect(windowSize(w, last, later)).toBe(last);
+        },
+      ),
+    );
+  });
+});
+
+describe("the scaler the window is sized from", () => {
+  it.each<[string, unknown, unknown, ReturnType<typeof scalerOf>]>([
+    ["QUEUE_DELAY 4", "QUEUE_DELAY", 4, { type: "QUEUE_DELAY", seconds: 4 }],
+    ["REQUEST_COUNT 2", "REQUEST_COUNT", 2, { type: "REQUEST_COUNT", perWorker: 2 }],
+    ["no type reported", undefined, 4, undefined],
+    ["no value reported", "REQUEST_COUNT", undefined, undefined],
+    ["a type this controller does not know", "GPU_UTILIZATION", 4, undefined],
+    ["a value of 0", "QUEUE_DELAY", 0, undefined],
+    ["a value that is not a number", "QUEUE_DELAY", "4", undefined],
+  ])("%s", (_name, type, value, expected) => {
+    expect(scalerOf(type, value)).toEqual(expected);
+  });
+});
+
+describe("the room of low-priority jobs (they never make the endpoint scale)", () => {
+  it.each<[string, Parameters<typeof lowPriorityRoom>[0], number]>([
+    [
+      "an endpoint scaled to zero: none",
+      { workersIdle: 0, workersRunning: 0, normalInFlight: 0, foreign: 0 },
+      0,
+    ],
+    ["two idle workers: two", { workersIdle: 2, workersRunning: 0, normalInFlight: 0, foreign: 0 }, 2],
+    [
+      "workers busy with our normal jobs: none left",
+      { workersIdle: 0, workersRunning: 3, normalInFlight: 3, foreign: 0 },
+      0,
+    ],
+    [
+      "normal jobs queued for workers still starting: none (they must not wait behind a low job)",
+      { workersIdle: 1, workersRunning: 1, normalInFlight: 5, foreign: 0 },
+      0,
+    ],
+    [
+      "other clients' jobs take workers too",
+      { workersIdle: 2, workersRunning: 3, normalInFlight: 1, foreign: 2 },
+      2,
+    ],
+  ])("%s", (_name, input, expected) => {
+    expect(lowPriorityRoom(input)).toBe(expected);
+  });
+
+  it("property: low jobs never outnumber the workers up that no normal or foreign job takes", () => {
+    fc.assert(
+      fc.property(fc.nat(50), fc.nat(50), fc.nat(100), fc.nat(100), (idle, running, normal, foreign) => {
+        const room = lowPriorityRoom({
+          workersIdle: idle,
+          workersRunning: running,
+          normalInFlight: normal,
+          foreign,
+        });
+        expect(room).toBeGreaterThanOrEqual(0);
+        expect(room + normal + foreign).toBeLessThanOrEqual(Math.max(idle + running, normal + foreign));
+      }),
     );
   });
 });

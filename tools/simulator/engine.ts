@@ -66,9 +66,12 @@ export interface JobTimeline {
   coldStartMs?: number;
 }
 
+type WorkerState = "initializing" | "idle" | "running" | "unhealthy";
+
 interface Worker {
   id: string;
-  state: "initializing" | "idle" | "running";
+  /** unhealthy: crashed as it started (the crashLoopWorkers fault), restarting; takes no job. */
+  state: WorkerState;
   /** Simulated ms (Clock.simNow) when the worker was started and when its cold start ended. */
   spawned: number;
   ready?: number;
@@ -84,6 +87,8 @@ interface EndpointRuntime {
   failed: number;
   /** QUEUE_DELAY: wakes the scaler when the next queued job crosses the threshold. */
   scaleTimer?: TimerHandle;
+  /** When the scaler last added a worker, simulated ms (Clock.simNow): the onePerDelay reading. */
+  lastAddAt?: number;
 }
 
 export interface SubmitArgs {
@@ -194,7 +199,7 @@ export class Engine {
         ready: count("idle") + count("running"),
         running: count("running"),
         throttled: 0,
-        unhealthy: 0,
+        unhealthy: count("unhealthy"),
       },
     };
   }
@@ -325,7 +330,7 @@ export class Engine {
   }
 
   /** The endpoint's workers and what each is doing (REST v2's worker list). */
-  workers(endpointId: string): Array<{ id: string; state: "initializing" | "idle" | "running" }> {
+  workers(endpointId: string): Array<{ id: string; state: WorkerState }> {
     return (this.#endpoints.get(endpointId)?.workers ?? []).map((w) => ({ id: w.id, state: w.state }));
   }
 
@@ -370,9 +375,9 @@ export class Engine {
       if (ep.queue.length === 0) break;
       if (w.state === "idle") this.#start(ep, w, ep.queue.shift() as Job);
     }
-    // Shrink first (workersMax lowered): idle, then initializing workers go now; running ones go
-    // when their job ends.
-    for (const state of ["idle", "initializing"] as const) {
+    // Shrink first (workersMax lowered): idle, then unhealthy and initializing workers go now;
+    // running ones go when their job ends.
+    for (const state of ["idle", "unhealthy", "initializing"] as const) {
       for (const w of ep.workers.filter((x) => x.state === state)) {
         if (ep.workers.length <= cfg.workersMax) break;
         this.#terminate(ep, w);
@@ -380,15 +385,20 @@ export class Engine {
     }
     const now = this.#d.clock.now();
     const count = (state: Worker["state"]) => ep.workers.filter((w) => w.state === state).length;
+    const simNow = this.#d.clock.simNow();
     const decision = scale({
       ...scalerOf(cfg),
       workersMin: cfg.workersMin,
       workersMax: cfg.workersMax,
-      initializing: count("initializing"),
+      // A crash-looping worker restarts: to the scaler it is one that is starting.
+      initializing: count("initializing") + count("unhealthy"),
       idle: count("idle"),
       running: count("running"),
       queued: this.#scalerQueue(ep, now),
+      reading: this.#d.opts.queueDelayReading,
+      ...(ep.lastAddAt !== undefined && { sinceLastAddMs: simNow - ep.lastAddAt }),
     });
+    if (ep.workers.length < decision.target) ep.lastAddAt = simNow;
     while (ep.workers.length < decision.target) this.#spawn(ep);
     if (decision.stopSurplusNow) {
       for (const w of ep.workers.filter((x) => x.state === "idle")) {
@@ -428,12 +438,19 @@ export class Engine {
   #spawn(ep: EndpointRuntime): void {
     const w: Worker = { id: this.#d.rng.token(14), state: "initializing", spawned: this.#d.clock.simNow() };
     const coldStart = this.#d.opts.coldStartMs * (0.8 + 0.4 * unit(this.#d.opts.seed, w.id, "cold"));
-    w.timer = this.#d.clock.after(coldStart, () => {
+    const started = () => {
       w.timer = undefined;
+      // Crash-looping: the container dies as it starts and is restarted, a cold start each time.
+      if (this.#d.faults().crashLoopWorkers === true) {
+        w.state = "unhealthy";
+        w.timer = this.#d.clock.after(coldStart, started);
+        return;
+      }
       w.state = "idle";
       w.ready = this.#d.clock.simNow();
       this.#pump(ep);
-    });
+    };
+    w.timer = this.#d.clock.after(coldStart, started);
     ep.workers.push(w);
   }
 

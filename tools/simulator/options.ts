@@ -51,6 +51,12 @@ export const FaultsSchema = z.strictObject({
   honourClientId: z.boolean().optional(),
   /** Kept for existing scripts: `true` is the default behaviour, `false` is `honourClientId: true`. */
   ignoreClientId: z.boolean().optional(),
+  /**
+   * Workers crash as they start: past its cold start a worker is unhealthy (RunPod's /health
+   * workers.unhealthy) and restarts, taking no job, until the fault is cleared. Jobs stay IN_QUEUE
+   * meanwhile though workers exist, as users report of crash-looping workers.
+   */
+  crashLoopWorkers: z.boolean().optional(),
   /** /graphql answers 410 Gone, as RunPod's GraphQL API will once retired; REST v2 keeps working. */
   graphqlRetired: z.boolean().optional(),
   /**
@@ -144,14 +150,24 @@ export interface SimulatorOptions {
   /** Timeout of one callback attempt, real ms. Default 5000. */
   callbackTimeoutMs?: number;
   faults?: Faults;
+  /**
+   * How QUEUE_DELAY adds workers (scaler.ts), where RunPod's pages can be read two ways:
+   * "perOverdueJob" (default) adds one worker per job waiting past the threshold; "onePerDelay",
+   * the earlier documented reading, adds one worker for the first request and then at most one
+   * more per threshold period while requests wait past it.
+   */
+  queueDelayReading?: QueueDelayReading;
   paymentWebhook?: PaymentWebhook;
   /** Billing meters the payment provider has from the start (more: POST /v1/billing/meters). */
   meters?: MeterSpec[];
   logger?: Logger;
 }
 
+type QueueDelayReading = "perOverdueJob" | "onePerDelay";
+
 export interface ResolvedOptions {
   port: number;
+  queueDelayReading: QueueDelayReading;
   apiKeys: ReadonlySet<string>;
   accountProblemKeys: ReadonlySet<string>;
   paymentApiKeys: ReadonlySet<string>;
@@ -168,6 +184,7 @@ export interface ResolvedOptions {
 export function resolveOptions(opts: SimulatorOptions): ResolvedOptions {
   return {
     port: opts.port ?? 0,
+    queueDelayReading: opts.queueDelayReading ?? "perOverdueJob",
     apiKeys: new Set(opts.apiKeys ?? ["sim-key"]),
     accountProblemKeys: new Set(opts.accountProblemKeys ?? []),
     paymentApiKeys: new Set(opts.paymentApiKeys ?? ["sim-payment-key"]),

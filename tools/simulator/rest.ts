@@ -331,7 +331,12 @@ function create(ctx: SimContext, raw: unknown, jobApiBase: string): Reply {
 
 /** `ListEndpointWorkersResponse`: one entry per active worker and the counts by status. */
 function workersView(ctx: SimContext, config: EndpointConfig): Record<string, unknown> {
-  const STATUS = { initializing: "INITIALIZING", idle: "IDLE", running: "RUNNING" } as const;
+  const STATUS = {
+    initializing: "INITIALIZING",
+    idle: "IDLE",
+    running: "RUNNING",
+    unhealthy: "UNHEALTHY",
+  } as const;
   const version = config.settings.version ?? 1;
   const workers = ctx.engine.workers(config.id).map((w) => ({
     id: w.id,
@@ -352,9 +357,9 @@ function workersView(ctx: SimContext, config: EndpointConfig): Record<string, un
       running: count("RUNNING"),
       idle: count("IDLE"),
       initializing: count("INITIALIZING"),
-      // The simulator's workers are never throttled or unhealthy.
+      // The simulator's workers are never throttled; unhealthy under the crashLoopWorkers fault.
       throttled: 0,
-      unhealthy: 0,
+      unhealthy: count("UNHEALTHY"),
       total: workers.length,
     },
     workers,

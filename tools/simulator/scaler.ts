@@ -10,9 +10,12 @@
 // it is not counted here, though a worker that is up still takes it.
 //
 // What the pages leave open, decided here: QUEUE_DELAY adds one worker per job waiting past the
-// threshold that no starting worker will take; an endpoint with no worker at all starts one as
-// soon as a job that may trigger scaling is queued (else the first job of an idle endpoint would
-// wait X seconds before its cold start even begins).
+// threshold that no starting worker will take ("perOverdueJob", the default); an endpoint with no
+// worker at all starts one as soon as a job that may trigger scaling is queued (else the first job
+// of an idle endpoint would wait X seconds before its cold start even begins). RunPod's earlier
+// pages can be read more sparingly: the first request adds a worker, later ones add workers only
+// after waiting past the threshold, one at a time ("onePerDelay": at most one worker per threshold
+// period). Results that depend on the reading are checked under both.
 
 export type ScalerType = "QUEUE_DELAY" | "REQUEST_COUNT";
 
@@ -28,6 +31,10 @@ export interface ScalerInput {
   running: number;
   /** Each queued job: simulated ms it has waited, and whether it may trigger scaling. */
   queued: ReadonlyArray<{ waitedMs: number; lowPriority: boolean }>;
+  /** QUEUE_DELAY's reading (default perOverdueJob). */
+  reading?: "perOverdueJob" | "onePerDelay";
+  /** onePerDelay: simulated ms since the scaler last added a worker (absent: never). */
+  sinceLastAddMs?: number;
 }
 
 export interface ScalerDecision {
@@ -55,9 +62,18 @@ export function scale(input: ScalerInput): ScalerDecision {
   const thresholdMs = value * 1000;
   const overdue = triggering.filter((q) => q.waitedMs > thresholdMs).length;
   const fromZero = total === 0 && triggering.length > 0 ? 1 : 0;
-  const added = Math.max(fromZero, overdue - input.initializing);
   const waiting = triggering.filter((q) => q.waitedMs <= thresholdMs).map((q) => thresholdMs - q.waitedMs);
-  const next = waiting.length === 0 ? undefined : Math.min(...waiting) + 1;
+  let added = Math.max(fromZero, overdue - input.initializing);
+  let next = waiting.length === 0 ? undefined : Math.min(...waiting) + 1;
+  if (input.reading === "onePerDelay" && fromZero === 0) {
+    // One more worker per threshold period while requests wait past it.
+    const since = input.sinceLastAddMs ?? Infinity;
+    added = overdue > input.initializing && since >= thresholdMs ? 1 : 0;
+    if (overdue > input.initializing + added && Number.isFinite(since)) {
+      const again = Math.max(1, thresholdMs - (added ? 0 : since)) + 1;
+      next = next === undefined ? again : Math.min(next, again);
+    }
+  }
   return {
     target: clamp(total + added, input.workersMin, input.workersMax),
     stopSurplusNow: false,

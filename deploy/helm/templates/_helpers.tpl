@@ -256,6 +256,8 @@ message in the template's name). What install refuses, lint refuses too.
   value: {{ .Values.providerDriftCheckSeconds | quote }}
 - name: JOB_TIMEOUT_SECONDS
   value: {{ .Values.jobTimeoutSeconds | quote }}
+- name: JOB_START_DEADLINE_SECONDS
+  value: {{ .Values.startDeadlineSeconds | quote }}
 - name: UNCONFIRMED_SUBMISSION_POLICY
   value: {{ .Values.unconfirmedSubmissionPolicy | quote }}
 - name: MEDIA_PLANS

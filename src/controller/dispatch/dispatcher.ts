@@ -24,8 +24,10 @@ import {
   ceiling,
   freeSlots,
   initialWindow,
+  lowPriorityRoom,
   onAccepted,
   onThrottled,
+  scalerOf,
   windowSize,
   type EndpointCapacity,
   type WindowState,
@@ -91,11 +93,21 @@ class EndpointDispatch {
   readonly recentGrants: number[] = [];
   /** Account of each in-flight job, for a fair-share state rebuilt from them. */
   readonly accountOf = new Map<string, string>();
+  /** Jobs in flight or granted that are low priority (policy.lowPriority: they never scale the endpoint). */
+  readonly low = new Set<string>();
+  /** The workers /health showed up at the last look: what low-priority jobs may take. */
+  workersUp = { idle: 0, running: 0 };
   holdTimer?: NodeJS.Timeout;
 
   used(): number {
     let n = this.inFlight.size;
     for (const key of this.granted.keys()) if (!this.inFlight.has(key)) n++;
+    return n;
+  }
+
+  lowUsed(): number {
+    let n = 0;
+    for (const key of this.low) if (this.inFlight.has(key) || this.granted.has(key)) n++;
     return n;
   }
 }
@@ -194,6 +206,7 @@ export class Dispatcher {
         const d = this.at(now);
         d.inFlight.add(key);
         d.accountOf.set(key, accountKey(job));
+        if (priorityOf(job) === "low") d.low.add(key);
         d.ownMax = Math.max(d.ownMax, d.inFlight.size);
       }
       this.at(now).granted.delete(key);
@@ -220,6 +233,7 @@ export class Dispatcher {
     d.inFlight.delete(key);
     d.accountOf.delete(key);
     d.granted.delete(key);
+    d.low.delete(key);
     // A slot freed: the next jobs go now, not at the next tick.
     this.pump(endpointId);
   }
@@ -254,27 +268,45 @@ export class Dispatcher {
     if (!id) return;
     if (scaler) this.scalers.set(id, scaler);
     const d = this.at(id);
-    const before = this.ceilingOf(d, id);
+    // An endpoint whose scaler is no longer known has no window until it is again.
     d.capacity = this.capacityOf(ep, id);
     d.ownAtHealth = Math.max(d.ownMaxBefore, d.ownMax, d.inFlight.size);
     d.ownMaxBefore = d.ownMax;
     d.ownMax = d.inFlight.size;
     d.maxInFlight = maxInFlightOf(ep);
-    if (this.ceilingOf(d, id) > before) this.pump(id);
+    d.workersUp = workersUpOf(ep);
+    // More room (a higher ceiling, workers up for low-priority jobs): the waiting jobs go now.
+    this.pump(id);
   }
 
-  private capacityOf(ep: GpuEndpoint, id: string): EndpointCapacity {
-    const s = this.scalers.get(id);
-    const value = s?.scalerValue !== undefined && s.scalerValue > 0 ? s.scalerValue : 4;
+  /**
+   * The endpoint's capacity: its workersMax, its scaler (the provider's reading at the last look,
+   * else the one the GpuEndpoint's status recorded) and its /health counts. Undefined while the
+   * scaler is not known: no window is sized from a guess.
+   */
+  private capacityOf(ep: GpuEndpoint, id: string): EndpointCapacity | undefined {
+    const live = this.scalers.get(id);
+    const scaler = live
+      ? scalerOf(live.scalerType, live.scalerValue)
+      : scalerOf(ep.status?.scalerType, ep.status?.scalerValue);
+    if (!scaler) return undefined;
     return {
       workersMax: ep.status?.workersMax ?? ep.spec.maxWorkers,
-      scaler:
-        s?.scalerType === "REQUEST_COUNT"
-          ? { type: "REQUEST_COUNT", perWorker: value }
-          : { type: "QUEUE_DELAY", seconds: value },
+      scaler,
       inQueue: ep.status?.health?.jobsInQueue ?? 0,
       inProgress: ep.status?.health?.jobsInProgress ?? 0,
     };
+  }
+
+  /** The capacity is read from the endpoint the first time a job asks (a new leader's backlog). */
+  private seeCapacity(d: EndpointDispatch, ep: GpuEndpoint, id: string): void {
+    d.maxInFlight = maxInFlightOf(ep);
+    d.workersUp = workersUpOf(ep);
+    if (d.capacity !== undefined) return;
+    const capacity = this.capacityOf(ep, id);
+    if (!capacity) return;
+    d.capacity = capacity;
+    d.ownAtHealth = d.inFlight.size;
   }
 
   private ceilingOf(d: EndpointDispatch, _id: string): number {
@@ -293,8 +325,8 @@ export class Dispatcher {
     });
   }
 
-  private windowOf(d: EndpointDispatch, ceil: number): WindowState {
-    d.window ??= initialWindow(ceil);
+  private windowOf(d: EndpointDispatch): WindowState {
+    d.window ??= initialWindow();
     return d.window;
   }
 
@@ -306,19 +338,34 @@ export class Dispatcher {
     const id = ep.status!.endpointId!;
     const key = objectKey(job);
     const d = this.at(id);
-    if (d.capacity === undefined) {
-      d.capacity = this.capacityOf(ep, id);
-      d.ownAtHealth = d.inFlight.size;
-    }
-    d.maxInFlight = maxInFlightOf(ep);
+    this.seeCapacity(d, ep, id);
     if (d.inFlight.has(key) || d.granted.has(key)) return { granted: true };
     this.enqueue(job, key, id, d);
     const position = this.positionAt.get(key) ?? 0;
     this.grant(id, d, key);
     if (d.granted.has(key)) return { granted: true };
+    if (!d.capacity && d.maxInFlight === undefined)
+      return {
+        granted: false,
+        reason: "ScalerUnknown",
+        message:
+          `the autoscaler of endpoint ${id} is not known yet (scalerType ${ep.status?.scalerType ?? "not reported"}, ` +
+          `scalerValue ${ep.status?.scalerValue ?? "not reported"}): the in-flight window is sized from it, so the ` +
+          "job waits here until the endpoint is read (or spec.maxInFlight is set)",
+      };
     const ceil = this.ceilingOf(d, id);
-    const win = windowSize(this.windowOf(d, ceil), ceil, this.now());
+    const win = windowSize(this.windowOf(d), ceil, this.now());
     const held = d.window && this.now() < d.window.notBefore;
+    if (!held && ceil > 0 && priorityOf(job) === "low" && this.lowFree(d) <= 0)
+      return {
+        granted: false,
+        reason: "LowPriority",
+        message:
+          `a low-priority job does not make endpoint ${id} scale up (policy.lowPriority), so it takes only workers ` +
+          `that are up and free: ${d.workersUp.idle + d.workersUp.running} up, ${d.used() - d.lowUsed()} of our ` +
+          `normal jobs and ${d.lowUsed()} low ones in flight. It waits here, not at the provider, so no normal ` +
+          "job waits behind it there",
+      };
     return {
       granted: false,
       reason: held ? "Throttled" : ceil === 0 ? "NoCapacity" : "WindowFull",
@@ -363,11 +410,7 @@ export class Dispatcher {
     if (!ep || !id) return;
     const d = this.at(id);
     if (d.granted.has(key)) return;
-    if (d.capacity === undefined) {
-      d.capacity = this.capacityOf(ep, id);
-      d.ownAtHealth = d.inFlight.size;
-    }
-    d.maxInFlight = maxInFlightOf(ep);
+    this.seeCapacity(d, ep, id);
     this.enqueue(job, key, id, d);
     this.grant(id, d);
   }
@@ -379,7 +422,7 @@ export class Dispatcher {
     const ttl = this.o.grantTtlMs ?? 30_000;
     for (const [key, at] of d.granted) if (nowMs - at > ttl && !d.inFlight.has(key)) d.granted.delete(key);
     const ceil = this.ceilingOf(d, id);
-    const win = this.windowOf(d, ceil);
+    const win = this.windowOf(d);
     // RunPod's /run limit per endpoint (https://docs.runpod.io/serverless/endpoints/send-requests#rate-limits):
     // the grants of the last 10 s, each one /run, stay under it (a window of thousands refilled
     // at once, or jobs that end at once, would otherwise exceed it).
@@ -392,26 +435,61 @@ export class Dispatcher {
       else if (paced <= 0) this.pumpAt(id, d, d.recentGrants[0]! + RUN_LIMIT_WINDOW_MS - nowMs);
       return;
     }
-    const candidates: WaitingJob[] = [];
+    // Normal and high priority jobs of every account first: a low-priority job never holds one
+    // back. Then low-priority jobs, only into the room the workers up leave them (lowFree).
+    const normal: WaitingJob[] = [];
+    const low: WaitingJob[][] = [];
     for (const q of d.waiting.values()) {
+      const [n, l] = partition(q.values(), (j) => j.priority !== "low");
       // Within an account the pick takes at most `free` jobs: only those can come first.
-      candidates.push(...firstOf(q.values(), free));
+      normal.push(...firstOf(n, free));
+      if (l.length) low.push(l);
     }
-    if (candidates.length === 0) return;
+    const picked = this.pick(d, normal, free);
+    this.give(d, picked, nowMs, asking);
+    const lowFree = Math.min(free - picked.length, this.lowFree(d));
+    if (lowFree <= 0 || low.length === 0) return;
+    this.give(
+      d,
+      this.pick(
+        d,
+        low.flatMap((l) => firstOf(l, lowFree)),
+        lowFree,
+      ),
+      nowMs,
+      asking,
+    );
+  }
+
+  private pick(d: EndpointDispatch, candidates: WaitingJob[], n: number): WaitingJob[] {
+    if (candidates.length === 0 || n <= 0) return [];
     d.fair ??= fairShareState(this.inFlightByAccount(d), this.o.weights);
-    const { picked, state } = pickNext({
-      waiting: candidates,
-      n: free,
-      weights: this.o.weights,
-      state: d.fair,
-    });
+    const { picked, state } = pickNext({ waiting: candidates, n, weights: this.o.weights, state: d.fair });
     d.fair = state;
+    return picked;
+  }
+
+  private give(d: EndpointDispatch, picked: WaitingJob[], nowMs: number, asking?: string): void {
     for (const job of picked) {
       d.granted.set(job.id, nowMs);
+      if (job.priority === "low") d.low.add(job.id);
       d.recentGrants.push(nowMs);
       this.unwait(job.id);
       if (job.id !== asking) this.o.wake(job.id);
     }
+  }
+
+  /** How many more low-priority jobs the endpoint may take now (window.ts, lowPriorityRoom). */
+  private lowFree(d: EndpointDispatch): number {
+    const lowUsed = d.lowUsed();
+    const foreign = d.capacity ? Math.max(0, d.capacity.inQueue + d.capacity.inProgress - d.ownAtHealth) : 0;
+    const room = lowPriorityRoom({
+      workersIdle: d.workersUp.idle,
+      workersRunning: d.workersUp.running,
+      normalInFlight: d.used() - lowUsed,
+      foreign,
+    });
+    return room - lowUsed;
   }
 
   private inFlightByAccount(d: EndpointDispatch): Map<string, number> {
@@ -438,6 +516,7 @@ export class Dispatcher {
   release(endpointId: string, key: string): void {
     const d = this.endpoints.get(endpointId);
     if (!d?.granted.delete(key)) return;
+    if (!d.inFlight.has(key)) d.low.delete(key);
     this.pump(endpointId);
   }
 
@@ -445,14 +524,14 @@ export class Dispatcher {
   accepted(endpointId: string): void {
     const d = this.at(endpointId);
     const ceil = this.ceilingOf(d, endpointId);
-    d.window = onAccepted(this.windowOf(d, ceil), ceil);
+    d.window = onAccepted(this.windowOf(d), ceil);
   }
 
   /** The provider answered 429: the window halves, and nothing goes before Retry-After. */
   throttled(endpointId: string, retryAfterMs?: number): void {
     const d = this.at(endpointId);
     const ceil = this.ceilingOf(d, endpointId);
-    d.window = onThrottled(this.windowOf(d, ceil), ceil, this.now(), retryAfterMs ?? 1_000);
+    d.window = onThrottled(this.windowOf(d), ceil, this.now(), retryAfterMs ?? 1_000);
   }
 
   /** The endpoint as `kubectl media queue`, the metrics and the GpuEndpoint status show it. */
@@ -501,6 +580,19 @@ function firstOf(jobs: Iterable<WaitingJob>, n: number): WaitingJob[] {
     }
   }
   return best;
+}
+
+/** The jobs that pass `test`, and the others. */
+function partition<T>(items: Iterable<T>, test: (item: T) => boolean): [T[], T[]] {
+  const yes: T[] = [];
+  const no: T[] = [];
+  for (const item of items) (test(item) ? yes : no).push(item);
+  return [yes, no];
+}
+
+/** The workers /health showed idle or running at the endpoint's last look. */
+function workersUpOf(ep: GpuEndpoint): { idle: number; running: number } {
+  return { idle: ep.status?.health?.workersIdle ?? 0, running: ep.status?.health?.workersRunning ?? 0 };
 }
 
 function maxInFlightOf(ep: GpuEndpoint): number | undefined {

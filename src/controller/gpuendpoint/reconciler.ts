@@ -30,6 +30,7 @@ import {
 } from "./diagnosis.js";
 import type { ProviderView } from "./provider-view.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
+import { scalerOf } from "../../mediajob/window.js";
 
 export interface GpuEndpointDeps {
   api: KubeApi;
@@ -177,11 +178,13 @@ export class GpuEndpointReconciler {
         return finish(notReady("WorkersNotInSync", message), Math.min(this.d.tickMs, 5_000));
       }
     }
+    const { executionTimeoutMs: _t, scalerType: _s, scalerValue: _v, ...kept } = status;
     status = {
-      ...status,
+      ...kept,
       workersMin: live.workersMin,
       workersMax: live.workersMax,
       idleTimeoutSeconds: live.idleTimeout,
+      ...settingsOf(live),
     };
     set({
       type: "WorkersInSync",
@@ -189,6 +192,11 @@ export class GpuEndpointReconciler {
       reason: "InSync",
       message: `min ${live.workersMin}, max ${live.workersMax}, idle timeout ${live.idleTimeout}s`,
     });
+
+    // The in-flight window is sized from the endpoint's autoscaler: one not known is told, never
+    // taken for a default (the jobs wait in Kubernetes meanwhile, unless spec.maxInFlight is set).
+    const scaler = scalerCondition(live, ep.spec.maxInFlight);
+    set(scaler, byStatus(scaler));
 
     // 4. Health (informational: a sick endpoint still accepts jobs into its queue).
     try {
@@ -311,4 +319,45 @@ export class GpuEndpointReconciler {
       return { endpoint: created, by: "created" };
     }
   }
+}
+
+/** The endpoint's execution timeout and autoscaler, as the provider reports them (absent: not reported). */
+function settingsOf(live: Record<string, unknown>): {
+  executionTimeoutMs?: number;
+  scalerType?: string;
+  scalerValue?: number;
+} {
+  const num = (v: unknown): number | undefined =>
+    typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : undefined;
+  const timeout = num(live.executionTimeoutMs);
+  const value = num(live.scalerValue);
+  return {
+    ...(timeout !== undefined && { executionTimeoutMs: Math.floor(timeout) }),
+    ...(typeof live.scalerType === "string" && live.scalerType && { scalerType: live.scalerType }),
+    ...(value !== undefined && { scalerValue: value }),
+  };
+}
+
+/** ScalerKnown: whether the endpoint's autoscaler is one the in-flight window can be sized from. */
+function scalerCondition(live: Record<string, unknown>, maxInFlight: number | undefined): ConditionInput {
+  const scaler = scalerOf(live.scalerType, live.scalerValue);
+  if (scaler)
+    return {
+      type: "ScalerKnown",
+      status: "True",
+      reason: "ScalerKnown",
+      message: `${scaler.type} ${String(live.scalerValue)}`,
+    };
+  const seen = `scalerType ${JSON.stringify(live.scalerType ?? null)}, scalerValue ${JSON.stringify(live.scalerValue ?? null)}`;
+  return {
+    type: "ScalerKnown",
+    status: "False",
+    reason: "ScalerUnknown",
+    message:
+      `the provider reports ${seen}: not QUEUE_DELAY or REQUEST_COUNT with a positive value. ` +
+      (maxInFlight === undefined
+        ? "The in-flight window is sized from the scaler, so jobs wait in Kubernetes (Queued, ScalerUnknown) " +
+          "until it is known. Fix: set the endpoint's scaler at the provider, or spec.maxInFlight"
+        : `spec.maxInFlight (${maxInFlight}) sizes the window meanwhile`),
+  };
 }

@@ -9,8 +9,9 @@ import type { Facts, Plan, ProviderRead, SubmissionOutcome } from "../../mediajo
 import { providerReadDue } from "../../mediajob/processing.js";
 import { billedAccount, jobAccount, type AccountResolution } from "../../mediajob/tenancy.js";
 import type { SlotFact } from "../../mediajob/queued.js";
+import { providerWaitCause } from "../../mediajob/wait-cause.js";
 import { isProviderError } from "../../provider/index.js";
-import { accountFacts } from "../account-facts.js";
+import { accountFacts, usageCapReached } from "../account-facts.js";
 import type { MediaJobDeps } from "./deps.js";
 import { jobKey } from "./writes.js";
 
@@ -50,7 +51,14 @@ export async function gatherFacts(
       .list(ns)
       .some((e) => e.status?.endpointId === at && e.spec.idempotentWorkers === true);
   }
-  const due = providerReadDue(job, now.getTime(), settings.defaultTimeoutSeconds);
+  const at = job.status?.phase === "Processing" ? job.status.endpointId : undefined;
+  const ep = at ? d.endpoints.list(ns).find((e) => e.status?.endpointId === at) : undefined;
+  const wait =
+    ep?.status?.health && providerWaitCause(ep.status.health, ep.status.workersMax ?? ep.spec.maxWorkers);
+  if (wait) facts.providerWait = wait;
+  if (job.status?.phase === "Processing" && jobAccount(job))
+    facts.usageCapReached = usageCapReached(job, { ...d, plans: settings.plans }, now.getTime());
+  const due = providerReadDue(job, now.getTime(), settings.defaultTimeoutSeconds, facts.usageCapReached);
   if (due) facts.provider = await readProviderStatus(d, due.endpointId, due.providerJobId);
   return facts;
 }
