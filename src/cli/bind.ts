@@ -3,7 +3,8 @@
 // roles cannot write; the chart's operator-only policy refuses it to anyone but an operator. The
 // write carries the resourceVersion read, so two operators binding at once never lose one.
 import type { KubeApi, KubeObject } from "../k8s/api.js";
-import { isConflict } from "../k8s/errors.js";
+import { API_VERSION } from "../crds/common.js";
+import { isConflict, kubeError } from "../k8s/errors.js";
 import { ACCOUNT_ID, ACCOUNTS_ANNOTATION, accountsAnnotation, boundAccounts } from "../mediajob/tenancy.js";
 import type { CliContext } from "./context.js";
 import { CliError, EXIT_OK, UsageError } from "./errors.js";
@@ -61,10 +62,38 @@ export async function changeBinding(
           annotations: { [ACCOUNTS_ANNOTATION]: accountsAnnotation(after) ?? null },
         },
       });
+      if (change === "bind") await admittedAfterBinding(api, namespace, account);
       return { before, after };
     } catch (err) {
       if (!isConflict(err) || attempt >= 5) throw err;
     }
+  }
+}
+
+/**
+ * The admission policy reads Namespaces from the apiserver's cache, a moment behind the write: a
+ * bind returns once a MediaJob naming the account would be admitted there (a server-side dry run,
+ * nothing stored), so a job created right after is not refused. Bounded: the binding is written
+ * either way, and a cluster without the policy admits at once.
+ */
+async function admittedAfterBinding(api: KubeApi, namespace: string, account: string): Promise<void> {
+  const probe = {
+    apiVersion: API_VERSION,
+    kind: "MediaJob",
+    metadata: { generateName: "bind-probe-" },
+    spec: { workload: "asr", account },
+  };
+  const path = `${api.objectPath("mediajobs", namespace)}?dryRun=All`;
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline;) {
+    try {
+      await api.rawJson("POST", path, probe);
+      return;
+    } catch (err) {
+      const k = kubeError(err);
+      // Refused for another reason (no right to create jobs, a webhook): nothing to wait for.
+      if (k?.code !== 403 || !/is not bound to account/.test(k.message)) return;
+    }
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 
