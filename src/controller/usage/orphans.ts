@@ -133,37 +133,29 @@ export class OrphanFollower {
         let changed = false;
         for (const before of cur.status?.orphans ?? []) {
           let o = changes.get(keyOf(before))?.(before) ?? before;
-          if (o.usage && o.usage.counted !== true) {
-            // Counted in the write that marks it counted: never twice.
+          // Counted in the write that marks it counted: never twice.
+          const count = (u: NonNullable<OrphanedRun["usage"]>, kind: "used" | "reported") => {
+            const id = u.identifier ?? keyOf(o);
             usage = countedUsage({
               current: usage,
               uncounted: [
                 {
-                  id: o.usage.identifier ?? keyOf(o),
-                  kind: "used",
-                  seconds: o.usage.billedSeconds ?? 0,
-                  endedAt: o.usage.endedAt,
+                  id: kind === "used" ? id : `${id}+reported`,
+                  kind,
+                  seconds: u.billedSeconds ?? 0,
+                  endedAt: u.endedAt,
                 },
               ],
               live: new Set(usage?.counting ?? []),
               now: this.now(),
             });
+          };
+          if (o.usage && o.usage.counted !== true) {
+            count(o.usage, "used");
             o = { ...o, usage: { ...o.usage, counted: true } };
           }
           if (o.usage?.meter === "Reported" && o.usage.countedReported !== true) {
-            usage = countedUsage({
-              current: usage,
-              uncounted: [
-                {
-                  id: `${o.usage.identifier ?? keyOf(o)}+reported`,
-                  kind: "reported",
-                  seconds: o.usage.billedSeconds ?? 0,
-                  endedAt: o.usage.endedAt,
-                },
-              ],
-              live: new Set(usage?.counting ?? []),
-              now: this.now(),
-            });
+            count(o.usage, "reported");
             o = { ...o, usage: { ...o.usage, countedReported: true } };
           }
           if (o !== before) changed = true;
