@@ -150,20 +150,15 @@ export async function run(ctx: CliContext): Promise<number> {
   } else if (views.length === 0) {
     ctx.out.note(`No billing accounts in namespace "${accountNamespace}" and no job billed to one.`);
   } else {
-    const n = (v: number | undefined) => (v === undefined ? "-" : String(v));
     ctx.out.table(
       ["customer", "period", "used", "reported", "limit", "unreported", "oldest unreported", "refused"],
       views.map((v) => [
         v.customer,
-        v.periodStart === undefined
-          ? "-"
-          : `${v.periodStart.slice(0, 10)}..${v.periodEnd?.slice(0, 10) ?? ""}`,
+        periodCell(v),
         n(v.usedSeconds),
         n(v.reportedSeconds),
         n(v.limitSeconds),
-        `${v.unreportedSeconds} s (${v.unreportedAttempts})`,
-        v.oldestUnreportedMs === undefined ? "-" : humanDuration(v.oldestUnreportedMs),
-        String(v.refusedAttempts),
+        ...outboxCells(v),
       ]),
     );
     for (const v of views.filter(accountMissing))
@@ -181,6 +176,20 @@ export async function run(ctx: CliContext): Promise<number> {
   }
   return views.some((v) => v.refusedAttempts > 0 || accountMissing(v)) ? EXIT_PROBLEM : EXIT_OK;
 }
+
+/** A figure of the period, or "-" when unknown. */
+const n = (v: number | undefined): string => (v === undefined ? "-" : String(v));
+
+/** The period's dates, first day to last ("-" unknown). */
+const periodCell = (v: AccountUsageView): string =>
+  v.periodStart === undefined ? "-" : `${v.periodStart.slice(0, 10)}..${v.periodEnd?.slice(0, 10) ?? ""}`;
+
+/** The meter outbox's columns: unreported seconds (attempts), the oldest one's age, refused attempts. */
+const outboxCells = (v: AccountUsageView): string[] => [
+  `${v.unreportedSeconds} s (${v.unreportedAttempts})`,
+  v.oldestUnreportedMs === undefined ? "-" : humanDuration(v.oldestUnreportedMs),
+  String(v.refusedAttempts),
+];
 
 /** Usage waits to be counted into a BillingAccount that does not exist. */
 const accountMissing = (v: AccountUsageView): boolean => v.account === undefined && v.uncountedAttempts > 0;
@@ -242,7 +251,6 @@ function tenantView(
   } else if (views.length === 0) {
     ctx.out.note(`No job billed to an account in ${where}.`);
   } else {
-    const n = (v: number | undefined) => (v === undefined ? "-" : String(v));
     ctx.out.table(
       [
         "customer",
@@ -256,15 +264,11 @@ function tenantView(
       ],
       views.map((v) => [
         v.customer,
-        v.periodStart === undefined
-          ? "-"
-          : `${v.periodStart.slice(0, 10)}..${v.periodEnd?.slice(0, 10) ?? ""}`,
+        periodCell(v),
         n(v.usedSeconds),
         n(v.limitSeconds),
         String(v.jobsSeconds),
-        `${v.unreportedSeconds} s (${v.unreportedAttempts})`,
-        v.oldestUnreportedMs === undefined ? "-" : humanDuration(v.oldestUnreportedMs),
-        String(v.refusedAttempts),
+        ...outboxCells(v),
       ]),
     );
   }

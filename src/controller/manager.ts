@@ -8,6 +8,7 @@ import {
   BillingAccount,
   billingAccountName,
   customerAccount,
+  findAccount,
   type OrphanedRun,
 } from "../crds/billingaccount.js";
 import { GpuEndpoint } from "../crds/gpuendpoint.js";
@@ -402,10 +403,7 @@ export class Manager {
 
   /** The customer's BillingAccount in the cache (one of its name that is another customer's is not it). */
   private account(customerId: string): BillingAccount | undefined {
-    return customerAccount(
-      this.accounts.get(stateNamespace(this.o.env), billingAccountName(customerId)),
-      customerId,
-    );
+    return findAccount(this.accounts, stateNamespace(this.o.env), customerId);
   }
 
   /** The plan of an account's subscription, when plans are configured (src/mediajob/plans.ts). */
