@@ -6,6 +6,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { EnvSchema, fairShareWeights, parseEnv } from "../../src/config/env.js";
 import { accountBindingPolicy, operatorOnlyPolicy } from "../../src/crds/admission-policy.js";
+import { allRulesPolicies } from "../../src/crds/index.js";
 import {
   CHART_DIR,
   EXPECTED_RULES,
@@ -505,15 +506,22 @@ describe("helm template, options", () => {
     expect(env.get("LEADER_ELECTION_ID")?.value).toBe(leaseName("media-jobs"));
   });
 
-  it("the CRD release renders the four CRDs and the account-binding policy only, the CRDs kept on uninstall", () => {
+  it("the CRD release renders the four CRDs, their rules and the account-binding policy only, the CRDs kept on uninstall", () => {
     const all = helmTemplate("media-orchestrator-crds", "media-system", ["--set", "crds.only=true"]);
     expect(kinds(all.filter((o) => o.kind !== "CustomResourceDefinition"))).toEqual([
       "ClusterRole",
       "ClusterRole",
       "ClusterRole",
-      "ValidatingAdmissionPolicy",
-      "ValidatingAdmissionPolicyBinding",
+      ...Array<string>(5).fill("ValidatingAdmissionPolicy"),
+      ...Array<string>(5).fill("ValidatingAdmissionPolicyBinding"),
     ]);
+    // Each resource's rules as src/crds/rules-policy.ts writes them.
+    const rules = allRulesPolicies() as Manifest[];
+    for (const expected of rules) {
+      const { labels: _labels, ...metadata } = one(all, expected.kind, expected.metadata.name).metadata;
+      expect({ ...one(all, expected.kind, expected.metadata.name), metadata }).toEqual(expected);
+    }
+    expect(rules.map((r) => r.metadata.name)).toContain("media-orchestrator-mediajob-rules");
     const objs = find(all, "CustomResourceDefinition");
     expect(objs.map((o) => o.metadata.name).sort()).toEqual(
       ["billingaccounts", "gpuendpoints", "mediajobs", "paymentevents"].map(
@@ -591,8 +599,15 @@ describe("helm template, options", () => {
       find(
         helmTemplate("mo", "media", ["--set", "tenancy.operatorOnlyPolicy=false"]),
         "ValidatingAdmissionPolicy",
-      ).map((p) => p.metadata.name),
-    ).toEqual(["media-orchestrator-account-binding"]);
+      )
+        .map((p) => p.metadata.name)
+        .sort(),
+    ).toEqual([
+      "media-orchestrator-account-binding",
+      ...["billingaccount", "gpuendpoint", "mediajob", "paymentevent"].map(
+        (k) => `media-orchestrator-${k}-rules`,
+      ),
+    ]);
   });
 
   it("tenancy: the CRD release's binding policy requires an account when plans or metering are set", () => {
@@ -600,6 +615,7 @@ describe("helm template, options", () => {
       const policy = one<Manifest & { spec: { variables: Array<{ name: string; expression: string }> } }>(
         helmTemplate("media-orchestrator-crds", "media-system", ["--set", "crds.only=true", ...args]),
         "ValidatingAdmissionPolicy",
+        "media-orchestrator-account-binding",
       );
       const { labels: _labels, ...metadata } = policy.metadata;
       const flag = policy.spec.variables.find((v) => v.name === "requireAccount")!.expression;
