@@ -58,7 +58,7 @@ export interface CeilingInput {
   capacity: EndpointCapacity;
   /** Our jobs submitted and not finished on this endpoint. */
   ownInFlight: number;
-  /** A job's typical run, seconds (the provider's executionTime, or an estimate). */
+  /** A job's typical run, seconds (the provider's executionTime, or an estimate): its queue wait excluded. */
   jobSeconds: number;
   /** How often, at worst, the controller notices a finished job and submits the next, seconds. */
   tickSeconds: number;
@@ -73,10 +73,15 @@ export interface CeilingInput {
  *   need workersMax × perWorker jobs at the provider: that many is the ceiling. The queue this
  *   leaves is the scaler's price: each worker has perWorker − 1 jobs waiting behind its own.
  * - QUEUE_DELAY adds a worker for a job that waits longer than its threshold, so a burst scales to
- *   workersMax when workersMax jobs are at the provider and those past the running workers wait.
- *   On top of workersMax, a headroom of the jobs that finish during one controller tick
- *   (workersMax × tick / jobSeconds, at least 1) keeps a freed worker from idling until the
- *   controller's next submission. Those jobs wait about one tick at the provider, no longer.
+ *   workersMax when workersMax jobs are at the provider and those past the running workers wait
+ *   past the threshold. On top of workersMax, a headroom of the jobs that finish during the longer
+ *   of one controller tick and the scaler's threshold (workersMax × that / jobSeconds, at least 1):
+ *   the tick's share keeps a freed worker from idling until the controller's next submission; the
+ *   threshold's keeps the job at the head of the provider's queue waiting past the threshold while
+ *   fewer than workersMax workers run (k workers take the queued jobs in jobSeconds / k each), or
+ *   a scaler that adds one worker per threshold period (RunPod's earlier reading) stops adding
+ *   them short of workersMax once jobs are shorter than the threshold. Those jobs wait about that
+ *   long at the provider, no longer.
  *
  * Other clients' jobs at the endpoint (what /health counts beyond our own in flight) use the same
  * workers, so they come off the ceiling. workersMax = 0 runs nothing: the ceiling is 0 and jobs
@@ -92,8 +97,9 @@ export function ceiling(input: CeilingInput): number {
   if (capacity.scaler.type === "REQUEST_COUNT") {
     own = workers * Math.max(1, Math.floor(capacity.scaler.perWorker));
   } else {
-    const perTick = input.jobSeconds > 0 ? (workers * input.tickSeconds) / input.jobSeconds : workers;
-    own = workers + Math.max(1, Math.ceil(perTick));
+    const span = Math.max(input.tickSeconds, capacity.scaler.seconds);
+    const headroom = input.jobSeconds > 0 ? (workers * span) / input.jobSeconds : workers;
+    own = workers + Math.max(1, Math.ceil(headroom));
   }
   const foreign = Math.max(0, capacity.inQueue + capacity.inProgress - input.ownInFlight);
   return Math.max(1, own - foreign);
