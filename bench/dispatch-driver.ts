@@ -16,23 +16,21 @@ import {
   queueAllowanceMs,
   startDeadlineExceeded,
 } from "../src/mediajob/start-deadline.js";
-import { statusView, type Engine, type Job as ProviderJob } from "../tools/simulator/engine.js";
 import { withRecordedUsage } from "../src/mediajob/usage.js";
+import { statusView, type Engine, type Job as ProviderJob } from "../tools/simulator/engine.js";
 
 /** How long a work-queue pass takes from its key being added to its write (and /run) being done. */
-export const PASS_MS = 50;
+const PASS_MS = 50;
 /** How long from the provider ending a job to the sidecar's write of its callback in the cache. */
-export const CALLBACK_MS = 50;
+const CALLBACK_MS = 50;
 /** How long the GpuEndpoint look takes (its /health read). */
-export const LOOK_MS = 200;
+const LOOK_MS = 200;
 
 export interface DriverOptions {
   engine: Engine;
   endpointId: string;
   /** FAIR_SHARE_WINDOW: the Dispatcher gates every submission; false: every job is submitted. */
   window: boolean;
-  /** RESYNC_INTERVAL_SECONDS: every object is reconciled (and each endpoint looked at) this often. */
-  resyncSeconds: number;
   /** FAIR_SHARE_TICK_SECONDS and FAIR_SHARE_JOB_SECONDS. */
   fairShareTickSeconds: number;
   fairShareJobSeconds: number;
@@ -43,7 +41,6 @@ export interface DriverOptions {
 
 export interface JobRecord {
   job: MediaJob;
-  createdAt: number;
   endedAt?: number;
   /** A read showed the current attempt started (the Started condition, start-deadline.ts). */
   started?: boolean;
@@ -138,6 +135,11 @@ export class ControllerStandIn {
     });
   }
 
+  /** manager.ts: a GpuEndpoint's change event queues its reconcile, which looks at the endpoint. */
+  endpointChanged(): void {
+    setTimeout(() => this.look(), LOOK_MS);
+  }
+
   /** A MediaJob is created: the informer's add event, then its first pass. */
   create(account: string, priority: "low" | "normal"): string {
     const name = `job-${String(this.#seq++).padStart(5, "0")}`;
@@ -163,7 +165,7 @@ export class ControllerStandIn {
       status: { phase: "Pending", account },
     };
     const key = `${NAMESPACE}/${name}`;
-    this.jobs.set(key, { job, createdAt: Date.now() });
+    this.jobs.set(key, { job });
     // manager.ts: jobs.on(event => dispatcher.observe(event, job)), then the key is queued.
     this.dispatcher?.observe("add", job);
     this.#enqueue(key);

@@ -100,7 +100,6 @@ function run(s: Scenario, o: ReplayOptions, clock: ReturnType<typeof FakeTimers.
     engine,
     endpointId: ENDPOINT_ID,
     window: o.window,
-    resyncSeconds: o.resyncSeconds,
     fairShareTickSeconds: o.fairShareTickSeconds,
     fairShareJobSeconds: o.fairShareJobSeconds,
     scalerInStatus: !s.backlogAtLeaderStart,
@@ -146,19 +145,20 @@ function run(s: Scenario, o: ReplayOptions, clock: ReturnType<typeof FakeTimers.
   for (const b of s.batches)
     if (!(s.backlogAtLeaderStart && !b.atSeconds))
       setTimeout(() => createBatch(b), (b.atSeconds ?? 0) * 1000);
+  // manager.ts: the tick (RESYNC_INTERVAL_SECONDS) reconciles every object again.
   setInterval(() => driver.resync(), o.resyncSeconds * 1000);
   if (s.crashLoopUntilSeconds !== undefined)
     setTimeout(() => (faults.crashLoopWorkers = false), s.crashLoopUntilSeconds * 1000);
   const raise = s.raiseWorkersMax;
   if (raise)
     setTimeout(() => {
-      // spec.maxWorkers raised: the GpuEndpoint's change event reconciles it at once, which sets
-      // the provider's workersMax and looks at the endpoint (manager.ts: endpoint events).
+      // spec.maxWorkers raised: the GpuEndpoint reconcile sets the provider's workersMax (done here
+      // at once) and looks at the endpoint.
       engine.upsertEndpoint({ ...config, workersMax: raise.to });
       target = raise.to;
       since = Date.now();
       reachedAt = undefined;
-      setTimeout(() => driver.look(), 200);
+      driver.endpointChanged();
     }, raise.atSeconds * 1000);
 
   const cap = t0 + o.capSeconds * 1000;

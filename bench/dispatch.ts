@@ -123,9 +123,8 @@ function targetsOf(s: Scenario, row: DispatchRow, on: ReplayMeasures, off: Repla
       `${on.startDeadlineExceeded}), so it finished fewer jobs sooner`;
   else if (!drain.met && row.normalJobsDoneSeconds)
     drain.note =
-      "the off run's normal jobs waited at the provider behind the low ones, and the scaler added workers " +
-      "for them that ran the low jobs; with the window the low jobs never make the endpoint scale " +
-      "(policy.lowPriority) and take only the workers the normal jobs brought up";
+      `the off run's normal jobs waited behind the low ones at the provider (done after ${row.normalJobsDoneSeconds.off} s, ` +
+      `the window on: ${row.normalJobsDoneSeconds.on} s); low jobs never make the endpoint scale (policy.lowPriority)`;
   out.push(drain);
   // workersMax is a target where the scenario's normal jobs can keep workersMax busy.
   if (!row.normalJobsDoneSeconds) {

@@ -482,7 +482,14 @@ function dispatchSection(d: Json): string[] {
       "2 × (cold start + job) of the off run; every job completes once, none lost or stuck, except in the " +
       "crash-loop scenario, where each job completes after the recovery or ends `StartDeadlineExceeded`.",
     "",
-    ...(missed.length ? ["Targets missed, and why:", "", ...missed, ""] : []),
+    ...(missed.length
+      ? [
+          "Targets missed (read in [benchmarks-notes.md](benchmarks-notes.md#the-dispatch-scenarios-read)):",
+          "",
+          ...missed,
+          "",
+        ]
+      : []),
   ];
 }
 
