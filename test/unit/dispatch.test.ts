@@ -400,6 +400,11 @@ describe("a window that follows what scales the endpoint", () => {
     // 10 workers + ceil(10 × 4 s threshold / 2 s): the jobs at the head of the provider's queue
     // wait past the threshold while workers are short (12 s would give 10 + ceil(40 / 12) = 14).
     expect(d.view("ep-1").window).toBe(30);
+    // Once /health shows workersMax workers up, no more need the scaler: a tick's completions.
+    const up = endpoint({}, 10);
+    up.status!.health = { jobsInQueue: 0, jobsInProgress: 0, workersIdle: 1, workersRunning: 9 };
+    d.observeEndpoint(up);
+    expect(d.view("ep-1").window).toBe(20);
   });
 });
 

@@ -44,6 +44,12 @@ describe("ceiling", () => {
       input({}, { jobSeconds: 2, tickSeconds: 6 }),
       40,
     ],
+    [
+      "QUEUE_DELAY, workersMax workers up: a tick's completions",
+      input({ workersUp: 10 }, { jobSeconds: 2 }),
+      15,
+    ],
+    ["QUEUE_DELAY, fewer up: the threshold's", input({ workersUp: 9 }, { jobSeconds: 2 }), 30],
     ["REQUEST_COUNT 4: workersMax x 4", input({ scaler: rc(4) }), 40],
     ["REQUEST_COUNT 1: one job per worker", input({ scaler: rc(1) }), 10],
     ["workersMax 0: nothing runs, nothing is sent", input({ workersMax: 0 }), 0],
@@ -89,7 +95,7 @@ describe("ceiling", () => {
     );
   });
 
-  it("QUEUE_DELAY: a full window leaves jobs waiting past the running workers, so the scaler reaches workersMax; the provider's queue stays within a tick's or a threshold's work", () => {
+  it("QUEUE_DELAY: a full window leaves jobs waiting past the running workers, so the scaler reaches workersMax; once all are up the provider's queue stays within one tick of work", () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 200 }),
@@ -113,10 +119,9 @@ describe("ceiling", () => {
             queued: Array.from({ length: queued }, () => ({ waitedMs: 4_001, lowPriority: false })),
           });
           expect(d.target).toBe(workersMax);
-          // ...and once all run, what waits at the provider is what finishes in the longer of one
-          // tick and the 4 s threshold (or 1).
-          const span = Math.max(tickSeconds, 4);
-          expect(c - workersMax).toBe(Math.max(1, Math.ceil((workersMax * span) / jobSeconds)));
+          // ...and once all are up, what waits at the provider is what finishes in one tick (or 1).
+          const up = ceiling(input({ workersMax, workersUp: workersMax }, { jobSeconds, tickSeconds }));
+          expect(up - workersMax).toBe(Math.max(1, Math.ceil((workersMax * tickSeconds) / jobSeconds)));
         },
       ),
     );
@@ -132,7 +137,9 @@ describe("ceiling", () => {
         fc.integer({ min: 1, max: 200 }),
         (workersMax, jobSeconds, tickSeconds, threshold, running) => {
           const k = Math.min(running, workersMax - 1);
-          const c = ceiling(input({ workersMax, scaler: qd(threshold) }, { jobSeconds, tickSeconds }));
+          const c = ceiling(
+            input({ workersMax, scaler: qd(threshold), workersUp: k }, { jobSeconds, tickSeconds }),
+          );
           // k workers take the c - k queued jobs first in first out, one every jobSeconds / k: the
           // last one submitted waits that long for all of them before a worker takes it.
           const headWaitSeconds = ((c - k) * jobSeconds) / k;

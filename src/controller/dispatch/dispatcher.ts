@@ -293,6 +293,9 @@ export class Dispatcher {
       scaler,
       inQueue: ep.status?.health?.jobsInQueue ?? 0,
       inProgress: ep.status?.health?.jobsInProgress ?? 0,
+      ...(ep.status?.health && {
+        workersUp: (ep.status.health.workersIdle ?? 0) + (ep.status.health.workersRunning ?? 0),
+      }),
     };
   }
 
