@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import { z } from "zod";
 import { WORKLOADS } from "./outputs.js";
+import { DEFAULT_GPU_PRICES_MICROS } from "./worker-ledger.js";
 
 // The simulator's options, and the zod schemas that check the ones arriving over HTTP or from the
 // command line. Durations are simulated milliseconds (multiplied by timeScale) unless a name says
@@ -141,6 +142,11 @@ export interface SimulatorOptions {
   coldStartMs?: number;
   /** Job execution, simulated ms (+-20% per job, derived from the seed). Default 3000. */
   executionMs?: number;
+  /**
+   * Per-second price of one GPU by pool id (gpuIds / gpu.pools), integer micro-USD; merged over
+   * the defaults (worker-ledger.ts). The provider bills worker time at the endpoint's first pool.
+   */
+  gpuPricesMicros?: Record<string, number>;
   /** How long a terminal job stays readable before status answers 404. Default 30 min (RunPod /run). */
   statusRetentionMs?: number;
   /** Gap between callback attempts, simulated ms. Default 10000 (RunPod: 3 attempts, 10 s apart). */
@@ -175,6 +181,7 @@ export interface ResolvedOptions {
   seed: number;
   coldStartMs: number;
   executionMs: number;
+  gpuPricesMicros: Readonly<Record<string, number>>;
   statusRetentionMs: number;
   callbackRetryDelayMs: number;
   callbackAttempts: number;
@@ -192,6 +199,7 @@ export function resolveOptions(opts: SimulatorOptions): ResolvedOptions {
     seed: opts.seed ?? 1,
     coldStartMs: opts.coldStartMs ?? 2_000,
     executionMs: opts.executionMs ?? 3_000,
+    gpuPricesMicros: { ...DEFAULT_GPU_PRICES_MICROS, ...opts.gpuPricesMicros },
     statusRetentionMs: opts.statusRetentionMs ?? 30 * 60_000,
     callbackRetryDelayMs: opts.callbackRetryDelayMs ?? 10_000,
     callbackAttempts: Math.max(1, opts.callbackAttempts ?? 3),
