@@ -221,12 +221,36 @@ describe("Billing Meters over the official stripe library", () => {
     expect(await summed(stripe, "cus_a")).toBe(3);
   });
 
-  it("injected 500s before any work are retried by the library and record the event once", async () => {
-    const s = await sim({ faults: { paymentServerErrorsFirst: 2 } });
-    const stripe = stripeFor(s, { maxNetworkRetries: 3 });
-    await stripe.billing.meterEvents.create(event("cus_a", 6, "r1"));
-    expect(s.billingStats()).toMatchObject({ meterEventCalls: 1, serverErrors: 2 });
-    expect(await summed(stripe, "cus_a")).toBe(6);
+  it("a 500 is saved under its Idempotency-Key and replayed for it; a new key with the same identifier records once", async () => {
+    const s = await sim({ faults: { paymentServerErrorsFirst: 1 } });
+    // The library retries with the key it made for the request: Stripe answers the saved 500.
+    const lib = await rejection(
+      stripeFor(s, { maxNetworkRetries: 2 }).billing.meterEvents.create(event("cus_a", 6, "r0")),
+    );
+    expect(lib.statusCode).toBe(500);
+    expect(s.billingStats()).toMatchObject({ serverErrors: 1, idempotentReplays: 2 });
+    s.setFaults({ paymentServerErrorsFirst: 1 });
+    const stripe = stripeFor(s);
+    const first = await rejection(
+      stripe.billing.meterEvents.create(event("cus_a", 6, "r1"), { idempotencyKey: "k-r1" }),
+    );
+    expect(first.statusCode).toBe(500);
+    // The outage is over, but the key keeps its 500, a day less an hour later too.
+    s.advancePaymentClock(23 * 3600 * 1000);
+    const again = await rejection(
+      stripe.billing.meterEvents.create(event("cus_a", 6, "r1"), { idempotencyKey: "k-r1" }),
+    );
+    expect(again.statusCode).toBe(500);
+    expect(again.headers?.["idempotent-replayed"]).toBe("true");
+    expect(s.meterEvents()).toEqual([]);
+    // A new key for the retry: the event is recorded; its identifier still refuses a third copy.
+    await stripe.billing.meterEvents.create(event("cus_a", 6, "r1"), { idempotencyKey: "k-r1-retry-1" });
+    const dup = await rejection(
+      stripe.billing.meterEvents.create(event("cus_a", 6, "r1"), { idempotencyKey: "k-r1-retry-2" }),
+    );
+    expect(dup.message).toBe("An event already exists with identifier r1.");
+    expect(dup.param).toBeUndefined();
+    expect(s.meterEvents().map((e) => [e.identifier, e.value])).toEqual([["r1", 6]]);
   });
 
   it("a lost answer hides a recorded event: the identifier refuses the resend, the Idempotency-Key replays the answer", async () => {

@@ -124,9 +124,7 @@ export class BillingApi {
     if (area !== "billing") return undefined;
     const method = req.method ?? "GET";
     if (version === "v1" && resource === "meter_events" && parts.length === 3)
-      return method === "POST"
-        ? this.#guarded(req, true, (key) => this.#createEvent(req, key))
-        : notAllowed();
+      return method === "POST" ? this.#eventCall(req) : notAllowed();
     if (version === "v1" && resource === "meters" && parts.length === 3) {
       if (method === "GET") return this.#guarded(req, false, () => Promise.resolve(this.#listMeters()));
       if (method === "POST")
@@ -159,18 +157,14 @@ export class BillingApi {
   }
 
   /** Faults and authentication for the API-key routes, in the order a real edge applies them. */
-  async #guarded(
-    req: IncomingMessage,
-    createsEvent: boolean,
-    handler: (key: string) => Promise<Reply>,
-  ): Promise<Reply> {
+  async #guarded(req: IncomingMessage, createsEvent: boolean, handler: () => Promise<Reply>): Promise<Reply> {
     this.stats.requests++;
     const key = requestKey(req, new URL("http://x"), false);
     if (key === undefined || !this.#ctx.opts.paymentApiKeys.has(key))
       return stripeError(401, { type: "invalid_request_error", message: "Invalid API Key provided." });
     const early = this.#faultBefore();
     if (early !== undefined && early !== "failAfter") return early;
-    return this.#faultAfter(createsEvent, early === "failAfter", await handler(key));
+    return this.#faultAfter(createsEvent, early === "failAfter", await handler());
   }
 
   /** Faults answered before any work: rate limit, counted outage, refused 5xx; "failAfter": a 5xx after the work. */
@@ -204,12 +198,21 @@ export class BillingApi {
     return reply;
   }
 
-  async #createEvent(req: IncomingMessage, apiKey: string): Promise<Reply> {
-    this.stats.meterEventCalls++;
+  /**
+   * POST /v1/billing/meter_events with Stripe's idempotent requests
+   * (https://docs.stripe.com/api/idempotent_requests): the status and body of the first request
+   * made with an Idempotency-Key are saved "regardless of whether it succeeds or fails", 500s
+   * included, and every later request with that key gets them back (header Idempotent-Replayed)
+   * for 24 hours; the same key with other parameters is refused. Nothing is saved when the request
+   * never began executing: a parameter that fails validation, a request conflicting with a
+   * concurrent one, a rate limit.
+   */
+  async #eventCall(req: IncomingMessage): Promise<Reply> {
+    this.stats.requests++;
+    const apiKey = requestKey(req, new URL("http://x"), false);
+    if (apiKey === undefined || !this.#ctx.opts.paymentApiKeys.has(apiKey))
+      return stripeError(401, { type: "invalid_request_error", message: "Invalid API Key provided." });
     const text = await readText(req, BODY_LIMIT);
-    const params = parseForm(text);
-    // Stripe replays a request's first answer for a repeated Idempotency-Key with the same
-    // parameters, and refuses it with other parameters (https://docs.stripe.com/api/idempotent_requests).
     const idemHeader = req.headers["idempotency-key"];
     const idemKey =
       typeof idemHeader === "string" && idemHeader !== "" ? `${apiKey}\u0000${idemHeader}` : undefined;
@@ -223,9 +226,31 @@ export class BillingApi {
             message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idemHeader as string}' if you meant to execute a different request.`,
           });
         this.stats.idempotentReplays++;
-        return { ...prior.reply, headers: { ...prior.reply.headers, "idempotent-replayed": "true" } };
+        // A replayed answer crosses the same network: it can be lost too.
+        return this.#faultAfter(true, false, {
+          ...prior.reply,
+          headers: { ...prior.reply.headers, "idempotent-replayed": "true" },
+        });
       }
     }
+    const save = (reply: Reply): Reply => {
+      if (idemKey !== undefined && (reply.status === 200 || reply.status >= 500)) {
+        const now = this.#store.now();
+        for (const [k, v] of this.#idempotent)
+          if (now - v.at >= IDEMPOTENCY_TTL_S) this.#idempotent.delete(k);
+        const { lost: _lost, ...saved } = reply;
+        this.#idempotent.set(idemKey, { params: canonical, reply: saved, at: now });
+      }
+      return reply;
+    };
+    const early = this.#faultBefore();
+    if (early !== undefined && early !== "failAfter") return save(early);
+    return save(this.#faultAfter(true, early === "failAfter", await this.#createEvent(text)));
+  }
+
+  async #createEvent(text: string): Promise<Reply> {
+    this.stats.meterEventCalls++;
+    const params = parseForm(text);
     const input: EventInput = {
       eventName: params.event_name,
       identifier: params.identifier,
@@ -249,7 +274,7 @@ export class BillingApi {
       const recorded = this.#store.record(checked.draft, "v1");
       if (!recorded.ok) return invalid(recorded.problem, { "stripe-should-retry": "false" });
       const e = recorded.event;
-      const reply = json(200, {
+      return json(200, {
         object: "billing.meter_event",
         created: e.created,
         event_name: e.eventName,
@@ -258,13 +283,6 @@ export class BillingApi {
         payload: params.payload,
         timestamp: e.timestamp,
       });
-      if (idemKey !== undefined) {
-        const now = this.#store.now();
-        for (const [k, v] of this.#idempotent)
-          if (now - v.at >= IDEMPOTENCY_TTL_S) this.#idempotent.delete(k);
-        this.#idempotent.set(idemKey, { params: canonical, reply, at: now });
-      }
-      return reply;
     } finally {
       this.#inFlight.delete(lock);
     }

@@ -5,7 +5,8 @@ import type { Rng } from "./random.js";
 // but matched no meter. Rules follow Stripe's public API reference:
 // - an event's `timestamp` is "within the past 35 calendar days or up to 5 minutes in the future";
 // - an `identifier` is unique "within a rolling period of at least 24 hours" (here exactly 24 h
-//   from the first event that used it); a repeat inside it is refused with a 400;
+//   from the first event that used it); a repeat inside it is refused with a 400
+//   invalid_request_error "An event already exists with identifier …", without `param`;
 // - summaries aggregate events whose timestamp is in [start_time, end_time), both on minute
 //   boundaries (https://docs.stripe.com/api/billing/meter-event-summary/list).
 // Time is real time plus an offset tests can advance (advance()), so a day can pass in a test.
@@ -288,10 +289,10 @@ export class MeterStore {
     if (this.seen(draft.identifier))
       return {
         ok: false,
-        problem: {
-          message: `An event already exists with identifier ${draft.identifier}.`,
-          param: "identifier",
-        },
+        // Stripe's answer names neither a param nor a code: a 400 invalid_request_error with this
+        // message and Stripe-Should-Retry: false (as reported in
+        // https://github.com/langfuse/langfuse/pull/16292).
+        problem: { message: `An event already exists with identifier ${draft.identifier}.` },
         errorCode: "duplicate_meter_event",
       };
     const created = this.now();

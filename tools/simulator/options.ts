@@ -68,11 +68,16 @@ export const FaultsSchema = z.strictObject({
     .strictObject({ ms: z.number().min(0), rate: rate.optional(), first: z.number().int().min(0).optional() })
     .optional(),
   /**
-   * Payment API (Billing Meters): probability of a 500 answer. Half are refused before any work,
-   * half answered after the work was done (a meter event recorded, its answer a 500).
+   * Payment API (Billing Meters): probability of a 500 answer. Half fail before any work, half
+   * after the work was done (a meter event recorded, its answer a 500). Either way the API began
+   * executing: a meter event call's 500 is saved under its Idempotency-Key and replayed to every
+   * request with that key for 24 hours, as Stripe does (https://docs.stripe.com/api/idempotent_requests).
    */
   paymentServerErrors: rate.optional(),
-  /** The next N payment API requests answer 500 with nothing recorded: an outage of a known length. */
+  /**
+   * The next N payment API requests answer 500 with nothing recorded: an outage of a known length.
+   * A meter event call's 500 is saved under its Idempotency-Key as above.
+   */
   paymentServerErrorsFirst: z.number().int().min(0).optional(),
   /** Probability that a meter event call (v1 event or v2 batch) is recorded and its answer lost (connection reset). */
   lostMeterEventAnswers: rate.optional(),
