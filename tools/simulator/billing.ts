@@ -9,6 +9,7 @@ import type { Faults } from "./options.js";
 // `stripe` library works against it with only its host changed:
 //   POST /v1/billing/meter_events              form-encoded, one event, validated at once
 //   GET  /v1/billing/meters                    POST creates one; GET /v1/billing/meters/{id}
+//   POST /v1/billing/meters/{id}/deactivate    and /reactivate
 //   GET  /v1/billing/meters/{id}/event_summaries?customer=&start_time=&end_time=
 //   POST /v2/billing/meter_event_session       a token valid 15 minutes
 //   POST /v2/billing/meter_event_stream        JSON, up to 100 events, validated afterwards
@@ -136,6 +137,16 @@ export class BillingApi {
     if (version === "v1" && resource === "meters" && id !== undefined && parts.length === 4)
       return method === "GET"
         ? this.#guarded(req, false, () => Promise.resolve(this.#retrieveMeter(id)))
+        : notAllowed();
+    if (
+      version === "v1" &&
+      resource === "meters" &&
+      id !== undefined &&
+      (sub === "deactivate" || sub === "reactivate") &&
+      parts.length === 5
+    )
+      return method === "POST"
+        ? this.#guarded(req, false, () => Promise.resolve(this.#setActive(id, sub === "reactivate")))
         : notAllowed();
     if (
       version === "v1" &&
@@ -320,17 +331,37 @@ export class BillingApi {
         param: "default_aggregation[formula]",
         code: "parameter_invalid_string",
       });
-    for (const [p, key] of [
-      ["customer_mapping", "stripe_customer_id"],
-      ["value_settings", "value"],
-    ] as const) {
+    // customer_mapping needs both its event_payload_key and type by_id; value_settings its key;
+    // event_time_window is hour or day (https://docs.stripe.com/api/billing/meter/create).
+    const keys: Record<"customer_mapping" | "value_settings", string | undefined> = {
+      customer_mapping: undefined,
+      value_settings: undefined,
+    };
+    for (const p of ["customer_mapping", "value_settings"] as const) {
       const v = params[p];
-      if (v !== undefined && (!isRecord(v) || (v.event_payload_key ?? key) !== key))
+      if (v === undefined) continue;
+      const key = isRecord(v) ? v.event_payload_key : undefined;
+      if (typeof key !== "string" || key === "" || key.length > 100)
         return invalid({
-          message: `The simulator supports only the default ${p} (event_payload_key ${key}).`,
-          param: p,
+          message: `Missing required param: ${p}[event_payload_key].`,
+          param: `${p}[event_payload_key]`,
+          code: "parameter_missing",
         });
+      if (p === "customer_mapping" && isRecord(v) && v.type !== "by_id")
+        return invalid({
+          message: "Invalid customer_mapping[type]: must be by_id",
+          param: "customer_mapping[type]",
+          code: v.type === undefined ? "parameter_missing" : "parameter_invalid_string",
+        });
+      keys[p] = key;
     }
+    const window = params.event_time_window;
+    if (window !== undefined && window !== "hour" && window !== "day")
+      return invalid({
+        message: "Invalid event_time_window: must be one of day or hour",
+        param: "event_time_window",
+        code: "parameter_invalid_string",
+      });
     const eventName = params.event_name as string;
     if (this.#store.meterFor(eventName) !== undefined)
       return invalid({
@@ -343,8 +374,23 @@ export class BillingApi {
         displayName: params.display_name as string,
         eventName,
         formula: formula as Formula,
+        ...(keys.customer_mapping !== undefined && { customerKey: keys.customer_mapping }),
+        ...(keys.value_settings !== undefined && { valueKey: keys.value_settings }),
+        ...(window !== undefined && { eventTimeWindow: window }),
       }),
     );
+  }
+
+  /** POST /v1/billing/meters/{id}/deactivate | reactivate: a meter stops or starts aggregating. */
+  #setActive(id: string, active: boolean): Reply {
+    const meter = this.#store.meter(id);
+    if (meter === undefined) return noSuchMeter(id);
+    if (active && meter.status !== "active" && this.#store.meterFor(meter.event_name) !== undefined)
+      return invalid({
+        message: `An active meter with event_name ${meter.event_name} already exists.`,
+        param: "event_name",
+      });
+    return json(200, this.#store.setActive(id, active));
   }
 
   #summaries(id: string, url: URL): Reply {

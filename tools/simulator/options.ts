@@ -126,6 +126,12 @@ export const MeterSpecSchema = z.strictObject({
   event_name: z.string().min(1).max(100),
   display_name: z.string().min(1).max(250).optional(),
   formula: z.enum(["sum", "count", "last"]).optional(),
+  /** customer_mapping.event_payload_key (default stripe_customer_id). */
+  customer_key: z.string().min(1).max(100).optional(),
+  /** value_settings.event_payload_key (default value). */
+  value_key: z.string().min(1).max(100).optional(),
+  /** Pre-aggregation: only the latest event of each hour or day counts (default none). */
+  event_time_window: z.enum(["hour", "day"]).optional(),
 });
 export type MeterSpec = z.infer<typeof MeterSpecSchema>;
 

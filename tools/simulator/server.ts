@@ -164,6 +164,9 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       displayName: m.display_name ?? m.event_name,
       formula: m.formula ?? "sum",
       ...(m.id !== undefined && { id: m.id }),
+      ...(m.customer_key !== undefined && { customerKey: m.customer_key }),
+      ...(m.value_key !== undefined && { valueKey: m.value_key }),
+      ...(m.event_time_window !== undefined && { eventTimeWindow: m.event_time_window }),
     });
   };
   for (const spec of options.meters ?? []) createMeter(spec);
