@@ -1253,6 +1253,7 @@ describe("helm template, production options", () => {
       "MediaOrchestratorUsageBacklogOld",
       "MediaOrchestratorUsageAccountMissing",
       "MediaOrchestratorMeterEventsRefused",
+      "MediaOrchestratorMeterMisconfigured",
     ]);
     const forced = renderEnv("prod", [
       ...on,
