@@ -25,7 +25,7 @@ export function accountRequired(env: Env): boolean {
  * endpoint, so one customer pays for another's traffic (docs/design.md, "Provider billing facts").
  * It starts only when USAGE_QUEUE_WAIT_BILLING_ACKNOWLEDGED says so.
  */
-export function billedTimeRefusal(
+function billedTimeRefusal(
   env: Pick<Env, "USAGE_BILLED_TIME" | "USAGE_QUEUE_WAIT_BILLING_ACKNOWLEDGED">,
 ): string | undefined {
   if (env.USAGE_BILLED_TIME !== "executionAndDelay" || env.USAGE_QUEUE_WAIT_BILLING_ACKNOWLEDGED)

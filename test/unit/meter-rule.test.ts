@@ -1,7 +1,7 @@
 // The rule a payment-provider meter must meet for the usage sent to it to be billed as sent: the
 // customer and value read from the keys the meter client sends, summed, not pre-aggregated, active.
 import { describe, expect, it } from "vitest";
-import { describeVerdict, judgeMeters, meterProblems } from "../../src/billing/meter-rule.js";
+import { describeVerdict, judgeMeters, meterProblems } from "../../src/config/meter-rule.js";
 
 // A meter as Stripe's API returns it (https://docs.stripe.com/api/billing/meter/object).
 const meter = (over: Record<string, unknown> = {}) => ({

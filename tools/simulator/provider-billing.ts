@@ -24,7 +24,7 @@ const MAX_BUCKETS = 10_000;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
 /** The start of the bucket holding `t` (ms since the epoch, UTC). */
-export function bucketStart(size: BucketSize, t: number): number {
+function bucketStart(size: BucketSize, t: number): number {
   const d = new Date(t);
   const y = d.getUTCFullYear();
   const m = d.getUTCMonth();
@@ -46,7 +46,7 @@ export function bucketStart(size: BucketSize, t: number): number {
 }
 
 /** The start of the bucket after the one starting at `start`. */
-export function nextBucket(size: BucketSize, start: number): number {
+function nextBucket(size: BucketSize, start: number): number {
   const d = new Date(start);
   switch (size) {
     case "hour":
@@ -68,7 +68,7 @@ function snapUp(size: BucketSize, t: number): number {
   return s === t ? t : nextBucket(size, s);
 }
 
-export interface BillingWindow {
+interface BillingWindow {
   bucketSize: BucketSize;
   startMs: number;
   endMs: number;
@@ -76,7 +76,7 @@ export interface BillingWindow {
 }
 
 /** Reads and resolves the query; a list of problems when it is not one RunPod would take. */
-export function resolveWindow(q: URLSearchParams, nowMs: number): BillingWindow | { errors: string[] } {
+function resolveWindow(q: URLSearchParams, nowMs: number): BillingWindow | { errors: string[] } {
   const errors: string[] = [];
   const rawSize = q.get("bucketSize") ?? "day";
   const bucketSize = (BUCKETS as readonly string[]).includes(rawSize) ? (rawSize as BucketSize) : undefined;

@@ -45,7 +45,7 @@ export type SimJob = ProviderJob & {
 };
 
 /** One worker run as the provider bills it. */
-export type WorkerBill = WorkerRun & { billedSeconds: number; amountMicros: number };
+type WorkerBill = WorkerRun & { billedSeconds: number; amountMicros: number };
 
 export interface Simulator {
   /**

@@ -64,7 +64,7 @@ export function priceFor(
  * seconds when `t` is its stop. Rounding is per run, as RunPod's "rounded up to the nearest second"
  * applies to a worker's time, not to each job on it.
  */
-export function billedSecondsUntil(run: WorkerRun, t: number): number {
+function billedSecondsUntil(run: WorkerRun, t: number): number {
   const end = Math.min(t, run.stoppedAt ?? t);
   return end <= run.startedAt ? 0 : Math.ceil((end - run.startedAt) / 1000);
 }

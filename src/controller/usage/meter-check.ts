@@ -1,7 +1,7 @@
 // The payment provider's meters, checked against what the usage reporter sends them. At start and
 // then periodically (the meters can change at the provider at any time) every configured event
 // name's meter is read (GET /v1/billing/meters, https://docs.stripe.com/api/billing/meter/list)
-// and judged by the pure rule (src/billing/meter-rule.ts). A meter that would bill something else
+// and judged by the pure rule (src/config/meter-rule.ts). A meter that would bill something else
 // than what is sent (other payload keys, not `sum`, pre-aggregation, no active meter) is:
 // - a gauge, media_orchestrator_usage_meter_misconfigured{event_name} = 1 (the chart's alert);
 // - a condition, MetersConfigured=False, on every BillingAccount, naming the meter and its problems;
@@ -10,7 +10,7 @@
 //   sender is gated too (gate(): "retry"), and a send before the first read waits for it.
 import type { Logger } from "pino";
 import { Gauge, type Registry } from "prom-client";
-import { describeVerdict, judgeMeters, type MeterVerdict } from "../../billing/meter-rule.js";
+import { describeVerdict, judgeMeters, type MeterVerdict } from "../../config/meter-rule.js";
 import type { BillingAccount } from "../../crds/billingaccount.js";
 import { getCondition, setCondition } from "../../crds/conditions.js";
 import type { KubeApi } from "../../k8s/api.js";
@@ -18,7 +18,7 @@ import { describeError } from "../../k8s/errors.js";
 import { failureKind, keepAlivePools, poolFor, send, text as readText } from "../../http/client.js";
 import type { MeterBatchResult, MeterEvent, MeterSender, MeterSendResult } from "./meter-client.js";
 
-export const METERS_CONDITION = "MetersConfigured";
+const METERS_CONDITION = "MetersConfigured";
 /** How often meters are read while all are right, and while one is not (or the read failed). */
 const CHECK_INTERVAL_MS = 5 * 60_000;
 const RECHECK_INTERVAL_MS = 30_000;

@@ -7,8 +7,8 @@
 // bills something else, silently. Pure: the meter list in, a verdict per configured event name out.
 
 /** The payload keys the meter client sends (src/controller/usage/meter-client.ts). */
-export const CUSTOMER_PAYLOAD_KEY = "stripe_customer_id";
-export const VALUE_PAYLOAD_KEY = "value";
+const CUSTOMER_PAYLOAD_KEY = "stripe_customer_id";
+const VALUE_PAYLOAD_KEY = "value";
 
 export type MeterVerdict =
   { ok: true; meterId: string } | { ok: false; meterId?: string; problems: string[] };
