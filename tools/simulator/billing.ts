@@ -228,34 +228,32 @@ export class BillingApi {
     const idemKey =
       typeof idemHeader === "string" && idemHeader !== "" ? `${apiKey}\u0000${idemHeader}` : undefined;
     const canonical = JSON.stringify([...new URLSearchParams(text)].sort());
-    if (idemKey !== undefined) {
-      const prior = this.#idempotent.get(idemKey);
-      if (prior !== undefined && this.#store.now() - prior.at < IDEMPOTENCY_TTL_S) {
-        if (prior.params !== canonical)
-          return stripeError(400, {
-            type: "idempotency_error",
-            message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idemHeader as string}' if you meant to execute a different request.`,
-          });
-        this.stats.idempotentReplays++;
-        // A replayed answer crosses the same network: it can be lost too.
-        return this.#faultAfter(true, false, {
-          ...prior.reply,
-          headers: { ...prior.reply.headers, "idempotent-replayed": "true" },
-        });
-      }
-    }
+    const now = this.#store.now();
+    for (const [k, v] of this.#idempotent) if (now - v.at >= IDEMPOTENCY_TTL_S) this.#idempotent.delete(k);
+    const prior = idemKey === undefined ? undefined : this.#idempotent.get(idemKey);
+    /** Saves a first answer (a 200 or a 5xx) under the key. */
     const save = (reply: Reply): Reply => {
-      if (idemKey !== undefined && (reply.status === 200 || reply.status >= 500)) {
-        const now = this.#store.now();
-        for (const [k, v] of this.#idempotent)
-          if (now - v.at >= IDEMPOTENCY_TTL_S) this.#idempotent.delete(k);
+      if (idemKey !== undefined && prior === undefined && (reply.status === 200 || reply.status >= 500)) {
         const { lost: _lost, ...saved } = reply;
-        this.#idempotent.set(idemKey, { params: canonical, reply: saved, at: now });
+        this.#idempotent.set(idemKey, { params: canonical, reply: saved, at: this.#store.now() });
       }
       return reply;
     };
+    // The injected faults come first, for a replay too: an outage or a rate limit answers every
+    // request; an injected 500 is the key's first answer only when it has none yet.
     const early = this.#faultBefore();
     if (early !== undefined && early !== "failAfter") return save(early);
+    if (idemKey !== undefined && prior !== undefined) {
+      if (prior.params !== canonical)
+        return stripeError(400, {
+          type: "idempotency_error",
+          message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idemHeader as string}' if you meant to execute a different request.`,
+        });
+      this.stats.idempotentReplays++;
+      const replay = { ...prior.reply, headers: { ...prior.reply.headers, "idempotent-replayed": "true" } };
+      // A replayed answer crosses the same network: a 500 after it, or its loss, as for any answer.
+      return this.#faultAfter(true, early === "failAfter", replay);
+    }
     return save(this.#faultAfter(true, early === "failAfter", await this.#createEvent(text)));
   }
 
