@@ -144,6 +144,29 @@ describe("worker time as the provider bills it", () => {
     expect(later[0]?.jobs).toBe(0);
   });
 
+  it("a worker is priced at the endpoint's GPU pool and count, as configured through REST v2", async () => {
+    const s = await sim({ endpoints: [], gpuPricesMicros: { ADA_24: 300 } });
+    const created = await call(s, "POST", "/v2/serverless", {
+      name: "media-render-priced",
+      type: "QUEUE",
+      templateId: "tpl-1",
+      gpu: { pools: ["ADA_24", "AMPERE_16"], count: 2 },
+      workers: { min: 1, max: 1, idleTimeout: 5 },
+      scaling: { type: "QUEUE_DELAY", queueDelay: 4 },
+    });
+    expect(created.status).toBe(201);
+    const runs = await until(
+      () => s.workerLedger(created.body.id as string),
+      (r) => r.length === 1,
+    );
+    expect(runs[0]).toMatchObject({
+      gpuType: "ADA_24",
+      gpuCount: 2,
+      pricePerSecondMicros: 600,
+      active: true,
+    });
+  });
+
   it("sparse isolated jobs cost the provider far more worker-seconds than ceil(executionTime)", async () => {
     const s = await sim({
       endpoints: [{ id: "ep", name: "media-render-sparse", workersMax: 1, idleTimeout: 5 }],
