@@ -267,6 +267,32 @@ describe("GET /v2/billing/serverless", () => {
     });
   });
 
+  it("lastN is the last N buckets, the current one included, aligned to bucket edges (weeks start on Monday)", async () => {
+    const s = await sim({ timeScale: 1 }); // the provider's clock is the real one
+    const window = async (q: string) =>
+      (
+        (await call(s, "GET", `/v2/billing/serverless?${q}`)).body.metadata as {
+          query: Record<string, string>;
+        }
+      ).query as { startTime: string; endTime: string };
+    const now = Date.now();
+    const day = await window("bucketSize=day&lastN=3");
+    const today = Date.UTC(
+      new Date(now).getUTCFullYear(),
+      new Date(now).getUTCMonth(),
+      new Date(now).getUTCDate(),
+    );
+    expect(Date.parse(day.endTime)).toBe(today + 86_400_000);
+    expect(Date.parse(day.startTime)).toBe(today - 2 * 86_400_000);
+    const week = await window("bucketSize=week&lastN=1");
+    expect(new Date(week.startTime).getUTCDay()).toBe(1);
+    expect(Date.parse(week.endTime) - Date.parse(week.startTime)).toBe(7 * 86_400_000);
+    expect(Date.parse(week.startTime)).toBeLessThanOrEqual(now);
+    const month = await window("bucketSize=month&lastN=2");
+    expect(new Date(month.startTime).getUTCDate()).toBe(1);
+    expect(new Date(month.endTime).getUTCDate()).toBe(1);
+  });
+
   it("refuses a request without a bearer key (401) and a bad query (400), RFC 9457 problems", async () => {
     const s = await sim();
     const anon = await call(s, "GET", "/v2/billing/serverless", undefined, "");
