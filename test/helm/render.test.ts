@@ -1205,6 +1205,8 @@ describe("helm template, production options", () => {
       "--set",
       "usage.billedTime=executionAndDelay",
       "--set",
+      "usage.queueWaitBillingAcknowledged=true",
+      "--set",
       "usage.meterEventNames.render=render_seconds",
       "--set",
       "usage.meterEventNames.asr=asr_seconds",
@@ -1212,6 +1214,7 @@ describe("helm template, production options", () => {
     expect(on.env).toMatchObject({
       USAGE_METERING: "true",
       USAGE_BILLED_TIME: "executionAndDelay",
+      USAGE_QUEUE_WAIT_BILLING_ACKNOWLEDGED: "true",
       USAGE_METER_EVENT_NAME: "gpu_seconds",
       USAGE_METER_EVENT_NAMES: "asr=asr_seconds,render=render_seconds",
     });
@@ -1219,6 +1222,10 @@ describe("helm template, production options", () => {
     expect(on.keys).not.toContain("PAYMENT_PROVIDER_WEBHOOK_SECRET");
     // The values a typo would get wrong are refused by the chart's schema.
     expect(() => renderEnv("prod", ["--set", "usage.billedTime=wall"])).toThrow(/billedTime/);
+    // Queue wait is billed only when acknowledged (docs/design.md, "Provider billing facts").
+    expect(() => renderEnv("prod", ["--set", "usage.billedTime=executionAndDelay"])).toThrow(
+      /queueWaitBillingAcknowledged=true/,
+    );
   });
 
   it("renders the ServiceMonitor and PrometheusRule only where their API is served, or when told to", () => {
@@ -1262,6 +1269,7 @@ describe("helm template, production options", () => {
       "MediaOrchestratorUsageBacklogOld",
       "MediaOrchestratorUsageAccountMissing",
       "MediaOrchestratorMeterEventsRefused",
+      "MediaOrchestratorMeterMisconfigured",
     ]);
     const forced = renderEnv("prod", [
       ...on,

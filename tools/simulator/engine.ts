@@ -5,6 +5,7 @@ import { honoursClientId, type Faults, type ResolvedOptions } from "./options.js
 import { failureFor, outputFor, workerControls, type Workload } from "./outputs.js";
 import { chance, unit, type Rng } from "./random.js";
 import { scale, type ScalerType } from "./scaler.js";
+import { priceFor, WorkerLedger, type WorkerRun } from "./worker-ledger.js";
 
 // The provider's queue and workers: jobs go IN_QUEUE -> IN_PROGRESS -> COMPLETED | FAILED |
 // TIMED_OUT, or CANCELLED. Workers scale between workersMin and workersMax with a cold start, by
@@ -146,6 +147,8 @@ export class Engine {
   readonly #held = new Set<string>();
   /** /runsync and /status-sync requests waiting for a job to end. */
   readonly #waiters = new Map<Job, Set<() => void>>();
+  /** Every worker run with its price: what the provider bills (worker-ledger.ts). */
+  readonly ledger = new WorkerLedger();
 
   constructor(deps: EngineDeps) {
     this.#d = deps;
@@ -167,7 +170,10 @@ export class Engine {
     const ep = this.#endpoints.get(id);
     if (ep === undefined) return false;
     for (const job of [...this.#jobs.values()]) if (job.endpointId === id) this.#drop(job);
-    for (const w of ep.workers) this.#d.clock.cancel(w.timer);
+    for (const w of ep.workers) {
+      this.#d.clock.cancel(w.timer);
+      this.ledger.stop(w.id, this.#d.clock.simNow());
+    }
     this.#d.clock.cancel(ep.scaleTimer);
     this.#endpoints.delete(id);
     return true;
@@ -329,6 +335,15 @@ export class Engine {
     return new Map(this.#executions);
   }
 
+  /** The provider's per-worker billing ledger (every run, or one endpoint's), with billed seconds so far. */
+  workerRuns(endpointId?: string): Array<WorkerRun & { billedSeconds: number; amountMicros: number }> {
+    const now = this.#d.clock.simNow();
+    return this.ledger.runs(endpointId).map((r) => {
+      const seconds = Math.ceil(((r.stoppedAt ?? now) - r.startedAt) / 1000);
+      return { ...r, billedSeconds: seconds, amountMicros: seconds * r.pricePerSecondMicros };
+    });
+  }
+
   /** The endpoint's workers and what each is doing (REST v2's worker list). */
   workers(endpointId: string): Array<{ id: string; state: WorkerState }> {
     return (this.#endpoints.get(endpointId)?.workers ?? []).map((w) => ({ id: w.id, state: w.state }));
@@ -451,11 +466,19 @@ export class Engine {
       this.#pump(ep);
     };
     w.timer = this.#d.clock.after(coldStart, started);
+    this.ledger.start({
+      workerId: w.id,
+      endpointId: ep.config.id,
+      ...priceFor(ep.config.settings, this.#d.opts.gpuPricesMicros),
+      startedAt: w.spawned,
+      active: ep.workers.length < ep.config.workersMin,
+    });
     ep.workers.push(w);
   }
 
   #terminate(ep: EndpointRuntime, w: Worker): void {
     this.#d.clock.cancel(w.timer);
+    this.ledger.stop(w.id, this.#d.clock.simNow());
     ep.workers = ep.workers.filter((x) => x !== w);
   }
 
@@ -477,6 +500,7 @@ export class Engine {
     job.status = "IN_PROGRESS";
     job.workerId = w.id;
     job.startedAt = now;
+    this.ledger.jobStarted(w.id);
     const started = clock.simNow();
     const t = job.timeline;
     t.started = started;
