@@ -52,6 +52,11 @@ export class Clock {
     return Math.round((Date.now() - this.#epoch) / this.timeScale);
   }
 
+  /** A reading of simNow() as real time, ms since the epoch. */
+  realAt(simMs: number): number {
+    return this.#epoch + Math.round(simMs * this.timeScale);
+  }
+
   /** A real duration as simulated milliseconds. */
   toSim(realMs: number): number {
     return Math.round(realMs / this.timeScale);
