@@ -58,7 +58,9 @@ describe("a submitted job in a queue with a cause", () => {
     const { status } = pass(j, facts(crashLoop, { result: { id: "p-1", status: "IN_QUEUE" } }));
     expect(queuedOf(status)).toMatchObject({ status: "True", reason: "WorkersUnhealthy" });
     expect(status.reason).toBe("WorkersUnhealthy");
-    expect(status.message).toMatch(/^waiting in the provider's queue: .*crash as they start.*Fix: read the worker logs/);
+    expect(status.message).toMatch(
+      /^waiting in the provider's queue: .*crash as they start.*Fix: read the worker logs/,
+    );
     // The same cause: no read, no change (nothing to write at the next tick).
     const again = job(status);
     expect(due(again, crashLoop)).toBe(false);
@@ -66,7 +68,9 @@ describe("a submitted job in a queue with a cause", () => {
   });
 
   it("a new cause is read again and replaces the old one", () => {
-    const waiting = job(pass(job(submitted()), facts(crashLoop, { result: { id: "p-1", status: "IN_QUEUE" } })).status);
+    const waiting = job(
+      pass(job(submitted()), facts(crashLoop, { result: { id: "p-1", status: "IN_QUEUE" } })).status,
+    );
     expect(due(waiting, fromZero)).toBe(true);
     const { status } = pass(waiting, facts(fromZero, { result: { id: "p-1", status: "IN_QUEUE" } }));
     expect(queuedOf(status)).toMatchObject({ status: "True", reason: "ScalingFromZero" });
@@ -74,7 +78,10 @@ describe("a submitted job in a queue with a cause", () => {
   });
 
   it("a job a worker already runs is not told the queue's cause, and is not read for it again", () => {
-    const { status } = pass(job(submitted()), facts(crashLoop, { result: { id: "p-1", status: "IN_PROGRESS" } }));
+    const { status } = pass(
+      job(submitted()),
+      facts(crashLoop, { result: { id: "p-1", status: "IN_PROGRESS" } }),
+    );
     expect(queuedOf(status)).toBeUndefined();
     expect(status.reason).toBe("Processing");
     expect(status.conditions?.find((c) => c.type === "Started")?.status).toBe("True");
@@ -82,14 +89,18 @@ describe("a submitted job in a queue with a cause", () => {
   });
 
   it("starting ends the wait: Queued=False, reason Started", () => {
-    const waiting = job(pass(job(submitted()), facts(crashLoop, { result: { id: "p-1", status: "IN_QUEUE" } })).status);
+    const waiting = job(
+      pass(job(submitted()), facts(crashLoop, { result: { id: "p-1", status: "IN_QUEUE" } })).status,
+    );
     const { status } = pass(waiting, facts(fromZero, { result: { id: "p-1", status: "IN_PROGRESS" } }));
     expect(queuedOf(status)).toMatchObject({ status: "False", reason: "Started" });
     expect(status.reason).toBe("Processing");
   });
 
   it("an emptied queue ends the wait without a read", () => {
-    const waiting = job(pass(job(submitted()), facts(crashLoop, { result: { id: "p-1", status: "IN_QUEUE" } })).status);
+    const waiting = job(
+      pass(job(submitted()), facts(crashLoop, { result: { id: "p-1", status: "IN_QUEUE" } })).status,
+    );
     expect(due(waiting)).toBe(false);
     const { status } = pass(waiting, facts());
     expect(queuedOf(status)).toMatchObject({ status: "False", reason: "LeftProviderQueue" });
@@ -103,7 +114,10 @@ describe("a submitted job in a queue with a cause", () => {
   });
 
   it("the attempt's end (a callback) clears the wait: a Pending job's Queued is the window's alone", () => {
-    const waiting = pass(job(submitted()), facts(crashLoop, { result: { id: "p-1", status: "IN_QUEUE" } })).status;
+    const waiting = pass(
+      job(submitted()),
+      facts(crashLoop, { result: { id: "p-1", status: "IN_QUEUE" } }),
+    ).status;
     const retried = withPhaseConditions(
       { ...waiting, phase: "Pending", providerJobId: undefined },
       1,
@@ -116,8 +130,16 @@ describe("a submitted job in a queue with a cause", () => {
   });
 
   it("a later attempt is seen started on its own: an earlier attempt's Started=True is dropped", () => {
-    const started = pass(job(submitted()), facts(crashLoop, { result: { id: "p-1", status: "IN_PROGRESS" } })).status;
-    const pending: MediaJobStatus = { ...started, phase: "Pending", providerJobId: undefined, submission: undefined };
+    const started = pass(
+      job(submitted()),
+      facts(crashLoop, { result: { id: "p-1", status: "IN_PROGRESS" } }),
+    ).status;
+    const pending: MediaJobStatus = {
+      ...started,
+      phase: "Pending",
+      providerJobId: undefined,
+      submission: undefined,
+    };
     const next = planSubmission(job(pending), pending, {
       endpointId: "ep-1",
       newSubmissionId: "s-2",
