@@ -480,6 +480,9 @@ async function disrupt(): Promise<void> {
       const killedAt = Date.now();
       await l.replica.kill();
       counts.controllerKills++;
+      // A successor waits out the lease (15 s), then a retry period and a tick.
+      outages.push({ from: killedAt, to: Date.now(), recoveryMs: 15_000 + 2_000 + 5_000 });
+      say(`${elapsed()} SIGKILL leader ${l.name} (progress ${(progress() * 100).toFixed(0)} %)`);
       // The first kill: a burst lands while no replica leads, so the next leader starts with it.
       if (counts.controllerKills === 1) {
         await Promise.all(backlogBurst.jobs.map((j) => createOnce("mediajobs", j.body)));
@@ -489,9 +492,6 @@ async function disrupt(): Promise<void> {
           `${elapsed()} burst of ${backlogBurst.jobs.length} jobs for account ${BACKLOG_ACCOUNT} while no leader runs`,
         );
       }
-      // A successor waits out the lease (15 s), then a retry period and a tick.
-      outages.push({ from: killedAt, to: Date.now(), recoveryMs: 15_000 + 2_000 + 5_000 });
-      say(`${elapsed()} SIGKILL leader ${l.name} (progress ${(progress() * 100).toFixed(0)} %)`);
     } else if (d.what === "sidecar") {
       const victim = rng.pick(sidecars);
       await victim.kill();
