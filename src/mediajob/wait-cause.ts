@@ -16,7 +16,7 @@ export interface HealthCounts {
 }
 
 /** Every reason providerWaitCause gives: a job's Queued condition with one waits at the provider. */
-export const PROVIDER_WAIT_REASONS: ReadonlySet<string> = new Set([
+const PROVIDER_WAIT_REASONS: ReadonlySet<string> = new Set([
   "WorkersUnhealthy",
   "NoWorkersAllowed",
   "WorkersThrottled",

@@ -10,7 +10,7 @@ import { FINALIZER } from "../../src/mediajob/job.js";
 import { planJob, writtenStatus, type Facts } from "../../src/mediajob/plan.js";
 import { providerReadDue } from "../../src/mediajob/processing.js";
 import { planSubmission } from "../../src/mediajob/write-ahead.js";
-import { providerWaitCause, type WaitCause } from "../../src/mediajob/wait-cause.js";
+import { isProviderWait, providerWaitCause, type WaitCause } from "../../src/mediajob/wait-cause.js";
 
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();
@@ -149,5 +149,35 @@ describe("a submitted job in a queue with a cause", () => {
     expect(next.intent.conditions?.find((c) => c.type === "Started")).toBeUndefined();
     const accepted = job({ ...next.intent, phase: "Processing", providerJobId: "p-2" });
     expect(due(accepted, crashLoop)).toBe(true);
+  });
+});
+
+describe("the provider's causes and the window's reasons", () => {
+  const queuedFor = (reason: string) => ({
+    type: "Queued",
+    status: "True" as const,
+    reason,
+    message: "",
+    lastTransitionTime: NOW.toISOString(),
+  });
+
+  it("every cause providerWaitCause gives is a wait at the provider; the window's reasons are not", () => {
+    const healths = [
+      { jobsInQueue: 1, workersUnhealthy: 1 },
+      { jobsInQueue: 1, workersThrottled: 1 },
+      { jobsInQueue: 1, workersInitializing: 1 },
+      { jobsInQueue: 1, workersInitializing: 1, workersRunning: 1 },
+      { jobsInQueue: 1, workersRunning: 2 },
+      { jobsInQueue: 1, workersRunning: 1 },
+      { jobsInQueue: 1 },
+    ];
+    const reasons = new Set([
+      ...healths.map((h) => providerWaitCause(h, 2)!.reason),
+      providerWaitCause({ jobsInQueue: 1 }, 0)!.reason,
+    ]);
+    expect(reasons.size).toBe(7);
+    for (const r of reasons) expect(isProviderWait(queuedFor(r)), r).toBe(true);
+    for (const r of ["WindowFull", "Throttled", "NoCapacity", "ScalerUnknown", "LowPriority"])
+      expect(isProviderWait(queuedFor(r)), r).toBe(false);
   });
 });
