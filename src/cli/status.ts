@@ -30,10 +30,10 @@ export interface Verdict {
   next?: string;
 }
 
-/** The runbook's reading of (Kubernetes phase, provider status). */
 /** Provider-side waits that last until someone acts (the others pass as workers start). */
 const WAITS_TO_FIX = new Set(["WorkersUnhealthy", "NoWorkersAllowed", "WorkersThrottled"]);
 
+/** The runbook's reading of (Kubernetes phase, provider status). */
 export function verdict(
   job: MediaJob,
   view: ProviderView | undefined,
