@@ -1,8 +1,8 @@
 // A job waiting in the provider's queue says why, on itself, against the real control plane, the
 // controller, the sidecar and the simulator over HTTP: crash-looping workers are named (not taken
 // for a lack of capacity), the condition changes when they recover, and a job on an endpoint
-// scaled to zero names the cold start. While the cause holds, the job is neither written nor read
-// at the provider again at each tick.
+// scaled to zero names the cold start. While the cause holds, the job is not written again, and
+// read at the provider at most once a tick (to see it start).
 import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
@@ -50,17 +50,21 @@ describe("a job queued behind crash-looping workers", () => {
     expect(waiting.status?.reason).toBe("WorkersUnhealthy");
     expect(waiting.status?.message).toMatch(/crash as they start.*Fix: read the worker logs/);
 
-    // Three ticks with the same cause: no write of the job, no read of it at the provider.
+    // Three ticks (1 s each) with the same cause: no write of the job, and at most a read a tick.
     const reads = await statusReads(s.sim.url);
     await sleep(3_000);
     const later = await api.get<MediaJob>("mediajobs", s.ns, "stuck");
     expect(later?.metadata.resourceVersion).toBe(waiting.metadata.resourceVersion);
-    expect(await statusReads(s.sim.url)).toBe(reads);
+    expect(await statusReads(s.sim.url)).toBeLessThanOrEqual(reads + 4);
 
     // The workers recover: the job starts, and its condition says so.
     s.sim.setFaults({});
     const done = await waitForPhase(api, s.ns, "stuck", "Completed", 30_000);
-    expect(condition(done, "Queued")?.status).toBe("False");
+    // A read saw it start (Started), or its end cleared the wait (LeftProviderQueue).
+    expect(condition(done, "Queued")).toMatchObject({
+      status: "False",
+      reason: expect.stringMatching(/^(Started|LeftProviderQueue)$/),
+    });
     expect(done.status?.reason).toBe("Completed");
     expect(s.sim.executions("stuck")).toBe(1);
   }, 60_000);

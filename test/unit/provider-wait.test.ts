@@ -1,7 +1,7 @@
 // A submitted job waiting in its endpoint's queue at the provider names the cause on itself (its
-// Queued condition and the REASON column), read once per cause, written only when the cause
-// changes, and cleared when it starts, when the queue empties and when the attempt ends. Pure: the
-// plan of a Processing job from its facts.
+// Queued condition and the REASON column), read at each pass while it waits, written only when
+// the cause's reason changes, and cleared when it starts and when the attempt ends. Pure: the plan
+// of a Processing job from its facts.
 import { describe, expect, it } from "vitest";
 import { API_VERSION } from "../../src/crds/common.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
@@ -51,7 +51,7 @@ const due = (j: MediaJob, cause?: WaitCause) =>
 const queuedOf = (s: MediaJobStatus | undefined) => s?.conditions?.find((c) => c.type === "Queued");
 
 describe("a submitted job in a queue with a cause", () => {
-  it("is read once, and IN_QUEUE names the cause with its fix in the REASON column", () => {
+  it("is read, and IN_QUEUE names the cause with its fix in the REASON column", () => {
     const j = job(submitted());
     expect(due(j)).toBe(false); // no cause: nothing read
     expect(due(j, crashLoop)).toBe(true);
@@ -61,10 +61,16 @@ describe("a submitted job in a queue with a cause", () => {
     expect(status.message).toMatch(
       /^waiting in the provider's queue: .*crash as they start.*Fix: read the worker logs/,
     );
-    // The same cause: no read, no change (nothing to write at the next tick).
+    // Read again at the next pass (it may have started), but the same reason, with other counts in
+    // its message, changes nothing: nothing to write at the next tick.
     const again = job(status);
-    expect(due(again, crashLoop)).toBe(false);
-    expect(pass(again, facts(crashLoop)).status).toEqual(status);
+    expect(due(again, crashLoop)).toBe(true);
+    const queued = { result: { id: "p-1", status: "IN_QUEUE" } };
+    const recounted = { ...crashLoop, message: "5 job(s) queued while 2 worker(s) are unhealthy" };
+    expect(pass(again, facts(recounted, queued)).status).toEqual(status);
+    // Nor does a failed read, or a reading of the endpoint with no cause (it is still queued).
+    expect(pass(again, facts(crashLoop, { error: "503" })).status).toEqual(status);
+    expect(pass(again, facts(undefined, queued)).status).toEqual(status);
   });
 
   it("a new cause is read again and replaces the old one", () => {
@@ -97,13 +103,14 @@ describe("a submitted job in a queue with a cause", () => {
     expect(status.reason).toBe("Processing");
   });
 
-  it("an emptied queue ends the wait without a read", () => {
+  it("a waiting job is read until it starts, whatever the endpoint's last reading says", () => {
     const waiting = job(
       pass(job(submitted()), facts(crashLoop, { result: { id: "p-1", status: "IN_QUEUE" } })).status,
     );
-    expect(due(waiting)).toBe(false);
-    const { status } = pass(waiting, facts());
-    expect(queuedOf(status)).toMatchObject({ status: "False", reason: "LeftProviderQueue" });
+    expect(due(waiting)).toBe(true);
+    const { status } = pass(waiting, facts(undefined, { result: { id: "p-1", status: "IN_PROGRESS" } }));
+    expect(queuedOf(status)).toMatchObject({ status: "False", reason: "Started" });
+    expect(due(job(status), crashLoop)).toBe(false);
   });
 
   it("a failed read changes nothing and is tried again at the next pass", () => {
