@@ -66,6 +66,11 @@ export class Clock {
     return wallMs - this.#epoch;
   }
 
+  /** A reading of simNow() as real time, ms since the epoch. */
+  realAt(simMs: number): number {
+    return this.#epoch + Math.round(simMs * this.timeScale);
+  }
+
   /** A real duration as simulated milliseconds. */
   toSim(realMs: number): number {
     return Math.round(realMs / this.timeScale);

@@ -133,6 +133,10 @@ export interface EndedJob {
   status: string;
   executionTime?: number;
   delayTime?: number;
+  /** When a worker started it, real ms since the epoch (absent: it never ran). */
+  startedAt?: number;
+  /** When it ended, real ms since the epoch. */
+  endedAt: number;
 }
 
 export class Engine {
@@ -575,6 +579,8 @@ export class Engine {
       status: job.status,
       ...(job.executionTime !== undefined && { executionTime: job.executionTime }),
       ...(job.delayTime !== undefined && { delayTime: job.delayTime }),
+      ...(job.timeline.started !== undefined && { startedAt: this.#d.clock.realAt(job.timeline.started) }),
+      endedAt: this.#d.clock.now(),
     });
     const ep = this.#endpoints.get(job.endpointId);
     if (ep !== undefined) {
