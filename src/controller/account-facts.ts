@@ -6,7 +6,7 @@ import type { MediaJob } from "../crds/mediajob.js";
 import type { AccountFacts } from "../mediajob/plan.js";
 import { planFor, usedSecondsNow, type Plans } from "../mediajob/plans.js";
 import type { AccountJobs } from "./account-jobs.js";
-import type { Informer } from "./informer.js";
+import type { Informer } from "../runtime/informer.js";
 import { jobKey } from "./mediajob/writes.js";
 import { jobAccount } from "../mediajob/tenancy.js";
 

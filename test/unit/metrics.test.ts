@@ -4,8 +4,8 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { ResourceMetrics, failureReason } from "../../src/controller/resource-metrics.js";
-import { WorkQueue } from "../../src/controller/workqueue.js";
-import { WorkQueueMetrics } from "../../src/controller/workqueue-metrics.js";
+import { WorkQueue } from "../../src/runtime/workqueue.js";
+import { WorkQueueMetrics } from "../../src/runtime/workqueue-metrics.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { callApi, observed, type ProviderCall } from "../../src/provider/calls.js";

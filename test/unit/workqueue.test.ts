@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { WorkQueue } from "../../src/controller/workqueue.js";
+import { WorkQueue } from "../../src/runtime/workqueue.js";
 
 // Logical time: delays, backoffs and requeue timers fire when the test advances the clock, so a
 // stalled machine cannot reorder them.
@@ -124,7 +124,7 @@ describe("WorkQueue", () => {
         failOnce = false;
         throw new Error("boom");
       }
-      if (key === "poll" && seen.filter((k) => k === "poll").length === 1) return { requeueAfterMs: 20 };
+      if (key === "poll" && seen.filter((k) => k === "poll").length === 1) return { result: { requeueAfterMs: 20 } };
     });
     q.add("err");
     q.add("poll");

@@ -8,8 +8,8 @@ import type { PassError, PlanSettings, RecoveryKind, SubmissionOutcome } from ".
 import type { GpuProviderClient } from "../../provider/index.js";
 import type { AccountJobs } from "../account-jobs.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
-import type { Informer } from "../informer.js";
-import type { ReconcileResult } from "../workqueue.js";
+import type { Informer } from "../../runtime/informer.js";
+import type { ReconcileResult } from "../../runtime/workqueue.js";
 import type { JobApi } from "./writes.js";
 
 interface MediaJobSettings extends PlanSettings {

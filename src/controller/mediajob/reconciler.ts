@@ -20,9 +20,8 @@ import {
 import { afterStop, type CancelAnswer } from "../../mediajob/stop.js";
 import { acceptedStatus } from "../../mediajob/write-ahead.js";
 import { isProviderError } from "../../provider/index.js";
-import { sameStatus } from "../same-status.js";
-import { StaleCacheGuard } from "../stale-cache.js";
-import type { ReconcileResult } from "../workqueue.js";
+import { sameStatus } from "../../runtime/same-status.js";
+import { StaleCacheGuard } from "../../runtime/stale-cache.js";
 import type { MediaJobDeps, PassResult } from "./deps.js";
 import { finalize, type Finalizer } from "./finalize.js";
 import {
@@ -35,11 +34,6 @@ import {
 } from "./gather.js";
 import { heldElsewhere, refuseHeldAnswer, submit } from "./submit.js";
 import { JobWrites, jobKey } from "./writes.js";
-
-/** A pass's retryable error: the key is retried with backoff (the cause is in a condition). */
-export class RetryLater extends Error {
-  override readonly name = "RetryLater";
-}
 
 interface Step {
   job: MediaJob;
@@ -79,17 +73,11 @@ export class MediaJobReconciler {
 
   private fenceHolds = (): boolean => this.d.fence?.() ?? true;
 
-  /** The work queue's entry: a retryable error is thrown (backoff), a terminal one only logged. */
-  readonly reconcile = async (key: string): Promise<ReconcileResult | void> => {
-    const { result, error } = await this.pass(key);
-    if (error && !error.terminal) throw new RetryLater(error.message);
-    if (error)
-      this.d.log.info({ job: key, err: error.message }, "reconcile ended on a terminal error; not retried");
-    return result;
-  };
-
-  /** One pass: gather, plan, execute. */
-  async pass(key: string): Promise<PassResult> {
+  /**
+   * One pass: gather, plan, execute. The work queue's entry: its error, retryable or terminal, is
+   * the runtime's to act on and count (src/runtime/workqueue.ts).
+   */
+  readonly pass = async (key: string): Promise<PassResult> => {
     let job = this.d.jobs.getByKey(key);
     if (!job) {
       this.stale.forget(key);
@@ -145,7 +133,7 @@ export class MediaJobReconciler {
     const result =
       kept && finish.requeueAfterMs !== undefined ? { requeueAfterMs: finish.requeueAfterMs } : undefined;
     return { ...(result && { result }), ...(plan.error && { error: plan.error }) };
-  }
+  };
 
   /** One planned action; an action with an answer hands it to the domain for the rest of the pass. */
   private async execute(job: MediaJob, plan: Plan, action: Action, now: string): Promise<Step> {
