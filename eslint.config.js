@@ -66,7 +66,8 @@ export default tseslint.config(
                 "**/provider/**",
                 "**/config/**",
               ],
-              message: "the runtime knows no resource and no product module: a loop's setup hands it what it needs",
+              message:
+                "the runtime knows no resource and no product module: a loop's setup hands it what it needs",
             },
           ],
         },
@@ -105,7 +106,8 @@ export default tseslint.config(
                 "node:fs",
                 "node:fs/promises",
               ],
-              message: "the domain does no I/O: an edge (src/controller, src/webhooks, src/cli) reads and writes for it",
+              message:
+                "the domain does no I/O: an edge (src/controller, src/webhooks, src/cli) reads and writes for it",
             },
           ],
         },

@@ -16,7 +16,7 @@ import type { Reconciler } from "../runtime/workqueue.js";
 import type { ControllerMetrics } from "./metrics.js";
 
 /** The informers' caches every loop reads; Namespaces trimmed to their account binding. */
-export interface Caches {
+interface Caches {
   jobs: Informer<MediaJob>;
   endpoints: Informer<GpuEndpoint>;
   accounts: Informer<BillingAccount>;
@@ -50,5 +50,10 @@ export interface LoopContext {
   /** The customer's BillingAccount in the cache. */
   account: (customerId: string) => BillingAccount | undefined;
   /** A runtime controller, its metrics and logs under `name`; the manager runs it while it leads. */
-  controller: (o: { name: string; reconcile: Reconciler; concurrency: number; maxDelayMs?: number }) => Controller;
+  controller: (o: {
+    name: string;
+    reconcile: Reconciler;
+    concurrency: number;
+    maxDelayMs?: number;
+  }) => Controller;
 }

@@ -144,7 +144,12 @@ export class Manager {
       env,
       log,
       metrics: this.metrics,
-      caches: { jobs: this.jobs, endpoints: this.endpoints, accounts: this.accounts, namespaces: this.namespaces },
+      caches: {
+        jobs: this.jobs,
+        endpoints: this.endpoints,
+        accounts: this.accounts,
+        namespaces: this.namespaces,
+      },
       events: this.events,
       accountNamespace,
       tickMs: env.RESYNC_INTERVAL_SECONDS * 1000,

@@ -40,7 +40,10 @@ export class Controller {
           "reconcile failed; retrying with backoff",
         ),
       onTerminalError: (key, err) =>
-        log.info({ controller: name, key, err: err.message }, "reconcile ended on a terminal error; not retried"),
+        log.info(
+          { controller: name, key, err: err.message },
+          "reconcile ended on a terminal error; not retried",
+        ),
       onDone: (_key, ms, outcome) => {
         o.onWork?.();
         metrics.reconcile.observe(name, outcome, ms);

@@ -24,9 +24,7 @@ export function startControllerHealthServer(
     if (req.url === "/healthz") {
       // A watch that stalls is restarted by its watchdog; a process whose informers stopped
       // making progress for long is not healthy and should be restarted.
-      const stalled = manager.watched.some(
-        (i) => i.hasSynced && Date.now() - i.lastActivityAt > 5 * 60_000,
-      );
+      const stalled = manager.watched.some((i) => i.hasSynced && Date.now() - i.lastActivityAt > 5 * 60_000);
       return stalled ? send(500, "informer stalled\n") : send(200, "ok\n");
     }
     if (req.url === "/readyz") return manager.synced ? send(200, "ok\n") : send(503, "caches not synced\n");

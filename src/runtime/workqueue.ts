@@ -31,7 +31,7 @@ export interface ReconcileError {
 }
 
 /** What a reconcile returns: controller-runtime's `(Result, error)`. */
-export interface Reconciled {
+interface Reconciled {
   result?: ReconcileResult;
   error?: ReconcileError;
 }

@@ -124,7 +124,8 @@ describe("WorkQueue", () => {
         failOnce = false;
         throw new Error("boom");
       }
-      if (key === "poll" && seen.filter((k) => k === "poll").length === 1) return { result: { requeueAfterMs: 20 } };
+      if (key === "poll" && seen.filter((k) => k === "poll").length === 1)
+        return { result: { requeueAfterMs: 20 } };
     });
     q.add("err");
     q.add("poll");

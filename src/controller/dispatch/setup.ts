@@ -5,12 +5,7 @@ import { accountRequired } from "../../config/usage.js";
 import { fairShareWeights } from "../../config/env.js";
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob } from "../../crds/mediajob.js";
-import {
-  admission,
-  endpointReadiness,
-  pickEndpoint,
-  planLimits,
-} from "../../mediajob/admission.js";
+import { admission, endpointReadiness, pickEndpoint, planLimits } from "../../mediajob/admission.js";
 import { accountWeights } from "../../mediajob/fair-share.js";
 import { planFor, type Plan } from "../../mediajob/plans.js";
 import { billedAccount } from "../../mediajob/tenancy.js";
@@ -54,7 +49,11 @@ export function setupDispatch(
  * The endpoint a Pending job would be submitted to now, from the caches: admitted by its
  * account and its plan, its endpoint Ready (the same rules as its pass, src/mediajob/pending.ts).
  */
-function eligibleEndpoint(ctx: LoopContext, accountJobs: AccountJobs, job: MediaJob): GpuEndpoint | undefined {
+function eligibleEndpoint(
+  ctx: LoopContext,
+  accountJobs: AccountJobs,
+  job: MediaJob,
+): GpuEndpoint | undefined {
   const { env, caches } = ctx;
   const billed = billedAccount(job, ctx.boundAccounts(job.metadata.namespace ?? ""), accountRequired(env));
   if ("refused" in billed) return undefined;

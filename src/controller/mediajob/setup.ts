@@ -20,7 +20,11 @@ import { MediaJobReconciler } from "./reconciler.js";
 export interface MediaJobLoopDeps {
   accountJobs: AccountJobs;
   dispatcher: Dispatcher | undefined;
-  usage: { settings: UsageSettings; metrics: UsageMetrics; recordOrphan: (o: OrphanedRun) => Promise<"added" | "present" | "missing"> };
+  usage: {
+    settings: UsageSettings;
+    metrics: UsageMetrics;
+    recordOrphan: (o: OrphanedRun) => Promise<"added" | "present" | "missing">;
+  };
 }
 
 export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
@@ -112,7 +116,10 @@ export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
   });
   // Jobs waiting on an endpoint go at once when its conditions change, not at the next tick.
   endpoints.on((event, ep, old) => {
-    if (event !== "delete" && JSON.stringify(ep.status?.conditions) === JSON.stringify(old?.status?.conditions))
+    if (
+      event !== "delete" &&
+      JSON.stringify(ep.status?.conditions) === JSON.stringify(old?.status?.conditions)
+    )
       return;
     for (const job of jobs.list(ep.metadata.namespace)) {
       if (job.status?.phase !== "Pending" && job.status?.phase !== undefined) continue;

@@ -19,7 +19,10 @@ export function setupUsage(ctx: LoopContext) {
   const { api, env, log, accountNamespace } = ctx;
   const { jobs, accounts, namespaces } = ctx.caches;
   const usage = usageSettings(env);
-  const metrics = new UsageMetrics(ctx.metrics.registry, [usage.defaultEventName, ...Object.values(usage.eventNames)]);
+  const metrics = new UsageMetrics(ctx.metrics.registry, [
+    usage.defaultEventName,
+    ...Object.values(usage.eventNames),
+  ]);
   let meter: MeterSender | undefined;
   const orphans = new OrphanFollower({
     api,
@@ -54,7 +57,12 @@ export function setupUsage(ctx: LoopContext) {
 
   // A job whose usage changed (recorded, billed) has work for the usage reporter.
   jobs.on((event, job, old) => {
-    if (ctx.leading() && event !== "delete" && job.status?.usage !== undefined && job.status.usage !== old?.status?.usage)
+    if (
+      ctx.leading() &&
+      event !== "delete" &&
+      job.status?.usage !== undefined &&
+      job.status.usage !== old?.status?.usage
+    )
       reporter.wake();
   });
   accounts.on((event, acct) => {
@@ -78,7 +86,9 @@ export function setupUsage(ctx: LoopContext) {
     for (const ns of namespaces.list()) {
       const annotations = ns.metadata.annotations as Record<string, string> | undefined;
       const bound = boundAccounts(annotations);
-      const text = accountsSummary(bound.map((customerId) => ({ customerId, status: ctx.account(customerId)?.status })));
+      const text = accountsSummary(
+        bound.map((customerId) => ({ customerId, status: ctx.account(customerId)?.status })),
+      );
       if (text === annotations?.[ACCOUNTS_USAGE_ANNOTATION]) continue;
       void api
         .mergePatch("namespaces", "", ns.metadata.name, {
