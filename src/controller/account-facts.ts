@@ -3,7 +3,7 @@
 // dispatcher (a job its plan refuses does not wait for a slot of the endpoint's window).
 import { findAccount, type BillingAccount } from "../crds/billingaccount.js";
 import type { MediaJob } from "../crds/mediajob.js";
-import type { AccountFacts } from "../mediajob/plan.js";
+import type { AccountFacts } from "../mediajob/pass.js";
 import { planFor, usedSecondsNow, type Plans } from "../mediajob/plans.js";
 import type { AccountJobs } from "./account-jobs.js";
 import type { Informer } from "../runtime/informer.js";

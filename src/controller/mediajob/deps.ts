@@ -4,7 +4,7 @@ import type { BillingAccount, OrphanedRun } from "../../crds/billingaccount.js";
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import type { EventSink } from "../../k8s/events.js";
-import type { PassError, PlanSettings, RecoveryKind, SubmissionOutcome } from "../../mediajob/plan.js";
+import type { PassError, PlanSettings, RecoveryKind, SubmissionOutcome } from "../../mediajob/pass.js";
 import type { GpuProviderClient } from "../../provider/index.js";
 import type { AccountJobs } from "../account-jobs.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";

@@ -15,7 +15,8 @@ import {
 import { SKIP_CANCEL_ANNOTATION } from "../../mediajob/job.js";
 import { orphanOf } from "../../mediajob/orphan.js";
 import type { OrphanedRun } from "../../crds/billingaccount.js";
-import { retry, writtenStatus } from "../../mediajob/plan.js";
+import { writtenStatus } from "../../mediajob/plan.js";
+import { retry } from "../../mediajob/pass.js";
 import { afterDeletionCancel } from "../../mediajob/stop.js";
 import { DEFAULT_USAGE_SETTINGS } from "../../mediajob/usage.js";
 import { isProviderError } from "../../provider/index.js";

@@ -7,16 +7,8 @@ import type { MediaJob } from "../../crds/mediajob.js";
 import { describeError, isAlreadyExists } from "../../k8s/errors.js";
 import type { PlannedEvent } from "../../mediajob/conditions.js";
 import { afterNextStep, type CreateAnswer } from "../../mediajob/next-step.js";
-import {
-  writtenStatus,
-  planFinish,
-  planJob,
-  retry,
-  type Action,
-  type FinishAction,
-  type Plan,
-  type SubmissionOutcome,
-} from "../../mediajob/plan.js";
+import { writtenStatus, planFinish, planJob, type FinishAction } from "../../mediajob/plan.js";
+import { retry, type Action, type Plan, type SubmissionOutcome } from "../../mediajob/pass.js";
 import { afterStop, type CancelAnswer } from "../../mediajob/stop.js";
 import { acceptedStatus } from "../../mediajob/write-ahead.js";
 import { isProviderError } from "../../provider/index.js";

@@ -6,7 +6,7 @@ import { callbackUrl } from "../../callback/token.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import { describeError, isConflict } from "../../k8s/errors.js";
 import { withPhaseConditions, type PlannedEvent } from "../../mediajob/conditions.js";
-import { retry, type Plan, type SubmissionOutcome } from "../../mediajob/plan.js";
+import { retry, type Plan, type SubmissionOutcome } from "../../mediajob/pass.js";
 import {
   acceptedStatus,
   unconfirmedNote,
