@@ -7,7 +7,7 @@ import type { AccountFacts } from "../mediajob/pass.js";
 import { planFor, usedSecondsNow, type Plans } from "../mediajob/plans.js";
 import type { AccountJobs } from "./account-jobs.js";
 import type { Informer } from "../runtime/informer.js";
-import { jobKey } from "./mediajob/writes.js";
+import { objectKey } from "../runtime/informer.js";
 import { jobAccount } from "../mediajob/tenancy.js";
 
 export interface AccountSources {
@@ -56,6 +56,6 @@ export function accountFacts(
     // The account's count, plus its jobs' ended attempts the reporter has not counted yet.
     usedSeconds:
       usedSecondsNow(status?.usage, nowMs) + src.accountJobs.uncountedSeconds(account, status?.usage, nowMs),
-    runningJobs: src.accountJobs.count(account, jobKey(job)),
+    runningJobs: src.accountJobs.count(account, objectKey(job)),
   };
 }
