@@ -54,7 +54,7 @@ ENV MALLOC_TRIM_THRESHOLD_=32768
 # A young generation of at most 2 x 16 MiB: Node 24's default lets it grow to 2 x 64 MiB while the
 # controller lists its cache, and it stays resident. --expose-gc: once a burst of work is over,
 # the controller asks for the memory-reducing collection V8 would otherwise run only ~100 s later
-# (src/controller/idle-compaction.ts). No --enable-source-maps: with it Node reads and keeps every
+# (src/runtime/idle-compaction.ts). No --enable-source-maps: with it Node reads and keeps every
 # module's source map, 1 to 3 MiB resident for stack traces that then name src/*.ts; without it they
 # name dist/*.js (the maps still ship: NODE_OPTIONS=--enable-source-maps turns them on to debug).
 # V8's top tier (TurboFan) stays: without it (--max-opt=2) each container held about 5 MiB less,

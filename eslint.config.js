@@ -44,6 +44,76 @@ export default tseslint.config(
       ],
     },
   },
+  // The runtime (informers, work queues, leader election, health, caches) knows no resource: the
+  // loops (src/controller) declare what to watch and reconcile, and the runtime runs them.
+  {
+    files: ["src/runtime/**"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            OUTSIDE_THE_PRODUCT,
+            {
+              group: [
+                "**/crds/**",
+                "**/mediajob/**",
+                "**/billing/**",
+                "**/controller/**",
+                "**/webhooks/**",
+                "**/cli/**",
+                "**/callback/**",
+                "**/provider/**",
+                "**/config/**",
+              ],
+              message:
+                "the runtime knows no resource and no product module: a loop's setup hands it what it needs",
+            },
+          ],
+        },
+      ],
+    },
+  },
+  // The domain decides and does no I/O: the controller's and the sidecar's edges read the world,
+  // call the domain's pure functions and write what they return. The provider's response schemas
+  // (provider/schemas.ts) are data, not a client.
+  {
+    files: ["src/mediajob/**", "src/billing/**"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          paths: [
+            { name: "@kubernetes/client-node", message: "the domain does no I/O" },
+            { name: "undici", message: "the domain does no I/O" },
+            { name: "fastify", message: "the domain does no I/O" },
+          ],
+          patterns: [
+            OUTSIDE_THE_PRODUCT,
+            {
+              group: [
+                "**/k8s/**",
+                "**/http/**",
+                "**/provider/**",
+                "!**/provider/schemas.js",
+                "**/controller/**",
+                "**/runtime/**",
+                "**/webhooks/**",
+                "**/cli/**",
+                "node:http",
+                "node:https",
+                "node:net",
+                "node:fs",
+                "node:fs/promises",
+              ],
+              message:
+                "the domain does no I/O: an edge (src/controller, src/webhooks, src/cli) reads and writes for it",
+            },
+          ],
+        },
+      ],
+    },
+  },
   {
     files: [
       "src/cli/**",

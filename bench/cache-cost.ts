@@ -15,10 +15,11 @@ import { KubeApi } from "../src/k8s/api.js";
 import { EventRecorder } from "../src/k8s/events.js";
 import { FINALIZER } from "../src/mediajob/job.js";
 import { activeJobStatus, finishedJobStatus } from "./jobs.js";
-import { stripMetadata, trimMediaJob } from "../src/controller/cache-transform.js";
-import { OwnWrites } from "../src/controller/own-writes.js";
-import { StaleCacheGuard } from "../src/controller/stale-cache.js";
-import { WorkQueue } from "../src/controller/workqueue.js";
+import { trimMediaJob } from "../src/controller/cache-transform.js";
+import { stripMetadata } from "../src/runtime/strip-metadata.js";
+import { OwnWrites } from "../src/runtime/own-writes.js";
+import { StaleCacheGuard } from "../src/runtime/stale-cache.js";
+import { WorkQueue } from "../src/runtime/workqueue.js";
 
 const { values: args } = parseArgs({
   options: {

@@ -31,7 +31,7 @@ export function cpuSeconds(pid: number): number {
 /**
  * The Node flags the image runs the product with (Dockerfile, ENTRYPOINT): a young generation of
  * at most 2 x 16 MiB, `gc` exposed for the controller's collection once a burst of work is over
- * (src/controller/idle-compaction.ts). TurboFan stays V8's top tier: without it the controller's
+ * (src/runtime/idle-compaction.ts). TurboFan stays V8's top tier: without it the controller's
  * CPU per job nearly doubled (docs/benchmarks.md, "Runtime flags measured").
  */
 export const RUNTIME_FLAGS = ["--max-semi-space-size=16", "--expose-gc"];

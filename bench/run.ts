@@ -855,7 +855,7 @@ async function measureController(ns: string, size: number, label: string): Promi
     const sum = metricValue(page, 'media_orchestrator_reconcile_duration_seconds_sum{controller="mediajob"}');
     // RSS as `kubectl top` shows it once the controller has settled: the first reading 3 s after
     // the pass (what this benchmark used to report), then, from 10 s after it (the controller gives
-    // a burst's garbage back after 5 s without work, src/controller/idle-compaction.ts), the median
+    // a burst's garbage back after 5 s without work, src/runtime/idle-compaction.ts), the median
     // of 5 readings a second apart. Nothing is done to the process to get there.
     const idleAt = Date.now();
     await new Promise((r) => setTimeout(r, 3000));

@@ -1,12 +1,12 @@
 // The sidecar's memory-reducing collection once it goes quiet. Loading its code and every burst of
 // webhooks grow V8's young generation (up to 2 x 16 MiB, the image's --max-semi-space-size) and
 // leave freed old-generation pages pooled: resident until a memory-reducing collection, which
-// Node 24's memory reducer runs only about 100 s later (see controller/idle-compaction.ts, where the
+// Node 24's memory reducer runs only about 100 s later (see runtime/idle-compaction.ts, where the
 // controller does the same after its bursts). Measured on the built sidecar: 95 MiB of RSS after
 // start, 77 MiB after that collection. The sidecar has no count of objects received, so its work
 // is the event loop's busy time.
 import { performance } from "node:perf_hooks";
-import { IdleCompaction, runtimeCollector } from "./controller/idle-compaction.js";
+import { IdleCompaction, runtimeCollector } from "./runtime/idle-compaction.js";
 
 /** Busy milliseconds since the last collection that make one worth it, and the quiet before it. */
 const POLICY = { minWork: 1_000, idleMs: 5_000, minIntervalMs: 60_000 };

@@ -42,7 +42,7 @@ async function main(argv: string[]): Promise<void> {
       const { runWebhooks } = await import("./webhooks/run.js");
       stops.push((await runWebhooks(env, log)).stop);
     }
-    // The controller collects after its own bursts (controller/idle-compaction.ts); the sidecar
+    // The controller collects after its own bursts (runtime/idle-compaction.ts); the sidecar
     // alone after its event loop's.
     if (mode === "webhooks") {
       const { collectWhenIdle } = await import("./idle-collection.js");

@@ -13,7 +13,7 @@ import {
   resetLostRace,
   stuckLimitMs,
 } from "../mediajob/recovery.js";
-import { writeProviderResult } from "../mediajob/result.js";
+import { writeProviderResult } from "../controller/mediajob/result-write.js";
 import type { KubeApi } from "../k8s/api.js";
 import { isNotFound } from "../k8s/errors.js";
 import { EventRecorder, type EventType } from "../k8s/events.js";

@@ -3,11 +3,11 @@
 // dispatcher (a job its plan refuses does not wait for a slot of the endpoint's window).
 import { findAccount, type BillingAccount } from "../crds/billingaccount.js";
 import type { MediaJob } from "../crds/mediajob.js";
-import type { AccountFacts } from "../mediajob/plan.js";
+import type { AccountFacts } from "../mediajob/pass.js";
 import { planFor, usedSecondsNow, type Plans } from "../mediajob/plans.js";
 import type { AccountJobs } from "./account-jobs.js";
-import type { Informer } from "./informer.js";
-import { jobKey } from "./mediajob/writes.js";
+import type { Informer } from "../runtime/informer.js";
+import { objectKey } from "../runtime/informer.js";
 import { jobAccount } from "../mediajob/tenancy.js";
 
 export interface AccountSources {
@@ -56,6 +56,6 @@ export function accountFacts(
     // The account's count, plus its jobs' ended attempts the reporter has not counted yet.
     usedSeconds:
       usedSecondsNow(status?.usage, nowMs) + src.accountJobs.uncountedSeconds(account, status?.usage, nowMs),
-    runningJobs: src.accountJobs.count(account, jobKey(job)),
+    runningJobs: src.accountJobs.count(account, objectKey(job)),
   };
 }

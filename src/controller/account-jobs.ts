@@ -10,7 +10,7 @@
 import type { BillingAccountUsage } from "../crds/billingaccount.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import { meterIdentifier } from "../mediajob/usage.js";
-import { objectKey } from "./informer.js";
+import { objectKey } from "../runtime/informer.js";
 import { calendarPeriod } from "./usage/account-usage.js";
 import { jobAccount } from "../mediajob/tenancy.js";
 

@@ -15,33 +15,7 @@ import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeObject } from "../k8s/api.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
 import { ACCOUNTS_ANNOTATION, ACCOUNTS_USAGE_ANNOTATION } from "../mediajob/tenancy.js";
-
-const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
-
-/**
- * Drops managedFields and the last-applied annotation (for any cached object). The metadata is
- * rebuilt without them rather than `delete`d from: deleting a property turns an object into a
- * dictionary, several times the size of the same object with fixed fields.
- */
-export function stripMetadata<T extends KubeObject>(obj: T): T {
-  const {
-    managedFields: _managedFields,
-    annotations,
-    ...meta
-  } = obj.metadata as T["metadata"] & {
-    managedFields?: unknown;
-    annotations?: Record<string, string>;
-  };
-  const kept = annotations && LAST_APPLIED in annotations ? withoutLastApplied(annotations) : annotations;
-  if (kept) (meta as typeof meta & { annotations?: Record<string, string> }).annotations = kept;
-  obj.metadata = meta as T["metadata"];
-  return obj;
-}
-
-function withoutLastApplied(annotations: Record<string, string>): Record<string, string> | undefined {
-  const { [LAST_APPLIED]: _dropped, ...rest } = annotations;
-  return Object.keys(rest).length ? rest : undefined;
-}
+import { stripMetadata } from "../runtime/strip-metadata.js";
 
 /**
  * The record a settled job is cached as: what the manager's handlers, the resync and the metrics

@@ -1,26 +1,18 @@
 // The controller's Prometheus metrics, on a registry of its own (one process may run both the
 // controller and the sidecar).
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
+import { ReconcileMetrics } from "../runtime/reconcile-metrics.js";
 import { ProviderMetrics } from "../provider/metrics.js";
 import { DispatchMetrics } from "./dispatch/metrics.js";
 import { ResourceMetrics } from "./resource-metrics.js";
-import { WorkQueueMetrics } from "./workqueue-metrics.js";
+import { WorkQueueMetrics } from "../runtime/workqueue-metrics.js";
 
 export class ControllerMetrics {
   readonly registry = new Registry();
-  readonly reconciles = new Counter({
-    name: "media_orchestrator_reconcile_total",
-    help: "Reconciles by controller and outcome",
-    labelNames: ["controller", "outcome"] as const,
-    registers: [this.registry],
-  });
-  readonly reconcileSeconds = new Histogram({
-    name: "media_orchestrator_reconcile_duration_seconds",
-    help: "Time per reconcile",
-    labelNames: ["controller"] as const,
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [this.registry],
-  });
+  /** Each reconcile's outcome and time, the project's and controller-runtime's metrics. */
+  readonly reconcile = new ReconcileMetrics(this.registry, "media_orchestrator");
+  /** media_orchestrator_reconcile_total{controller, outcome}. */
+  readonly reconciles = this.reconcile.total;
   /** controller-runtime's workqueue_* metrics, label `name` per controller. */
   readonly workqueue = new WorkQueueMetrics(this.registry);
   /** MediaJobs and GpuEndpoints: gauges from the caches, what jobs went through. */

@@ -15,7 +15,7 @@ import { isTerminal } from "../mediajob/job.js";
 import { isUnconfirmed } from "../mediajob/submission.js";
 import { msUntilStuck } from "../mediajob/recovery.js";
 import { runningAfterCancel } from "../mediajob/stop.js";
-import type { InformerEvent } from "./informer.js";
+import type { InformerEvent } from "../runtime/informer.js";
 
 export interface CacheSource {
   jobs: () => MediaJob[];

@@ -5,7 +5,7 @@ import { rebuiltOnChange } from "../config/secret-files.js";
 import { KubeApi } from "../k8s/api.js";
 import { loadClusterConfig } from "../k8s/cluster-config.js";
 import { GpuProviderClient } from "../provider/index.js";
-import { startControllerHealthServer } from "./health.js";
+import { startControllerHealthServer } from "../runtime/health.js";
 import { Manager } from "./manager.js";
 import { ControllerMetrics } from "./metrics.js";
 

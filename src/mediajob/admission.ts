@@ -4,7 +4,7 @@ import { ADMITTING_STATES } from "../crds/billingaccount.js";
 import { getCondition, type ConditionInput } from "../crds/conditions.js";
 import type { GpuEndpoint } from "../crds/gpuendpoint.js";
 import type { MediaJob } from "../crds/mediajob.js";
-import type { AccountFacts } from "./plan.js";
+import type { AccountFacts } from "./pass.js";
 import { admission as planVerdict, type Plans } from "./plans.js";
 
 /**

@@ -1,11 +1,20 @@
-// What every other rule of the MediaJob state machine reads: the finalizer, the terminal phases,
-// the job's ids and its first status.
+// What every other rule of the MediaJob state machine reads: the finalizer, the replay limit, the
+// terminal phases, the job's ids and its first status.
 import { createHash } from "node:crypto";
 import type { JobPhase, MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 
 export const FINALIZER = "media-orchestrator.io/cancel-at-provider";
 /** Set to "true" on a MediaJob to delete it without cancelling its job at the provider. */
 export const SKIP_CANCEL_ANNOTATION = "media-orchestrator.io/skip-provider-cancel";
+
+/**
+ * Replays after which a job the provider keeps losing is failed instead of replayed. A provider
+ * keeps a finished job's status only for a while (RunPod: 30 min); when callbacks never reach the
+ * sidecar and the timeout is longer than that, every replay would run (and bill) the job again.
+ * Counted per cause: provider losses (status 404), and unconfirmed resubmissions. Operator resets
+ * and failure retries are not losses.
+ */
+export const MAX_REPLAYS = 3;
 
 const TERMINAL_PHASES: ReadonlySet<JobPhase> = new Set(["Completed", "Failed", "Cancelled"]);
 export const isTerminal = (phase: JobPhase | undefined): boolean =>

@@ -3,7 +3,7 @@ import { adoptedWithoutEvidence } from "../callback/adoption.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { noteCondition, type PlannedEvent } from "./conditions.js";
 import { nextStepObject } from "./pipeline.js";
-import { terminal, type Plan } from "./plan.js";
+import { terminal, type Plan } from "./pass.js";
 
 /** The reason (condition, Event) of a next step whose name another object has taken. */
 const NEXT_STEP_NAME_TAKEN = "NextStepNameTaken";

@@ -8,7 +8,7 @@ import { noteCondition, withCondition, type PlannedEvent } from "./conditions.js
 import { deadlineExceeded, msUntilDeadline } from "./deadline.js";
 import { FINALIZER } from "./job.js";
 import { firstStepMetadata } from "./pipeline.js";
-import type { Action, Facts, Plan } from "./plan.js";
+import type { Action, Facts, Plan } from "./pass.js";
 import { cancelledStatus } from "./stop.js";
 import { dequeuedStatus, queuedStatus } from "./queued.js";
 import { planSubmission } from "./write-ahead.js";

@@ -6,7 +6,7 @@ import { TERMINAL_STATUSES, type ProviderJobStatus } from "../provider/schemas.j
 import { withCondition, type PlannedEvent } from "./conditions.js";
 import { EXPIRED, expiredStatus, msUntilDeadline, pastProviderTtl } from "./deadline.js";
 import { currentProviderJobId } from "./job.js";
-import { retry, type Facts, type Plan } from "./plan.js";
+import { retry, type Facts, type Plan } from "./pass.js";
 import { applyProviderResult } from "./provider-result.js";
 import { afterProviderLostJob, msUntilStuck, resetToPending } from "./recovery.js";
 import { planFollow, planStop, stopFollowed } from "./stop.js";

@@ -1,15 +1,7 @@
 // Replays and resets: the provider lost a job, a job is stuck past its timeout, an operator resets.
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
+import { MAX_REPLAYS } from "./job.js";
 import { failedUnconfirmed } from "./unconfirmed.js";
-
-/**
- * Replays after which a job the provider keeps losing is failed instead of replayed. A provider
- * keeps a finished job's status only for a while (RunPod: 30 min); when callbacks never reach the
- * sidecar and the timeout is longer than that, every replay would run (and bill) the job again.
- * Counted per cause: provider losses (status 404), and unconfirmed resubmissions. Operator resets
- * and failure retries are not losses.
- */
-export const MAX_REPLAYS = 3;
 
 /** The provider answered 404 for a Processing job: replay it, or stop replaying. */
 export function afterProviderLostJob(status: MediaJobStatus, now: string): MediaJobStatus {

@@ -1,15 +1,14 @@
-// The one way a provider's result reaches a MediaJob's status, for every writer: the sidecar
-// (callbacks), the controller's CLI (`kubectl media complete` / `recover`) and anything else. A
-// read-modify-write with the resourceVersion, retried on conflict with a fresh read, so concurrent
-// and repeated deliveries of the same result converge on one final state.
+// The one rule by which a provider's result reaches a MediaJob's status, for every writer: the
+// sidecar (callbacks), the controller's CLI (`kubectl media complete` / `recover`) and anything
+// else. decideResult reads one version of the job; the edge that writes it
+// (src/controller/mediajob/result-write.ts) calls it again on each fresh read after a conflict, so
+// concurrent and repeated deliveries of the same result converge on one final state.
 import { ADOPTED_BY_CALLBACK } from "../callback/adoption.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
-import type { KubeApi } from "../k8s/api.js";
 import { applyProviderResult } from "./provider-result.js";
 import type { UsageSettings } from "./usage.js";
 import { isTerminal, type ProviderResult } from "./job.js";
 import { recordAccepted } from "./submission.js";
-import { withPhaseConditions } from "./conditions.js";
 import { setCondition } from "../crds/conditions.js";
 
 /** Which submission a result is for, when the writer knows it (a callback URL carries it). */
@@ -76,14 +75,6 @@ export type ResultOutcome =
   /** No such MediaJob. */
   | "gone";
 
-export interface ResultWriteOutcome {
-  outcome: ResultOutcome;
-  job?: MediaJob;
-  conflicts: number;
-  /** The provider's id was taken from the result (a callback), not from a recorded /run answer. */
-  adopted?: boolean;
-}
-
 /** The decision for one read of the object: the status to write and what it means. */
 export function decideResult(
   current: MediaJob,
@@ -126,30 +117,4 @@ export function decideResult(
     if (recorded) return { outcome: "adopted", status: marked(recorded), adopted: true };
   }
   return { outcome: "unchanged" };
-}
-
-export async function writeProviderResult(
-  api: KubeApi,
-  namespace: string,
-  name: string,
-  w: ResultWrite,
-): Promise<ResultWriteOutcome> {
-  let outcome: ResultOutcome = "gone";
-  let adopted = false;
-  const res = await api.updateStatusWithRetry<MediaJob>(
-    "mediajobs",
-    namespace,
-    name,
-    (current) => {
-      const decision = decideResult(current, w);
-      outcome = decision.outcome;
-      adopted = decision.adopted === true;
-      if (!decision.status) return undefined;
-      return { ...current, status: withPhaseConditions(decision.status, current.metadata.generation, w.now) };
-    },
-    w.conflictAttempts ?? 8,
-    w.read,
-  );
-  if (!res.object) return { outcome: "gone", conflicts: res.conflicts };
-  return { outcome, job: res.object, conflicts: res.conflicts, ...(adopted ? { adopted } : {}) };
 }

@@ -12,7 +12,7 @@ import { TERMINAL_STATUSES, type ProviderJobStatus } from "../provider/schemas.j
 import { ERROR_MAX_CHARS, clip, type ProviderResult } from "./job.js";
 import { applyProviderResult } from "./provider-result.js";
 import { withRecordedUsage } from "./usage.js";
-import { retry, type Facts, type Plan, type StopReason } from "./plan.js";
+import { retry, type Facts, type Plan, type StopReason } from "./pass.js";
 
 /**
  * The provider's answer to a cancel: the job's status then, or an error. `confirmed`: the job's own

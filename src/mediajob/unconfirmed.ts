@@ -2,8 +2,7 @@
 // resubmitted (at least once), as UNCONFIRMED_SUBMISSION_POLICY says.
 import { setCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
-import { ERROR_MAX_CHARS, clip } from "./job.js";
-import { MAX_REPLAYS } from "./recovery.js";
+import { ERROR_MAX_CHARS, MAX_REPLAYS, clip } from "./job.js";
 import { msUntilConfirmationDeadline } from "./submission.js";
 
 /**

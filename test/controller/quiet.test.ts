@@ -6,7 +6,7 @@ import { CoreV1Api, Watch } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import { objectKey } from "../../src/controller/informer.js";
+import { objectKey } from "../../src/runtime/informer.js";
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
 import type { Manager } from "../../src/controller/manager.js";
 import { KubeApi } from "../../src/k8s/api.js";

@@ -53,7 +53,7 @@ import { startWebhookServer, type RunningWebhookServer } from "../../src/webhook
 import { startControlPlane, type RunningControlPlane } from "../support/controlplane.js";
 import { eventually } from "../support/kube.js";
 import { deliverPaymentEvent, subscriptionCreated } from "../support/payments.js";
-import { startControllerHealthServer } from "../../src/controller/health.js";
+import { startControllerHealthServer } from "../../src/runtime/health.js";
 import { runController, type RunningController } from "../../src/controller/run.js";
 import {
   CHART_DIR,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import { stripMetadata, trimMediaJob } from "../../src/controller/cache-transform.js";
+import { trimMediaJob } from "../../src/controller/cache-transform.js";
+import { stripMetadata } from "../../src/runtime/strip-metadata.js";
 import { atRest, finishedForGood, settled } from "../../src/mediajob/at-rest.js";
 import { jobEventWorthALook } from "../../src/controller/job-at-rest.js";
 import { FINALIZER } from "../../src/mediajob/job.js";

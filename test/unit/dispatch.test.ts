@@ -6,7 +6,8 @@ import { API_VERSION } from "../../src/crds/common.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { Dispatcher } from "../../src/controller/dispatch/dispatcher.js";
-import { planJob, type Facts } from "../../src/mediajob/plan.js";
+import { planJob } from "../../src/mediajob/plan.js";
+import { type Facts } from "../../src/mediajob/pass.js";
 import { SUBMISSION_IDENTITY_KEY } from "../../src/mediajob/submission-identity.js";
 
 const T0 = Date.parse("2026-01-01T00:00:00.000Z");

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { IdleCompaction, runtimeCollector } from "../../src/controller/idle-compaction.js";
+import { IdleCompaction, runtimeCollector } from "../../src/runtime/idle-compaction.js";
 
 const policy = { minWork: 100, idleMs: 5_000, minIntervalMs: 60_000 };
 

@@ -12,10 +12,15 @@ import {
   recordAccepted,
   withdrawIntent,
 } from "../../src/mediajob/submission.js";
-import { ERROR_MAX_CHARS, initialStatus, providerRequestId, submissionId } from "../../src/mediajob/job.js";
+import {
+  ERROR_MAX_CHARS,
+  MAX_REPLAYS,
+  initialStatus,
+  providerRequestId,
+  submissionId,
+} from "../../src/mediajob/job.js";
 import { PROVIDER_JOB_ID } from "../../src/provider/job-id.js";
 import {
-  MAX_REPLAYS,
   afterProviderLostJob,
   msUntilStuck,
   resetPatch,

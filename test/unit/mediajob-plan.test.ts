@@ -8,7 +8,8 @@ import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { planDeletion } from "../../src/mediajob/deletion.js";
 import { FINALIZER, providerIdScope } from "../../src/mediajob/job.js";
 import { afterNextStep } from "../../src/mediajob/next-step.js";
-import { planFinish, planJob, type Facts } from "../../src/mediajob/plan.js";
+import { planFinish, planJob } from "../../src/mediajob/plan.js";
+import { type Facts } from "../../src/mediajob/pass.js";
 import { providerReadDue } from "../../src/mediajob/processing.js";
 import { afterStop } from "../../src/mediajob/stop.js";
 

@@ -10,7 +10,6 @@ import { billingAccountName, type BillingAccount } from "../../src/crds/billinga
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
 import { AccountJobs } from "../../src/controller/account-jobs.js";
 import { Dispatcher } from "../../src/controller/dispatch/dispatcher.js";
-import { RetryLater } from "../../src/controller/mediajob/reconciler.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
 import {
   harness,
@@ -97,6 +96,8 @@ interface Case {
   /** The pass's result, or the error it throws. */
   result?: { requeueAfterMs: number } | undefined;
   throws?: RegExp;
+  /** The pass ends on a terminal error: the runtime does not retry it. */
+  terminal?: true;
   events: string[];
   submissions?: string[];
   recoveries?: string[];
@@ -470,6 +471,7 @@ const cases: Case[] = [
         writes((s) => expect(cond(s, "NextStepCreated")?.reason).toBe("NextStepNameTaken")),
       ],
     },
+    terminal: true,
     result: undefined,
     events: ["Warning NextStepNameTaken"],
   },
@@ -571,22 +573,31 @@ const cases: Case[] = [
 describe("MediaJob reconciler, without a control plane", () => {
   it.each(cases)("$name", async (c) => {
     const h = harness({ ...c.world, now: NOW });
-    const run = h.reconciler.reconcile("ns/clip");
-    if (c.throws) await expect(run).rejects.toThrow(c.throws);
-    else expect(await run).toEqual(c.result);
+    // A retryable error, returned or thrown, is retried by the runtime; a terminal one is not.
+    const run = h.reconciler.pass("ns/clip").catch((err: unknown) => ({ thrown: err as Error }));
+    const answer = await run;
+    if ("thrown" in answer) expect(answer.thrown.message).toMatch(c.throws ?? /no error/);
+    else if (c.throws) {
+      expect(answer.error?.terminal).toBe(false);
+      expect(answer.error?.message).toMatch(c.throws);
+    } else {
+      expect(answer.result).toEqual(c.result);
+      expect(answer.error?.terminal).toBe(c.terminal);
+    }
     h.done();
     expect(h.events.map(([t, r]) => `${t} ${r}`)).toEqual(c.events);
     expect(h.submissions).toEqual(c.submissions ?? []);
     expect(h.recoveries).toEqual(c.recoveries ?? []);
   });
 
-  it("a retryable error is a RetryLater; a terminal one is not thrown", async () => {
+  it("a retryable error is returned for the runtime to retry, not thrown", async () => {
     const h = harness({
       now: NOW,
       jobs: [job({ meta: withFinalizer, status: processing({ submittedAt: ago(700) }) })],
       provider: [{ call: "status", answer: () => Promise.reject(providerError("PROVIDER_UNAVAILABLE")) }],
     });
-    await expect(h.reconciler.reconcile("ns/clip")).rejects.toBeInstanceOf(RetryLater);
+    const { error } = await h.reconciler.pass("ns/clip");
+    expect(error).toMatchObject({ terminal: false, message: expect.stringMatching(/PROVIDER_UNAVAILABLE/) });
   });
 
   it("with an in-flight window: an accepted submission keeps its slot until the cache shows it; a queued job waits", async () => {
@@ -651,7 +662,7 @@ describe("MediaJob reconciler, without a control plane", () => {
 
   it("a job no longer in the cache: nothing happens", async () => {
     const h = harness({ now: NOW, jobs: [] });
-    expect(await h.reconciler.reconcile("ns/clip")).toBeUndefined();
+    expect(await h.reconciler.pass("ns/clip")).toEqual({});
     h.done();
   });
 });

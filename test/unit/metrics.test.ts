@@ -4,8 +4,9 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { ResourceMetrics, failureReason } from "../../src/controller/resource-metrics.js";
-import { WorkQueue } from "../../src/controller/workqueue.js";
-import { WorkQueueMetrics } from "../../src/controller/workqueue-metrics.js";
+import { ReconcileMetrics } from "../../src/runtime/reconcile-metrics.js";
+import { WorkQueue } from "../../src/runtime/workqueue.js";
+import { WorkQueueMetrics } from "../../src/runtime/workqueue-metrics.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { callApi, observed, type ProviderCall } from "../../src/provider/calls.js";
@@ -28,6 +29,32 @@ function job(name: string, workload: "asr" | "tts" | "render", status: MediaJob[
     status,
   };
 }
+
+describe("reconcile metrics", () => {
+  it("count each outcome under the project's names and controller-runtime's, a terminal error as an error not retried", async () => {
+    const registry = new Registry();
+    const m = new ReconcileMetrics(registry, "media_orchestrator");
+    for (const outcome of ["success", "requeue_after", "error", "terminal_error", "terminal_error"] as const)
+      m.observe("mediajob", outcome, 2);
+    const v = (series: string) => value(registry, series);
+    // The project's names, which its alerts and dashboards read: a terminal error is not an error retried.
+    expect(await v('media_orchestrator_reconcile_total{controller="mediajob",outcome="success"}')).toBe(1);
+    expect(await v('media_orchestrator_reconcile_total{controller="mediajob",outcome="requeue"}')).toBe(1);
+    expect(await v('media_orchestrator_reconcile_total{controller="mediajob",outcome="error"}')).toBe(1);
+    expect(
+      await v('media_orchestrator_reconcile_total{controller="mediajob",outcome="terminal_error"}'),
+    ).toBe(2);
+    expect(await v('media_orchestrator_reconcile_duration_seconds_count{controller="mediajob"}')).toBe(5);
+    // controller-runtime's: a terminal error is result="error", and counted apart as terminal.
+    expect(await v('controller_runtime_reconcile_total{controller="mediajob",result="success"}')).toBe(1);
+    expect(await v('controller_runtime_reconcile_total{controller="mediajob",result="requeue_after"}')).toBe(
+      1,
+    );
+    expect(await v('controller_runtime_reconcile_total{controller="mediajob",result="error"}')).toBe(3);
+    expect(await v('controller_runtime_reconcile_errors_total{controller="mediajob"}')).toBe(3);
+    expect(await v('controller_runtime_terminal_reconcile_errors_total{controller="mediajob"}')).toBe(2);
+  });
+});
 
 describe("work queue metrics", () => {
   it("counts adds, retries, waits and work under controller-runtime's names, per queue", async () => {

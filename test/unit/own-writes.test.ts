@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { OwnWrites } from "../../src/controller/own-writes.js";
+import { OwnWrites } from "../../src/runtime/own-writes.js";
 
 const obj = (rv: string, name = "a") => ({ metadata: { name, namespace: "ns", resourceVersion: rv } });
 

@@ -6,7 +6,8 @@ import { API_VERSION } from "../../src/crds/common.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
-import { planJob, type AccountFacts, type Facts } from "../../src/mediajob/plan.js";
+import { planJob } from "../../src/mediajob/plan.js";
+import { type AccountFacts, type Facts } from "../../src/mediajob/pass.js";
 import { PlansSchema, usedSecondsNow } from "../../src/mediajob/plans.js";
 import { waitOf } from "../../src/cli/waiting.js";
 

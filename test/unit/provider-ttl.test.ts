@@ -10,7 +10,8 @@ import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
 import { DEFAULT_QUEUE_ALLOWANCE_MS, PROVIDER_LIMITS, providerPolicy } from "../../src/mediajob/deadline.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
-import { planJob, type Facts } from "../../src/mediajob/plan.js";
+import { planJob } from "../../src/mediajob/plan.js";
+import { type Facts } from "../../src/mediajob/pass.js";
 import { afterStop } from "../../src/mediajob/stop.js";
 import { planSubmission } from "../../src/mediajob/write-ahead.js";
 

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { StaleCacheGuard } from "../../src/controller/stale-cache.js";
+import { StaleCacheGuard } from "../../src/runtime/stale-cache.js";
 
 describe("stale-cache guard", () => {
   it("knows no version of a key it was told nothing about", () => {

@@ -5,7 +5,8 @@ import { describe, expect, it } from "vitest";
 import { API_VERSION } from "../../src/crds/common.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
-import { planJob, type Facts } from "../../src/mediajob/plan.js";
+import { planJob } from "../../src/mediajob/plan.js";
+import { type Facts } from "../../src/mediajob/pass.js";
 import { providerReadDue } from "../../src/mediajob/processing.js";
 import { afterDeletionCancel, afterStop, runningAfterCancel } from "../../src/mediajob/stop.js";
 

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { WorkQueue } from "../../src/controller/workqueue.js";
+import { WorkQueue } from "../../src/runtime/workqueue.js";
 
 // Logical time: delays, backoffs and requeue timers fire when the test advances the clock, so a
 // stalled machine cannot reorder them.
@@ -124,7 +124,8 @@ describe("WorkQueue", () => {
         failOnce = false;
         throw new Error("boom");
       }
-      if (key === "poll" && seen.filter((k) => k === "poll").length === 1) return { requeueAfterMs: 20 };
+      if (key === "poll" && seen.filter((k) => k === "poll").length === 1)
+        return { result: { requeueAfterMs: 20 } };
     });
     q.add("err");
     q.add("poll");
@@ -136,6 +137,46 @@ describe("WorkQueue", () => {
     expect(seen.filter((k) => k === "err")).toHaveLength(2);
     expect(seen.filter((k) => k === "poll")).toHaveLength(2);
     expect(seen).toContain("late");
+  });
+
+  it("acts on a reconcile's (result, error) as controller-runtime does: a terminal error is not retried", async () => {
+    const outcomes: string[] = [];
+    const terminal: string[] = [];
+    const q = new WorkQueue({
+      baseDelayMs: 5,
+      onDone: (key, _ms, outcome) => outcomes.push(`${key} ${outcome}`),
+      onTerminalError: (key, err) => terminal.push(`${key}: ${err.message}`),
+    });
+    const seen: string[] = [];
+    const done = q.run(1, async (key) => {
+      seen.push(key);
+      if (key === "impossible") return { error: { terminal: true, message: "name taken" } };
+      if (key === "flaky" && seen.filter((k) => k === "flaky").length === 1)
+        return { error: { terminal: false, message: "try again" } };
+      if (key === "expiring")
+        return { result: { requeueAfterMs: 1_000 }, error: { terminal: true, message: "x" } };
+    });
+    q.add("impossible");
+    q.add("flaky");
+    q.add("expiring");
+    await advance(100);
+    expect(seen.filter((k) => k === "impossible")).toHaveLength(1); // never retried
+    expect(q.failuresOf("impossible")).toBe(0);
+    expect(seen.filter((k) => k === "flaky")).toHaveLength(2); // retried with backoff, then forgotten
+    expect(q.failuresOf("flaky")).toBe(0);
+    expect(terminal).toEqual(["impossible: name taken", "expiring: x"]);
+    // A terminal error ends the retries, not the object's timers.
+    await advance(1_000);
+    expect(seen.filter((k) => k === "expiring")).toHaveLength(2);
+    q.shutdown();
+    await done;
+    expect(outcomes.slice(0, 5)).toEqual([
+      "impossible terminal_error",
+      "flaky error",
+      "expiring terminal_error",
+      "flaky success",
+      "expiring terminal_error",
+    ]);
   });
 
   it("lets in-flight work finish on shutdown and hands out nothing more", async () => {

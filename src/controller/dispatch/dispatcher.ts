@@ -33,7 +33,7 @@ import {
   type WindowState,
 } from "../../mediajob/window.js";
 import { isTerminal } from "../../mediajob/job.js";
-import { objectKey } from "../informer.js";
+import { objectKey } from "../../runtime/informer.js";
 import { jobAccount } from "../../mediajob/tenancy.js";
 
 export interface DispatcherOptions {

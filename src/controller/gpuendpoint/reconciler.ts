@@ -17,10 +17,10 @@ import {
   type ProviderError,
 } from "../../provider/index.js";
 import { getCondition, setCondition, type ConditionInput } from "../../crds/conditions.js";
-import type { Informer } from "../informer.js";
-import { StaleCacheGuard } from "../stale-cache.js";
-import { sameStatus } from "../same-status.js";
-import type { ReconcileResult } from "../workqueue.js";
+import type { Informer } from "../../runtime/informer.js";
+import { StaleCacheGuard } from "../../runtime/stale-cache.js";
+import { sameStatus } from "../../runtime/same-status.js";
+import type { ReconcileResult } from "../../runtime/workqueue.js";
 import {
   FIX_ENDPOINT,
   credentialsCondition,

@@ -4,12 +4,12 @@ import type { BillingAccount, OrphanedRun } from "../../crds/billingaccount.js";
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import type { EventSink } from "../../k8s/events.js";
-import type { PassError, PlanSettings, RecoveryKind, SubmissionOutcome } from "../../mediajob/plan.js";
+import type { PassError, PlanSettings, RecoveryKind, SubmissionOutcome } from "../../mediajob/pass.js";
 import type { GpuProviderClient } from "../../provider/index.js";
 import type { AccountJobs } from "../account-jobs.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
-import type { Informer } from "../informer.js";
-import type { ReconcileResult } from "../workqueue.js";
+import type { Informer } from "../../runtime/informer.js";
+import type { ReconcileResult } from "../../runtime/workqueue.js";
 import type { JobApi } from "./writes.js";
 
 interface MediaJobSettings extends PlanSettings {

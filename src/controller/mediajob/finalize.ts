@@ -15,12 +15,13 @@ import {
 import { SKIP_CANCEL_ANNOTATION } from "../../mediajob/job.js";
 import { orphanOf } from "../../mediajob/orphan.js";
 import type { OrphanedRun } from "../../crds/billingaccount.js";
-import { retry, writtenStatus } from "../../mediajob/plan.js";
+import { writtenStatus } from "../../mediajob/plan.js";
+import { retry } from "../../mediajob/pass.js";
 import { afterDeletionCancel } from "../../mediajob/stop.js";
 import { DEFAULT_USAGE_SETTINGS } from "../../mediajob/usage.js";
 import { isProviderError } from "../../provider/index.js";
 import type { MediaJobDeps, PassResult } from "./deps.js";
-import { readProviderStatus } from "./gather.js";
+import { cancelAtProvider } from "./cancel.js";
 import type { JobWrites } from "./writes.js";
 
 export interface Finalizer {
@@ -54,12 +55,14 @@ export async function finalize(f: Finalizer, job: MediaJob): Promise<PassResult>
         f.now().toISOString(),
       );
     else {
-      if (!f.fenceHolds()) return { error: retry("not the leader: no cancel") };
+      const cancelled = await cancelAtProvider(d, f.fenceHolds, step.endpointId, step.providerJobId);
+      if ("fenced" in cancelled) return { error: retry("not the leader: no cancel") };
       try {
-        const res = await d.provider.cancel(step.endpointId, step.providerJobId);
+        const { answer } = cancelled;
+        if ("lost" in answer) continue;
+        if ("error" in answer) throw cancelled.err;
         // The job's own status after the cancel: whether it has ended there, and its final figures.
-        const read = await readProviderStatus(d, step.endpointId, step.providerJobId);
-        const final = "result" in read ? read.result : res;
+        const final = answer.result;
         const nowDate = f.now();
         const outcome = afterDeletionCancel(job, final, {
           now: nowDate,
@@ -67,7 +70,7 @@ export async function finalize(f: Finalizer, job: MediaJob): Promise<PassResult>
           giveUpMs: d.settings.cancelGiveUpMs ?? CANCEL_GIVE_UP_MS,
           warnMs: d.settings.cancelFollowWarningMs,
           tickMs: d.settings.tickMs,
-          confirmed: "result" in read,
+          confirmed: answer.confirmed === true,
         });
         if (outcome.status)
           job = await writes.replaceStatus(

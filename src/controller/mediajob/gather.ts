@@ -5,7 +5,7 @@ import { findAccount } from "../../crds/billingaccount.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import { describeError } from "../../k8s/errors.js";
 import { admission, endpointReadiness, pickEndpoint, planLimits } from "../../mediajob/admission.js";
-import type { Facts, Plan, ProviderRead, SubmissionOutcome } from "../../mediajob/plan.js";
+import type { Facts, Plan, ProviderRead, SubmissionOutcome } from "../../mediajob/pass.js";
 import { providerReadDue } from "../../mediajob/processing.js";
 import { billedAccount, jobAccount, type AccountResolution } from "../../mediajob/tenancy.js";
 import type { SlotFact } from "../../mediajob/queued.js";

@@ -4,42 +4,21 @@
 // actions, so a repeated or concurrent trigger is harmless. Only the write-ahead submission
 // (submit.ts) writes status more than once in a pass, and it does so by name.
 import type { MediaJob } from "../../crds/mediajob.js";
-import { describeError, isAlreadyExists } from "../../k8s/errors.js";
+import { isAlreadyExists } from "../../k8s/errors.js";
 import type { PlannedEvent } from "../../mediajob/conditions.js";
 import { afterNextStep, type CreateAnswer } from "../../mediajob/next-step.js";
-import {
-  writtenStatus,
-  planFinish,
-  planJob,
-  retry,
-  type Action,
-  type FinishAction,
-  type Plan,
-  type SubmissionOutcome,
-} from "../../mediajob/plan.js";
-import { afterStop, type CancelAnswer } from "../../mediajob/stop.js";
+import { writtenStatus, planFinish, planJob, type FinishAction } from "../../mediajob/plan.js";
+import { retry, type Action, type Plan, type SubmissionOutcome } from "../../mediajob/pass.js";
+import { afterStop } from "../../mediajob/stop.js";
 import { acceptedStatus } from "../../mediajob/write-ahead.js";
-import { isProviderError } from "../../provider/index.js";
-import { sameStatus } from "../same-status.js";
-import { StaleCacheGuard } from "../stale-cache.js";
-import type { ReconcileResult } from "../workqueue.js";
+import { sameStatus } from "../../runtime/same-status.js";
+import { StaleCacheGuard } from "../../runtime/stale-cache.js";
 import type { MediaJobDeps, PassResult } from "./deps.js";
+import { cancelAtProvider } from "./cancel.js";
 import { finalize, type Finalizer } from "./finalize.js";
-import {
-  addPlaces,
-  gatherFacts,
-  readProviderStatus,
-  reserveAccountPlace,
-  settleSlot,
-  type Unrecorded,
-} from "./gather.js";
+import { addPlaces, gatherFacts, reserveAccountPlace, settleSlot, type Unrecorded } from "./gather.js";
 import { heldElsewhere, refuseHeldAnswer, submit } from "./submit.js";
 import { JobWrites, jobKey } from "./writes.js";
-
-/** A pass's retryable error: the key is retried with backoff (the cause is in a condition). */
-export class RetryLater extends Error {
-  override readonly name = "RetryLater";
-}
 
 interface Step {
   job: MediaJob;
@@ -79,17 +58,11 @@ export class MediaJobReconciler {
 
   private fenceHolds = (): boolean => this.d.fence?.() ?? true;
 
-  /** The work queue's entry: a retryable error is thrown (backoff), a terminal one only logged. */
-  readonly reconcile = async (key: string): Promise<ReconcileResult | void> => {
-    const { result, error } = await this.pass(key);
-    if (error && !error.terminal) throw new RetryLater(error.message);
-    if (error)
-      this.d.log.info({ job: key, err: error.message }, "reconcile ended on a terminal error; not retried");
-    return result;
-  };
-
-  /** One pass: gather, plan, execute. */
-  async pass(key: string): Promise<PassResult> {
+  /**
+   * One pass: gather, plan, execute. The work queue's entry: its error, retryable or terminal, is
+   * the runtime's to act on and count (src/runtime/workqueue.ts).
+   */
+  readonly pass = async (key: string): Promise<PassResult> => {
     let job = this.d.jobs.getByKey(key);
     if (!job) {
       this.stale.forget(key);
@@ -145,7 +118,7 @@ export class MediaJobReconciler {
     const result =
       kept && finish.requeueAfterMs !== undefined ? { requeueAfterMs: finish.requeueAfterMs } : undefined;
     return { ...(result && { result }), ...(plan.error && { error: plan.error }) };
-  }
+  };
 
   /** One planned action; an action with an answer hands it to the domain for the rest of the pass. */
   private async execute(job: MediaJob, plan: Plan, action: Action, now: string): Promise<Step> {
@@ -179,18 +152,15 @@ export class MediaJobReconciler {
         return { job, plan, written };
       }
       case "cancel": {
-        if (!this.fenceHolds()) return { job, plan: { ...plan, error: retry("not the leader: no cancel") } };
-        let answer: CancelAnswer;
-        try {
-          answer = { result: await this.d.provider.cancel(action.endpointId, action.providerJobId) };
-          // The cancel's answer says little (RunPod: the id and a status); the job's own status has
-          // the final figures (executionTime, delayTime) a stopped job's usage is recorded from.
-          const read = await readProviderStatus(this.d, action.endpointId, action.providerJobId);
-          if ("result" in read) answer = { result: read.result, confirmed: true };
-        } catch (err) {
-          answer = isProviderError(err, "JOB_NOT_FOUND") ? { lost: true } : { error: describeError(err) };
-        }
-        const next = afterStop(job, plan.status, action.why, answer, now, this.d.settings.tickMs);
+        const cancelled = await cancelAtProvider(
+          this.d,
+          this.fenceHolds,
+          action.endpointId,
+          action.providerJobId,
+        );
+        if ("fenced" in cancelled)
+          return { job, plan: { ...plan, error: retry("not the leader: no cancel") } };
+        const next = afterStop(job, plan.status, action.why, cancelled.answer, now, this.d.settings.tickMs);
         return { job, plan: this.then(job, plan, next, now) };
       }
       case "createNextStep": {

@@ -6,7 +6,8 @@ import { callbackUrl } from "../../callback/token.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import { describeError, isConflict } from "../../k8s/errors.js";
 import { withPhaseConditions, type PlannedEvent } from "../../mediajob/conditions.js";
-import { retry, type Plan, type SubmissionOutcome } from "../../mediajob/plan.js";
+import { retry, type Plan, type SubmissionOutcome } from "../../mediajob/pass.js";
+import { afterSubmit, type SubmitAnswer } from "../../mediajob/submit-answer.js";
 import {
   acceptedStatus,
   unconfirmedNote,
@@ -91,41 +92,45 @@ export async function submit(
     return outcome("fenced", { error: retry("lost the leadership before submitting") }, stored);
   }
 
-  // (3) /run, once.
-  let providerJobId: string;
+  // (3) /run, once; its answer is the domain's to read (afterSubmit).
+  let answer: SubmitAnswer;
   try {
     const signal = d.leadership?.();
     const webhook = callbackUrl(d.settings.callbackBaseUrl, d.settings.callbackSecret, p.callback, {
       expiresAt: p.callbackExpiresAt,
     });
-    providerJobId = (
-      await d.provider.submit(
-        p.endpointId,
-        { ...p.request, webhook },
-        { ...(signal && { signal }), ...(d.onThrottled && { retryRateLimited: false }) },
-      )
-    ).id;
+    const submitted = await d.provider.submit(
+      p.endpointId,
+      { ...p.request, webhook },
+      { ...(signal && { signal }), ...(d.onThrottled && { retryRateLimited: false }) },
+    );
+    answer = { accepted: submitted.id };
   } catch (err) {
-    const refused = isProviderError(err) && !err.mayHaveBeenAccepted;
-    const message = `submission to endpoint ${p.endpointId} ${refused ? "failed" : "is unconfirmed"}: ${describeError(err)}`;
-    if (refused) {
-      if (isProviderError(err, "RATE_LIMITED")) d.onThrottled?.(p.endpointId, err.retryAfterMs);
-      const reason = isProviderError(err) ? err.code : "SubmitFailed";
-      const written = await d.writes.writeOnto(stored, (cur) =>
-        withdrawnStatus(cur, p, now, { reason, message }),
-      );
-      return outcome("refused", { events: [["Warning", reason, message]], error: retry(message) }, written);
-    }
-    const { note, waitMs } = unconfirmedNote(stored, message, Date.parse(now), d.settings);
-    const written = await d.writes
-      .writeOnto(stored, (cur) => unconfirmedStatus(cur, p.attempt, note, now))
-      .catch((e: unknown) => {
-        d.log.warn({ job: key, err: describeError(e) }, "could not record an unconfirmed submission");
-        return stored;
-      });
-    const events: PlannedEvent[] = [["Warning", "SubmissionUnconfirmed", note]];
-    return outcome("unconfirmed", { events, requeueAfterMs: Math.max(1_000, waitMs) }, written);
+    answer =
+      isProviderError(err) && !err.mayHaveBeenAccepted
+        ? {
+            refused: {
+              code: err.code,
+              error: describeError(err),
+              ...(err.retryAfterMs !== undefined && { retryAfterMs: err.retryAfterMs }),
+            },
+          }
+        : { unconfirmed: describeError(err) };
   }
+  const next = afterSubmit(stored, p, answer, now, d.settings);
+  if (next.outcome === "refused") {
+    if (next.throttled) d.onThrottled?.(p.endpointId, next.throttled.retryAfterMs);
+    const written = await d.writes.writeOnto(stored, next.write);
+    return outcome("refused", { events: next.events, error: next.error }, written);
+  }
+  if (next.outcome === "unconfirmed") {
+    const written = await d.writes.writeOnto(stored, next.write).catch((e: unknown) => {
+      d.log.warn({ job: key, err: describeError(e) }, "could not record an unconfirmed submission");
+      return stored;
+    });
+    return outcome("unconfirmed", { events: next.events, requeueAfterMs: next.requeueAfterMs }, written);
+  }
+  const { providerJobId } = next;
 
   // (4) The provider's id. A failed write here does not resubmit: the job stays Processing.
   let held: boolean;
@@ -143,19 +148,13 @@ export async function submit(
     const { written, events, waitMs } = await refuseHeldAnswer(d, stored, p.attempt, providerJobId, now);
     return outcome("held-elsewhere", { events, requeueAfterMs: Math.max(1_000, waitMs) }, written);
   }
-  const events: PlannedEvent[] = [
-    [
-      "Normal",
-      "Submitted",
-      `submitted to endpoint ${p.endpointId} as ${providerJobId}${p.before.replay ? " (replay)" : ""}, attempt ${p.attempt}`,
-    ],
-  ];
+  const { events } = next;
   try {
     const written = await d.writes.writeOnto(stored, (cur) =>
       acceptedStatus(cur, p.attempt, providerJobId, now),
     );
     d.unrecorded.delete(key);
-    return outcome("accepted", { events, requeueAfterMs: p.timeoutMs }, written);
+    return outcome("accepted", { events, requeueAfterMs: next.requeueAfterMs }, written);
   } catch (err) {
     d.unrecorded.set(key, { attempt: p.attempt, providerJobId });
     d.log.warn(

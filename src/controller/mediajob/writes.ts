@@ -11,7 +11,7 @@ import { withPhaseConditions } from "../../mediajob/conditions.js";
 import { FINALIZER } from "../../mediajob/job.js";
 import { pipelineReportStatus } from "../../mediajob/pipeline.js";
 import { USAGE_FINALIZER } from "../../mediajob/usage.js";
-import type { StaleCacheGuard } from "../stale-cache.js";
+import type { StaleCacheGuard } from "../../runtime/stale-cache.js";
 
 export type JobApi = Pick<
   KubeApi,

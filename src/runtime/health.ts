@@ -1,10 +1,18 @@
 // The controller's own /healthz, /readyz and /metrics (the sidecar has its own on another port).
 import type { Server } from "node:http";
+import type { Registry } from "prom-client";
 import { nodeHttp } from "../http/node-http.js";
-import type { Manager } from "./manager.js";
+
+/** What the health server reads of a manager: its caches' progress, their sync, its metrics. */
+export interface HealthSource {
+  /** The caches whose stalled watch makes the process unhealthy. */
+  readonly watched: ReadonlyArray<{ readonly hasSynced: boolean; readonly lastActivityAt: number }>;
+  readonly synced: boolean;
+  readonly metrics: { readonly registry: Registry };
+}
 
 export function startControllerHealthServer(
-  manager: Manager,
+  manager: HealthSource,
   host: string,
   port: number,
 ): Promise<{ server: Server; url: string }> {
@@ -16,9 +24,7 @@ export function startControllerHealthServer(
     if (req.url === "/healthz") {
       // A watch that stalls is restarted by its watchdog; a process whose informers stopped
       // making progress for long is not healthy and should be restarted.
-      const stalled = [manager.jobs, manager.endpoints].some(
-        (i) => i.hasSynced && Date.now() - i.lastActivityAt > 5 * 60_000,
-      );
+      const stalled = manager.watched.some((i) => i.hasSynced && Date.now() - i.lastActivityAt > 5 * 60_000);
       return stalled ? send(500, "informer stalled\n") : send(200, "ok\n");
     }
     if (req.url === "/readyz") return manager.synced ? send(200, "ok\n") : send(503, "caches not synced\n");

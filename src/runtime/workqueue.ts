@@ -7,21 +7,55 @@
 //    for the earliest of them (client-go's delaying queue keeps a heap and one wait loop), so a
 //    key waiting out a Processing job's timeout costs a map entry and a heap slot, not a timer;
 //  - a periodic resync adds with addUnlessBackingOff: a key waiting out its failure backoff keeps
-//    waiting (a tick must not turn exponential backoff into a retry every tick).
+//    waiting (a tick must not turn exponential backoff into a retry every tick);
+//  - a reconcile returns controller-runtime's `(Result, error)` and the queue acts on it as
+//    controller-runtime's reconcileHandler does (pkg/internal/controller/controller.go): an error
+//    requeues with backoff, a terminal error is not retried (its key's backoff is forgotten), a
+//    requeue-after schedules the key; a thrown exception is an error. Each reconcile's outcome is
+//    told to onDone (src/runtime/reconcile-metrics.ts counts them under controller-runtime's names).
 
+/** controller-runtime's reconcile.Result. */
 export interface ReconcileResult {
   /** Reconcile this key again after this many milliseconds (polling an external system). */
   requeueAfterMs?: number;
 }
 
-export type Reconciler = (key: string) => Promise<ReconcileResult | void>;
+/**
+ * A reconcile's error. Terminal: retrying will not mend it (a user's object that asks the
+ * impossible; its cause is in the object's conditions), so the key is not retried, as
+ * controller-runtime's reconcile.TerminalError. Otherwise retried with backoff.
+ */
+export interface ReconcileError {
+  message: string;
+  terminal: boolean;
+}
+
+/** What a reconcile returns: controller-runtime's `(Result, error)`. */
+interface Reconciled {
+  result?: ReconcileResult;
+  error?: ReconcileError;
+}
+
+export type Reconciler = (key: string) => Promise<Reconciled | void>;
+
+/**
+ * What became of one reconcile: controller-runtime's `result` label (success, error,
+ * requeue_after), with a terminal error told apart from one that is retried.
+ */
+export type ReconcileOutcome = "success" | "requeue_after" | "error" | "terminal_error";
 
 export interface WorkQueueOptions {
   baseDelayMs?: number;
   maxDelayMs?: number;
+  /**
+   * A reconcile failed and is retried in retryInMs: `err` is the ReconcileError it returned, or the
+   * exception it threw.
+   */
   onError?: (key: string, err: unknown, retryInMs: number) => void;
-  onDone?: (key: string, durationMs: number, outcome: "success" | "error" | "requeue") => void;
-  /** Told what client-go's workqueue metrics count (src/controller/workqueue-metrics.ts). */
+  /** A reconcile ended on a terminal error: not retried. */
+  onTerminalError?: (key: string, err: ReconcileError) => void;
+  onDone?: (key: string, durationMs: number, outcome: ReconcileOutcome) => void;
+  /** Told what client-go's workqueue metrics count (src/runtime/workqueue-metrics.ts). */
   metrics?: WorkQueueMetricsSink;
 }
 
@@ -217,8 +251,8 @@ export class WorkQueue {
   }
 
   /**
-   * Runs `concurrency` workers until shutdown. Each key goes through `reconcile`; an error requeues
-   * it with backoff, a requeueAfter schedules it, success forgets its backoff.
+   * Runs `concurrency` workers until shutdown. Each key goes through `reconcile`, whose answer
+   * decides what becomes of the key (outcome()).
    */
   async run(concurrency: number, reconcile: Reconciler): Promise<void> {
     this.started = true;
@@ -227,25 +261,42 @@ export class WorkQueue {
         const key = await this.get();
         if (key === undefined) return;
         const started = Date.now();
+        let outcome: ReconcileOutcome;
         try {
-          const result = await reconcile(key);
-          this.forget(key);
-          if (result?.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
-          this.opts.onDone?.(
-            key,
-            Date.now() - started,
-            result?.requeueAfterMs !== undefined ? "requeue" : "success",
-          );
+          const answer = await reconcile(key);
+          outcome = this.outcome(key, answer?.result, answer?.error);
         } catch (err) {
-          const delay = this.addRateLimited(key);
-          this.opts.onError?.(key, err, delay);
-          this.opts.onDone?.(key, Date.now() - started, "error");
+          outcome = this.retry(key, err);
         } finally {
           this.done(key);
         }
+        this.opts.onDone?.(key, Date.now() - started, outcome);
       }
     };
     await Promise.all(Array.from({ length: concurrency }, worker));
+  }
+
+  /**
+   * controller-runtime's reconcileHandler: an error is retried with backoff; a terminal error and
+   * success forget the key's backoff; a requeue-after schedules the key. Unlike controller-runtime,
+   * which ignores the Result beside any error, a terminal error keeps its requeue-after: it ends
+   * the retries, not the object's timers (a finished job's expiry).
+   */
+  private outcome(key: string, result?: ReconcileResult, error?: ReconcileError): ReconcileOutcome {
+    if (error && !error.terminal) return this.retry(key, error);
+    this.forget(key);
+    if (result?.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
+    if (error) {
+      this.opts.onTerminalError?.(key, error);
+      return "terminal_error";
+    }
+    return result?.requeueAfterMs !== undefined ? "requeue_after" : "success";
+  }
+
+  private retry(key: string, err: unknown): ReconcileOutcome {
+    const delay = this.addRateLimited(key);
+    this.opts.onError?.(key, err, delay);
+    return "error";
   }
 
   /**
