@@ -26,6 +26,8 @@ export default defineConfig({
       "test/webhooks/ratelimit.test.ts",
       "test/webhooks/signature.test.ts",
       "test/helm/image.test.ts",
+      "test/storage/config.test.ts",
+      "test/storage/attempt-io.test.ts",
     ],
     pool: "forks",
     maxWorkers: 2,

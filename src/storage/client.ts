@@ -16,6 +16,7 @@ import {
   type HttpPools,
 } from "../http/client.js";
 import { objectUrl, type StorageConfig } from "./config.js";
+import { StorageCredentialsError } from "./credentials.js";
 import type { StoreSigner } from "./signer.js";
 
 export class StorageError extends Error {
@@ -26,8 +27,10 @@ export class StorageError extends Error {
     readonly status: number,
     /** S3's error code (NoSuchKey, SignatureDoesNotMatch, AccessDenied, ...) or the network failure's kind. */
     readonly code: string,
+    /** Only an error whose message is known to hold no secret (StorageCredentialsError). */
+    cause?: StorageCredentialsError,
   ) {
-    super(`storage ${operation} ${key}: ${status === 0 ? code : `${status} ${code}`}`);
+    super(`storage ${operation} ${key}: ${status === 0 ? code : `${status} ${code}`}`, { cause });
     this.name = "StorageError";
   }
 
@@ -74,7 +77,8 @@ export class StorageClient {
     try {
       signed = await this.signer.signHeaders(method, url, payload, headers);
     } catch (err) {
-      throw new StorageError(operation, key, 0, (err as Error).name || "CredentialsError");
+      if (err instanceof StorageCredentialsError) throw new StorageError(operation, key, 0, err.name, err);
+      throw new StorageError(operation, key, 0, "SigningFailed");
     }
     let res;
     try {

@@ -11,7 +11,7 @@ import { z } from "zod";
 import { send, text } from "../http/client.js";
 import type { StorageEnv } from "./config.js";
 
-export interface StorageCredentials {
+interface StorageCredentials {
   accessKeyId: string;
   secretAccessKey: string;
   sessionToken?: string;
@@ -29,7 +29,7 @@ export class StorageCredentialsError extends Error {
 }
 
 /** The configured keys, read at each call (a rotated Secret file has replaced them in `env`). */
-export function keyCredentials(env: StorageEnv): CredentialSource {
+function keyCredentials(env: StorageEnv): CredentialSource {
   return () => {
     const accessKeyId = env.STORAGE_ACCESS_KEY_ID;
     const secretAccessKey = env.STORAGE_SECRET_ACCESS_KEY;

@@ -20,7 +20,7 @@ export interface AttemptScope {
   attempt: number;
 }
 
-export class ObjectKeyError extends Error {
+class ObjectKeyError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "ObjectKeyError";
