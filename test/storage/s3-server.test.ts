@@ -53,6 +53,13 @@ describe("the test S3 server", () => {
     expect((await fetch(put, { method: "GET" })).status).toBe(403);
   });
 
+  it("refuses an x-amz header the URL did not sign (the worker contract says to send none)", async () => {
+    const put = await store.signer.presign("PUT", "ns-a/obj/1/checksum.txt", 60, now());
+    const res = await fetch(put, { method: "PUT", body: "x", headers: { "x-amz-checksum-sha256": "AAAA" } });
+    expect(res.status).toBe(403);
+    expect(await res.text()).toContain("not signed");
+  });
+
   it("refuses a presigned URL past its expiry", async () => {
     await store.client.put("ns-a/obj/1/old.txt", Buffer.from("old"));
     // Signed 2 s ago for 1 s: expired a second ago.
