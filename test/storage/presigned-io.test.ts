@@ -15,7 +15,8 @@ import { planAttemptIO, type AttemptDeadlines, type AttemptIOPlan } from "../../
 import { StorageError } from "../../src/storage/client.js";
 import { podCredentials } from "../../src/storage/credentials.js";
 import { openStore, type Store } from "../../src/storage/index.js";
-import { MEDIA_IO_FIELD, mintAttemptIO, withAttemptIO } from "../../src/storage/mint.js";
+import { mintAttemptIO, withAttemptIO } from "../../src/storage/mint.js";
+import { submissionIdentity, withSubmissionIdentity } from "../../src/mediajob/submission-identity.js";
 import { startS3Server, type S3Server } from "../support/s3server.js";
 import { storeEnv } from "../support/s3store.js";
 
@@ -84,13 +85,18 @@ describe("presigned I/O per attempt, on a real S3 server", () => {
     const got = Buffer.from(await get.arrayBuffer());
     expect(sha256(got)).toBe(next.inputs.transcript!.sha256);
 
-    const input = withAttemptIO({ voice: "en-1" }, next);
-    expect(input.voice).toBe("en-1");
-    expect(input[MEDIA_IO_FIELD]).toMatchObject({
-      version: 1,
-      attempt: 1,
-      outputs: { "speech.wav": { method: "PUT" } },
+    // Beside the submission's identity, which stays whole.
+    const identity = submissionIdentity(tts.jobUid, tts.jobUid, {
+      attempts: 1,
+      submission: { id: "sub-12345678" },
     });
+    const input = withAttemptIO(
+      withSubmissionIdentity({ voice: "en-1", _mediaOrchestrator: { forged: true } }, identity),
+      next,
+    );
+    expect(input.voice).toBe("en-1");
+    expect(input._mediaOrchestrator).toEqual({ ...identity, ...next });
+    expect(next.outputs["speech.wav"]).toMatchObject({ method: "PUT" });
   });
 
   it("URLs stop working once the attempt's deadlines have passed", async () => {
