@@ -28,6 +28,7 @@ export default defineConfig({
       "test/helm/image.test.ts",
       "test/storage/config.test.ts",
       "test/storage/attempt-io.test.ts",
+      "test/storage/output-check.test.ts",
     ],
     pool: "forks",
     maxWorkers: 2,

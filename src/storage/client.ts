@@ -5,6 +5,7 @@
 // the URL's query, the Authorization header, the credentials, or S3's error body (which echoes the
 // string signed and, for a bad signature, the signature provided).
 import { createHash } from "node:crypto";
+import type { IncomingMessage } from "node:http";
 import {
   dump,
   failureKind,
@@ -62,6 +63,8 @@ export class StorageClient {
     readonly config: StorageConfig,
     private readonly signer: StoreSigner,
     private readonly timeoutMs = 30_000,
+    /** A whole object read through (sha256): media can be gigabytes. */
+    private readonly readTimeoutMs = 600_000,
   ) {}
 
   private async call(
@@ -71,7 +74,8 @@ export class StorageClient {
     url: URL,
     body?: Buffer,
     headers: Record<string, string> = {},
-  ): Promise<{ status: number; headers: Record<string, string | string[] | undefined> }> {
+    read?: (answer: IncomingMessage) => Promise<string>,
+  ): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; read?: string }> {
     const payload = body === undefined ? EMPTY_SHA256 : createHash("sha256").update(body).digest("hex");
     let signed: Record<string, string>;
     try {
@@ -86,7 +90,7 @@ export class StorageClient {
         method,
         headers: signed,
         ...(body !== undefined && { body }),
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal: AbortSignal.timeout(read === undefined ? this.timeoutMs : this.readTimeoutMs),
         agent: poolFor(this.pools, url.href),
       });
     } catch (err) {
@@ -99,8 +103,16 @@ export class StorageClient {
           : errorCode(await text(res.body), res.statusCode);
       throw new StorageError(operation, key, res.statusCode, code);
     }
-    await dump(res.body);
-    return { status: res.statusCode, headers: res.headers };
+    if (read === undefined) {
+      await dump(res.body);
+      return { status: res.statusCode, headers: res.headers };
+    }
+    try {
+      return { status: res.statusCode, headers: res.headers, read: await read(res.body) };
+    } catch (err) {
+      res.body.destroy();
+      throw new StorageError(operation, key, 0, failureKind(err));
+    }
   }
 
   /** The object's size and digests, or undefined when there is no such object. */
@@ -121,6 +133,24 @@ export class StorageClient {
       if (err instanceof StorageError && err.status === 404) return undefined;
       throw err;
     }
+  }
+
+  /** The object's SHA-256 (hex), read from the store as a stream (constant memory, any size). */
+  async sha256(key: string): Promise<string> {
+    const { read } = await this.call(
+      "read",
+      "GET",
+      key,
+      objectUrl(this.config, key),
+      undefined,
+      {},
+      async (body) => {
+        const hash = createHash("sha256");
+        for await (const chunk of body) hash.update(chunk as Buffer);
+        return hash.digest("hex");
+      },
+    );
+    return read!;
   }
 
   /** Writes a small object in one request (the body's SHA-256 is signed: the store checks it). */

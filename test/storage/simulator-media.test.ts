@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { planAttemptIO, type AttemptDeadlines } from "../../src/storage/attempt-io.js";
 import { openStore, type Store } from "../../src/storage/index.js";
 import { mintAttemptIO, withAttemptIO, type AttemptIO } from "../../src/storage/mint.js";
+import { inspectOutputs, reportedOutputs, verifyOutputs } from "../../src/storage/output-check.js";
 import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 import { startS3Server, type S3Server } from "../support/s3server.js";
 import { storeEnv } from "../support/s3store.js";
@@ -117,6 +118,36 @@ describe("the simulator's workers and presigned URLs", () => {
     const { _mediaOrchestrator: _io, ...output } = status.output as Record<string, unknown>;
     expect(await transcript.json()).toEqual(output);
     expect(JSON.stringify(status)).not.toContain("X-Amz-Signature");
+
+    // The controller's check before Completed: every output stored as the worker reported it.
+    const puts = ["transcript.json", "words.bin"].map((name) => ({
+      name,
+      key: `studio-a/${jobUid}/1/${name}`,
+    }));
+    const verdict = verifyOutputs(
+      await inspectOutputs(store.client, puts, reportedOutputs(status.output)),
+      reportedOutputs(status.output),
+    );
+    expect(verdict).toEqual({
+      ok: true,
+      outputs: Object.fromEntries(
+        puts.map((p) => [
+          p.name,
+          { key: p.key, size: reported[p.name]!.size, sha256: reported[p.name]!.sha256 },
+        ]),
+      ),
+    });
+    // Bytes replaced behind the worker's back no longer match its report.
+    await store.client.put(puts[1]!.key, Buffer.alloc(reported["words.bin"]!.size));
+    expect(
+      verifyOutputs(
+        await inspectOutputs(store.client, puts, reportedOutputs(status.output)),
+        reportedOutputs(status.output),
+      ),
+    ).toMatchObject({
+      ok: false,
+      reason: "OutputDigestMismatch",
+    });
   });
 
   it("fail the job when the URLs expired before the upload, storing nothing", async () => {
@@ -156,11 +187,19 @@ describe("the simulator's workers and presigned URLs", () => {
     expect(String(forged.error)).toContain("output out.bin: PUT answered 403 SignatureDoesNotMatch");
   });
 
-  it("a worker that skips its uploads completes with nothing stored", async () => {
+  it("a worker that skips its uploads completes with nothing stored, and the output check fails it", async () => {
     const jobUid = uid();
     const io = await urls({ jobUid, outputs: ["speech.wav"] });
     const status = await run(withAttemptIO({ simulate: { skipOutputs: true } }, io));
     expect(status.status).toBe("COMPLETED");
     expect(await store.client.head(`studio-a/${jobUid}/1/speech.wav`)).toBeUndefined();
+    // The controller's check catches it.
+    const puts = [{ name: "speech.wav", key: `studio-a/${jobUid}/1/speech.wav` }];
+    expect(
+      verifyOutputs(await inspectOutputs(store.client, puts, reportedOutputs(status.output)), {}),
+    ).toMatchObject({
+      ok: false,
+      reason: "OutputMissing",
+    });
   });
 });
