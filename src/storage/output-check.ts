@@ -18,7 +18,7 @@ export interface StoredOutput {
 }
 
 /** An output as status records it: the key, never a URL. */
-export interface VerifiedOutput {
+interface VerifiedOutput {
   key: string;
   size: number;
   sha256?: string;
