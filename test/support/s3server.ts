@@ -9,7 +9,7 @@
 // credentials and a free port; stop() ends the process and removes the directory.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, openSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "../../scripts/devstack-lib.js";
@@ -49,24 +49,43 @@ export interface S3Server {
   stop(): Promise<void>;
 }
 
+/**
+ * Spawns versitygw on 127.0.0.1:`port` over `dir`, the root keys in its environment (not argv:
+ * `ps` shows a process's arguments). `detached` with a log file: a process that outlives this one
+ * (make dev-up).
+ */
+export function spawnS3Server(opts: {
+  dir: string;
+  port: number;
+  region: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  detached?: boolean;
+  logFile?: string;
+}): ChildProcess {
+  const out = opts.logFile !== undefined ? openSync(opts.logFile, "a") : "pipe";
+  const child = spawn(s3ServerBinary(), ["--port", `127.0.0.1:${opts.port}`, "--quiet", "posix", opts.dir], {
+    env: {
+      PATH: process.env.PATH ?? "",
+      ROOT_ACCESS_KEY_ID: opts.accessKeyId,
+      ROOT_SECRET_ACCESS_KEY: opts.secretAccessKey,
+      VGW_REGION: opts.region,
+    },
+    stdio: ["ignore", out === "pipe" ? "ignore" : out, out],
+    detached: opts.detached === true,
+  });
+  if (opts.detached === true) child.unref();
+  return child;
+}
+
 /** Starts a server on 127.0.0.1 and resolves once it answers HTTP. */
 export async function startS3Server(opts: { region?: string } = {}): Promise<S3Server> {
-  const bin = s3ServerBinary();
   const dir = mkdtempSync(join(tmpdir(), "media-s3-"));
   const port = await freePort();
   const region = opts.region ?? "us-east-1";
   const accessKeyId = `test${randomBytes(6).toString("hex")}`;
   const secretAccessKey = randomBytes(24).toString("base64url");
-  // The credentials go through the environment, not argv: `ps` shows a process's arguments.
-  const child: ChildProcess = spawn(bin, ["--port", `127.0.0.1:${port}`, "--quiet", "posix", dir], {
-    env: {
-      PATH: process.env.PATH ?? "",
-      ROOT_ACCESS_KEY_ID: accessKeyId,
-      ROOT_SECRET_ACCESS_KEY: secretAccessKey,
-      VGW_REGION: region,
-    },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  const child = spawnS3Server({ dir, port, region, accessKeyId, secretAccessKey });
   let stderr = "";
   child.stderr?.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
   const endpoint = `http://127.0.0.1:${port}`;
