@@ -305,7 +305,7 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     readBy: ["controller"],
     default: "`keys` when `STORAGE_ACCESS_KEY_ID` is set, else `pod`",
     meaning:
-      "`keys`: the access keys below (a Secret's files); `pod`: the pod's cloud identity (EKS Pod Identity's container credentials endpoint)",
+      "`keys`: the access keys below (a Secret's files); `pod`: the pod's cloud identity (EKS Pod Identity, else IRSA's web identity token)",
   },
   STORAGE_ACCESS_KEY_ID: { readBy: ["controller"], meaning: "the store's access key id (secret file)" },
   STORAGE_SECRET_ACCESS_KEY: {

@@ -277,8 +277,8 @@ export const EnvSchema = z.object({
   STORAGE_ADDRESSING: z.enum(["path", "virtual"]).optional(),
   /**
    * Where the controller's storage credentials come from: `keys` (STORAGE_ACCESS_KEY_ID and
-   * STORAGE_SECRET_ACCESS_KEY, a mounted Secret's files) or `pod` (the pod's cloud identity: the
-   * container credentials endpoint of EKS Pod Identity). Default: keys when they are set, else pod.
+   * STORAGE_SECRET_ACCESS_KEY, a mounted Secret's files) or `pod` (the pod's cloud identity: EKS
+   * Pod Identity, else IRSA's web identity token). Default: keys when they are set, else pod.
    */
   STORAGE_CREDENTIALS: z.enum(["keys", "pod"]).optional(),
   STORAGE_ACCESS_KEY_ID: optionalText,

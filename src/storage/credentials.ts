@@ -1,11 +1,12 @@
 // The controller's storage credentials, read when a request or URL is signed. `keys`: the access
 // keys of the configuration, which the secret-file watch (src/config/secret-files.ts) updates in
 // place when the mounted Secret changes, so a rotated key signs the next URL. `pod`: the pod's cloud
-// identity through the container credentials endpoint that EKS Pod Identity (and ECS) provide: the
-// variables AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, set by
-// the Pod Identity webhook, name the endpoint and a token file; the answer holds temporary keys and
-// their expiry (docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html). They are kept
-// until five minutes before they expire. Nothing here logs or throws a key or a token.
+// identity, EKS Pod Identity's container credentials endpoint (AWS_CONTAINER_CREDENTIALS_FULL_URI
+// and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html)
+// or IRSA's projected web identity token (AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN,
+// docs.aws.amazon.com/eks/latest/userguide/iam-roles-for-service-accounts.html) exchanged at STS.
+// Temporary keys are kept until five minutes before they expire. Nothing here logs or throws a key
+// or a token.
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { send, text } from "../http/client.js";
@@ -55,9 +56,115 @@ const ContainerCredentials = z.object({
 /** Temporary keys are renewed this long before they expire (a URL signed with them dies with them). */
 const RENEW_BEFORE_MS = 5 * 60_000;
 
+/** A file's text, or a StorageCredentialsError naming the variable (never the content). */
+function readTokenFile(variable: string, path: string): string {
+  try {
+    return readFileSync(path, "utf8").trim();
+  } catch (err) {
+    throw new StorageCredentialsError(
+      `pod identity: cannot read ${variable} (${(err as NodeJS.ErrnoException).code ?? "error"})`,
+    );
+  }
+}
+
+/** One request to a credentials service: its status and body, or an error naming the service only. */
+async function ask(
+  what: string,
+  url: string,
+  req: { method: "GET" | "POST"; headers: Record<string, string>; body?: string },
+): Promise<{ status: number; body: string }> {
+  try {
+    const res = await send(url, { ...req, signal: AbortSignal.timeout(5_000) });
+    return { status: res.statusCode, body: await text(res.body) };
+  } catch (err) {
+    throw new StorageCredentialsError(
+      `pod identity: ${what} did not answer (${(err as { code?: string }).code ?? (err as Error).name})`,
+    );
+  }
+}
+
+/** EKS Pod Identity (and ECS): the container credentials endpoint, JSON keys. */
+async function containerCredentials(source: NodeJS.ProcessEnv, url: string): Promise<StorageCredentials> {
+  const headers: Record<string, string> = { accept: "application/json" };
+  const tokenFile = source.AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE;
+  if (tokenFile !== undefined)
+    headers.authorization = readTokenFile("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", tokenFile);
+  else if (source.AWS_CONTAINER_AUTHORIZATION_TOKEN !== undefined)
+    headers.authorization = source.AWS_CONTAINER_AUTHORIZATION_TOKEN;
+  const { status, body } = await ask("the credentials endpoint", url, { method: "GET", headers });
+  if (status !== 200)
+    throw new StorageCredentialsError(`pod identity: the credentials endpoint answered ${status}`);
+  let parsed: z.infer<typeof ContainerCredentials>;
+  try {
+    parsed = ContainerCredentials.parse(JSON.parse(body));
+  } catch {
+    throw new StorageCredentialsError("pod identity: the credentials endpoint's answer holds no keys");
+  }
+  return keysOf(parsed.AccessKeyId, parsed.SecretAccessKey, parsed.Token, parsed.Expiration);
+}
+
+function keysOf(
+  accessKeyId: string,
+  secretAccessKey: string,
+  token?: string,
+  expires?: string,
+): StorageCredentials {
+  const expiration = expires !== undefined ? new Date(expires) : undefined;
+  return {
+    accessKeyId,
+    secretAccessKey,
+    ...(token !== undefined && { sessionToken: token }),
+    ...(expiration !== undefined && !Number.isNaN(expiration.getTime()) && { expiration }),
+  };
+}
+
+/** One element's text in STS's XML answer (the values are base64 or ARN-like: no entities). */
+function xmlText(xml: string, tag: string): string | undefined {
+  return new RegExp(`<${tag}>([^<]+)</${tag}>`).exec(xml)?.[1];
+}
+
 /**
- * The pod's identity, from the container credentials endpoint. `source` is the process
- * environment (the variables the Pod Identity webhook injects); `now` is for tests.
+ * IRSA: the web identity token the EKS webhook projects, exchanged at STS with
+ * AssumeRoleWithWebIdentity, an unsigned call
+ * (https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html), at the
+ * regional endpoint, or AWS_ENDPOINT_URL_STS where set.
+ */
+async function webIdentityCredentials(
+  source: NodeJS.ProcessEnv,
+  tokenFile: string,
+  roleArn: string,
+): Promise<StorageCredentials> {
+  const token = readTokenFile("AWS_WEB_IDENTITY_TOKEN_FILE", tokenFile);
+  const region = source.AWS_REGION ?? source.AWS_DEFAULT_REGION ?? "us-east-1";
+  const url = source.AWS_ENDPOINT_URL_STS ?? `https://sts.${region}.amazonaws.com/`;
+  const form = new URLSearchParams({
+    Action: "AssumeRoleWithWebIdentity",
+    Version: "2011-06-15",
+    RoleArn: roleArn,
+    RoleSessionName: source.AWS_ROLE_SESSION_NAME ?? `media-orchestrator-${process.pid}`,
+    WebIdentityToken: token,
+    DurationSeconds: "3600",
+  });
+  const { status, body } = await ask("STS", url, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/xml" },
+    body: form.toString(),
+  });
+  if (status !== 200)
+    throw new StorageCredentialsError(
+      `pod identity: STS answered ${status} ${xmlText(body, "Code") ?? ""}`.trim(),
+    );
+  const accessKeyId = xmlText(body, "AccessKeyId");
+  const secretAccessKey = xmlText(body, "SecretAccessKey");
+  if (accessKeyId === undefined || secretAccessKey === undefined)
+    throw new StorageCredentialsError("pod identity: STS's answer holds no keys");
+  return keysOf(accessKeyId, secretAccessKey, xmlText(body, "SessionToken"), xmlText(body, "Expiration"));
+}
+
+/**
+ * The pod's identity: EKS Pod Identity's container credentials endpoint when its variables are
+ * set, else IRSA's web identity token exchanged at STS. `source` is the process environment (the
+ * variables the EKS webhooks inject); `now` is for tests.
  */
 export function podCredentials(
   source: NodeJS.ProcessEnv = process.env,
@@ -65,51 +172,20 @@ export function podCredentials(
 ): CredentialSource {
   let cached: StorageCredentials | undefined;
   let pending: Promise<StorageCredentials> | undefined;
-  const fetchOnce = async (): Promise<StorageCredentials> => {
+  const fetchOnce = (): Promise<StorageCredentials> => {
     const full = source.AWS_CONTAINER_CREDENTIALS_FULL_URI;
     const relative = source.AWS_CONTAINER_CREDENTIALS_RELATIVE_URI;
     const url = full ?? (relative !== undefined ? `http://169.254.170.2${relative}` : undefined);
-    if (url === undefined)
-      throw new StorageCredentialsError(
-        "STORAGE_CREDENTIALS=pod: no pod identity (AWS_CONTAINER_CREDENTIALS_FULL_URI is not set: is EKS Pod Identity associated?)",
-      );
-    const headers: Record<string, string> = { accept: "application/json" };
-    const tokenFile = source.AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE;
-    try {
-      if (tokenFile !== undefined) headers.authorization = readFileSync(tokenFile, "utf8").trim();
-      else if (source.AWS_CONTAINER_AUTHORIZATION_TOKEN !== undefined)
-        headers.authorization = source.AWS_CONTAINER_AUTHORIZATION_TOKEN;
-    } catch (err) {
-      throw new StorageCredentialsError(
-        `pod identity: cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE (${(err as NodeJS.ErrnoException).code ?? "error"})`,
-      );
-    }
-    let status: number;
-    let body: string;
-    try {
-      const res = await send(url, { method: "GET", headers, signal: AbortSignal.timeout(5_000) });
-      status = res.statusCode;
-      body = await text(res.body);
-    } catch (err) {
-      throw new StorageCredentialsError(
-        `pod identity: the credentials endpoint did not answer (${(err as { code?: string }).code ?? (err as Error).name})`,
-      );
-    }
-    if (status !== 200)
-      throw new StorageCredentialsError(`pod identity: the credentials endpoint answered ${status}`);
-    let parsed: z.infer<typeof ContainerCredentials>;
-    try {
-      parsed = ContainerCredentials.parse(JSON.parse(body));
-    } catch {
-      throw new StorageCredentialsError("pod identity: the credentials endpoint's answer holds no keys");
-    }
-    const expiration = parsed.Expiration !== undefined ? new Date(parsed.Expiration) : undefined;
-    return {
-      accessKeyId: parsed.AccessKeyId,
-      secretAccessKey: parsed.SecretAccessKey,
-      ...(parsed.Token !== undefined && { sessionToken: parsed.Token }),
-      ...(expiration !== undefined && !Number.isNaN(expiration.getTime()) && { expiration }),
-    };
+    if (url !== undefined) return containerCredentials(source, url);
+    const tokenFile = source.AWS_WEB_IDENTITY_TOKEN_FILE;
+    const roleArn = source.AWS_ROLE_ARN;
+    if (tokenFile !== undefined && roleArn !== undefined)
+      return webIdentityCredentials(source, tokenFile, roleArn);
+    return Promise.reject(
+      new StorageCredentialsError(
+        "STORAGE_CREDENTIALS=pod: no pod identity (neither EKS Pod Identity's AWS_CONTAINER_CREDENTIALS_FULL_URI nor IRSA's AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN are set)",
+      ),
+    );
   };
   return async () => {
     if (cached && (cached.expiration === undefined || cached.expiration.getTime() - RENEW_BEFORE_MS > now()))

@@ -205,6 +205,64 @@ describe("presigned I/O per attempt, on a real S3 server", () => {
     }
   });
 
+  it("signs with the pod's IRSA identity: the web identity token exchanged at STS", async () => {
+    const token = `eyJ${randomBytes(24).toString("base64url")}`;
+    const dir = mkdtempSync(join(tmpdir(), "irsa-"));
+    writeFileSync(join(dir, "token"), token);
+    const roleArn = "arn:aws:iam::111122223333:role/media-orchestrator";
+    const sts: Server = createServer((req, res) => {
+      let body = "";
+      req.on("data", (d: Buffer) => (body += d.toString()));
+      req.on("end", () => {
+        const form = new URLSearchParams(body);
+        const ok =
+          req.method === "POST" &&
+          form.get("Action") === "AssumeRoleWithWebIdentity" &&
+          form.get("RoleArn") === roleArn &&
+          form.get("WebIdentityToken") === token;
+        if (!ok) {
+          res.writeHead(403).end("<ErrorResponse><Error><Code>AccessDenied</Code></Error></ErrorResponse>");
+          return;
+        }
+        const expiration = new Date(Date.now() + 3600_000).toISOString();
+        res.end(
+          `<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult><Credentials>` +
+            `<AccessKeyId>${server.accessKeyId}</AccessKeyId><SecretAccessKey>${server.secretAccessKey}</SecretAccessKey>` +
+            `<Expiration>${expiration}</Expiration></Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>`,
+        );
+      });
+    });
+    await new Promise<void>((r) => sts.listen(0, "127.0.0.1", r));
+    const { port } = sts.address() as { port: number };
+    const podEnv = {
+      ...storeEnv(server, BUCKET),
+      STORAGE_CREDENTIALS: "pod" as const,
+      STORAGE_ACCESS_KEY_ID: undefined,
+      STORAGE_SECRET_ACCESS_KEY: undefined,
+    };
+    const irsa = (file: string) => ({
+      AWS_ROLE_ARN: roleArn,
+      AWS_WEB_IDENTITY_TOKEN_FILE: file,
+      AWS_ENDPOINT_URL_STS: `http://127.0.0.1:${port}/`,
+    });
+    try {
+      const pod = (await openStore(podEnv, podCredentials(irsa(join(dir, "token")))))!;
+      await pod.client.put("studio-a/pod/irsa.txt", Buffer.from("via irsa"));
+      expect(await pod.client.head("studio-a/pod/irsa.txt")).toMatchObject({ size: 8 });
+      pod.client.close();
+
+      writeFileSync(join(dir, "other"), "not-the-token");
+      const refused = (await openStore(podEnv, podCredentials(irsa(join(dir, "other")))))!;
+      const err = await refused.client.head("studio-a/pod/irsa.txt").catch((e: unknown) => e);
+      refused.client.close();
+      expect(err).toBeInstanceOf(StorageError);
+      expect(String((err as Error).cause)).toContain("STS answered 403 AccessDenied");
+      expect(String((err as Error).cause)).not.toContain("not-the-token");
+    } finally {
+      sts.close();
+    }
+  });
+
   it("logs the store's failures without a signature, a credential or a URL query", async () => {
     const lines: string[] = [];
     const sink = new Writable({
