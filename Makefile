@@ -140,13 +140,13 @@ install: deps ## apply the CRDs to the cluster of the current KUBECONFIG
 run: deps ## run the controller and the webhooks sidecar here, against the current KUBECONFIG
 	$(TSX) src/main.ts all
 
-dev-up: deps ## the whole local stack in the background; writes .local/env
+dev-up: deps s3server ## the whole local stack in the background; writes .local/env
 	$(TSX) scripts/devstack.ts up
 
 dev-down: deps ## stop everything dev-up started
 	$(TSX) scripts/devstack.ts down
 
-demo: deps ## the main job: control plane, simulator, operator, a sample ASR -> TTS -> render pipeline
+demo: deps s3server ## the main job: control plane, simulator, operator, a sample ASR -> TTS -> render pipeline
 	$(TSX) scripts/demo.ts $(DEMO_ARGS)
 
 bench: deps controlplane ## the benchmarks; results in docs/benchmarks.md and bench/results/
