@@ -11,7 +11,9 @@
 // the control plane stopped and started again on its data directory; payment events delivered out
 // of order, each delivery posted 20 times at once across both sidecars; metered customers whose
 // usage goes to a payment provider that fails and loses answers; customers on plans that cap their
-// GPU seconds and their jobs at once, held at the cap, then upgraded. Exit 1 when an invariant
+// GPU seconds and their jobs at once, held at the cap, then upgraded; a burst of low-priority jobs
+// followed by another account's normal jobs; a burst created while no leader runs, so the next
+// leader starts with a backlog. Exit 1 when an invariant
 // is broken; the seed is printed first, so a failure can be replayed.
 import { randomBytes } from "node:crypto";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
@@ -45,9 +47,14 @@ import { apiserverFront, serviceFront } from "./chaos/proxies.js";
 import { INVARIANTS, table, type ChaosResult } from "./chaos/report.js";
 import { Rng } from "./chaos/rng.js";
 import {
+  BACKLOG_ACCOUNT,
+  LOW_PRIORITY_ACCOUNT,
+  LOW_PRIORITY_WORKLOAD,
   checkWaitBound,
   createBurstAccounts,
+  planBacklogBurst,
   planBursts,
+  planLowPriorityBursts,
   type Outage,
   type PlannedBurst,
 } from "./chaos/accounts.js";
@@ -278,7 +285,9 @@ for (const w of ["asr", "tts", "render"]) {
     apiVersion: "media-orchestrator.io/v1alpha1",
     kind: "GpuEndpoint",
     metadata: { name: w },
-    spec: { workload: w, minWorkers: 0, maxWorkers: WORKERS },
+    // The low-priority pattern's endpoint keeps a worker warm: low jobs run only on workers up
+    // and free (they never make an endpoint scale), so they finish once the normal work is done.
+    spec: { workload: w, minWorkers: w === LOW_PRIORITY_WORKLOAD ? 1 : 0, maxWorkers: WORKERS },
   });
 }
 await waitUntil("the three GpuEndpoints Ready", async () => {
@@ -309,11 +318,24 @@ const planned = planJobs(rng, JOBS, customers);
 const pipelines = planned.filter((j) => j.pipeline).length;
 // Two more accounts' bursts (fair share), from a generator of their own: the run's other draws,
 // and so the replay of an older seed, stay as they were.
-const bursts = planBursts(new Rng(SEED ^ 0x5f3759df), Math.max(10, Math.round(JOBS / 10)));
+// Then the low-priority pattern and the burst a new leader finds waiting, from generators of
+// their own too.
+const bursts = [
+  ...planBursts(new Rng(SEED ^ 0x5f3759df), Math.max(10, Math.round(JOBS / 10))),
+  ...planLowPriorityBursts(new Rng(SEED ^ 0x1b873593), Math.max(10, Math.round(JOBS / 20))),
+];
+const backlogBurst = planBacklogBurst(new Rng(SEED ^ 0x68e31da4), Math.max(10, Math.round(JOBS / 10)));
+/** Jobs of the backlog burst created while no replica led (the lease not yet taken over). */
+let backlogWithoutLeader = 0;
 // The namespace bills the run's customers, as an operator binds it (kubectl media bind).
-for (const customer of new Set([...planCustomerIds, ...customers, ...bursts.map((b) => b.account)]))
+for (const customer of new Set([
+  ...planCustomerIds,
+  ...customers,
+  ...bursts.map((b) => b.account),
+  BACKLOG_ACCOUNT,
+]))
   await changeBinding(api, NAMESPACE, customer, "bind");
-const burstJobs = bursts.reduce((n, b) => n + b.jobs.length, 0);
+const burstJobs = bursts.reduce((n, b) => n + b.jobs.length, 0) + backlogBurst.jobs.length;
 let burstsCreated = 0;
 // The bursts of the customers on capped plans, from a generator of their own too.
 const cappedBursts = planCustomerBursts(new Rng(SEED ^ 0x2545f491), planCustomerIds, PLAN_JOBS_PER_CUSTOMER);
@@ -461,6 +483,15 @@ async function disrupt(): Promise<void> {
       // A successor waits out the lease (15 s), then a retry period and a tick.
       outages.push({ from: killedAt, to: Date.now(), recoveryMs: 15_000 + 2_000 + 5_000 });
       say(`${elapsed()} SIGKILL leader ${l.name} (progress ${(progress() * 100).toFixed(0)} %)`);
+      // The first kill: a burst lands while no replica leads, so the next leader starts with it.
+      if (counts.controllerKills === 1) {
+        await Promise.all(backlogBurst.jobs.map((j) => createOnce("mediajobs", j.body)));
+        burstsCreated += backlogBurst.jobs.length;
+        if ((await leader()) === undefined) backlogWithoutLeader = backlogBurst.jobs.length;
+        say(
+          `${elapsed()} burst of ${backlogBurst.jobs.length} jobs for account ${BACKLOG_ACCOUNT} while no leader runs`,
+        );
+      }
     } else if (d.what === "sidecar") {
       const victim = rng.pick(sidecars);
       await victim.kill();
@@ -548,7 +579,13 @@ const jobCheck = checkJobs(jobs, executions, deliveries.dropped, deliveries.deli
 const { jobs: endedProviderJobs } = await sim<{ jobs: EndedProviderJob[] }>("ended-jobs");
 const { events: meterEvents } = await sim<{ events: MeterEventRecord[] }>("payment/meters");
 const meteringCheck = checkMetering(jobs, [...customers, ...planCustomerIds], endedProviderJobs, meterEvents);
-const planCheck = checkPlans(jobs, planCustomerIds, PLAN_CAP_SECONDS, planLimits);
+// A queued job of a capped account is cancelled at the provider at its next pass (at most a tick
+// after the limit), after a read, the mark and a second read: allowed two ticks.
+const planCheck = checkPlans(jobs, planCustomerIds, PLAN_CAP_SECONDS, planLimits, {
+  ended: endedProviderJobs,
+  reactionMs: 2 * Number(common.RESYNC_INTERVAL_SECONDS) * 1000,
+  outages,
+});
 // The wait bound with this run's numbers: a window of at least 1 slot (a 429, workersMax lowered
 // to 1) and at most WORKERS plus its headroom; a slot held at most by a dropped callback's
 // timeout plus the confirmation window and a tick; the resync tick.
@@ -561,6 +598,7 @@ const waitCheck = checkWaitBound(
     tickSeconds: Number(common.RESYNC_INTERVAL_SECONDS),
     outages,
     heldAccounts: new Set(planCustomerIds),
+    lowPriorityAccounts: new Set([LOW_PRIORITY_ACCOUNT]),
   },
   isFirstStep,
 );
@@ -580,6 +618,11 @@ const result: ChaosResult = {
   durationSeconds: Math.round((Date.now() - started) / 1000),
   lost: jobCheck.lost.length + Math.max(0, JOBS + burstJobs + cappedJobs - jobs.filter(isFirstStep).length),
   burstJobs,
+  lowPriorityJobs: bursts.find((b) => b.account === LOW_PRIORITY_ACCOUNT)?.jobs.length ?? 0,
+  lowPriorityCompleted: jobs.filter(
+    (j) => j.spec.account === LOW_PRIORITY_ACCOUNT && j.status?.phase === "Completed",
+  ).length,
+  leaderStartBacklog: backlogWithoutLeader,
   jobsOverWaitBound: waitCheck.overBound.length,
   worstWaitOverBound: waitCheck.worstRatio,
   executedMoreThanOnce: jobCheck.executedMoreThanOnce.length,
@@ -656,6 +699,8 @@ result.broken = INVARIANTS.filter((k) => result[k] !== 0);
 if (result.faults.controllerKills < LEADER_KILLS) result.broken.push("controllerKills");
 if (result.faults.sidecarKills < 1) result.broken.push("sidecarKills");
 if (result.faults.controlPlaneRestarts < 1) result.broken.push("controlPlaneRestarts");
+// A backlog created while a leader still ran does not test a leader's start with one.
+if (result.leaderStartBacklog < 1) result.broken.push("leaderStartBacklog");
 if (simulatorDied) result.broken.push("simulatorExited");
 // Plans that no customer reached prove nothing about their limits.
 if (result.usageLimitReached < 1) result.broken.push("usageLimitReached");

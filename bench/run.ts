@@ -8,6 +8,9 @@
 //                   [--fairness-workers 30]: fair share at the provider, window on and off
 //   --only metering [--metering-jobs 10000] [--meter-latency-ms 100]: how long one customer's
 //   burst of ended jobs takes to be fully metered at the payment provider
+//   --only dispatch [--dispatch-scale 1] [--dispatch-seed 1]: the in-flight window's scenarios on the
+//   simulator's engine and the product's Dispatcher, on a virtual clock (bench/dispatch.ts; no
+//   control plane is started when it runs alone)
 //   --split-cores: each throughput size again with the control plane on a core of its own
 //   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
 //   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`)
@@ -60,6 +63,7 @@ import { fairness } from "./fairness.js";
 import { footprint } from "./footprint.js";
 import { metering } from "./metering.js";
 import { writeReport } from "./report.js";
+import { dispatchBench } from "./dispatch.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -83,6 +87,8 @@ const { values: args } = parseArgs({
     "metering-jobs": { type: "string", default: "10000" },
     // Stripe answers a meter call in about 100-300 ms: the low end, which flatters one call per event.
     "meter-latency-ms": { type: "string", default: "100" },
+    "dispatch-scale": { type: "string", default: "1" },
+    "dispatch-seed": { type: "string", default: "1" },
     profile: { type: "boolean", default: false },
     // Each throughput size once more with the control plane on core 0 and everything else (the
     // controller, the sidecar, the simulator, the bare client) on core 1.
@@ -94,6 +100,28 @@ const only = new Set(args.only!.split(","));
 // controller's MAX_CONCURRENT_RECONCILES, so the product and its ceiling run at the same concurrency.
 const CONCURRENCY = Number(args.concurrency);
 const log = (s: string) => process.stderr.write(`${s}\n`);
+const machine = {
+  cores: availableParallelism(),
+  memoryGiB: Math.round(totalmem() / 2 ** 30),
+  node: process.version,
+};
+
+// The dispatch scenarios first: they run on a virtual clock (setTimeout and Date are fake while a
+// replay runs), with nothing else of this process running meanwhile.
+let dispatch: ReturnType<typeof dispatchBench> | undefined;
+if (only.has("dispatch")) {
+  log("dispatch: the in-flight window on and off, under both QUEUE_DELAY readings, on a virtual clock...");
+  dispatch = dispatchBench({
+    scale: Number(args["dispatch-scale"]),
+    seed: Number(args["dispatch-seed"]),
+    log,
+  });
+  if (only.size === 1) {
+    // Virtual time: its numbers do not depend on this machine, nor date the other sections.
+    saveResults({ dispatch });
+    process.exit(0);
+  }
+}
 
 const cp = await startControlPlane({ dataDir: mkdtempSync(join(tmpdir(), "mo-bench-")) });
 const kc = new KubeConfig();
@@ -103,12 +131,9 @@ await waitForServed(kc);
 const api = new KubeApi(kc);
 const core = kc.makeApiClient(CoreV1Api);
 const results: Record<string, unknown> = {
-  machine: {
-    cores: availableParallelism(),
-    memoryGiB: Math.round(totalmem() / 2 ** 30),
-    node: process.version,
-  },
+  machine,
   date: new Date().toISOString(),
+  ...(dispatch && { dispatch }),
 };
 
 async function namespace(name: string): Promise<string> {
@@ -1333,30 +1358,35 @@ if (args.profile) {
   log(`profiles: .local/logs/bench/profiles (results not written)`);
   process.exit(0);
 }
-mkdirSync(join(REPO_ROOT, "bench/results"), { recursive: true });
-// A partial run (--only) replaces its own sections and keeps the others of the last run.
-const latest = join(REPO_ROOT, "bench/results/latest.json");
-const previous = existsSync(latest)
-  ? (JSON.parse(readFileSync(latest, "utf8")) as Record<string, unknown>)
-  : {};
-const merged: Record<string, unknown> = { ...previous, ...results };
-if (Array.isArray(results.footprintVariants)) {
-  // Variants add up across runs; a variant measured again replaces its earlier row.
-  type Variant = { command: string; environment: string };
-  const fresh = results.footprintVariants as Variant[];
-  const kept = ((previous.footprintVariants as Variant[] | undefined) ?? []).filter(
-    (v) => !fresh.some((f) => f.command === v.command && f.environment === v.environment),
-  );
-  merged.footprintVariants = [...kept, ...fresh];
+saveResults(results);
+
+/** Writes bench/results/latest.json and docs/benchmarks.md. */
+function saveResults(results: Record<string, unknown>): void {
+  mkdirSync(join(REPO_ROOT, "bench/results"), { recursive: true });
+  // A partial run (--only) replaces its own sections and keeps the others of the last run.
+  const latest = join(REPO_ROOT, "bench/results/latest.json");
+  const previous = existsSync(latest)
+    ? (JSON.parse(readFileSync(latest, "utf8")) as Record<string, unknown>)
+    : {};
+  const merged: Record<string, unknown> = { ...previous, ...results };
+  if (Array.isArray(results.footprintVariants)) {
+    // Variants add up across runs; a variant measured again replaces its earlier row.
+    type Variant = { command: string; environment: string };
+    const fresh = results.footprintVariants as Variant[];
+    const kept = ((previous.footprintVariants as Variant[] | undefined) ?? []).filter(
+      (v) => !fresh.some((f) => f.command === v.command && f.environment === v.environment),
+    );
+    merged.footprintVariants = [...kept, ...fresh];
+  }
+  if (Array.isArray(previous.throughput) && Array.isArray(results.throughput)) {
+    // Rows of a partial run replace the rows of the same size.
+    const rows = new Map<number, unknown>(
+      (previous.throughput as Array<{ jobs: number }>).map((r) => [r.jobs, r]),
+    );
+    for (const r of results.throughput as Array<{ jobs: number }>) rows.set(r.jobs, r);
+    merged.throughput = [...rows.entries()].sort(([a], [b]) => a - b).map(([, r]) => r);
+  }
+  writeFileSync(latest, `${JSON.stringify(merged, null, 2)}\n`);
+  writeReport(merged);
+  log(`results: bench/results/latest.json, docs/benchmarks.md`);
 }
-if (Array.isArray(previous.throughput) && Array.isArray(results.throughput)) {
-  // Rows of a partial run replace the rows of the same size.
-  const rows = new Map<number, unknown>(
-    (previous.throughput as Array<{ jobs: number }>).map((r) => [r.jobs, r]),
-  );
-  for (const r of results.throughput as Array<{ jobs: number }>) rows.set(r.jobs, r);
-  merged.throughput = [...rows.entries()].sort(([a], [b]) => a - b).map(([, r]) => r);
-}
-writeFileSync(latest, `${JSON.stringify(merged, null, 2)}\n`);
-writeReport(merged);
-log(`results: bench/results/latest.json, docs/benchmarks.md`);

@@ -1,10 +1,10 @@
 // docs/api.md, the field reference of the four resources, generated from the CRDs (which are
 // generated from the zod schemas in src/crds): every field with its type, its limits and its
-// description, the printer columns and the validation rules. `tsx scripts/api-reference.ts`
+// description, the printer columns and the rules checked at admission. `tsx scripts/api-reference.ts`
 // writes it; test/docs/api.test.ts fails when the page differs from what this generates.
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { allCustomResourceDefinitions } from "../src/crds/index.js";
+import { allCustomResourceDefinitions, RESOURCE_DEFINITIONS } from "../src/crds/index.js";
 import { REPO_ROOT } from "../test/support/controlplane.js";
 import { wrap } from "./markdown-fit.js";
 
@@ -29,7 +29,6 @@ interface Schema {
   items?: Schema;
   additionalProperties?: Schema | boolean;
   "x-kubernetes-preserve-unknown-fields"?: boolean;
-  "x-kubernetes-validations"?: Array<{ message?: string; messageExpression?: string; fieldPath?: string }>;
 }
 
 interface Crd {
@@ -76,19 +75,6 @@ function fields(s: Schema, path: string, depth: number, out: string[]): void {
   }
 }
 
-function rules(s: Schema, path: string, out: string[]): void {
-  for (const r of s["x-kubernetes-validations"] ?? [])
-    out.push(
-      ...wrap(
-        `\`${`${path}${r.fieldPath ?? ""}`.replace(/^\./, "")}\`: ${r.message ?? r.messageExpression ?? ""}`,
-        "- ",
-        "  ",
-      ),
-    );
-  for (const [name, prop] of Object.entries(s.properties ?? {}))
-    rules(prop, path ? `${path}.${name}` : name, out);
-}
-
 export function apiReference(): string {
   const out = [
     "# API reference",
@@ -117,8 +103,10 @@ export function apiReference(): string {
       out.push("", `### ${kind} ${part}`, "");
       fields(s, part, 1, out);
     }
-    const checks: string[] = [];
-    rules(root, "", checks);
+    // The rules checked at admission (src/crds/rules-policy.ts), beside the schema's limits above.
+    const checks = (RESOURCE_DEFINITIONS.find((d) => d.kind === kind)?.admissionRules ?? []).flatMap((r) =>
+      wrap(`\`${r.field}\`: ${r.message}`, "- ", "  "),
+    );
     if (checks.length) out.push("", `### ${kind} validation rules`, "", ...checks);
     const columns = version.additionalPrinterColumns ?? [];
     out.push("", `### ${kind} columns`, "");

@@ -165,6 +165,10 @@ export async function stackUp(opts: {
         "--endpoint",
         `${PREFIX}-${w}-${DEV_ENV},workload=${w},max=2`,
       ]),
+      // The meter the controller reports to (USAGE_METER_EVENT_NAME's default): without one it
+      // holds the usage (MetersConfigured=False).
+      "--meter",
+      "gpu_seconds",
       "--payment-webhook-url",
       `${webhooksUrl}/webhooks/payment_provider`,
       "--payment-webhook-secret",

@@ -5,6 +5,16 @@
 // and lengthened by the outages the run injected while the job waited. The customers on plans
 // (plans.ts) compete too, but their jobs wait on their plan's limits by design, so their own waits
 // are not checked against the bound.
+//
+// Two more patterns join the bursts (docs/reliability.md, "Chaos"):
+//  - low priority: a burst of `priority: low` jobs of one account, followed at once by normal jobs
+//    of another, on the endpoint that keeps a worker warm (minWorkers 1). Low jobs take only
+//    workers /health shows up and free, so the normal jobs must not wait behind them: they are
+//    checked against the same bound as every job. The low jobs' own waits are not (they wait for
+//    a free worker by design), but they must all end, as every job of the run must;
+//  - leader start with a backlog: a burst created right after a leader is killed, while no
+//    replica leads (the lease has not expired), so the next leader starts with it waiting. Its jobs
+//    are checked against the bound, lengthened by the outage like every job that waited through one.
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { KubeApi } from "../../src/k8s/api.js";
 import { fairShareBound, waitBoundSeconds } from "../../src/mediajob/fair-share.js";
@@ -13,6 +23,14 @@ import type { Rng } from "./rng.js";
 
 /** The accounts with bursts; the run's other jobs share the default account. */
 const BURST_ACCOUNTS = ["chaos-burst-b", "chaos-burst-c"] as const;
+/** The low-priority pattern's accounts: one sends low jobs, the other normal jobs right after. */
+export const LOW_PRIORITY_ACCOUNT = "chaos-low";
+const AFTER_LOW_ACCOUNT = "chaos-after-low";
+/** The account whose burst a new leader finds waiting. */
+export const BACKLOG_ACCOUNT = "chaos-backlog";
+/** The endpoint the low-priority pattern uses: the run keeps one worker of it warm (minWorkers 1). */
+export const LOW_PRIORITY_WORKLOAD = "render" as const;
+const PATTERN_ACCOUNTS = [LOW_PRIORITY_ACCOUNT, AFTER_LOW_ACCOUNT, BACKLOG_ACCOUNT] as const;
 
 export interface PlannedBurst {
   account: string;
@@ -33,13 +51,55 @@ export function planBursts(rng: Rng, size: number): PlannedBurst[] {
   }));
 }
 
+/**
+ * The low-priority pattern: `size` low jobs of one account, then a fifth as many normal jobs of
+ * another, both at one random point of the first 40 % (created in that order).
+ */
+export function planLowPriorityBursts(rng: Rng, size: number): PlannedBurst[] {
+  const atProgress = rng.between(0.05, 0.4);
+  const job = (prefix: string, low: boolean) => (i: number) => ({
+    name: `${prefix}-${String(i).padStart(5, "0")}`,
+    spec: {
+      workload: LOW_PRIORITY_WORKLOAD,
+      maxAttempts: 2,
+      input: { n: i },
+      ...(low && { priority: "low" as const }),
+    },
+  });
+  return [
+    {
+      account: LOW_PRIORITY_ACCOUNT,
+      atProgress,
+      jobs: burstJobs(LOW_PRIORITY_ACCOUNT, size, job("low", true)),
+    },
+    {
+      account: AFTER_LOW_ACCOUNT,
+      atProgress,
+      jobs: burstJobs(AFTER_LOW_ACCOUNT, Math.max(5, Math.round(size / 5)), job("after-low", false)),
+    },
+  ];
+}
+
+/** The burst a new leader finds waiting: created when a leader is killed (no point of the run). */
+export function planBacklogBurst(rng: Rng, size: number): PlannedBurst {
+  return {
+    account: BACKLOG_ACCOUNT,
+    atProgress: Infinity,
+    jobs: burstJobs(BACKLOG_ACCOUNT, size, (i) => ({
+      name: `backlog-${String(i).padStart(5, "0")}`,
+      spec: { workload: rng.pick(["asr", "tts", "render"] as const), maxAttempts: 2, input: { n: i } },
+    })),
+  };
+}
+
 /** The burst accounts, active on these prices (as a subscription event would have made them). */
 export async function createBurstAccounts(
   api: KubeApi,
   namespace: string,
   priceIds: readonly string[],
 ): Promise<void> {
-  for (const customerId of BURST_ACCOUNTS) await activateAccount(api, namespace, customerId, priceIds);
+  for (const customerId of [...BURST_ACCOUNTS, ...PATTERN_ACCOUNTS])
+    await activateAccount(api, namespace, customerId, priceIds);
 }
 
 /** An outage the run injected, real ms since the epoch, and how long the stack may need after it. */
@@ -64,6 +124,11 @@ export interface WaitBoundSettings {
    * counted among the accounts that compete, their own waits not checked.
    */
   heldAccounts?: ReadonlySet<string>;
+  /**
+   * Accounts of low-priority jobs, which wait for a worker up and free by design: counted among the
+   * accounts that compete, their own waits not checked.
+   */
+  lowPriorityAccounts?: ReadonlySet<string>;
 }
 
 export interface WaitCheck {
@@ -102,7 +167,7 @@ export function checkWaitBound(
   let checked = 0;
   const end = Date.now();
   for (const [account, list] of byAccount) {
-    if (s.heldAccounts?.has(account)) continue;
+    if (s.heldAccounts?.has(account) || s.lowPriorityAccounts?.has(account)) continue;
     for (const j of list) {
       const created = createdAt(j);
       if (!Number.isFinite(created)) continue;

@@ -34,6 +34,10 @@ export interface EndedProviderJob {
   status: string;
   executionTime?: number;
   delayTime?: number;
+  /** When a worker started it, real ms since the epoch (absent: it never ran). */
+  startedAt?: number;
+  /** When it ended, real ms since the epoch. */
+  endedAt?: number;
 }
 
 export interface MeterEventRecord {

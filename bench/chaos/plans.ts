@@ -6,14 +6,19 @@
 // wait, Admitted=False UsageLimitReached), then upgrades the subscription to a plan with room (a
 // second event), as a customer buying more would: every job then ends, none waits forever.
 //
-// The checks, from the jobs' own records once everything has settled:
-//  - usageLimitOvershootSeconds: of each customer's attempts admitted under the capped plan, the
-//    seconds billed to attempts submitted after the limit was reached, as far as they took the
-//    account past the cap. The limit is reached when the billed seconds of the attempts that have
-//    ended (each attempt's end and billedSeconds, written in the one status write that ends it)
-//    add up to the cap. The jobs already running then may take the account past the cap (the
-//    documented allowance); a job submitted after may not. Invariant 0;
-//  - the raw overshoot (billed seconds under the capped plan minus its cap), for information, and
+// The checks, once everything has settled:
+//  - usageLimitOvershootSeconds: of each customer's runs under the capped plan, the seconds billed
+//    to runs admitted or started after the limit was reached, as far as they took the account past
+//    the cap. The limit is reached when the billed seconds of the attempts that have ended (each
+//    attempt's end and billedSeconds, written in the one status write that ends it: the product's
+//    own knowledge) add up to the cap. Which runs started when, and what they billed, is the
+//    provider's record (the simulator's ended jobs, with when a worker started each), not the
+//    product's view: a job still IN_QUEUE at the provider when the limit was reached must be
+//    cancelled there, so a worker that starts it later counts. The jobs already running then may
+//    take the account past the cap (the documented allowance); a job submitted after the limit may
+//    not, nor one a worker starts after the controller's reaction (a tick, the read, the mark and
+//    the cancel, lengthened by an outage the run injected meanwhile). Invariant 0;
+//  - the raw overshoot (provider-billed seconds under the capped plan minus its cap), for information, and
 //    how long after the limit was reached the account's own count (status.usage.usedSeconds,
 //    which admission reads) was seen to show it;
 //  - concurrencyOverPlan: the most attempts of one customer running at once (Processing, as the
@@ -24,8 +29,10 @@ import type { BillingAccount } from "../../src/crds/billingaccount.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { KubeApi } from "../../src/k8s/api.js";
 import type { Plans } from "../../src/mediajob/plans.js";
+import { billableSeconds } from "../../src/mediajob/usage.js";
 import { burstJobs } from "../bursts.js";
-import type { PlannedBurst } from "./accounts.js";
+import type { Outage, PlannedBurst } from "./accounts.js";
+import type { EndedProviderJob } from "./metering.js";
 import { postEvent } from "./payments.js";
 import type { Rng } from "./rng.js";
 
@@ -181,7 +188,10 @@ export interface PlanCheck {
   /** Customers whose account was seen at its cap (and held there, then upgraded). */
   reachedLimit: number;
   waitingSeen: number;
-  /** The most seconds any customer went past its cap beyond the jobs already running: invariant 0. */
+  /**
+   * The most seconds any customer went past its cap beyond the jobs already running (submitted
+   * after the limit, or started at the provider after it and the controller's reaction): invariant 0.
+   */
   usageLimitOvershootSeconds: number;
   /** The longest from a customer's limit being reached to its account seen showing it, s. */
   usageLimitCountLagSeconds: number;
@@ -197,6 +207,9 @@ export interface PlanCheck {
     overshootSeconds: number;
     lateSeconds: number;
     lateAttempts: string[];
+    /** Seconds billed at the provider to runs a worker started after the limit and the reaction. */
+    lateStartedSeconds: number;
+    lateStartedRuns: string[];
     maxRunning: number;
     /** When maxRunning is above the plan's cap: the attempts running at that moment. */
     runningAtOnce?: unknown[];
@@ -317,26 +330,71 @@ function reachedCap(spans: readonly AttemptSpan[], cap: number): number {
   return Infinity;
 }
 
+/** What the provider ran (the simulator's record) and how fast the controller may react to a cap. */
+export interface ProviderRecord {
+  ended: readonly EndedProviderJob[];
+  /** From the limit being recorded to a queued job's cancel at the provider, ms: a tick and the calls. */
+  reactionMs: number;
+  outages: readonly Outage[];
+}
+
+/** Each run at the provider: its job (by the job id it was submitted for) and what it billed. */
+function providerRuns(jobs: readonly MediaJob[], ended: readonly EndedProviderJob[]) {
+  const byJobId = new Map<string, MediaJob>();
+  for (const j of jobs) if (j.status?.jobId !== undefined) byJobId.set(j.status.jobId, j);
+  return ended.flatMap((p) => {
+    const job = byJobId.get(p.key.replace(/-retry-\d+$/, ""));
+    if (!job) return [];
+    const billed = billableSeconds({
+      status: p.status as never,
+      ...(p.executionTime !== undefined && { executionTime: p.executionTime }),
+      ...(p.delayTime !== undefined && { delayTime: p.delayTime }),
+    });
+    return [
+      {
+        id: p.id,
+        job: job.metadata.name,
+        account: job.spec.account,
+        startedAt: p.startedAt,
+        billedSeconds: billed.ok ? billed.seconds : 0,
+      },
+    ];
+  });
+}
+
 export function checkPlans(
   jobs: readonly MediaJob[],
   customers: readonly string[],
   capSeconds: number,
   limits: Pick<PlanLimits, "reachedAt" | "upgradedAt" | "waitingSeen">,
+  provider: ProviderRecord,
   nowMs = Date.now(),
 ): PlanCheck {
   const iso = (t: number | undefined) => (t === undefined ? undefined : new Date(t).toISOString());
+  const runs = providerRuns(jobs, provider.ended);
   const perCustomer = customers.map((customer) => {
     const spans = jobs.filter((j) => j.spec.account === customer).flatMap((j) => attemptSpans(j, nowMs));
     const upgraded = limits.upgradedAt.get(customer) ?? Infinity;
     // Admitted under the capped plan: submitted before the upgrade was sent (a job submitted a
     // moment after, before the controller saw it, is left out: the check errs on the lenient side).
     const capped = spans.filter((s) => !(s.submitted >= upgraded));
-    const cappedSeconds = capped.reduce((n, s) => n + s.billedSeconds, 0);
-    const overshootSeconds = Math.max(0, cappedSeconds - capSeconds);
     const limitReached = reachedCap(capped, capSeconds);
+    // Run at the provider under the capped plan: started by a worker before the upgrade was sent.
+    const cappedRuns = runs.filter(
+      (r) => r.account === customer && r.startedAt !== undefined && r.startedAt < upgraded,
+    );
+    const cappedSeconds = cappedRuns.reduce((n, r) => n + r.billedSeconds, 0);
+    const overshootSeconds = Math.max(0, cappedSeconds - capSeconds);
     // Submitted after the limit was reached: admitted past it.
     const late = capped.filter((s) => s.submitted > limitReached && s.billedSeconds > 0);
     const lateSeconds = late.reduce((n, s) => n + s.billedSeconds, 0);
+    // Started by a worker after the limit and the controller's reaction: left queued at the
+    // provider when it was to be cancelled there.
+    let reactedBy = limitReached + provider.reactionMs;
+    for (const o of provider.outages)
+      if (o.from < reactedBy && o.to + o.recoveryMs > limitReached) reactedBy += o.to - o.from + o.recoveryMs;
+    const lateStarted = cappedRuns.filter((r) => r.startedAt! > reactedBy && r.billedSeconds > 0);
+    const lateStartedSeconds = lateStarted.reduce((n, r) => n + r.billedSeconds, 0);
     const seen = limits.reachedAt.get(customer);
     const atOnce = mostAtOnce(spans);
     return {
@@ -345,6 +403,8 @@ export function checkPlans(
       overshootSeconds,
       lateSeconds,
       lateAttempts: late.slice(0, 20).map((s) => `${s.job}#${s.attempt}`),
+      lateStartedSeconds,
+      lateStartedRuns: lateStarted.slice(0, 20).map((r) => `${r.job} (${r.id}, started ${iso(r.startedAt)})`),
       maxRunning: atOnce.most,
       ...(atOnce.most > MAX_CONCURRENT_JOBS && {
         runningAtOnce: atOnce.open.map((span) => described(span, jobs)),
@@ -363,7 +423,9 @@ export function checkPlans(
     jobs: jobs.filter((j) => customers.includes(j.spec.account ?? "")).length,
     reachedLimit: limits.reachedAt.size,
     waitingSeen: limits.waitingSeen,
-    usageLimitOvershootSeconds: most((c) => Math.min(c.overshootSeconds, c.lateSeconds)),
+    usageLimitOvershootSeconds: most((c) =>
+      Math.min(c.overshootSeconds, Math.max(c.lateSeconds, c.lateStartedSeconds)),
+    ),
     usageLimitOvershootRawSeconds: most((c) => c.overshootSeconds),
     usageLimitCountLagSeconds: Math.round(most((c) => c.countLagSeconds)),
     concurrencyOverPlan: most((c) => Math.max(0, c.maxRunning - MAX_CONCURRENT_JOBS)),

@@ -59,7 +59,8 @@ export interface ChaosResult {
   usageLimitWaitingSeen: number;
   /**
    * The most seconds any customer was billed past its plan's cap by attempts submitted after its
-   * ended jobs' billed seconds reached the cap (beyond the jobs already running then): invariant 0.
+   * ended jobs' billed seconds reached the cap, or started at the provider (its own record) after
+   * that and the controller's reaction (beyond the jobs already running then): invariant 0.
    */
   usageLimitOvershootSeconds: number;
   /** The most seconds any customer was billed past its cap under the capped plan, running jobs included. */
@@ -70,8 +71,16 @@ export interface ChaosResult {
   concurrencyOverPlan: number;
   /** The most jobs any customer on a plan had running at once. */
   planMaxRunning: number;
-  /** Jobs of two more accounts, created in bursts (fair share). */
+  /**
+   * Jobs of more accounts, created in bursts (fair share): two accounts' bursts, the low-priority
+   * pattern (low jobs, then another account's normal jobs) and the backlog a new leader starts with.
+   */
   burstJobs: number;
+  /** The low-priority pattern's low jobs, and those that completed (they wait for free workers). */
+  lowPriorityJobs: number;
+  lowPriorityCompleted: number;
+  /** Jobs created while no replica led, waiting when the next leader started (at least 1). */
+  leaderStartBacklog: number;
   /** Top-level jobs that waited past the fair-share bound (docs/design.md, "Fair share"). */
   jobsOverWaitBound: number;
   /** The largest wait over its bound (under 1: every job kept it). */
@@ -128,7 +137,9 @@ export function table(r: ChaosResult): string {
     [
       "jobs that waited past the fair-share bound",
       r.jobsOverWaitBound,
-      `invariant: 0 (${r.burstJobs} burst jobs of 2 more accounts; worst wait / bound ${r.worstWaitOverBound})`,
+      `invariant: 0 (${r.burstJobs} burst jobs of 5 more accounts, ${r.lowPriorityJobs} of them low priority ` +
+        `(${r.lowPriorityCompleted} completed), ${r.leaderStartBacklog} waiting for a new leader; ` +
+        `worst wait / bound ${r.worstWaitOverBound})`,
     ],
     [
       "jobs run more than once",

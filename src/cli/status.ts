@@ -4,6 +4,8 @@ import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { pastProviderTtl } from "../mediajob/deadline.js";
 import { isTerminal } from "../mediajob/job.js";
 import { processingSinceMs } from "../mediajob/recovery.js";
+import { isProviderWait } from "../mediajob/wait-cause.js";
+import { getCondition } from "../crds/conditions.js";
 import type { CliContext } from "./context.js";
 import { humanDuration } from "./duration.js";
 import { EXIT_OK, EXIT_PROBLEM } from "./errors.js";
@@ -27,6 +29,9 @@ export interface Verdict {
   summary: string;
   next?: string;
 }
+
+/** Provider-side waits that last until someone acts (the others pass as workers start). */
+const WAITS_TO_FIX = new Set(["WorkersUnhealthy", "NoWorkersAllowed", "WorkersThrottled"]);
 
 /** The runbook's reading of (Kubernetes phase, provider status). */
 export function verdict(
@@ -96,6 +101,15 @@ export function verdict(
       };
     case "found": {
       const s = view.job.status;
+      // Queued there for a cause the controller named on the job (provider-wait.ts): that cause,
+      // a problem to fix when the workers cannot run it, a wait for capacity otherwise.
+      const queued = getCondition(job.status?.conditions, "Queued");
+      if (s === "IN_QUEUE" && isProviderWait(queued)) {
+        return {
+          attention: WAITS_TO_FIX.has(queued!.reason),
+          summary: `the job waits in the provider's queue (${queued!.reason}): ${queued!.message.replace(/^waiting in the provider's queue: /, "")}`,
+        };
+      }
       if (s === "IN_QUEUE" || s === "IN_PROGRESS") {
         return { attention: false, summary: `the provider is still working on it (${s}); wait` };
       }

@@ -264,6 +264,11 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     readBy: ["controller"],
     meaning: "which of the provider's times are billed: `execution` or `executionAndDelay`",
   },
+  USAGE_QUEUE_WAIT_BILLING_ACKNOWLEDGED: {
+    readBy: ["controller"],
+    meaning:
+      "`true` lets `USAGE_BILLED_TIME=executionAndDelay` start: queue wait is not the provider's cost and grows with other customers' traffic ([design](design.md#provider-billing-facts))",
+  },
   USAGE_MINIMUM_SECONDS: {
     readBy: ["controller"],
     meaning: "seconds billed at least for a job attempt with any billable time",

@@ -242,6 +242,8 @@ export const EnvSchema = z.object({
   TENANCY_REQUIRE_ACCOUNT: bool.optional(),
   /** Which of the provider's times are billed: `execution` (the default) or `executionAndDelay`. */
   USAGE_BILLED_TIME: z.enum(["execution", "executionAndDelay"]).default("execution"),
+  /** `executionAndDelay` bills queue wait: refused unless this says it is meant (src/config/usage.ts). */
+  USAGE_QUEUE_WAIT_BILLING_ACKNOWLEDGED: bool.default(false),
   /** Seconds billed at least for a job attempt with any billable time. */
   USAGE_MINIMUM_SECONDS: z.coerce.number().int().min(0).max(86_400).default(0),
   /** Whether FAILED and TIMED_OUT attempts are billed (the GPU provider charges them either way). */

@@ -19,6 +19,21 @@ export function accountRequired(env: Env): boolean {
 }
 
 /**
+ * Why the billed time is refused, or undefined. `executionAndDelay` adds RunPod's `delayTime`, the
+ * time a request waits in the queue (cold start included), to each job's bill: that wait is not
+ * worker time the provider bills, and it grows with every other customer's jobs queued on the same
+ * endpoint, so one customer pays for another's traffic (docs/design.md, "Provider billing facts").
+ * It starts only when USAGE_QUEUE_WAIT_BILLING_ACKNOWLEDGED says so.
+ */
+function billedTimeRefusal(
+  env: Pick<Env, "USAGE_BILLED_TIME" | "USAGE_QUEUE_WAIT_BILLING_ACKNOWLEDGED">,
+): string | undefined {
+  if (env.USAGE_BILLED_TIME !== "executionAndDelay" || env.USAGE_QUEUE_WAIT_BILLING_ACKNOWLEDGED)
+    return undefined;
+  return "USAGE_BILLED_TIME: executionAndDelay bills queue wait, which is not the provider's cost and depends on other customers' traffic; set USAGE_QUEUE_WAIT_BILLING_ACKNOWLEDGED=true to bill it anyway";
+}
+
+/**
  * The usage settings. The controller's refuse metering without a payment API key; the sidecar's
  * only bill (the controller decides what is metered).
  */
@@ -28,6 +43,8 @@ export function usageSettings(env: Env, opts: { sidecar?: boolean } = {}): Usage
     throw new ConfigError([
       "PAYMENT_PROVIDER_API_KEY: required by the controller when USAGE_METERING is true",
     ]);
+  const refused = opts.sidecar ? undefined : billedTimeRefusal(env);
+  if (refused !== undefined) throw new ConfigError([refused]);
   return {
     rule: BillingRuleSchema.parse({
       billedTime: env.USAGE_BILLED_TIME,

@@ -16,6 +16,7 @@ import { MediaJob } from "../crds/mediajob.js";
 import { fairShareWeights, stateNamespace, type Env } from "../config/env.js";
 import { accountRequired, usageSettings } from "../config/usage.js";
 import type { MeterSender } from "./usage/meter-client.js";
+import type { MeterCheck } from "./usage/meter-check.js";
 import { UsageMetrics } from "./usage/metrics.js";
 import { UsageReporter } from "./usage/reporter.js";
 import { OrphanFollower } from "./usage/orphans.js";
@@ -70,6 +71,8 @@ export interface ManagerOptions {
   retryPeriodMs?: number;
   /** Called when leadership is lost: controller-runtime exits so the pod restarts as a candidate. */
   onLeadershipLost?: () => void;
+  /** How soon a misconfigured meter (or one not read) is read again, ms; default 30 s. Tests shorten it. */
+  meterRecheckMs?: number;
   /**
    * The memory-reducing collection run once a burst of work is over (idle-compaction.ts); by
    * default the runtime's, when Node exposes it (the image runs it with --expose-gc).
@@ -127,6 +130,8 @@ export class Manager {
    * does not meter never loads its code (docs/benchmarks.md, "Footprint of the containers").
    */
   private meter?: MeterSender;
+  /** The payment provider's meters checked against what is sent (usage/meter-check.ts), with the client. */
+  private meterCheck?: MeterCheck;
 
   constructor(private readonly o: ManagerOptions) {
     const { api, env, log } = o;
@@ -289,6 +294,7 @@ export class Manager {
       intervalMs: env.USAGE_REPORT_INTERVAL_SECONDS * 1000,
       synced: () => this.synced,
       leading: () => this.leading && (this.elector?.holdsLease() ?? true),
+      held: (eventName) => this.meterCheck?.held(eventName),
     });
     // Shared for a tick, with room for the tick timer and the reconciles to drift by up to 500 ms.
     this.providerView = new ProviderView(
@@ -477,14 +483,28 @@ export class Manager {
     this.stopped = false;
     // Before leading: the reporter's first pass already sends.
     if (this.metering && !this.meter) {
-      const { MeterClient } = await import("./usage/meter-client.js");
+      const [{ MeterClient }, { MeterCheck }] = await Promise.all([
+        import("./usage/meter-client.js"),
+        import("./usage/meter-check.js"),
+      ]);
       const env = this.o.env;
-      this.meter = new MeterClient({
+      // Read per call: a rotated key file takes effect without a restart.
+      const apiKey = () => env.PAYMENT_PROVIDER_API_KEY ?? "";
+      const usage = usageSettings(env);
+      this.meterCheck = new MeterCheck({
         baseUrl: env.PAYMENT_PROVIDER_API_URL,
-        // Read per call: a rotated key file takes effect without a restart.
-        apiKey: () => env.PAYMENT_PROVIDER_API_KEY ?? "",
+        apiKey,
+        eventNames: [usage.defaultEventName, ...Object.values(usage.eventNames)],
+        log: this.o.log.child({ component: "meter-check" }),
+        registry: this.metrics.registry,
+        accounts: { api: this.o.api, cache: this.accounts, namespace: stateNamespace(env) },
+        leading: () => this.leading && (this.elector?.holdsLease() ?? true),
+        onFixed: () => this.usage.wake(),
+        ...(this.o.meterRecheckMs !== undefined && { recheckMs: this.o.meterRecheckMs }),
       });
+      this.meter = this.meterCheck.gate(new MeterClient({ baseUrl: env.PAYMENT_PROVIDER_API_URL, apiKey }));
     }
+    this.meterCheck?.start();
     if (this.compaction.enabled && !this.compactionTimer) {
       this.compactionTimer = setInterval(() => this.compaction.check(), 1000);
       this.compactionTimer.unref();
@@ -622,6 +642,7 @@ export class Manager {
     this.endpointQueue.shutdown();
     await this.running; // in-flight reconciles finish
     await this.usage.stop();
+    await this.meterCheck?.stop();
     await this.orphanPass;
     await this.events.flush(); // and the Events they recorded are written
     if (this.elector) await this.elector.stop();

@@ -147,7 +147,14 @@ export const billingAccountDefinition: ResourceDefinition = {
   description: "One customer's subscription state, from payment-provider events (newest event.created wins).",
   spec: BillingAccountSpec,
   status: BillingAccountStatus,
-  specValidations: [{ rule: "self == oldSelf", message: "spec is immutable", reason: "FieldValueInvalid" }],
+  admissionRules: [
+    {
+      field: "spec",
+      expression: "object.spec == oldObject.spec",
+      message: "spec is immutable",
+      onUpdate: true,
+    },
+  ],
   printerColumns: [
     { name: "Customer", type: "string", jsonPath: ".spec.customerId" },
     { name: "Subscription", type: "string", jsonPath: ".status.subscriptionStatus" },

@@ -102,13 +102,11 @@ export interface ResourceDefinition {
   shortNames: string[];
   spec: z.ZodType;
   status: z.ZodType;
-  /** CEL rules on the whole spec (transition rules included). */
-  specValidations?: CelRule[];
   /**
-   * CEL rules on the whole object: the only place a rule sees spec and status together (a rule on
-   * spec cannot read status), e.g. a spec frozen once status says the job was submitted.
+   * The rules the schema cannot say (transitions, spec beside status), checked at admission by the
+   * resource's ValidatingAdmissionPolicy (src/crds/rules-policy.ts), not as CEL in the CRD.
    */
-  objectValidations?: CelRule[];
+  admissionRules?: AdmissionRule[];
   printerColumns: PrinterColumn[];
   /**
    * Fields a list may filter on (`fieldSelector`), beyond metadata.name and metadata.namespace:
@@ -119,14 +117,16 @@ export interface ResourceDefinition {
   description: string;
 }
 
-interface CelRule {
-  rule: string;
+export interface AdmissionRule {
+  /** The field the rule guards ("spec.id"), for the API reference. */
+  field: string;
+  /** CEL over `object` and `oldObject` (the stored object; none on CREATE): true admits. */
+  expression: string;
   message: string;
   /** A CEL string expression for the refusal's message, naming what the rule found (else `message`). */
   messageExpression?: string;
-  fieldPath?: string;
-  reason?: "FieldValueInvalid" | "FieldValueForbidden" | "FieldValueRequired" | "FieldValueDuplicate";
-  optionalOldSelf?: boolean;
+  /** A transition rule: checked on UPDATE only, where there is an old object to compare with. */
+  onUpdate?: boolean;
 }
 
 export const AGE_COLUMN: PrinterColumn = {

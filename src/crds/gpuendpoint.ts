@@ -161,12 +161,12 @@ export const gpuEndpointDefinition: ResourceDefinition = {
   description: "A serverless GPU endpoint at the provider, kept in sync with its min/max worker settings.",
   spec: GpuEndpointSpec,
   status: GpuEndpointStatus,
-  specValidations: [
+  admissionRules: [
     {
-      rule: "self.maxWorkers >= self.minWorkers",
+      // Both have defaults, which the apiserver fills in before admission.
+      field: "spec.maxWorkers",
+      expression: "object.spec.maxWorkers >= object.spec.minWorkers",
       message: "spec.maxWorkers must be greater than or equal to spec.minWorkers",
-      fieldPath: ".maxWorkers",
-      reason: "FieldValueInvalid",
     },
   ],
   printerColumns: [

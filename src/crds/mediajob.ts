@@ -332,7 +332,7 @@ export type MediaJob = z.infer<typeof MediaJob>;
 /**
  * Spec fields that may change after the job was submitted: suspend and cancel (that is what they
  * are for),
- * activeDeadlineSeconds (a limit may be tightened; CEL below refuses raising or removing it) and
+ * activeDeadlineSeconds (a limit may be tightened; the rules below refuse raising or removing it) and
  * ttlSecondsAfterFinished (how long a finished job is kept says nothing about what ran).
  * Everything else decides what runs, so it is frozen once the job was sent: a finished job shows
  * what ran, and a running one cannot drift from it.
@@ -344,13 +344,14 @@ const MUTABLE_SPEC_FIELDS = [
   "ttlSecondsAfterFinished",
 ] as const;
 
-/** CEL: the job was never submitted (Pending with no attempt), so its spec is still a draft. */
+/** CEL: the stored job was never submitted (Pending with no attempt), so its spec is still a draft. */
 const NOT_SUBMITTED =
-  "!has(oldSelf.status) || ((!has(oldSelf.status.attempts) || oldSelf.status.attempts == 0) && " +
-  "(!has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending'))";
+  "!has(oldObject.status) || ((!has(oldObject.status.attempts) || oldObject.status.attempts == 0) && " +
+  "(!has(oldObject.status.phase) || oldObject.status.phase == 'Pending'))";
 
 const sameField = (f: string): string =>
-  `(has(self.spec.${f}) == has(oldSelf.spec.${f}) && (!has(self.spec.${f}) || self.spec.${f} == oldSelf.spec.${f}))`;
+  `(has(object.spec.${f}) == has(oldObject.spec.${f}) && ` +
+  `(!has(object.spec.${f}) || object.spec.${f} == oldObject.spec.${f}))`;
 
 const FROZEN_SPEC_FIELDS = Object.keys(MediaJobSpec.shape).filter(
   (f) => !(MUTABLE_SPEC_FIELDS as readonly string[]).includes(f),
@@ -365,55 +366,54 @@ export const mediaJobDefinition: ResourceDefinition = {
     "One unit of GPU work (ASR, TTS or render) submitted to a GpuEndpoint, with its pipeline steps.",
   spec: MediaJobSpec,
   status: MediaJobStatus,
-  specValidations: [
+  admissionRules: [
     {
-      rule: "has(self.id) == has(oldSelf.id) && (!has(self.id) || self.id == oldSelf.id)",
+      field: "spec.id",
+      expression: sameField("id"),
       message: "spec.id is immutable",
-      fieldPath: ".id",
-      reason: "FieldValueInvalid",
+      onUpdate: true,
     },
     {
-      rule: "!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",
+      field: "spec.cancel",
+      expression:
+        "!has(oldObject.spec.cancel) || !oldObject.spec.cancel || " +
+        "(has(object.spec.cancel) && object.spec.cancel)",
       message: "spec.cancel cannot be undone; create a new MediaJob to run the work again",
-      fieldPath: ".cancel",
-      reason: "FieldValueForbidden",
+      onUpdate: true,
     },
-  ],
-  // On the whole object, the one place a rule can read status beside spec.
-  objectValidations: [
     {
-      rule: `${NOT_SUBMITTED} || (${FROZEN_SPEC_FIELDS.map(sameField).join(" && ")})`,
+      field: "spec",
+      expression: `${NOT_SUBMITTED} || (${FROZEN_SPEC_FIELDS.map(sameField).join(" && ")})`,
       message:
         "spec is immutable once the job has been submitted, except suspend, cancel, ttlSecondsAfterFinished " +
         "and activeDeadlineSeconds (lowered only); create a new MediaJob to run something else",
-      fieldPath: ".spec",
-      reason: "FieldValueForbidden",
+      onUpdate: true,
     },
     {
-      rule:
-        `${NOT_SUBMITTED} || !has(oldSelf.spec.activeDeadlineSeconds) || ` +
-        "(has(self.spec.activeDeadlineSeconds) && " +
-        "self.spec.activeDeadlineSeconds <= oldSelf.spec.activeDeadlineSeconds)",
+      field: "spec.activeDeadlineSeconds",
+      expression:
+        `${NOT_SUBMITTED} || !has(oldObject.spec.activeDeadlineSeconds) || ` +
+        "(has(object.spec.activeDeadlineSeconds) && " +
+        "object.spec.activeDeadlineSeconds <= oldObject.spec.activeDeadlineSeconds)",
       message: "spec.activeDeadlineSeconds may only be lowered once the job has been submitted",
-      fieldPath: ".spec.activeDeadlineSeconds",
-      reason: "FieldValueForbidden",
+      onUpdate: true,
     },
     {
       // The reset (Pending, replay true, updatedAt now) applies to a Processing job, or to one
       // Failed because its submission stayed unconfirmed: a finished job stays finished, and a
       // Pending one is already waiting. The refusal says which phase the job is in.
-      rule:
-        "!has(self.status) || !has(oldSelf.status) || !has(oldSelf.status.phase) || " +
-        "!has(self.status.phase) || self.status.phase != 'Pending' || " +
-        "!has(self.status.replay) || !self.status.replay || !has(self.status.updatedAt) || " +
-        "(has(oldSelf.status.updatedAt) && self.status.updatedAt == oldSelf.status.updatedAt) || " +
-        "oldSelf.status.phase == 'Processing' || " +
-        "(oldSelf.status.phase == 'Failed' && has(oldSelf.status.submission) && " +
-        "oldSelf.status.submission.state == 'Unconfirmed')",
+      field: "status.phase",
+      expression:
+        "!has(object.status) || !has(oldObject.status) || !has(oldObject.status.phase) || " +
+        "!has(object.status.phase) || object.status.phase != 'Pending' || " +
+        "!has(object.status.replay) || !object.status.replay || !has(object.status.updatedAt) || " +
+        "(has(oldObject.status.updatedAt) && object.status.updatedAt == oldObject.status.updatedAt) || " +
+        "oldObject.status.phase == 'Processing' || " +
+        "(oldObject.status.phase == 'Failed' && has(oldObject.status.submission) && " +
+        "oldObject.status.submission.state == 'Unconfirmed')",
       message: "only a Processing job can be reset to Pending",
-      messageExpression: "'only a Processing job can be reset; it is ' + oldSelf.status.phase",
-      fieldPath: ".status.phase",
-      reason: "FieldValueForbidden",
+      messageExpression: "'only a Processing job can be reset; it is ' + oldObject.status.phase",
+      onUpdate: true,
     },
   ],
   printerColumns: [

@@ -40,7 +40,6 @@ function openApiSchema(zodSchema: z.ZodType): Json {
 
 export function customResourceDefinition(def: ResourceDefinition): Json {
   const spec = openApiSchema(def.spec);
-  if (def.specValidations?.length) spec["x-kubernetes-validations"] = def.specValidations;
   return {
     apiVersion: "apiextensions.k8s.io/v1",
     kind: "CustomResourceDefinition",
@@ -69,7 +68,6 @@ export function customResourceDefinition(def: ResourceDefinition): Json {
               type: "object",
               description: def.description,
               required: ["spec"],
-              ...(def.objectValidations?.length && { "x-kubernetes-validations": def.objectValidations }),
               properties: {
                 apiVersion: { type: "string" },
                 kind: { type: "string" },

@@ -67,7 +67,14 @@ export const paymentEventDefinition: ResourceDefinition = {
   description: "One verified payment-provider event; creating it is the dedupe claim on event.id.",
   spec: PaymentEventSpec,
   status: PaymentEventStatus,
-  specValidations: [{ rule: "self == oldSelf", message: "spec is immutable", reason: "FieldValueInvalid" }],
+  admissionRules: [
+    {
+      field: "spec",
+      expression: "object.spec == oldObject.spec",
+      message: "spec is immutable",
+      onUpdate: true,
+    },
+  ],
   printerColumns: [
     { name: "Event", type: "string", jsonPath: ".spec.eventId" },
     { name: "Type", type: "string", jsonPath: ".spec.type" },

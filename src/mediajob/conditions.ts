@@ -5,6 +5,7 @@ import type { JobPhase, MediaJobStatus } from "../crds/mediajob.js";
 import { DEADLINE_EXCEEDED, EXPIRED, START_DEADLINE_EXCEEDED } from "./deadline.js";
 import { isTerminal } from "./job.js";
 import { SUBMISSION_UNCONFIRMED, failedUnconfirmed } from "./unconfirmed.js";
+import { isProviderWait } from "./wait-cause.js";
 
 /** Why a Failed job failed, as the Succeeded condition's reason. */
 function failureReason(status: MediaJobStatus): string {
@@ -18,8 +19,8 @@ function failureReason(status: MediaJobStatus): string {
 /**
  * status.reason and status.message (the REASON and MESSAGE columns): the condition that matters
  * most now. A final job: Succeeded. A waiting one: what it waits for (suspended, its account, its
- * endpoint, a refused submission). A running one: an unconfirmed submission, or running past its
- * timeout.
+ * endpoint, a refused submission). A running one: an unconfirmed submission, why it waits in the
+ * provider's queue, or running past its timeout.
  */
 export function summaryOf(conditions: Condition[]): { reason: string; message: string } {
   const find = (type: string, status: string, reason?: string) =>
@@ -36,6 +37,8 @@ export function summaryOf(conditions: Condition[]): { reason: string; message: s
         find("Submitted", "False"))) ||
     find("Stopping", "True") ||
     find("Submitted", "Unknown", SUBMISSION_UNCONFIRMED) ||
+    // Submitted and waiting in the provider's queue: why (provider-wait.ts).
+    find("Queued", "True") ||
     find("Overdue", "True") ||
     succeeded;
   return { reason: pick?.reason ?? "Pending", message: (pick?.message ?? "").slice(0, 4096) };
@@ -78,6 +81,20 @@ export function withPhaseConditions(
       generation,
     );
   }
+  // A job that has left Processing no longer waits in the provider's queue: a Pending job's Queued
+  // is the in-flight window's own (queued.ts), never a provider cause of an attempt that ended.
+  if (status.phase !== "Processing" && isProviderWait(getCondition(conditions, "Queued")))
+    conditions = setCondition(
+      conditions,
+      {
+        type: "Queued",
+        status: "False",
+        reason: "LeftProviderQueue",
+        message: `the attempt ended at the provider (the job is ${status.phase ?? "Pending"})`,
+      },
+      now,
+      generation,
+    );
   // A job that has left Processing (a callback may end it) is no longer followed after a cancel.
   if (status.phase !== "Processing" && getCondition(conditions, "Stopping")?.status === "True")
     conditions = setCondition(

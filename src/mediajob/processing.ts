@@ -16,13 +16,16 @@ import {
   startedAtProvider,
   startedStatus,
 } from "./start-deadline.js";
+import { withProviderWait, waitReadDue } from "./provider-wait.js";
 import { heldForUsage, markHeldForUsage } from "./usage-cap.js";
+import type { WaitCause } from "./wait-cause.js";
 import { isUnconfirmed } from "./submission.js";
 import { decideUnconfirmed } from "./unconfirmed.js";
 import { unconfirmedStatus } from "./write-ahead.js";
 
 /**
- * The provider status read a pass needs, if any: only for a job past its timeout with a known
+ * The provider status read a pass needs, if any: only for a job past its timeout, its start
+ * deadline, held by its account's cap or waiting for a new cause (provider-wait.ts), with a known
  * endpoint, not stopped, not suspended and not unconfirmed (its outcome can come only by callback).
  */
 export function providerReadDue(
@@ -30,6 +33,7 @@ export function providerReadDue(
   nowMs: number,
   defaultTimeoutSeconds: number,
   usageCapReached = false,
+  providerWait?: WaitCause,
 ): { endpointId: string; providerJobId: string } | undefined {
   const status = job.status;
   if (status?.phase !== "Processing" || job.metadata.deletionTimestamp) return undefined;
@@ -40,10 +44,12 @@ export function providerReadDue(
     return undefined;
   // Past its timeout (a callback may be lost), or past its start deadline not yet seen started.
   // Or its account at its plan's cap, the job not seen started (it may be cancelled in the queue).
+  // Or its endpoint's queue has a cause its condition does not name yet (provider-wait.ts).
   const due =
     msUntilStuck(job, nowMs, defaultTimeoutSeconds) <= 0 ||
     msUntilStartDeadline(status, nowMs) <= 0 ||
-    (usageCapReached && !startedAtProvider(status) && status.providerJobId !== undefined);
+    (usageCapReached && !startedAtProvider(status) && status.providerJobId !== undefined) ||
+    waitReadDue(status, providerWait);
   if (!due || !status.endpointId) return undefined;
   return { endpointId: status.endpointId, providerJobId: providerIdOf(job, status) };
 }
@@ -97,15 +103,20 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
   const remaining = msUntilStuck(job, nowMs, facts.settings.defaultTimeoutSeconds);
   const untilStart = msUntilStartDeadline(status, nowMs);
   const capHolds = facts.usageCapReached === true && !startedAtProvider(status);
-  if (remaining > 0 && untilStart > 0 && !capHolds)
+  const read = facts.provider;
+  const readStatus = read && "result" in read ? read.result.status : undefined;
+  if (remaining > 0 && untilStart > 0 && !capHolds) {
+    // Only waiting, perhaps in the provider's queue: why, on the job (a result read here is left to
+    // its callback, or to the check at its timeout).
+    status = withProviderWait(status, gen, facts.providerWait, readStatus, now);
     return { status, events: [], actions: [], requeueAfterMs: Math.min(remaining, untilStart) };
+  }
   const events: PlannedEvent[] = [];
   if (!status.endpointId) {
     events.push(["Warning", "ResetToPending", "Processing without an endpoint id; resubmitting"]);
     return { status: resetToPending(status, now)!, events, actions: [] };
   }
   const providerId = providerIdOf(job, status);
-  const read = facts.provider;
   if (!read) return { status, events, actions: [], error: retry("the provider's status was not read") };
   if ("lost" in read) {
     // Past its ttl the provider forgets a job by design (queue plus run): Expired, not replayed.
@@ -150,6 +161,7 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
     if (remaining > 0) return { status, events, actions: [], requeueAfterMs: remaining };
   }
   if (!TERMINAL_STATUSES.has(result.status as ProviderJobStatus)) {
+    status = withProviderWait(status, gen, facts.providerWait, result.status, now);
     // Told once, as a condition and one Event, not on every tick it stays that way.
     if (getCondition(status.conditions, "Overdue")?.status !== "True") {
       status = withCondition(

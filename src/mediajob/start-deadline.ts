@@ -7,7 +7,7 @@ import { getCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { withCondition } from "./conditions.js";
 import { START_DEADLINE_EXCEEDED } from "./deadline.js";
-import type { WaitCause } from "./wait-cause.js";
+import { isProviderWait, type WaitCause } from "./wait-cause.js";
 import { ERROR_MAX_CHARS, clip, maxAttempts } from "./job.js";
 
 /**
@@ -77,15 +77,31 @@ export function notStartedBecause(
   );
 }
 
-/** A read showed the current attempt started within its start deadline: not checked again. */
+/**
+ * A read showed the current attempt started (within its start deadline): not checked again. A
+ * Queued condition that named the endpoint's cause (provider-wait.ts) ends with it.
+ */
 export function startedStatus(
   status: MediaJobStatus,
   generation: number | undefined,
   providerStatus: string,
   now: string,
 ): MediaJobStatus {
+  const left = isProviderWait(getCondition(status.conditions, "Queued"))
+    ? withCondition(
+        status,
+        generation,
+        {
+          type: "Queued",
+          status: "False",
+          reason: "Started",
+          message: `the provider reports ${providerStatus}: it left the provider's queue`,
+        },
+        now,
+      )
+    : status;
   return withCondition(
-    status,
+    left,
     generation,
     {
       type: "Started",

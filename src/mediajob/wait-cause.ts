@@ -3,6 +3,7 @@
 // workers idle, running, initializing, throttled and unhealthy
 // (https://docs.runpod.io/serverless/endpoints/send-requests#health); jobs stuck IN_QUEUE come from
 // workers that crash as they start more often than from a lack of capacity, so that is told first.
+import type { Condition } from "../crds/common.js";
 
 /** The /health counts (as the GpuEndpoint's status.health records them). */
 export interface HealthCounts {
@@ -13,6 +14,21 @@ export interface HealthCounts {
   workersThrottled?: number;
   workersUnhealthy?: number;
 }
+
+/** Every reason providerWaitCause gives: a job's Queued condition with one waits at the provider. */
+const PROVIDER_WAIT_REASONS: ReadonlySet<string> = new Set([
+  "WorkersUnhealthy",
+  "NoWorkersAllowed",
+  "WorkersThrottled",
+  "ScalingFromZero",
+  "ColdStart",
+  "WorkersMaxReached",
+  "WaitingForScaler",
+]);
+
+/** A job's Queued condition that names a provider-side cause (provider-wait.ts writes it). */
+export const isProviderWait = (c: Condition | undefined): boolean =>
+  c?.type === "Queued" && c.status === "True" && PROVIDER_WAIT_REASONS.has(c.reason);
 
 export interface WaitCause {
   /** CamelCase, as a condition reason. */

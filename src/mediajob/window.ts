@@ -43,8 +43,8 @@ export const WINDOW_BACKOFF_MS = 30_000;
 
 /**
  * What the provider reports of an endpoint: its settings and its /health queue counts. The running
- * workers are left out on purpose: while fewer than workersMax run, the jobs past them are what
- * makes either scaler add the missing workers, so they must not lower the ceiling.
+ * workers never lower the ceiling: while fewer than workersMax run, the jobs past them are what
+ * makes either scaler add the missing workers. They only say when no more need adding.
  */
 export interface EndpointCapacity {
   workersMax: number;
@@ -52,13 +52,15 @@ export interface EndpointCapacity {
   /** /health jobs.inQueue and jobs.inProgress: every client's jobs, not only ours. */
   inQueue: number;
   inProgress: number;
+  /** /health workers.idle plus workers.running; absent: not known (taken as fewer than workersMax). */
+  workersUp?: number;
 }
 
 export interface CeilingInput {
   capacity: EndpointCapacity;
   /** Our jobs submitted and not finished on this endpoint. */
   ownInFlight: number;
-  /** A job's typical run, seconds (the provider's executionTime, or an estimate). */
+  /** A job's typical run, seconds (the provider's executionTime, or an estimate): its queue wait excluded. */
   jobSeconds: number;
   /** How often, at worst, the controller notices a finished job and submits the next, seconds. */
   tickSeconds: number;
@@ -73,10 +75,15 @@ export interface CeilingInput {
  *   need workersMax × perWorker jobs at the provider: that many is the ceiling. The queue this
  *   leaves is the scaler's price: each worker has perWorker − 1 jobs waiting behind its own.
  * - QUEUE_DELAY adds a worker for a job that waits longer than its threshold, so a burst scales to
- *   workersMax when workersMax jobs are at the provider and those past the running workers wait.
- *   On top of workersMax, a headroom of the jobs that finish during one controller tick
- *   (workersMax × tick / jobSeconds, at least 1) keeps a freed worker from idling until the
- *   controller's next submission. Those jobs wait about one tick at the provider, no longer.
+ *   workersMax when workersMax jobs are at the provider and those past the running workers wait
+ *   past the threshold. On top of workersMax, a headroom of the jobs that finish during one
+ *   controller tick (workersMax × tick / jobSeconds, at least 1) keeps a freed worker from idling
+ *   until the controller's next submission: those jobs wait about one tick at the provider. While
+ *   fewer than workersMax workers are up, the headroom covers the longer of the tick and the
+ *   scaler's threshold, so the job at the head of the provider's queue waits past the threshold
+ *   (k workers take the queued jobs one every jobSeconds / k): else a scaler that adds one worker
+ *   per threshold period (RunPod's earlier reading) stops short of workersMax once jobs are
+ *   shorter than the threshold. Once workersMax are up nothing needs to wait that long.
  *
  * Other clients' jobs at the endpoint (what /health counts beyond our own in flight) use the same
  * workers, so they come off the ceiling. workersMax = 0 runs nothing: the ceiling is 0 and jobs
@@ -92,8 +99,10 @@ export function ceiling(input: CeilingInput): number {
   if (capacity.scaler.type === "REQUEST_COUNT") {
     own = workers * Math.max(1, Math.floor(capacity.scaler.perWorker));
   } else {
-    const perTick = input.jobSeconds > 0 ? (workers * input.tickSeconds) / input.jobSeconds : workers;
-    own = workers + Math.max(1, Math.ceil(perTick));
+    const scaling = capacity.workersUp === undefined || capacity.workersUp < workers;
+    const span = scaling ? Math.max(input.tickSeconds, capacity.scaler.seconds) : input.tickSeconds;
+    const headroom = input.jobSeconds > 0 ? (workers * span) / input.jobSeconds : workers;
+    own = workers + Math.max(1, Math.ceil(headroom));
   }
   const foreign = Math.max(0, capacity.inQueue + capacity.inProgress - input.ownInFlight);
   return Math.max(1, own - foreign);

@@ -95,7 +95,10 @@ export function planSubmission(
     ...(startDeadline !== undefined && { queueAllowanceMs: queueAllowanceMs(startDeadline) }),
   });
   const intent: MediaJobStatus = {
-    ...(startDeadline === undefined ? written : startNotSeen(job, written, startDeadline, now)),
+    // Each attempt is seen started on its own: a Started=True of an earlier one is dropped.
+    ...(startDeadline === undefined
+      ? { ...written, conditions: (written.conditions ?? []).filter((c) => c.type !== "Started") }
+      : startNotSeen(job, written, startDeadline, now)),
     submission: {
       ...written.submission!,
       ...(startDeadline !== undefined && {

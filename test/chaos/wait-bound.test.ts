@@ -54,6 +54,15 @@ describe("the wait bound under chaos", () => {
     ]);
   });
 
+  it("leaves out low-priority jobs' own waits, but not the waits of the normal jobs sent after them", () => {
+    // L's low jobs wait for a free worker by design; N's normal jobs came right after them and must
+    // not wait behind them.
+    const jobs = [job("low-0", "L", 0, 500), job("low-1", "L", 0, 600), job("after", "N", 1, 300)];
+    const check = checkWaitBound(jobs, { ...settings, lowPriorityAccounts: new Set(["L"]) }, top);
+    expect(check.checked).toBe(1);
+    expect(check.overBound).toEqual([expect.objectContaining({ name: "after", account: "N" })]);
+  });
+
   it("a job still Pending at the end counts with its wait so far", () => {
     const never = checkWaitBound([job("stuck", "A", -3600)], settings, top);
     expect(never.overBound).toHaveLength(1);

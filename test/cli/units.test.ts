@@ -339,3 +339,46 @@ describe("status: a job the provider forgot", () => {
     expect(v.next).toMatch(/reset/);
   });
 });
+
+describe("status: a job waiting in the provider's queue", () => {
+  const waiting = (reason: string, message: string) =>
+    ({
+      metadata: { name: "j", namespace: "ns" },
+      spec: { workload: "asr" },
+      status: {
+        phase: "Processing",
+        providerJobId: "p-1",
+        endpointId: "ep-1",
+        conditions: [
+          {
+            type: "Queued",
+            status: "True",
+            reason,
+            message: `waiting in the provider's queue: ${message}`,
+            lastTransitionTime: "2026-01-01T00:00:00Z",
+          },
+        ],
+      },
+    }) as unknown as MediaJob;
+  const inQueue = {
+    state: "found" as const,
+    id: "p-1",
+    endpointId: "ep-1",
+    job: { id: "p-1", status: "IN_QUEUE" },
+  };
+
+  it("names the cause the controller recorded; crash-looping workers need a hand, a cold start does not", () => {
+    const crash = verdict(
+      waiting("WorkersUnhealthy", "2 worker(s) are unhealthy. Fix: read the worker logs"),
+      inQueue as never,
+      (v) => v,
+    );
+    expect(crash.summary).toBe(
+      "the job waits in the provider's queue (WorkersUnhealthy): 2 worker(s) are unhealthy. Fix: read the worker logs",
+    );
+    expect(crash.attention).toBe(true);
+    const cold = verdict(waiting("ScalingFromZero", "1 worker(s) start"), inQueue as never, (v) => v);
+    expect(cold.summary).toMatch(/\(ScalingFromZero\): 1 worker\(s\) start$/);
+    expect(cold.attention).toBe(false);
+  });
+});

@@ -223,7 +223,7 @@ describe("the operator's reset, as docs/cli.md writes it", () => {
         encoding: "utf8",
         stdio: "pipe",
       }),
-    ).toThrow(/status\.phase: Forbidden: only a Processing job can be reset; it is Completed/);
+    ).toThrow(/denied request: only a Processing job can be reset; it is Completed/);
     const after = await api.get<MediaJob>("mediajobs", ns, "done");
     expect(after?.status?.phase).toBe("Completed");
     expect(after?.metadata.resourceVersion).toBe(done.metadata.resourceVersion);

@@ -26,7 +26,9 @@ import {
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-const stack = controllerStackForTests(kc, { ...meteredStackOptions("tenancy"), sim: { executionMs: 1_000 } });
+// The metered stack's meter kept: without one the controller holds the usage (MetersConfigured).
+const metered = meteredStackOptions("tenancy");
+const stack = controllerStackForTests(kc, { ...metered, sim: { ...metered.sim, executionMs: 1_000 } });
 /** The tenant: the chart's `edit` and `view` user roles in the stack's namespace, nothing else. */
 const ALICE = "alice-tenancy";
 const alice = new KubeApi(impersonating(kc, ALICE));

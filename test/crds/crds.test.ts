@@ -1,5 +1,5 @@
 // The generated CRDs on the real apiserver: served, printed by kubectl, validated by the
-// apiserver itself (OpenAPI + CEL), and the status subresource kept apart from spec.
+// apiserver itself (the OpenAPI schema and the rules policies), and the status subresource kept apart from spec.
 import { execFileSync } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
 import { API_VERSION } from "../../src/crds/index.js";
@@ -111,14 +111,25 @@ describe("validation by the apiserver names the field", () => {
     const msg = await rejection(api.create("mediajobs", ns, job("bad-workload", { workload: "video" })));
     expect(msg).toMatch(/spec\.workload/);
     expect(msg).toMatch(/Unsupported value: "video"/);
+    // The real message only: no rule line of the apiserver's beside it.
+    expect(msg).not.toMatch(/some validation rules were not checked/);
   });
 
   it("rejects a MediaJob without a workload", async () => {
     const msg = await rejection(api.create("mediajobs", ns, job("no-workload", { input: {} })));
     expect(msg).toMatch(/spec\.workload: Required value/);
+    expect(msg).not.toMatch(/some validation rules were not checked|<nil>/);
   });
 
-  it("rejects maxWorkers below minWorkers (CEL)", async () => {
+  it("refuses a bad GpuEndpoint with its own message only", async () => {
+    const msg = await rejection(
+      api.create("gpuendpoints", ns, endpoint("bad-type", { workload: "render", maxWorkers: "many" })),
+    );
+    expect(msg).toMatch(/spec\.maxWorkers: Invalid value: "string"/);
+    expect(msg).not.toMatch(/some validation rules were not checked|<nil>/);
+  });
+
+  it("rejects maxWorkers below minWorkers (the GpuEndpoint rules policy)", async () => {
     const msg = await rejection(
       api.create(
         "gpuendpoints",
@@ -155,7 +166,7 @@ describe("validation by the apiserver names the field", () => {
   });
 });
 
-describe("the spec of a submitted job is frozen (CEL on the whole object)", () => {
+describe("the spec of a submitted job is frozen (the MediaJob rules policy)", () => {
   type Job = KubeObject & { spec: Record<string, unknown>; status?: Record<string, unknown> };
   async function withStatus(name: string, spec: Record<string, unknown>, status: Record<string, unknown>) {
     const created = await api.create<Job>("mediajobs", ns, job(name, spec));
@@ -184,6 +195,8 @@ describe("the spec of a submitted job is frozen (CEL on the whole object)", () =
       { workload: "asr", timeoutSeconds: 60, then: [{ workload: "tts" }] },
       { phase: "Processing", jobId: "running", attempts: 1 },
     );
+    // Bound, so the account change meets the frozen spec, not the binding rule.
+    await changeBinding(api, ns, "cus_1", "bind");
     for (const spec of [{ timeoutSeconds: 30 }, { then: [{ workload: "render" }] }, { account: "cus_1" }])
       expect(await rejection(api.mergePatch("mediajobs", ns, "running", { spec }))).toMatch(
         /spec is immutable/,

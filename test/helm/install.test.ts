@@ -220,7 +220,7 @@ describe("installing per environment", () => {
     expect((await ok(["list", "--all-namespaces", "-q"])).trim()).toBe(""); // nothing half-installed
   });
 
-  it("the CRD release installs the four CRDs, Established, owned by it and kept on uninstall", async () => {
+  it("the CRD release installs the four CRDs and their rules, Established, owned by it and kept on uninstall", async () => {
     const [release, ns] = CRD_RELEASE;
     const out = await ok([
       "install",
@@ -258,7 +258,10 @@ describe("installing per environment", () => {
       "kind: ClusterRole",
       "kind: ClusterRole",
       ...CRDS.map(() => "kind: CustomResourceDefinition"),
+      // Each resource's rules policy and the account-binding policy, with their bindings.
+      ...CRDS.map(() => "kind: ValidatingAdmissionPolicy"),
       "kind: ValidatingAdmissionPolicy",
+      ...CRDS.map(() => "kind: ValidatingAdmissionPolicyBinding"),
       "kind: ValidatingAdmissionPolicyBinding",
     ]);
   });

@@ -383,6 +383,30 @@ function cases(sel: string): Case[] {
         ],
       ],
     },
+    {
+      alert: "MediaOrchestratorMeterMisconfigured",
+      fires: true,
+      at: "20m",
+      // The gauge is every replica's (each checks): one alert per event name, not per pod.
+      series: [
+        [s("media_orchestrator_usage_meter_misconfigured", 'event_name="gpu_seconds", pod="a"'), "0x5 1x30"],
+        [s("media_orchestrator_usage_meter_misconfigured", 'event_name="gpu_seconds", pod="b"'), "0x5 1x30"],
+        [s("media_orchestrator_usage_meter_misconfigured", 'event_name="render_seconds", pod="a"'), "0x40"],
+      ],
+      labels: { event_name: "gpu_seconds" },
+    },
+    {
+      alert: "MediaOrchestratorMeterMisconfigured",
+      fires: false,
+      at: "20m",
+      // Fixed within minutes (a meter replaced): quiet.
+      series: [
+        [
+          s("media_orchestrator_usage_meter_misconfigured", 'event_name="gpu_seconds", pod="a"'),
+          "0x5 1x3 0x30",
+        ],
+      ],
+    },
   ];
 }
 

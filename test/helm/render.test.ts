@@ -6,6 +6,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { EnvSchema, fairShareWeights, parseEnv } from "../../src/config/env.js";
 import { accountBindingPolicy, operatorOnlyPolicy } from "../../src/crds/admission-policy.js";
+import { allRulesPolicies } from "../../src/crds/index.js";
 import {
   CHART_DIR,
   EXPECTED_RULES,
@@ -505,15 +506,22 @@ describe("helm template, options", () => {
     expect(env.get("LEADER_ELECTION_ID")?.value).toBe(leaseName("media-jobs"));
   });
 
-  it("the CRD release renders the four CRDs and the account-binding policy only, the CRDs kept on uninstall", () => {
+  it("the CRD release renders the four CRDs, their rules and the account-binding policy only, the CRDs kept on uninstall", () => {
     const all = helmTemplate("media-orchestrator-crds", "media-system", ["--set", "crds.only=true"]);
     expect(kinds(all.filter((o) => o.kind !== "CustomResourceDefinition"))).toEqual([
       "ClusterRole",
       "ClusterRole",
       "ClusterRole",
-      "ValidatingAdmissionPolicy",
-      "ValidatingAdmissionPolicyBinding",
+      ...Array<string>(5).fill("ValidatingAdmissionPolicy"),
+      ...Array<string>(5).fill("ValidatingAdmissionPolicyBinding"),
     ]);
+    // Each resource's rules as src/crds/rules-policy.ts writes them.
+    const rules = allRulesPolicies() as Manifest[];
+    for (const expected of rules) {
+      const { labels: _labels, ...metadata } = one(all, expected.kind, expected.metadata.name).metadata;
+      expect({ ...one(all, expected.kind, expected.metadata.name), metadata }).toEqual(expected);
+    }
+    expect(rules.map((r) => r.metadata.name)).toContain("media-orchestrator-mediajob-rules");
     const objs = find(all, "CustomResourceDefinition");
     expect(objs.map((o) => o.metadata.name).sort()).toEqual(
       ["billingaccounts", "gpuendpoints", "mediajobs", "paymentevents"].map(
@@ -591,8 +599,15 @@ describe("helm template, options", () => {
       find(
         helmTemplate("mo", "media", ["--set", "tenancy.operatorOnlyPolicy=false"]),
         "ValidatingAdmissionPolicy",
-      ).map((p) => p.metadata.name),
-    ).toEqual(["media-orchestrator-account-binding"]);
+      )
+        .map((p) => p.metadata.name)
+        .sort(),
+    ).toEqual([
+      "media-orchestrator-account-binding",
+      ...["billingaccount", "gpuendpoint", "mediajob", "paymentevent"].map(
+        (k) => `media-orchestrator-${k}-rules`,
+      ),
+    ]);
   });
 
   it("tenancy: the CRD release's binding policy requires an account when plans or metering are set", () => {
@@ -600,6 +615,7 @@ describe("helm template, options", () => {
       const policy = one<Manifest & { spec: { variables: Array<{ name: string; expression: string }> } }>(
         helmTemplate("media-orchestrator-crds", "media-system", ["--set", "crds.only=true", ...args]),
         "ValidatingAdmissionPolicy",
+        "media-orchestrator-account-binding",
       );
       const { labels: _labels, ...metadata } = policy.metadata;
       const flag = policy.spec.variables.find((v) => v.name === "requireAccount")!.expression;
@@ -1189,6 +1205,8 @@ describe("helm template, production options", () => {
       "--set",
       "usage.billedTime=executionAndDelay",
       "--set",
+      "usage.queueWaitBillingAcknowledged=true",
+      "--set",
       "usage.meterEventNames.render=render_seconds",
       "--set",
       "usage.meterEventNames.asr=asr_seconds",
@@ -1196,6 +1214,7 @@ describe("helm template, production options", () => {
     expect(on.env).toMatchObject({
       USAGE_METERING: "true",
       USAGE_BILLED_TIME: "executionAndDelay",
+      USAGE_QUEUE_WAIT_BILLING_ACKNOWLEDGED: "true",
       USAGE_METER_EVENT_NAME: "gpu_seconds",
       USAGE_METER_EVENT_NAMES: "asr=asr_seconds,render=render_seconds",
     });
@@ -1203,6 +1222,10 @@ describe("helm template, production options", () => {
     expect(on.keys).not.toContain("PAYMENT_PROVIDER_WEBHOOK_SECRET");
     // The values a typo would get wrong are refused by the chart's schema.
     expect(() => renderEnv("prod", ["--set", "usage.billedTime=wall"])).toThrow(/billedTime/);
+    // Queue wait is billed only when acknowledged (docs/design.md, "Provider billing facts").
+    expect(() => renderEnv("prod", ["--set", "usage.billedTime=executionAndDelay"])).toThrow(
+      /queueWaitBillingAcknowledged=true/,
+    );
   });
 
   it("renders the ServiceMonitor and PrometheusRule only where their API is served, or when told to", () => {
@@ -1246,6 +1269,7 @@ describe("helm template, production options", () => {
       "MediaOrchestratorUsageBacklogOld",
       "MediaOrchestratorUsageAccountMissing",
       "MediaOrchestratorMeterEventsRefused",
+      "MediaOrchestratorMeterMisconfigured",
     ]);
     const forced = renderEnv("prod", [
       ...on,

@@ -128,6 +128,92 @@ describe("Billing Meters over the official stripe library", () => {
     expect(dup.statusCode).toBe(400);
   });
 
+  it("meters take Stripe's configuration: other payload keys, a pre-aggregation window, deactivation", async () => {
+    const s = await sim({ meters: [] });
+    const stripe = stripeFor(s);
+    const custom = await stripe.billing.meters.create({
+      display_name: "Seconds by account",
+      event_name: "acct_seconds",
+      default_aggregation: { formula: "sum" },
+      customer_mapping: { event_payload_key: "account", type: "by_id" },
+      value_settings: { event_payload_key: "seconds" },
+    });
+    expect(custom).toMatchObject({
+      customer_mapping: { event_payload_key: "account", type: "by_id" },
+      value_settings: { event_payload_key: "seconds" },
+      event_time_window: null,
+    });
+    // Events must carry the meter's keys: the default ones are missing.
+    const wrongKeys = await rejection(
+      stripe.billing.meterEvents.create({
+        event_name: "acct_seconds",
+        payload: { stripe_customer_id: "cus_a", value: "3" },
+      }),
+    );
+    expect(wrongKeys.raw).toMatchObject({ param: "payload[account]" });
+    await stripe.billing.meterEvents.create({
+      event_name: "acct_seconds",
+      payload: { account: "cus_a", seconds: "3" },
+    });
+    expect(await summed(stripe, "cus_a", custom.id)).toBe(3);
+
+    // An hourly pre-aggregating meter counts only the latest event of each hour.
+    const hourly = await stripe.billing.meters.create({
+      display_name: "Hourly",
+      event_name: "hourly_seconds",
+      default_aggregation: { formula: "sum" },
+      event_time_window: "hour",
+    });
+    const hourStart = Math.floor(nowS() / 3600) * 3600 - 3600;
+    for (const [offset, value] of [
+      [60, 5],
+      [120, 7],
+    ] as const)
+      await stripe.billing.meterEvents.create({
+        event_name: "hourly_seconds",
+        timestamp: hourStart + offset,
+        payload: { stripe_customer_id: "cus_h", value: String(value) },
+      });
+    const list = await stripe.billing.meters.listEventSummaries(hourly.id, {
+      customer: "cus_h",
+      start_time: hourStart,
+      end_time: hourStart + 3600,
+    });
+    expect(list.data[0]?.aggregated_value).toBe(7);
+
+    // Stripe's validation of a meter's configuration.
+    const badType = await rejection(
+      stripe.billing.meters.create({
+        display_name: "x",
+        event_name: "x_seconds",
+        default_aggregation: { formula: "sum" },
+        customer_mapping: {
+          event_payload_key: "account",
+        } as Stripe.Billing.MeterCreateParams.CustomerMapping,
+      }),
+    );
+    expect(badType.raw).toMatchObject({ param: "customer_mapping[type]" });
+    const badWindow = await rejection(
+      stripe.billing.meters.create({
+        display_name: "x",
+        event_name: "x_seconds",
+        default_aggregation: { formula: "sum" },
+        event_time_window: "week" as "hour",
+      }),
+    );
+    expect(badWindow.raw).toMatchObject({ param: "event_time_window" });
+
+    // A deactivated meter frees its event name for a new one.
+    expect((await stripe.billing.meters.deactivate(custom.id)).status).toBe("inactive");
+    const replacement = await stripe.billing.meters.create({
+      display_name: "Seconds",
+      event_name: "acct_seconds",
+      default_aggregation: { formula: "sum" },
+    });
+    expect(replacement.status).toBe("active");
+    expect((await rejection(stripe.billing.meters.reactivate(custom.id))).statusCode).toBe(400);
+  });
+
   it("refuses a repeated identifier inside the 24-hour window, with stripe-should-retry false, and accepts it after", async () => {
     const s = await sim();
     const stripe = stripeFor(s, { maxNetworkRetries: 2 });
@@ -221,12 +307,36 @@ describe("Billing Meters over the official stripe library", () => {
     expect(await summed(stripe, "cus_a")).toBe(3);
   });
 
-  it("injected 500s before any work are retried by the library and record the event once", async () => {
-    const s = await sim({ faults: { paymentServerErrorsFirst: 2 } });
-    const stripe = stripeFor(s, { maxNetworkRetries: 3 });
-    await stripe.billing.meterEvents.create(event("cus_a", 6, "r1"));
-    expect(s.billingStats()).toMatchObject({ meterEventCalls: 1, serverErrors: 2 });
-    expect(await summed(stripe, "cus_a")).toBe(6);
+  it("a 500 is saved under its Idempotency-Key and replayed for it; a new key with the same identifier records once", async () => {
+    const s = await sim({ faults: { paymentServerErrorsFirst: 1 } });
+    // The library retries with the key it made for the request: Stripe answers the saved 500.
+    const lib = await rejection(
+      stripeFor(s, { maxNetworkRetries: 2 }).billing.meterEvents.create(event("cus_a", 6, "r0")),
+    );
+    expect(lib.statusCode).toBe(500);
+    expect(s.billingStats()).toMatchObject({ serverErrors: 1, idempotentReplays: 2 });
+    s.setFaults({ paymentServerErrorsFirst: 1 });
+    const stripe = stripeFor(s);
+    const first = await rejection(
+      stripe.billing.meterEvents.create(event("cus_a", 6, "r1"), { idempotencyKey: "k-r1" }),
+    );
+    expect(first.statusCode).toBe(500);
+    // The outage is over, but the key keeps its 500, a day less an hour later too.
+    s.advancePaymentClock(23 * 3600 * 1000);
+    const again = await rejection(
+      stripe.billing.meterEvents.create(event("cus_a", 6, "r1"), { idempotencyKey: "k-r1" }),
+    );
+    expect(again.statusCode).toBe(500);
+    expect(again.headers?.["idempotent-replayed"]).toBe("true");
+    expect(s.meterEvents()).toEqual([]);
+    // A new key for the retry: the event is recorded; its identifier still refuses a third copy.
+    await stripe.billing.meterEvents.create(event("cus_a", 6, "r1"), { idempotencyKey: "k-r1-retry-1" });
+    const dup = await rejection(
+      stripe.billing.meterEvents.create(event("cus_a", 6, "r1"), { idempotencyKey: "k-r1-retry-2" }),
+    );
+    expect(dup.message).toBe("An event already exists with identifier r1.");
+    expect(dup.param).toBeUndefined();
+    expect(s.meterEvents().map((e) => [e.identifier, e.value])).toEqual([["r1", 6]]);
   });
 
   it("a lost answer hides a recorded event: the identifier refuses the resend, the Idempotency-Key replays the answer", async () => {

@@ -4,9 +4,9 @@
 // system:masters) as its operators, as the chart's own release would name its ServiceAccounts.
 import type { KubeConfig } from "@kubernetes/client-node";
 import { accountBindingPolicy, operatorOnlyPolicy } from "../../src/crds/admission-policy.js";
-import { allCustomResourceDefinitions } from "../../src/crds/index.js";
+import { allCustomResourceDefinitions, allRulesPolicies, API_VERSION } from "../../src/crds/index.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import { isAlreadyExists } from "../../src/k8s/errors.js";
+import { describeError, isAlreadyExists } from "../../src/k8s/errors.js";
 
 const CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
@@ -67,8 +67,9 @@ export async function installCrds(
 const ADMISSION = "/apis/admissionregistration.k8s.io/v1";
 
 /**
- * The binding policy (with `owner`'s metadata, as the CRDs: it belongs to the CRD release) and an
- * operator-only policy whose operators are the group system:masters.
+ * The resources' rules and the binding policy (with `owner`'s metadata, as the CRDs: they belong to
+ * the CRD release) and an operator-only policy whose operators are the group system:masters. Returns
+ * once the apiserver enforces the rules (it loads a new policy a moment after it is created).
  */
 export async function installPolicies(
   api: KubeApi,
@@ -87,6 +88,7 @@ export async function installPolicies(
     },
   });
   const objects = [
+    ...(allRulesPolicies() as Obj[]).map(owned),
     ...(accountBindingPolicy("false") as Obj[]).map(owned),
     ...(operatorOnlyPolicy({
       name: "media-orchestrator-operator-only",
@@ -106,5 +108,32 @@ export async function installPolicies(
         metadata: { ...obj.metadata, resourceVersion: current.metadata.resourceVersion },
       });
     }
+  }
+  await untilRulesEnforced(api);
+}
+
+/**
+ * A server-side dry run of a GpuEndpoint that breaks its rule (maxWorkers below minWorkers), until
+ * the rules' policy refuses it: then the apiserver enforces the policies created with it.
+ */
+async function untilRulesEnforced(api: KubeApi, timeoutMs = 30_000): Promise<void> {
+  const path = `${api.objectPath("gpuendpoints", "default")}?dryRun=All`;
+  const probe = {
+    apiVersion: API_VERSION,
+    kind: "GpuEndpoint",
+    metadata: { name: "rules-probe" },
+    spec: { workload: "asr", minWorkers: 2, maxWorkers: 1 },
+  };
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await api.rawJson("POST", path, probe);
+    } catch (err) {
+      if (describeError(err).includes("maxWorkers must be")) return;
+      if (Date.now() > deadline) throw err;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`the resources' admission rules not enforced after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
   }
 }

@@ -342,21 +342,69 @@ describe("a window that follows what scales the endpoint", () => {
     for (let i = 0; i < 4; i++) d.accepted("ep-1");
     const big = endpoint({}, 30);
     d.observeEndpoint(big);
-    // 30 workers + max(1, ceil(30 × 2 / 30)) = 32 at once, not one more per window of acceptances.
-    expect(d.view("ep-1").window).toBe(32);
-    expect(woken).toHaveLength(32);
+    // 30 workers + max(1, ceil(30 × max(2 s tick, 4 s threshold) / 30)) = 34 at once, not one
+    // more per window of acceptances.
+    expect(d.view("ep-1").window).toBe(34);
+    expect(woken).toHaveLength(34);
   });
 
   it("after a 429 the window stays halved for the backoff period, then follows the ceiling again", () => {
     const { d, advance } = dispatcher();
     const ep = endpoint({}, 10);
     d.observeEndpoint(ep);
-    expect(d.view("ep-1").window).toBe(11);
+    expect(d.view("ep-1").window).toBe(12);
     d.throttled("ep-1", 1_000);
     advance(1_001);
-    expect(d.view("ep-1").window).toBe(5);
+    expect(d.view("ep-1").window).toBe(6);
     advance(30_000);
-    expect(d.view("ep-1").window).toBe(11);
+    expect(d.view("ep-1").window).toBe(12);
+  });
+
+  it("sizes its headroom from the provider's executionTime of the jobs seen, not from submitted to finished (which counts their wait in the queue)", () => {
+    const { d } = dispatcher();
+    const ep = endpoint({}, 10);
+    d.observeEndpoint(ep);
+    const j = job("short");
+    expect(d.gate(j, ep).granted).toBe(true);
+    submit(d, j);
+    // It waited 10 s in the provider's queue (a cold start) and ran 2 s.
+    d.observe("update", {
+      ...j,
+      status: {
+        phase: "Completed",
+        endpointId: "ep-1",
+        attempts: 1,
+        submittedAt: new Date(T0).toISOString(),
+        completedAt: new Date(T0 + 12_000).toISOString(),
+        submission: {
+          attempt: 1,
+          id: "intent-short",
+          startedAt: new Date(T0).toISOString(),
+          state: "Accepted",
+        },
+        usage: {
+          workload: "asr",
+          attempts: [
+            {
+              attempt: 1,
+              providerJobId: "p-short",
+              providerStatus: "COMPLETED",
+              executionTimeMs: 2_000,
+              delayTimeMs: 10_000,
+              endedAt: new Date(T0 + 12_000).toISOString(),
+            },
+          ],
+        },
+      },
+    } as MediaJob);
+    // 10 workers + ceil(10 × 4 s threshold / 2 s): the jobs at the head of the provider's queue
+    // wait past the threshold while workers are short (12 s would give 10 + ceil(40 / 12) = 14).
+    expect(d.view("ep-1").window).toBe(30);
+    // Once /health shows workersMax workers up, no more need the scaler: a tick's completions.
+    const up = endpoint({}, 10);
+    up.status!.health = { jobsInQueue: 0, jobsInProgress: 0, workersIdle: 1, workersRunning: 9 };
+    d.observeEndpoint(up);
+    expect(d.view("ep-1").window).toBe(20);
   });
 });
 

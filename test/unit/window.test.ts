@@ -33,8 +33,23 @@ function input(capacity: Partial<EndpointCapacity>, rest: Partial<CeilingInput> 
 
 describe("ceiling", () => {
   it.each([
-    ["QUEUE_DELAY: workersMax plus one tick's completions (at least 1)", input({}), 11],
-    ["QUEUE_DELAY, short jobs: 10 workers finish 5 jobs in a 1 s tick", input({}, { jobSeconds: 2 }), 15],
+    ["QUEUE_DELAY: workersMax plus the completions of the 4 s threshold (at least 1)", input({}), 12],
+    [
+      "QUEUE_DELAY, short jobs: 10 workers finish 20 jobs in the 4 s threshold",
+      input({}, { jobSeconds: 2 }),
+      30,
+    ],
+    [
+      "QUEUE_DELAY, a tick longer than the threshold: its completions",
+      input({}, { jobSeconds: 2, tickSeconds: 6 }),
+      40,
+    ],
+    [
+      "QUEUE_DELAY, workersMax workers up: a tick's completions",
+      input({ workersUp: 10 }, { jobSeconds: 2 }),
+      15,
+    ],
+    ["QUEUE_DELAY, fewer up: the threshold's", input({ workersUp: 9 }, { jobSeconds: 2 }), 30],
     ["REQUEST_COUNT 4: workersMax x 4", input({ scaler: rc(4) }), 40],
     ["REQUEST_COUNT 1: one job per worker", input({ scaler: rc(1) }), 10],
     ["workersMax 0: nothing runs, nothing is sent", input({ workersMax: 0 }), 0],
@@ -43,13 +58,13 @@ describe("ceiling", () => {
     [
       "other clients' jobs at the endpoint come off it",
       input({ inQueue: 6, inProgress: 4 }, { ownInFlight: 5 }),
-      6,
+      7,
     ],
     ["but it stays at least 1 while workers may run", input({ inQueue: 500, inProgress: 10 }), 1],
     [
       "our own jobs at the provider are not foreign",
       input({ inQueue: 1, inProgress: 10 }, { ownInFlight: 11 }),
-      11,
+      12,
     ],
   ])("%s", (_name, i, expected) => {
     expect(ceiling(i)).toBe(expected);
@@ -80,7 +95,7 @@ describe("ceiling", () => {
     );
   });
 
-  it("QUEUE_DELAY: a full window leaves jobs waiting past the running workers, so the scaler reaches workersMax; the provider's queue stays within one tick of work", () => {
+  it("QUEUE_DELAY: a full window leaves jobs waiting past the running workers, so the scaler reaches workersMax; once all are up the provider's queue stays within one tick of work", () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 200 }),
@@ -104,8 +119,45 @@ describe("ceiling", () => {
             queued: Array.from({ length: queued }, () => ({ waitedMs: 4_001, lowPriority: false })),
           });
           expect(d.target).toBe(workersMax);
-          // ...and once all run, what waits at the provider is what finishes in one tick (or 1).
-          expect(c - workersMax).toBe(Math.max(1, Math.ceil((workersMax * tickSeconds) / jobSeconds)));
+          // ...and once all are up, what waits at the provider is what finishes in one tick (or 1).
+          const up = ceiling(input({ workersMax, workersUp: workersMax }, { jobSeconds, tickSeconds }));
+          expect(up - workersMax).toBe(Math.max(1, Math.ceil((workersMax * tickSeconds) / jobSeconds)));
+        },
+      ),
+    );
+  });
+
+  it("QUEUE_DELAY: while fewer than workersMax run, the job at the head of the provider's queue waits past the threshold, so a scaler adding one worker per threshold period goes on to workersMax", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 2, max: 200 }),
+        fc.integer({ min: 1, max: 600 }),
+        fc.integer({ min: 1, max: 10 }),
+        fc.integer({ min: 1, max: 30 }),
+        fc.integer({ min: 1, max: 200 }),
+        (workersMax, jobSeconds, tickSeconds, threshold, running) => {
+          const k = Math.min(running, workersMax - 1);
+          const c = ceiling(
+            input({ workersMax, scaler: qd(threshold), workersUp: k }, { jobSeconds, tickSeconds }),
+          );
+          // k workers take the c - k queued jobs first in first out, one every jobSeconds / k: the
+          // last one submitted waits that long for all of them before a worker takes it.
+          const headWaitSeconds = ((c - k) * jobSeconds) / k;
+          expect(headWaitSeconds).toBeGreaterThan(threshold);
+          // The simulator's onePerDelay scaler then adds the next worker.
+          const d = scale({
+            type: "QUEUE_DELAY",
+            value: threshold,
+            workersMin: 0,
+            workersMax,
+            initializing: 0,
+            idle: 0,
+            running: k,
+            queued: [{ waitedMs: headWaitSeconds * 1000, lowPriority: false }],
+            reading: "onePerDelay",
+            sinceLastAddMs: threshold * 1000,
+          });
+          expect(d.target).toBe(k + 1);
         },
       ),
     );

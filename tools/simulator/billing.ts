@@ -9,6 +9,7 @@ import type { Faults } from "./options.js";
 // `stripe` library works against it with only its host changed:
 //   POST /v1/billing/meter_events              form-encoded, one event, validated at once
 //   GET  /v1/billing/meters                    POST creates one; GET /v1/billing/meters/{id}
+//   POST /v1/billing/meters/{id}/deactivate    and /reactivate
 //   GET  /v1/billing/meters/{id}/event_summaries?customer=&start_time=&end_time=
 //   POST /v2/billing/meter_event_session       a token valid 15 minutes
 //   POST /v2/billing/meter_event_stream        JSON, up to 100 events, validated afterwards
@@ -124,9 +125,7 @@ export class BillingApi {
     if (area !== "billing") return undefined;
     const method = req.method ?? "GET";
     if (version === "v1" && resource === "meter_events" && parts.length === 3)
-      return method === "POST"
-        ? this.#guarded(req, true, (key) => this.#createEvent(req, key))
-        : notAllowed();
+      return method === "POST" ? this.#eventCall(req) : notAllowed();
     if (version === "v1" && resource === "meters" && parts.length === 3) {
       if (method === "GET") return this.#guarded(req, false, () => Promise.resolve(this.#listMeters()));
       if (method === "POST")
@@ -138,6 +137,16 @@ export class BillingApi {
     if (version === "v1" && resource === "meters" && id !== undefined && parts.length === 4)
       return method === "GET"
         ? this.#guarded(req, false, () => Promise.resolve(this.#retrieveMeter(id)))
+        : notAllowed();
+    if (
+      version === "v1" &&
+      resource === "meters" &&
+      id !== undefined &&
+      (sub === "deactivate" || sub === "reactivate") &&
+      parts.length === 5
+    )
+      return method === "POST"
+        ? this.#guarded(req, false, () => Promise.resolve(this.#setActive(id, sub === "reactivate")))
         : notAllowed();
     if (
       version === "v1" &&
@@ -159,18 +168,14 @@ export class BillingApi {
   }
 
   /** Faults and authentication for the API-key routes, in the order a real edge applies them. */
-  async #guarded(
-    req: IncomingMessage,
-    createsEvent: boolean,
-    handler: (key: string) => Promise<Reply>,
-  ): Promise<Reply> {
+  async #guarded(req: IncomingMessage, createsEvent: boolean, handler: () => Promise<Reply>): Promise<Reply> {
     this.stats.requests++;
     const key = requestKey(req, new URL("http://x"), false);
     if (key === undefined || !this.#ctx.opts.paymentApiKeys.has(key))
       return stripeError(401, { type: "invalid_request_error", message: "Invalid API Key provided." });
     const early = this.#faultBefore();
     if (early !== undefined && early !== "failAfter") return early;
-    return this.#faultAfter(createsEvent, early === "failAfter", await handler(key));
+    return this.#faultAfter(createsEvent, early === "failAfter", await handler());
   }
 
   /** Faults answered before any work: rate limit, counted outage, refused 5xx; "failAfter": a 5xx after the work. */
@@ -204,28 +209,57 @@ export class BillingApi {
     return reply;
   }
 
-  async #createEvent(req: IncomingMessage, apiKey: string): Promise<Reply> {
-    this.stats.meterEventCalls++;
+  /**
+   * POST /v1/billing/meter_events with Stripe's idempotent requests
+   * (https://docs.stripe.com/api/idempotent_requests): the status and body of the first request
+   * made with an Idempotency-Key are saved "regardless of whether it succeeds or fails", 500s
+   * included, and every later request with that key gets them back (header Idempotent-Replayed)
+   * for 24 hours; the same key with other parameters is refused. Nothing is saved when the request
+   * never began executing: a parameter that fails validation, a request conflicting with a
+   * concurrent one, a rate limit.
+   */
+  async #eventCall(req: IncomingMessage): Promise<Reply> {
+    this.stats.requests++;
+    const apiKey = requestKey(req, new URL("http://x"), false);
+    if (apiKey === undefined || !this.#ctx.opts.paymentApiKeys.has(apiKey))
+      return stripeError(401, { type: "invalid_request_error", message: "Invalid API Key provided." });
     const text = await readText(req, BODY_LIMIT);
-    const params = parseForm(text);
-    // Stripe replays a request's first answer for a repeated Idempotency-Key with the same
-    // parameters, and refuses it with other parameters (https://docs.stripe.com/api/idempotent_requests).
     const idemHeader = req.headers["idempotency-key"];
     const idemKey =
       typeof idemHeader === "string" && idemHeader !== "" ? `${apiKey}\u0000${idemHeader}` : undefined;
     const canonical = JSON.stringify([...new URLSearchParams(text)].sort());
-    if (idemKey !== undefined) {
-      const prior = this.#idempotent.get(idemKey);
-      if (prior !== undefined && this.#store.now() - prior.at < IDEMPOTENCY_TTL_S) {
-        if (prior.params !== canonical)
-          return stripeError(400, {
-            type: "idempotency_error",
-            message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idemHeader as string}' if you meant to execute a different request.`,
-          });
-        this.stats.idempotentReplays++;
-        return { ...prior.reply, headers: { ...prior.reply.headers, "idempotent-replayed": "true" } };
+    const now = this.#store.now();
+    for (const [k, v] of this.#idempotent) if (now - v.at >= IDEMPOTENCY_TTL_S) this.#idempotent.delete(k);
+    const prior = idemKey === undefined ? undefined : this.#idempotent.get(idemKey);
+    /** Saves a first answer (a 200 or a 5xx) under the key. */
+    const save = (reply: Reply): Reply => {
+      if (idemKey !== undefined && prior === undefined && (reply.status === 200 || reply.status >= 500)) {
+        const { lost: _lost, ...saved } = reply;
+        this.#idempotent.set(idemKey, { params: canonical, reply: saved, at: this.#store.now() });
       }
+      return reply;
+    };
+    // The injected faults come first, for a replay too: an outage or a rate limit answers every
+    // request; an injected 500 is the key's first answer only when it has none yet.
+    const early = this.#faultBefore();
+    if (early !== undefined && early !== "failAfter") return save(early);
+    if (idemKey !== undefined && prior !== undefined) {
+      if (prior.params !== canonical)
+        return stripeError(400, {
+          type: "idempotency_error",
+          message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idemHeader as string}' if you meant to execute a different request.`,
+        });
+      this.stats.idempotentReplays++;
+      const replay = { ...prior.reply, headers: { ...prior.reply.headers, "idempotent-replayed": "true" } };
+      // A replayed answer crosses the same network: a 500 after it, or its loss, as for any answer.
+      return this.#faultAfter(true, early === "failAfter", replay);
     }
+    return save(this.#faultAfter(true, early === "failAfter", await this.#createEvent(text)));
+  }
+
+  async #createEvent(text: string): Promise<Reply> {
+    this.stats.meterEventCalls++;
+    const params = parseForm(text);
     const input: EventInput = {
       eventName: params.event_name,
       identifier: params.identifier,
@@ -249,7 +283,7 @@ export class BillingApi {
       const recorded = this.#store.record(checked.draft, "v1");
       if (!recorded.ok) return invalid(recorded.problem, { "stripe-should-retry": "false" });
       const e = recorded.event;
-      const reply = json(200, {
+      return json(200, {
         object: "billing.meter_event",
         created: e.created,
         event_name: e.eventName,
@@ -258,13 +292,6 @@ export class BillingApi {
         payload: params.payload,
         timestamp: e.timestamp,
       });
-      if (idemKey !== undefined) {
-        const now = this.#store.now();
-        for (const [k, v] of this.#idempotent)
-          if (now - v.at >= IDEMPOTENCY_TTL_S) this.#idempotent.delete(k);
-        this.#idempotent.set(idemKey, { params: canonical, reply, at: now });
-      }
-      return reply;
     } finally {
       this.#inFlight.delete(lock);
     }
@@ -302,17 +329,37 @@ export class BillingApi {
         param: "default_aggregation[formula]",
         code: "parameter_invalid_string",
       });
-    for (const [p, key] of [
-      ["customer_mapping", "stripe_customer_id"],
-      ["value_settings", "value"],
-    ] as const) {
+    // customer_mapping needs both its event_payload_key and type by_id; value_settings its key;
+    // event_time_window is hour or day (https://docs.stripe.com/api/billing/meter/create).
+    const keys: Record<"customer_mapping" | "value_settings", string | undefined> = {
+      customer_mapping: undefined,
+      value_settings: undefined,
+    };
+    for (const p of ["customer_mapping", "value_settings"] as const) {
       const v = params[p];
-      if (v !== undefined && (!isRecord(v) || (v.event_payload_key ?? key) !== key))
+      if (v === undefined) continue;
+      const key = isRecord(v) ? v.event_payload_key : undefined;
+      if (typeof key !== "string" || key === "" || key.length > 100)
         return invalid({
-          message: `The simulator supports only the default ${p} (event_payload_key ${key}).`,
-          param: p,
+          message: `Missing required param: ${p}[event_payload_key].`,
+          param: `${p}[event_payload_key]`,
+          code: "parameter_missing",
         });
+      if (p === "customer_mapping" && isRecord(v) && v.type !== "by_id")
+        return invalid({
+          message: "Invalid customer_mapping[type]: must be by_id",
+          param: "customer_mapping[type]",
+          code: v.type === undefined ? "parameter_missing" : "parameter_invalid_string",
+        });
+      keys[p] = key;
     }
+    const window = params.event_time_window;
+    if (window !== undefined && window !== "hour" && window !== "day")
+      return invalid({
+        message: "Invalid event_time_window: must be one of day or hour",
+        param: "event_time_window",
+        code: "parameter_invalid_string",
+      });
     const eventName = params.event_name as string;
     if (this.#store.meterFor(eventName) !== undefined)
       return invalid({
@@ -325,8 +372,23 @@ export class BillingApi {
         displayName: params.display_name as string,
         eventName,
         formula: formula as Formula,
+        ...(keys.customer_mapping !== undefined && { customerKey: keys.customer_mapping }),
+        ...(keys.value_settings !== undefined && { valueKey: keys.value_settings }),
+        ...(window !== undefined && { eventTimeWindow: window }),
       }),
     );
+  }
+
+  /** POST /v1/billing/meters/{id}/deactivate | reactivate: a meter stops or starts aggregating. */
+  #setActive(id: string, active: boolean): Reply {
+    const meter = this.#store.meter(id);
+    if (meter === undefined) return noSuchMeter(id);
+    if (active && meter.status !== "active" && this.#store.meterFor(meter.event_name) !== undefined)
+      return invalid({
+        message: `An active meter with event_name ${meter.event_name} already exists.`,
+        param: "event_name",
+      });
+    return json(200, this.#store.setActive(id, active));
   }
 
   #summaries(id: string, url: URL): Reply {

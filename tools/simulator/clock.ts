@@ -52,6 +52,25 @@ export class Clock {
     return Math.round((Date.now() - this.#epoch) / this.timeScale);
   }
 
+  /**
+   * The provider's wall clock at a simulated instant, ms since the Unix epoch: the real start plus
+   * the simulated time since. At timeScale 1 it is real time; faster, the provider's days pass in
+   * minutes (its billing buckets are on this clock).
+   */
+  wallAt(simMs: number): number {
+    return this.#epoch + simMs;
+  }
+
+  /** The simulated instant of a provider wall-clock time (the inverse of wallAt). */
+  simAt(wallMs: number): number {
+    return wallMs - this.#epoch;
+  }
+
+  /** A reading of simNow() as real time, ms since the epoch. */
+  realAt(simMs: number): number {
+    return this.#epoch + Math.round(simMs * this.timeScale);
+  }
+
   /** A real duration as simulated milliseconds. */
   toSim(realMs: number): number {
     return Math.round(realMs / this.timeScale);

@@ -13,6 +13,7 @@ import {
 } from "./media-io.js";
 import { chance, unit, type Rng } from "./random.js";
 import { scale, type ScalerType } from "./scaler.js";
+import { priceFor, WorkerLedger, type WorkerRun } from "./worker-ledger.js";
 
 // The provider's queue and workers: jobs go IN_QUEUE -> IN_PROGRESS -> COMPLETED | FAILED |
 // TIMED_OUT, or CANCELLED. Workers scale between workersMin and workersMax with a cold start, by
@@ -144,6 +145,10 @@ export interface EndedJob {
   status: string;
   executionTime?: number;
   delayTime?: number;
+  /** When a worker started it, real ms since the epoch (absent: it never ran). */
+  startedAt?: number;
+  /** When it ended, real ms since the epoch. */
+  endedAt: number;
 }
 
 export class Engine {
@@ -158,6 +163,8 @@ export class Engine {
   readonly #held = new Set<string>();
   /** /runsync and /status-sync requests waiting for a job to end. */
   readonly #waiters = new Map<Job, Set<() => void>>();
+  /** Every worker run with its price: what the provider bills (worker-ledger.ts). */
+  readonly ledger = new WorkerLedger();
 
   constructor(deps: EngineDeps) {
     this.#d = deps;
@@ -179,7 +186,10 @@ export class Engine {
     const ep = this.#endpoints.get(id);
     if (ep === undefined) return false;
     for (const job of [...this.#jobs.values()]) if (job.endpointId === id) this.#drop(job);
-    for (const w of ep.workers) this.#d.clock.cancel(w.timer);
+    for (const w of ep.workers) {
+      this.#d.clock.cancel(w.timer);
+      this.ledger.stop(w.id, this.#d.clock.simNow());
+    }
     this.#d.clock.cancel(ep.scaleTimer);
     this.#endpoints.delete(id);
     return true;
@@ -341,6 +351,15 @@ export class Engine {
     return new Map(this.#executions);
   }
 
+  /** The provider's per-worker billing ledger (every run, or one endpoint's), with billed seconds so far. */
+  workerRuns(endpointId?: string): Array<WorkerRun & { billedSeconds: number; amountMicros: number }> {
+    const now = this.#d.clock.simNow();
+    return this.ledger.runs(endpointId).map((r) => {
+      const seconds = Math.ceil(((r.stoppedAt ?? now) - r.startedAt) / 1000);
+      return { ...r, billedSeconds: seconds, amountMicros: seconds * r.pricePerSecondMicros };
+    });
+  }
+
   /** The endpoint's workers and what each is doing (REST v2's worker list). */
   workers(endpointId: string): Array<{ id: string; state: WorkerState }> {
     return (this.#endpoints.get(endpointId)?.workers ?? []).map((w) => ({ id: w.id, state: w.state }));
@@ -463,11 +482,19 @@ export class Engine {
       this.#pump(ep);
     };
     w.timer = this.#d.clock.after(coldStart, started);
+    this.ledger.start({
+      workerId: w.id,
+      endpointId: ep.config.id,
+      ...priceFor(ep.config.settings, this.#d.opts.gpuPricesMicros),
+      startedAt: w.spawned,
+      active: ep.workers.length < ep.config.workersMin,
+    });
     ep.workers.push(w);
   }
 
   #terminate(ep: EndpointRuntime, w: Worker): void {
     this.#d.clock.cancel(w.timer);
+    this.ledger.stop(w.id, this.#d.clock.simNow());
     ep.workers = ep.workers.filter((x) => x !== w);
   }
 
@@ -489,6 +516,7 @@ export class Engine {
     job.status = "IN_PROGRESS";
     job.workerId = w.id;
     job.startedAt = now;
+    this.ledger.jobStarted(w.id);
     const started = clock.simNow();
     const t = job.timeline;
     t.started = started;
@@ -572,6 +600,8 @@ export class Engine {
       status: job.status,
       ...(job.executionTime !== undefined && { executionTime: job.executionTime }),
       ...(job.delayTime !== undefined && { delayTime: job.delayTime }),
+      ...(job.timeline.started !== undefined && { startedAt: this.#d.clock.realAt(job.timeline.started) }),
+      endedAt: this.#d.clock.now(),
     });
     const ep = this.#endpoints.get(job.endpointId);
     if (ep !== undefined) {

@@ -120,6 +120,12 @@ export async function handleInspection(
       // Every job that ended with the times it reported, also after its status expired: the GPU
       // seconds the provider bills (the chaos run compares them with what was metered).
       return json(200, { jobs: ctx.engine.endedJobs() });
+    case "GET worker-ledger":
+      // What the GPU provider bills: every worker run, spawn to stop, with its billed seconds
+      // (rounded up per run) and amount in micro-USD (worker-ledger.ts).
+      return json(200, { runs: ctx.engine.workerRuns() });
+    case "GET worker-ledger/:id":
+      return json(200, { runs: ctx.engine.workerRuns(id) });
     case "GET jobs/:id/key": {
       // Which of our jobs a provider id was submitted for, as the provider's console shows it,
       // also after its status expired (the chaos run's operator checks adoptions with it).
@@ -172,6 +178,9 @@ export async function handleInspection(
           displayName: m.display_name ?? m.event_name,
           formula: m.formula ?? "sum",
           ...(m.id !== undefined && { id: m.id }),
+          ...(m.customer_key !== undefined && { customerKey: m.customer_key }),
+          ...(m.value_key !== undefined && { valueKey: m.value_key }),
+          ...(m.event_time_window !== undefined && { eventTimeWindow: m.event_time_window }),
         }),
       );
     }

@@ -31,7 +31,8 @@ const USAGE = `Usage: tsx tools/simulator/main.ts [options]
   --faults JSON               fault set, e.g. '{"dropCallback":0.2,"serverErrors":0.1}'
   --payment-webhook-url URL   where /_sim/payment/send posts signed events
   --payment-webhook-secret S  signing secret for those events
-  --meter SPEC                billing meter EVENT_NAME[,id=mtr_ID][,formula=sum|count|last] (repeatable)
+  --meter SPEC                billing meter EVENT_NAME[,id=mtr_ID][,formula=sum|count|last] (repeatable;
+                              also customer_key=, value_key=, event_time_window=hour|day)
   --config FILE               JSON file with any SimulatorOptions (flags override it)
   --log-level LEVEL           pino level on stderr (default info)`;
 
@@ -72,7 +73,8 @@ export function parseMeter(spec: string): MeterSpec {
   const out: Record<string, string> = { event_name: eventName };
   for (const pair of pairs) {
     const [k = "", v = ""] = pair.split("=", 2);
-    if (k !== "id" && k !== "formula") throw new Error(`--meter ${spec}: unknown key ${k}`);
+    if (!["id", "formula", "customer_key", "value_key", "event_time_window"].includes(k))
+      throw new Error(`--meter ${spec}: unknown key ${k}`);
     out[k] = v;
   }
   const parsed = MeterSpecSchema.safeParse(out);

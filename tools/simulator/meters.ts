@@ -5,7 +5,8 @@ import type { Rng } from "./random.js";
 // but matched no meter. Rules follow Stripe's public API reference:
 // - an event's `timestamp` is "within the past 35 calendar days or up to 5 minutes in the future";
 // - an `identifier` is unique "within a rolling period of at least 24 hours" (here exactly 24 h
-//   from the first event that used it); a repeat inside it is refused with a 400;
+//   from the first event that used it); a repeat inside it is refused with a 400
+//   invalid_request_error "An event already exists with identifier …", without `param`;
 // - summaries aggregate events whose timestamp is in [start_time, end_time), both on minute
 //   boundaries (https://docs.stripe.com/api/billing/meter-event-summary/list).
 // Time is real time plus an offset tests can advance (advance()), so a day can pass in a test.
@@ -16,6 +17,9 @@ const TIMESTAMP_FUTURE_S = 5 * 60;
 
 export type Formula = "sum" | "count" | "last";
 
+export type EventTimeWindow = "hour" | "day";
+
+/** A meter as Stripe's API returns it (https://docs.stripe.com/api/billing/meter/object). */
 export interface SimMeter {
   id: string;
   object: "billing.meter";
@@ -24,10 +28,11 @@ export interface SimMeter {
   default_aggregation: { formula: Formula };
   display_name: string;
   event_name: string;
-  event_time_window: null;
+  /** Pre-aggregation: only the latest event of each window counts; null: every event. */
+  event_time_window: EventTimeWindow | null;
   livemode: false;
-  status: "active";
-  status_transitions: { deactivated_at: null };
+  status: "active" | "inactive";
+  status_transitions: { deactivated_at: number | null };
   updated: number;
   value_settings: { event_payload_key: string };
 }
@@ -109,25 +114,44 @@ export class MeterStore {
     this.#offsetMs += Math.max(0, ms);
   }
 
-  createMeter(args: { displayName: string; eventName: string; formula: Formula; id?: string }): SimMeter {
+  createMeter(args: {
+    displayName: string;
+    eventName: string;
+    formula: Formula;
+    id?: string;
+    customerKey?: string;
+    valueKey?: string;
+    eventTimeWindow?: EventTimeWindow;
+  }): SimMeter {
     const now = this.now();
     const meter: SimMeter = {
       id: args.id ?? `mtr_${this.#rng.token(24)}`,
       object: "billing.meter",
       created: now,
-      customer_mapping: { event_payload_key: "stripe_customer_id", type: "by_id" },
+      customer_mapping: { event_payload_key: args.customerKey ?? "stripe_customer_id", type: "by_id" },
       default_aggregation: { formula: args.formula },
       display_name: args.displayName,
       event_name: args.eventName,
-      event_time_window: null,
+      event_time_window: args.eventTimeWindow ?? null,
       livemode: false,
       status: "active",
       status_transitions: { deactivated_at: null },
       updated: now,
-      value_settings: { event_payload_key: "value" },
+      value_settings: { event_payload_key: args.valueKey ?? "value" },
     };
     this.#meters.set(meter.id, meter);
     return meter;
+  }
+
+  /** Deactivates or reactivates a meter (its events stop or start being aggregated); undefined: unknown id. */
+  setActive(id: string, active: boolean): SimMeter | undefined {
+    const m = this.#meters.get(id);
+    if (m === undefined) return undefined;
+    const now = this.now();
+    m.status = active ? "active" : "inactive";
+    m.status_transitions = { deactivated_at: active ? null : now };
+    m.updated = now;
+    return { ...m };
   }
 
   meters(): SimMeter[] {
@@ -138,8 +162,9 @@ export class MeterStore {
     return this.#meters.get(id);
   }
 
+  /** The active meter of an event name (Stripe allows one). */
   meterFor(eventName: string): SimMeter | undefined {
-    for (const m of this.#meters.values()) if (m.event_name === eventName) return m;
+    for (const m of this.#meters.values()) if (m.event_name === eventName && m.status === "active") return m;
     return undefined;
   }
 
@@ -195,22 +220,28 @@ export class MeterStore {
         code: "parameter_missing",
       });
     const p = payload as Record<string, unknown>;
-    const customer = p.stripe_customer_id;
+    // The payload must hold the keys of the event name's meter (defaults without one): "the
+    // fields corresponding to a meter's customer_mapping.event_payload_key ... and
+    // value_settings.event_payload_key" (https://docs.stripe.com/api/billing/meter-event/create).
+    const meter = typeof eventName === "string" ? this.meterFor(eventName) : undefined;
+    const customerKey = meter?.customer_mapping.event_payload_key ?? "stripe_customer_id";
+    const valueKey = meter?.value_settings.event_payload_key ?? "value";
+    const customer = p[customerKey];
     if (typeof customer !== "string" || customer === "")
       return fail(
         {
-          message: "Missing required param: payload[stripe_customer_id].",
-          param: "payload[stripe_customer_id]",
+          message: `Missing required param: payload[${customerKey}].`,
+          param: `payload[${customerKey}]`,
           code: "parameter_missing",
         },
         "meter_event_no_customer_defined",
       );
-    const rawValue = p.value;
+    const rawValue = p[valueKey];
     if (rawValue === undefined)
       return fail(
         {
-          message: "Missing required param: payload[value].",
-          param: "payload[value]",
+          message: `Missing required param: payload[${valueKey}].`,
+          param: `payload[${valueKey}]`,
           code: "parameter_missing",
         },
         "meter_event_invalid_value",
@@ -288,10 +319,10 @@ export class MeterStore {
     if (this.seen(draft.identifier))
       return {
         ok: false,
-        problem: {
-          message: `An event already exists with identifier ${draft.identifier}.`,
-          param: "identifier",
-        },
+        // Stripe's answer names neither a param nor a code: a 400 invalid_request_error with this
+        // message and Stripe-Should-Retry: false (as reported in
+        // https://github.com/langfuse/langfuse/pull/16292).
+        problem: { message: `An event already exists with identifier ${draft.identifier}.` },
         errorCode: "duplicate_meter_event",
       };
     const created = this.now();
@@ -313,11 +344,25 @@ export class MeterStore {
     this.#errors.push({ ...e, at: this.now() });
   }
 
-  /** The meter's aggregate of one customer's events with timestamp in [start, end). */
+  /**
+   * The meter's aggregate of one customer's events with timestamp in [start, end). A meter with an
+   * event_time_window pre-aggregates: of each hour or day (UTC) only the latest event counts.
+   */
   aggregate(meter: SimMeter, customer: string, start: number, end: number): number {
-    const events = this.#events.filter(
+    let events = this.#events.filter(
       (e) => e.meterId === meter.id && e.customer === customer && e.timestamp >= start && e.timestamp < end,
     );
+    const windowS =
+      meter.event_time_window === "hour" ? 3600 : meter.event_time_window === "day" ? 86_400 : 0;
+    if (windowS > 0) {
+      const latest = new Map<number, RecordedMeterEvent>();
+      for (const e of events) {
+        const w = Math.floor(e.timestamp / windowS);
+        const prior = latest.get(w);
+        if (prior === undefined || e.timestamp >= prior.timestamp) latest.set(w, e);
+      }
+      events = [...latest.values()];
+    }
     switch (meter.default_aggregation.formula) {
       case "count":
         return events.length;

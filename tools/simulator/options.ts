@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import { z } from "zod";
 import { WORKLOADS } from "./outputs.js";
+import { DEFAULT_GPU_PRICES_MICROS } from "./worker-ledger.js";
 
 // The simulator's options, and the zod schemas that check the ones arriving over HTTP or from the
 // command line. Durations are simulated milliseconds (multiplied by timeScale) unless a name says
@@ -67,11 +68,16 @@ export const FaultsSchema = z.strictObject({
     .strictObject({ ms: z.number().min(0), rate: rate.optional(), first: z.number().int().min(0).optional() })
     .optional(),
   /**
-   * Payment API (Billing Meters): probability of a 500 answer. Half are refused before any work,
-   * half answered after the work was done (a meter event recorded, its answer a 500).
+   * Payment API (Billing Meters): probability of a 500 answer. Half fail before any work, half
+   * after the work was done (a meter event recorded, its answer a 500). Either way the API began
+   * executing: a meter event call's 500 is saved under its Idempotency-Key and replayed to every
+   * request with that key for 24 hours, as Stripe does (https://docs.stripe.com/api/idempotent_requests).
    */
   paymentServerErrors: rate.optional(),
-  /** The next N payment API requests answer 500 with nothing recorded: an outage of a known length. */
+  /**
+   * The next N payment API requests answer 500 with nothing recorded: an outage of a known length.
+   * A meter event call's 500 is saved under its Idempotency-Key as above.
+   */
   paymentServerErrorsFirst: z.number().int().min(0).optional(),
   /** Probability that a meter event call (v1 event or v2 batch) is recorded and its answer lost (connection reset). */
   lostMeterEventAnswers: rate.optional(),
@@ -120,6 +126,12 @@ export const MeterSpecSchema = z.strictObject({
   event_name: z.string().min(1).max(100),
   display_name: z.string().min(1).max(250).optional(),
   formula: z.enum(["sum", "count", "last"]).optional(),
+  /** customer_mapping.event_payload_key (default stripe_customer_id). */
+  customer_key: z.string().min(1).max(100).optional(),
+  /** value_settings.event_payload_key (default value). */
+  value_key: z.string().min(1).max(100).optional(),
+  /** Pre-aggregation: only the latest event of each hour or day counts (default none). */
+  event_time_window: z.enum(["hour", "day"]).optional(),
 });
 export type MeterSpec = z.infer<typeof MeterSpecSchema>;
 
@@ -141,6 +153,11 @@ export interface SimulatorOptions {
   coldStartMs?: number;
   /** Job execution, simulated ms (+-20% per job, derived from the seed). Default 3000. */
   executionMs?: number;
+  /**
+   * Per-second price of one GPU by pool id (gpuIds / gpu.pools), integer micro-USD; merged over
+   * the defaults (worker-ledger.ts). The provider bills worker time at the endpoint's first pool.
+   */
+  gpuPricesMicros?: Record<string, number>;
   /** How long a terminal job stays readable before status answers 404. Default 30 min (RunPod /run). */
   statusRetentionMs?: number;
   /** Gap between callback attempts, simulated ms. Default 10000 (RunPod: 3 attempts, 10 s apart). */
@@ -175,6 +192,7 @@ export interface ResolvedOptions {
   seed: number;
   coldStartMs: number;
   executionMs: number;
+  gpuPricesMicros: Readonly<Record<string, number>>;
   statusRetentionMs: number;
   callbackRetryDelayMs: number;
   callbackAttempts: number;
@@ -192,6 +210,7 @@ export function resolveOptions(opts: SimulatorOptions): ResolvedOptions {
     seed: opts.seed ?? 1,
     coldStartMs: opts.coldStartMs ?? 2_000,
     executionMs: opts.executionMs ?? 3_000,
+    gpuPricesMicros: { ...DEFAULT_GPU_PRICES_MICROS, ...opts.gpuPricesMicros },
     statusRetentionMs: opts.statusRetentionMs ?? 30 * 60_000,
     callbackRetryDelayMs: opts.callbackRetryDelayMs ?? 10_000,
     callbackAttempts: Math.max(1, opts.callbackAttempts ?? 3),

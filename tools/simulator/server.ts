@@ -26,6 +26,8 @@ import {
 import type { PaymentDelivery, SimSubscription } from "./payment.js";
 import { PaymentSender } from "./payment.js";
 import { BillingApi, type BillingStats } from "./billing.js";
+import { serverlessBilling } from "./provider-billing.js";
+import type { WorkerRun } from "./worker-ledger.js";
 import { MeterStore, type MeterErrorReport, type RecordedMeterEvent, type SimMeter } from "./meters.js";
 import { Rng } from "./random.js";
 import { handleRest, problem } from "./rest.js";
@@ -41,6 +43,9 @@ export type SimJob = ProviderJob & {
   input: Record<string, unknown>;
   lowPriority?: boolean;
 };
+
+/** One worker run as the provider bills it. */
+type WorkerBill = WorkerRun & { billedSeconds: number; amountMicros: number };
 
 export interface Simulator {
   /**
@@ -75,6 +80,11 @@ export interface Simulator {
   holdJob(id: string): void;
   releaseJob(id: string): void;
   stats(): SimulatorStats;
+  /**
+   * The GPU provider's per-worker billing ledger: every worker run (spawn to stop; a running one
+   * so far), its billed seconds rounded up per run and its amount in micro-USD.
+   */
+  workerLedger(endpointId?: string): WorkerBill[];
   setPaymentWebhook(w: PaymentWebhook): void;
   sendPaymentEvent(event: Record<string, unknown>): Promise<PaymentDelivery>;
   paymentDeliveries(): PaymentDelivery[];
@@ -154,6 +164,9 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       displayName: m.display_name ?? m.event_name,
       formula: m.formula ?? "sum",
       ...(m.id !== undefined && { id: m.id }),
+      ...(m.customer_key !== undefined && { customerKey: m.customer_key }),
+      ...(m.value_key !== undefined && { valueKey: m.value_key }),
+      ...(m.event_time_window !== undefined && { eventTimeWindow: m.event_time_window }),
     });
   };
   for (const spec of options.meters ?? []) createMeter(spec);
@@ -280,6 +293,11 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       const reply = await billingApi.handle(req, url, parts);
       if (reply !== undefined) return reply;
     }
+    // RunPod's serverless billing history (REST v2, the management host).
+    if (head === "v2" && rest[0] === "billing" && rest[1] === "serverless" && rest.length === 2)
+      return guarded(req, url, "rest", () =>
+        Promise.resolve(serverlessBilling(ctx, url, req.method ?? "GET")),
+      );
     // RunPod serves REST v2 on its management host and the job API on another, so an endpoint id
     // "serverless" cannot clash there; on the simulator's single port REST v2 takes the path.
     if (head === "v2" && rest[0] === "serverless") {
@@ -430,6 +448,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     holdJob: (id) => engine.hold(id),
     releaseJob: (id) => engine.release(id),
     stats: () => ({ ...ctx.stats }),
+    workerLedger: (endpointId) => engine.workerRuns(endpointId),
     setPaymentWebhook: (w) => ctx.payment.setWebhook(w),
     sendPaymentEvent: (event) => ctx.payment.send(event),
     paymentDeliveries: () => ctx.payment.deliveries(),

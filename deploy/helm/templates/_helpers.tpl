@@ -236,6 +236,11 @@ message in the template's name). What install refuses, lint refuses too.
   value: {{ include "media-orchestrator.requireAccount" . | quote }}
 - name: USAGE_BILLED_TIME
   value: {{ .Values.usage.billedTime | quote }}
+{{- if and (eq .Values.usage.billedTime "executionAndDelay") (not .Values.usage.queueWaitBillingAcknowledged) }}
+{{- fail "usage.billedTime executionAndDelay bills queue wait, which is not the provider's cost and depends on other customers' traffic: set usage.queueWaitBillingAcknowledged=true to bill it anyway" }}
+{{- end }}
+- name: USAGE_QUEUE_WAIT_BILLING_ACKNOWLEDGED
+  value: {{ .Values.usage.queueWaitBillingAcknowledged | quote }}
 - name: USAGE_MINIMUM_SECONDS
   value: {{ .Values.usage.minimumSeconds | quote }}
 - name: USAGE_BILL_FAILED

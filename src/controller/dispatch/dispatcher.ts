@@ -132,7 +132,7 @@ export class Dispatcher {
   private readonly positionAt = new Map<string, number>();
   private readonly scalers = new Map<string, ScalerSetting>();
   private leading = false;
-  /** Observed run times (submitted to finished), seconds, smoothed. */
+  /** Observed run times (runSecondsOf), seconds, smoothed. */
   private jobSecondsSeen?: number;
 
   constructor(private readonly o: DispatcherOptions) {}
@@ -152,8 +152,8 @@ export class Dispatcher {
 
   /**
    * The typical job run the ceiling assumes, seconds: the configured one, or less when the jobs
-   * seen took less. What is seen (submitted to finished) includes the wait in the provider's
-   * queue, so it is never taken above the setting, only as the sign that jobs are shorter.
+   * seen ran less (runSecondsOf: the provider's executionTime, not their wait in its queue). It is
+   * never taken above the setting, only as the sign that jobs are shorter.
    */
   get jobSeconds(): number {
     return Math.min(this.o.jobSeconds, this.jobSecondsSeen ?? Infinity);
@@ -251,10 +251,8 @@ export class Dispatcher {
   }
 
   private learnDuration(job: MediaJob): void {
-    const from = Date.parse(job.status?.submittedAt ?? "");
-    const to = Date.parse(job.status?.completedAt ?? "");
-    if (!Number.isFinite(from) || !Number.isFinite(to) || to <= from) return;
-    const s = (to - from) / 1000;
+    const s = runSecondsOf(job);
+    if (s === undefined) return;
     this.jobSecondsSeen = this.jobSecondsSeen === undefined ? s : 0.9 * this.jobSecondsSeen + 0.1 * s;
   }
 
@@ -295,6 +293,9 @@ export class Dispatcher {
       scaler,
       inQueue: ep.status?.health?.jobsInQueue ?? 0,
       inProgress: ep.status?.health?.jobsInProgress ?? 0,
+      ...(ep.status?.health && {
+        workersUp: (ep.status.health.workersIdle ?? 0) + (ep.status.health.workersRunning ?? 0),
+      }),
     };
   }
 
@@ -588,6 +589,20 @@ function partition<T>(items: Iterable<T>, test: (item: T) => boolean): [T[], T[]
   const no: T[] = [];
   for (const item of items) (test(item) ? yes : no).push(item);
   return [yes, no];
+}
+
+/**
+ * How long a finished job ran, seconds: the provider's executionTime of its last attempt (recorded
+ * with its end, status.usage), else submitted to finished, which also counts its wait in the
+ * provider's queue.
+ */
+function runSecondsOf(job: MediaJob): number | undefined {
+  const attempt = job.status?.submission?.attempt;
+  const ran = job.status?.usage?.attempts.find((a) => a.attempt === attempt)?.executionTimeMs;
+  if (ran !== undefined && ran > 0) return ran / 1000;
+  const from = Date.parse(job.status?.submittedAt ?? "");
+  const to = Date.parse(job.status?.completedAt ?? "");
+  return Number.isFinite(from) && Number.isFinite(to) && to > from ? (to - from) / 1000 : undefined;
 }
 
 /** The workers /health showed idle or running at the endpoint's last look. */

@@ -58,7 +58,13 @@ export async function gatherFacts(
   if (wait) facts.providerWait = wait;
   if (job.status?.phase === "Processing" && jobAccount(job))
     facts.usageCapReached = usageCapReached(job, { ...d, plans: settings.plans }, now.getTime());
-  const due = providerReadDue(job, now.getTime(), settings.defaultTimeoutSeconds, facts.usageCapReached);
+  const due = providerReadDue(
+    job,
+    now.getTime(),
+    settings.defaultTimeoutSeconds,
+    facts.usageCapReached,
+    facts.providerWait,
+  );
   if (due) facts.provider = await readProviderStatus(d, due.endpointId, due.providerJobId);
   return facts;
 }

@@ -1,9 +1,14 @@
 // The payment provider's Billing Meters, for the one call the usage reporter makes: create a meter
 // event, POST {PAYMENT_PROVIDER_API_URL}/v1/billing/meter_events, form-encoded, as Stripe's API
-// takes it (https://docs.stripe.com/api/billing/meter-event/create). The identifier doubles as the
-// Idempotency-Key, so a retry after a lost answer gets the first answer back
-// (https://docs.stripe.com/api/idempotent_requests), and a repeat of an identifier the provider
-// still remembers is refused as a duplicate: both mean the event is recorded once.
+// takes it (https://docs.stripe.com/api/billing/meter-event/create). The first Idempotency-Key of
+// an event is its identifier, so a retry after a lost answer gets the first answer back
+// (https://docs.stripe.com/api/idempotent_requests). Stripe saves that first answer whatever it
+// was, a 500 included, and replays it for the key for 24 hours: after a 5xx the next try takes a
+// new key, and the identifier, which Stripe keeps unique for at least 24 hours, still records the
+// event once ("An event already exists with identifier …" answers a repeat: recorded).
+// One piece past 350 lines: the v1 call, the v2 stream and its session share the answers' reading
+// and the keys' life, and what counts as recorded must be decided in one place.
+import { randomBytes } from "node:crypto";
 import {
   failureKind,
   keepAlivePools,
@@ -106,6 +111,12 @@ export class MeterClient implements MeterSender {
   ) {}
 
   readonly #pools = keepAlivePools();
+  /**
+   * The Idempotency-Key of each event whose last answer was a 5xx: a new one, since Stripe would
+   * replay the saved 5xx for the old one. Absent: the identifier. Lost on a restart, when the
+   * identifier is tried first again and a replayed 5xx moves it to a new key once more.
+   */
+  readonly #retryKeys = new Map<string, string>();
   #session?: { token: string; expiresAtMs: number };
   #meters?: { names: Set<string>; readAtMs: number };
 
@@ -265,6 +276,16 @@ export class MeterClient implements MeterSender {
     return { outcome: "retry", reason: "meter event stream: the session was refused twice" };
   }
 
+  /** A fresh Idempotency-Key for the event's next try (`<identifier>~<random>`, at most 113 characters). */
+  #newRetryKey(identifier: string): void {
+    this.#retryKeys.delete(identifier);
+    if (this.#retryKeys.size >= RETRY_KEYS_MAX) {
+      const oldest = this.#retryKeys.keys().next().value;
+      if (oldest !== undefined) this.#retryKeys.delete(oldest);
+    }
+    this.#retryKeys.set(identifier, `${identifier}~${randomBytes(6).toString("hex")}`);
+  }
+
   async send(e: MeterEvent): Promise<MeterSendResult> {
     const body = new URLSearchParams({
       event_name: e.eventName,
@@ -282,7 +303,7 @@ export class MeterClient implements MeterSender {
         headers: {
           authorization: `Bearer ${this.opts.apiKey()}`,
           "content-type": "application/x-www-form-urlencoded",
-          "idempotency-key": e.identifier,
+          "idempotency-key": this.#retryKeys.get(e.identifier) ?? e.identifier,
           accept: "application/json",
         },
         body,
@@ -297,6 +318,8 @@ export class MeterClient implements MeterSender {
     }
     const text = await readText(res.body).catch(() => "");
     const status = res.statusCode;
+    if (status >= 500) this.#newRetryKey(e.identifier);
+    else this.#retryKeys.delete(e.identifier);
     if (status >= 200 && status < 300) return { outcome: "recorded", duplicate: false };
     const error = stripeError(text);
     if (status === 400 && isDuplicate(error)) return { outcome: "recorded", duplicate: true };
@@ -321,6 +344,9 @@ export class MeterClient implements MeterSender {
   }
 }
 
+/** At most this many events wait with a retry key (the backlog after a long outage); the oldest go first. */
+const RETRY_KEYS_MAX = 100_000;
+
 interface StripeErrorBody {
   code?: string;
   message?: string;
@@ -342,9 +368,14 @@ function stripeError(text: string): StripeErrorBody {
   }
 }
 
-/** Stripe's refusal of an identifier it already recorded: "An event already exists with identifier …". */
+/**
+ * Stripe's refusal of an identifier it already recorded: a 400 invalid_request_error "An event
+ * already exists with identifier …", which names no `param` (as reported in
+ * https://github.com/langfuse/langfuse/pull/16292); `param: identifier` is taken too.
+ */
 const isDuplicate = (e: StripeErrorBody): boolean =>
-  e.param === "identifier" && /already exists/i.test(e.message ?? "");
+  /^An event already exists with identifier /i.test(e.message ?? "") ||
+  (e.param === "identifier" && /already exists/i.test(e.message ?? ""));
 
 function retryAfter(header: string | string[] | undefined): { retryAfterMs?: number } {
   const v = Array.isArray(header) ? header[0] : header;

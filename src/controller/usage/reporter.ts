@@ -39,6 +39,8 @@ export interface UsageReporterDeps {
   now?: () => Date;
   /** Customer+event groups sent to at once. */
   concurrency?: number;
+  /** Why an event name's usage is held (its meter misconfigured, meter-check.ts); undefined: send. */
+  held?: (eventName: string) => string | undefined;
 }
 
 const BACKOFF_MIN_MS = 1_000;
@@ -282,6 +284,8 @@ export class UsageReporter {
   private async sendGroup(key: string, list: Outstanding[]): Promise<void> {
     const b = this.backoff.get(key);
     if (b && b.until > this.now().getTime()) return;
+    // Held: nothing stamped or sent (the attempts stay Pending) until the meter is fixed.
+    if (this.d.held?.(list[0]?.attempt.eventName ?? "") !== undefined) return;
     list.sort((x, y) => Date.parse(x.attempt.endedAt) - Date.parse(y.attempt.endedAt));
     // More than one waiting: batches of up to 100 through the v2 stream, one call at a time; a
     // batch the stream will not take is sent one event at a time through v1, whose answer says.
