@@ -29,7 +29,7 @@ endif
 # downloads or builds anything: a missing or too old tool is named with the version needed and the
 # README section that says how to get it.
 NPM_TARGETS := node print-node deps build lint typecheck crds crds-check test-unit cluster-down run dev-down
-GO_TARGETS := controlplane helm promtool cluster-up bench fuzz chaos
+GO_TARGETS := controlplane helm promtool s3server cluster-up bench fuzz chaos
 KUBECTL_TARGETS := install
 GO_KUBECTL_TARGETS := test dev-up demo
 PYTHON_TARGETS := test sdk-venv
@@ -45,7 +45,7 @@ endif
 endif
 
 .PHONY: help node print-node deps build lint typecheck crds crds-check test test-unit controlplane cluster-up cluster-down \
-        install run dev-up dev-down demo bench helm promtool clean fuzz chaos
+        install run dev-up dev-down demo bench helm promtool s3server clean fuzz chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -103,13 +103,16 @@ controlplane: deps ## build (or reuse) the local kube-apiserver + etcd binary
 helm: deps ## build (or reuse) helm v3.18.6 from its Go module into .local/bin
 	$(TSX) -e 'import("./test/support/helm.ts").then((m) => console.log(m.helmBinary()))'
 
+s3server: deps ## build (or reuse) the S3-compatible server of the tests and the dev stack (versitygw) into .local/bin
+	$(TSX) -e 'import("./test/support/s3server.ts").then((m) => console.log(m.s3ServerBinary()))'
+
 promtool: deps ## build (or reuse) promtool from Prometheus's Go module into .local/bin
 	$(TSX) -e 'import("./test/support/promtool.ts").then((m) => console.log(m.promtoolBinary()))'
 
 # vitest colours its output even into a pipe or a file: only a terminal gets colours.
 COLOUR_ONLY_ON_TTY := [ -t 1 ] || export NO_COLOR=1;
 
-test: deps crds-check lint typecheck controlplane helm promtool sdk-venv ## every test, from a fresh clone (TEST_ARGS: files or vitest options)
+test: deps crds-check lint typecheck controlplane helm promtool s3server sdk-venv ## every test, from a fresh clone (TEST_ARGS: files or vitest options)
 	$(COLOUR_ONLY_ON_TTY) npx vitest run --reporter=default --reporter=json --outputFile.json=.local/test-results.json $(TEST_ARGS)
 
 test-unit: deps ## the pure tests only (vitest.unit.config.ts): no control plane, in seconds (TEST_ARGS as for test)
@@ -137,13 +140,13 @@ install: deps ## apply the CRDs to the cluster of the current KUBECONFIG
 run: deps ## run the controller and the webhooks sidecar here, against the current KUBECONFIG
 	$(TSX) src/main.ts all
 
-dev-up: deps ## the whole local stack in the background; writes .local/env
+dev-up: deps s3server ## the whole local stack in the background; writes .local/env
 	$(TSX) scripts/devstack.ts up
 
 dev-down: deps ## stop everything dev-up started
 	$(TSX) scripts/devstack.ts down
 
-demo: deps ## the main job: control plane, simulator, operator, a sample ASR -> TTS -> render pipeline
+demo: deps s3server ## the main job: control plane, simulator, operator, a sample ASR -> TTS -> render pipeline
 	$(TSX) scripts/demo.ts $(DEMO_ARGS)
 
 bench: deps controlplane ## the benchmarks; results in docs/benchmarks.md and bench/results/

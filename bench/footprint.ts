@@ -61,6 +61,7 @@ export const PACKAGES = [
   "prom-client",
   "yaml",
   "@kubernetes/client-node",
+  "@smithy/signature-v4",
 ];
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

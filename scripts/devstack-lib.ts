@@ -16,6 +16,8 @@ import { installCrds } from "../test/support/crds.js";
 import { changeBinding } from "../src/cli/bind.js";
 import { writePrivateFile } from "./private-file.js";
 import { waitForServed } from "../test/support/kube.js";
+import { spawnS3Server } from "../test/support/s3server.js";
+import { openStore } from "../src/storage/index.js";
 
 export const LOCAL = join(REPO_ROOT, ".local");
 export const LOGS = join(LOCAL, "logs");
@@ -25,6 +27,9 @@ export const DEV_ENV = "dev";
 export const PREFIX = "media";
 export const GPU_KEY = "sim-key";
 export const PAYMENT_KEY = "sim-payment-key";
+/** The dev store's data (versitygw's posix backend: a directory per bucket). */
+const S3_DIR = join(LOCAL, "s3");
+const STORAGE_REGION = "us-east-1";
 
 /**
  * The CRD release of docs/helm.md (`helm install media-orchestrator-crds deploy/helm -n
@@ -46,6 +51,8 @@ export interface StackState {
   webhooksUrl: string;
   controllerUrl: string;
   webhookSecret: string;
+  /** The dev environment's object store (versitygw on loopback) and the controller's keys to it. */
+  storage?: { endpoint: string; bucket: string; accessKeyId: string; secretAccessKey: string };
   pids: Record<string, number>;
   dataDir: string;
 }
@@ -172,6 +179,47 @@ export async function stackUp(opts: {
   );
   await waitFor("the simulator", httpOk(`${simulatorUrl}/_sim/stats`));
 
+  // The environment's object store: a real S3-compatible server that checks signatures and expiry
+  // (test/support/s3server.ts), with the bucket <prefix>-<env>; its keys go to the controller only,
+  // as the chart mounts them.
+  say("    S3-compatible store (versitygw)...");
+  const s3Port = await freePort();
+  rmSync(S3_DIR, { recursive: true, force: true });
+  mkdirSync(S3_DIR, { recursive: true });
+  const storage = {
+    endpoint: `http://127.0.0.1:${s3Port}`,
+    bucket: `${PREFIX}-${DEV_ENV}`,
+    accessKeyId: `dev${randomBytes(6).toString("hex")}`,
+    secretAccessKey: randomBytes(24).toString("base64url"),
+  };
+  pids.s3 = spawnS3Server({
+    dir: S3_DIR,
+    port: s3Port,
+    region: STORAGE_REGION,
+    accessKeyId: storage.accessKeyId,
+    secretAccessKey: storage.secretAccessKey,
+    detached: opts.detached,
+    logFile: join(LOGS, "s3.log"),
+  }).pid!;
+  const storageEnv = {
+    STORAGE_BUCKET: storage.bucket,
+    STORAGE_ENDPOINT: storage.endpoint,
+    STORAGE_REGION: STORAGE_REGION,
+    STORAGE_ADDRESSING: "path" as const,
+    STORAGE_CREDENTIALS: "keys" as const,
+  };
+  const storageKeys = {
+    STORAGE_ACCESS_KEY_ID: storage.accessKeyId,
+    STORAGE_SECRET_ACCESS_KEY: storage.secretAccessKey,
+  };
+  await waitFor(
+    "the S3 server",
+    async () => (await fetch(storage.endpoint, { signal: AbortSignal.timeout(2_000) })).status > 0,
+  );
+  const store = await openStore({ ...storageEnv, ...storageKeys, STORAGE_SESSION_TOKEN: undefined });
+  await store!.client.createBucket();
+  store!.client.close();
+
   say("4/5 controller and webhooks sidecar...");
   // The environment the chart gives the two containers.
   const env: Record<string, string> = {
@@ -195,9 +243,15 @@ export async function stackUp(opts: {
     WEBHOOKS_PORT: String(hooksPort),
     CONTROLLER_METRICS_PORT: String(ctrlPort),
     LOG_LEVEL: "info",
+    ...storageEnv,
   };
   pids.webhooks = spawnLogged("webhooks", ["src/main.ts", "webhooks"], env, opts.detached);
-  pids.controller = spawnLogged("controller", ["src/main.ts", "controller"], env, opts.detached);
+  pids.controller = spawnLogged(
+    "controller",
+    ["src/main.ts", "controller"],
+    { ...env, ...storageKeys },
+    opts.detached,
+  );
   await waitFor("the webhooks sidecar", httpOk(`${webhooksUrl}/readyz`));
   await waitFor("the controller", httpOk(`${controllerUrl}/readyz`));
 
@@ -228,6 +282,7 @@ export async function stackUp(opts: {
     webhooksUrl,
     controllerUrl,
     webhookSecret,
+    storage,
     pids,
     dataDir,
   };
@@ -246,10 +301,13 @@ export async function stackUp(opts: {
  * processes' Prometheus endpoints.
  */
 export function envFile(
-  state: Pick<StackState, "kubeconfig" | "simulatorUrl" | "webhooksUrl" | "controllerUrl" | "webhookSecret">,
+  state: Pick<
+    StackState,
+    "kubeconfig" | "simulatorUrl" | "webhooksUrl" | "controllerUrl" | "webhookSecret" | "storage"
+  >,
   node = process.execPath,
 ): string {
-  const { kubeconfig, simulatorUrl, webhooksUrl, controllerUrl, webhookSecret } = state;
+  const { kubeconfig, simulatorUrl, webhooksUrl, controllerUrl, webhookSecret, storage } = state;
   const nodeBin = dirname(node);
   return [
     // .local/bin: `helm` once `make helm` built it (the name the docs' commands use).
@@ -268,6 +326,16 @@ export function envFile(
     `export RUNPOD_API_KEY=${GPU_KEY}`,
     `export RUNPOD_API_BASE_URL=${simulatorUrl}`,
     `export RUNPOD_ENDPOINT_BASE_URL=${simulatorUrl}/v2`,
+    ...(storage !== undefined
+      ? [
+          `export STORAGE_BUCKET=${storage.bucket}`,
+          `export STORAGE_ENDPOINT=${storage.endpoint}`,
+          `export STORAGE_REGION=${STORAGE_REGION}`,
+          "export STORAGE_ADDRESSING=path",
+          `export STORAGE_ACCESS_KEY_ID=${storage.accessKeyId}`,
+          `export STORAGE_SECRET_ACCESS_KEY=${storage.secretAccessKey}`,
+        ]
+      : []),
     "",
   ].join("\n");
 }
@@ -321,7 +389,7 @@ export async function stackDown(state: StackState | undefined = readState()): Pr
   let raw: StackState | undefined = state;
   if (!raw && existsSync(STATE_FILE)) raw = JSON.parse(readFileSync(STATE_FILE, "utf8")) as StackState;
   if (raw) {
-    for (const name of ["controller", "webhooks", "simulator"]) {
+    for (const name of ["controller", "webhooks", "simulator", "s3"]) {
       const pid = raw.pids[name];
       if (pid) await stopProcess(pid);
     }
@@ -330,7 +398,8 @@ export async function stackDown(state: StackState | undefined = readState()): Pr
   for (const f of [STATE_FILE, ENV_FILE, join(LOCAL, "kubeconfig"), join(LOCAL, "controlplane.pid")])
     rmSync(f, { force: true });
   rmSync(join(LOCAL, "controlplane"), { recursive: true, force: true });
-  for (const name of ["controlplane", "simulator", "webhooks", "controller"])
+  rmSync(S3_DIR, { recursive: true, force: true });
+  for (const name of ["controlplane", "simulator", "webhooks", "controller", "s3"])
     rmSync(join(LOGS, `${name}.log`), { force: true });
   return raw !== undefined;
 }

@@ -286,6 +286,41 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     readBy: ["controller"],
     meaning: "how often the usage reporter looks for unreported usage (a job's end also wakes it)",
   },
+  STORAGE_BUCKET: {
+    readBy: ["controller"],
+    default: "none: storage off",
+    meaning:
+      "the S3-compatible bucket that holds media ([design](design.md#media-and-storage)); set, the controller mints presigned URLs per attempt",
+  },
+  STORAGE_ENDPOINT: {
+    readBy: ["controller"],
+    default: "`https://s3.<STORAGE_REGION>.amazonaws.com`",
+    meaning: "the store's URL (any S3-compatible server)",
+  },
+  STORAGE_REGION: {
+    readBy: ["controller"],
+    meaning: "the bucket's region, signed into every request and URL",
+  },
+  STORAGE_ADDRESSING: {
+    readBy: ["controller"],
+    default: "`virtual` on AWS S3, else `path`",
+    meaning: "`path` (`<endpoint>/<bucket>/<key>`) or `virtual` (`<bucket>.<endpoint host>/<key>`)",
+  },
+  STORAGE_CREDENTIALS: {
+    readBy: ["controller"],
+    default: "`keys` when `STORAGE_ACCESS_KEY_ID` is set, else `pod`",
+    meaning:
+      "`keys`: the access keys below (a Secret's files); `pod`: the pod's cloud identity (EKS Pod Identity, else IRSA's web identity token)",
+  },
+  STORAGE_ACCESS_KEY_ID: { readBy: ["controller"], meaning: "the store's access key id (secret file)" },
+  STORAGE_SECRET_ACCESS_KEY: {
+    readBy: ["controller"],
+    meaning: "the store's secret access key (secret file)",
+  },
+  STORAGE_SESSION_TOKEN: {
+    readBy: ["controller"],
+    meaning: "a session token that goes with temporary access keys (secret file)",
+  },
   LOG_LEVEL: { readBy: ["controller", "sidecar"], meaning: "pino level; secrets and tokens are redacted" },
   SECRETS_DIR: {
     readBy: ["controller", "sidecar", "kubectl media"],

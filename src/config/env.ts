@@ -260,6 +260,33 @@ export const EnvSchema = z.object({
   ),
   /** How often the usage reporter looks for unreported usage (a job's end also wakes it). */
   USAGE_REPORT_INTERVAL_SECONDS: seconds(10),
+  /**
+   * Object storage for media (docs/design.md, "Media and storage"): an S3-compatible bucket. Set
+   * STORAGE_BUCKET to turn it on; unset, the product keeps media out of its hands (inline JSON only).
+   */
+  STORAGE_BUCKET: optionalText.refine(
+    (v) => v === undefined || /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(v),
+    "must be an S3 bucket name: 3-63 lowercase letters, digits, '.' and '-'",
+  ),
+  /** The store's URL; default AWS S3's regional endpoint (https://s3.<region>.amazonaws.com). */
+  STORAGE_ENDPOINT: url.optional(),
+  /** The bucket's region (SigV4 signs it into every request and URL). */
+  STORAGE_REGION: z
+    .string()
+    .regex(/^[a-z0-9-]{2,32}$/, "must be a region name such as us-east-1")
+    .default("us-east-1"),
+  /** path: <endpoint>/<bucket>/<key>; virtual: <bucket>.<endpoint host>/<key>. Default: virtual on AWS. */
+  STORAGE_ADDRESSING: z.enum(["path", "virtual"]).optional(),
+  /**
+   * Where the controller's storage credentials come from: `keys` (STORAGE_ACCESS_KEY_ID and
+   * STORAGE_SECRET_ACCESS_KEY, a mounted Secret's files) or `pod` (the pod's cloud identity: EKS
+   * Pod Identity, else IRSA's web identity token). Default: keys when they are set, else pod.
+   */
+  STORAGE_CREDENTIALS: z.enum(["keys", "pod"]).optional(),
+  STORAGE_ACCESS_KEY_ID: optionalText,
+  STORAGE_SECRET_ACCESS_KEY: optionalText,
+  /** A temporary session's token, with temporary keys. */
+  STORAGE_SESSION_TOKEN: optionalText,
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /**
    * A directory of secret files named after the variables they supply (GPU_PROVIDER_API_KEY, ...):

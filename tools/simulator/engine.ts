@@ -3,6 +3,14 @@ import type { EndpointHealthReport, ProviderJob, ProviderJobStatus } from "../..
 import type { Clock, TimerHandle } from "./clock.js";
 import { honoursClientId, type Faults, type ResolvedOptions } from "./options.js";
 import { failureFor, outputFor, workerControls, type Workload } from "./outputs.js";
+import {
+  finishMediaIO,
+  hasMediaIO,
+  mediaFailure,
+  readInputs,
+  withMediaOutput,
+  type MediaIOResult,
+} from "./media-io.js";
 import { chance, unit, type Rng } from "./random.js";
 import { scale, type ScalerType } from "./scaler.js";
 import { priceFor, WorkerLedger, type WorkerRun } from "./worker-ledger.js";
@@ -52,6 +60,10 @@ export interface Job {
   sync?: boolean;
   /** policy.lowPriority: the job does not trigger scaling. */
   lowPriority?: boolean;
+  /** The worker's reads of the inputs under `_mediaOrchestrator`, begun when it started (media-io.ts). */
+  mediaRead?: Promise<MediaIOResult>;
+  /** How the worker's media I/O ended: its outputs' digests, or why the job failed. */
+  mediaResult?: MediaIOResult;
 }
 
 /**
@@ -515,18 +527,23 @@ export class Engine {
     const n = (this.#executions.get(job.key) ?? 0) + 1;
     this.#executions.set(job.key, n);
     this.#d.log?.debug({ jobId: job.id, workerId: w.id, execution: n }, "job started");
+    if (hasMediaIO(job.input)) job.mediaRead = readInputs(job.input);
     const duration = opts.executionMs * (0.8 + 0.4 * unit(opts.seed, job.key, "exec", n));
     const timedOut = duration > job.executionTimeoutMs;
     job.timers.run = clock.after(timedOut ? job.executionTimeoutMs : duration, () => {
       job.timers.run = undefined;
-      this.#finish(
-        job,
-        timedOut
-          ? "TIMED_OUT"
-          : chance(this.#d.faults().failJob, opts.seed, job.key, "fail", n) || workerControls(job.input).fail
-            ? "FAILED"
-            : "COMPLETED",
-      );
+      const status = timedOut
+        ? "TIMED_OUT"
+        : chance(this.#d.faults().failJob, opts.seed, job.key, "fail", n) || workerControls(job.input).fail
+          ? "FAILED"
+          : "COMPLETED";
+      if (status !== "COMPLETED" || job.mediaRead === undefined) return this.#finish(job, status);
+      // The worker uploads its outputs before it reports COMPLETED (media-io.ts).
+      void finishMediaIO(job.input, job.mediaRead, outputFor(ep.config.workload, job.input)).then((r) => {
+        if (job.status !== "IN_PROGRESS" || job.workerId !== w.id) return;
+        job.mediaResult = r;
+        this.#finish(job, r.ok ? "COMPLETED" : "FAILED");
+      });
     });
   }
 
@@ -544,8 +561,12 @@ export class Engine {
       job.timeline.ended = (job.timeline.started ?? job.timeline.submitted) + job.executionTimeoutMs;
     }
     const workload = ep?.config.workload ?? "render";
-    if (status === "COMPLETED") job.output = outputFor(workload, job.input);
-    else if (status === "FAILED") job.error = failureFor(workload, job.workerId ?? "unknown", job.input);
+    if (status === "COMPLETED") job.output = withMediaOutput(outputFor(workload, job.input), job.mediaResult);
+    else if (status === "FAILED")
+      job.error =
+        job.mediaResult?.ok === false
+          ? mediaFailure(job.mediaResult.error, job.workerId ?? "unknown")
+          : failureFor(workload, job.workerId ?? "unknown", job.input);
     else job.error = `Job timed out after ${job.executionTimeoutMs} ms (policy.executionTimeout)`;
     job.status = status;
     this.#releaseWorker(job);

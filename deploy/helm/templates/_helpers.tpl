@@ -314,6 +314,24 @@ message in the template's name). What install refuses, lint refuses too.
 - name: WEBHOOKS_TRUSTED_PROXIES
   value: {{ join "," . | quote }}
 {{- end }}
+{{- with .Values.storage }}
+{{- if .bucket }}
+- name: STORAGE_BUCKET
+  value: {{ .bucket | quote }}
+{{- with .endpoint }}
+- name: STORAGE_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+- name: STORAGE_REGION
+  value: {{ .region | quote }}
+{{- with .addressing }}
+- name: STORAGE_ADDRESSING
+  value: {{ . | quote }}
+{{- end }}
+- name: STORAGE_CREDENTIALS
+  value: {{ .credentials | quote }}
+{{- end }}
+{{- end }}
 # The credentials are files in this directory, each container's own (secretsVolume below).
 - name: SECRETS_DIR
   value: {{ include "media-orchestrator.secretsDir" . | quote }}
@@ -354,6 +372,10 @@ the kubelet updates it when the Secret changes, and the processes re-read it.
 {{- /* The controller reports usage to the payment provider's meters only with usage.metering. */}}
 {{- if and (ne .name "webhooks") $.Values.usage.metering }}
 {{- $main = append $main (dict "key" "PAYMENT_PROVIDER_API_KEY" "path" "PAYMENT_PROVIDER_API_KEY") }}
+{{- end }}
+{{- /* The store's keys: the controller's alone (the sidecar never touches the store). */}}
+{{- if and (ne .name "webhooks") $.Values.storage.bucket (eq $.Values.storage.credentials "keys") }}
+{{- $main = concat $main (list (dict "key" "STORAGE_ACCESS_KEY_ID" "path" "STORAGE_ACCESS_KEY_ID") (dict "key" "STORAGE_SECRET_ACCESS_KEY" "path" "STORAGE_SECRET_ACCESS_KEY")) }}
 {{- end }}
 {{- if eq .name "webhooks" }}
 {{- $main = list (dict "key" (include "media-orchestrator.webhooksGpuKey" $) "path" "GPU_PROVIDER_API_KEY") (dict "key" "PAYMENT_PROVIDER_API_KEY" "path" "PAYMENT_PROVIDER_API_KEY") (dict "key" "PAYMENT_PROVIDER_WEBHOOK_SECRET" "path" "PAYMENT_PROVIDER_WEBHOOK_SECRET") }}

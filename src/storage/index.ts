@@ -1,0 +1,25 @@
+// The object store as the controller uses it, built from the environment: undefined when storage
+// is off (no STORAGE_BUCKET). The signer's package is loaded here, on first use, so a controller
+// without storage does not pay its memory (docs/design.md, "Media and storage").
+import type { StorageClient } from "./client.js";
+import { storageConfig, type StorageConfig, type StorageEnv } from "./config.js";
+import { credentialSource, type CredentialSource } from "./credentials.js";
+import type { StoreSigner } from "./signer.js";
+
+export interface Store {
+  config: StorageConfig;
+  signer: StoreSigner;
+  client: StorageClient;
+}
+
+/** The store of `env`, or undefined when storage is off; `credentials` replaces the configured source (tests). */
+export async function openStore(env: StorageEnv, credentials?: CredentialSource): Promise<Store | undefined> {
+  const config = storageConfig(env);
+  if (config === undefined) return undefined;
+  const [{ StoreSigner }, { StorageClient }] = await Promise.all([
+    import("./signer.js"),
+    import("./client.js"),
+  ]);
+  const signer = new StoreSigner(config, credentials ?? credentialSource(config.credentials, env));
+  return { config, signer, client: new StorageClient(config, signer) };
+}
