@@ -61,7 +61,8 @@ describe("crash-looping workers", () => {
     await api.create(
       "mediajobs",
       s.ns,
-      mediaJob("crash-looped", { workload: "asr", id: "crash-looped", startDeadlineSeconds: 3 }) as never,
+      // Long enough for the endpoint's health to show the crash loop before the deadline, on a busy machine.
+      mediaJob("crash-looped", { workload: "asr", id: "crash-looped", startDeadlineSeconds: 6 }) as never,
     );
     // The endpoint's health shows the workers unhealthy: the queue names it, not a lack of capacity.
     const cause = await eventually(async () => {

@@ -9,7 +9,7 @@
 //   their jobs' outbox, unstamped, until a check finds the meter right and wakes the reporter; the
 //   sender is gated too (gate(): "retry"), and a send before the first read waits for it.
 import type { Logger } from "pino";
-import { Gauge, type Registry } from "prom-client";
+import type { Gauge } from "prom-client";
 import { describeVerdict, judgeMeters, type MeterVerdict } from "../../config/meter-rule.js";
 import type { BillingAccount } from "../../crds/billingaccount.js";
 import { getCondition, setCondition } from "../../crds/conditions.js";
@@ -34,7 +34,8 @@ export interface MeterCheckDeps {
   /** The configured event names (USAGE_METER_EVENT_NAME and USAGE_METER_EVENT_NAMES). */
   eventNames: readonly string[];
   log: Logger;
-  registry?: Registry;
+  /** media_orchestrator_usage_meter_misconfigured (metrics.ts: exposed whether or not metering is on). */
+  misconfigured?: Gauge<"event_name">;
   /** Where the MetersConfigured condition is written; absent: no condition. */
   accounts?: { api: KubeApi; cache: AccountCache; namespace: string };
   /** Conditions are written by the leader only. */
@@ -49,23 +50,12 @@ export interface MeterCheckDeps {
 
 export class MeterCheck {
   readonly #pools = keepAlivePools();
-  readonly #gauge?: Gauge<"event_name">;
   #verdicts?: Map<string, MeterVerdict>;
   #running?: Promise<void>;
   #timer?: NodeJS.Timeout;
   #stopped = true;
 
-  constructor(private readonly d: MeterCheckDeps) {
-    if (d.registry) {
-      this.#gauge = new Gauge({
-        name: "media_orchestrator_usage_meter_misconfigured",
-        help: "1 when the payment provider's meter of an event name would not bill what is sent (keys, formula, pre-aggregation, no active meter); its usage waits unsent",
-        labelNames: ["event_name"] as const,
-        registers: [d.registry],
-      });
-      for (const name of new Set(d.eventNames)) this.#gauge.set({ event_name: name }, 0);
-    }
-  }
+  constructor(private readonly d: MeterCheckDeps) {}
 
   /** The last verdicts (undefined before the first read answered). */
   verdicts(): ReadonlyMap<string, MeterVerdict> | undefined {
@@ -117,7 +107,7 @@ export class MeterCheck {
     const next = judgeMeters(meters, this.d.eventNames);
     this.#verdicts = next;
     for (const [name, v] of next) {
-      this.#gauge?.set({ event_name: name }, v.ok ? 0 : 1);
+      this.d.misconfigured?.set({ event_name: name }, v.ok ? 0 : 1);
       const prior = before?.get(name);
       const changed = prior === undefined || JSON.stringify(prior) !== JSON.stringify(v);
       if (changed && !v.ok)

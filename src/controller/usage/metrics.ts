@@ -12,6 +12,7 @@ export class UsageMetrics {
   readonly droppedSeconds: Counter;
   readonly runsLeft: Counter<"followed">;
   readonly runsFollowed: Gauge;
+  readonly meterMisconfigured: Gauge<"event_name">;
 
   /** `eventNames`: the configured meter event names, exposed at 0 from the start. */
   constructor(registry: Registry, eventNames: readonly string[] = []) {
@@ -23,6 +24,14 @@ export class UsageMetrics {
       registers,
     });
     for (const name of new Set(eventNames)) this.meteredSeconds.inc({ event_name: name }, 0);
+    // Set by the meter check (meter-check.ts) when metering is on; 0 for every configured name.
+    this.meterMisconfigured = new Gauge({
+      name: "media_orchestrator_usage_meter_misconfigured",
+      help: "1 when the payment provider's meter of an event name would not bill what is sent (keys, formula, pre-aggregation, no active meter); its usage waits unsent",
+      labelNames: ["event_name"] as const,
+      registers,
+    });
+    for (const name of new Set(eventNames)) this.meterMisconfigured.set({ event_name: name }, 0);
     this.sends = new Counter({
       name: "media_orchestrator_usage_meter_sends_total",
       help: "Meter event sends by outcome (a stream batch counts each of its events): recorded, duplicate (recorded earlier), retry (429, 5xx, no answer), refused",

@@ -146,7 +146,7 @@ export function setupUsage(ctx: LoopContext, o: UsageOptions = {}) {
           apiKey,
           eventNames: [usage.defaultEventName, ...Object.values(usage.eventNames)],
           log: log.child({ component: "meter-check" }),
-          registry: ctx.metrics.registry,
+          misconfigured: metrics.meterMisconfigured,
           accounts: { api, cache: accounts, namespace: accountNamespace },
           leading: ctx.fence,
           onFixed: () => reporter.wake(),
