@@ -58,6 +58,7 @@ export default tseslint.config(
               group: [
                 "**/crds/**",
                 "**/mediajob/**",
+                "**/gpuendpoint/**",
                 "**/billing/**",
                 "**/controller/**",
                 "**/webhooks/**",
@@ -124,5 +125,37 @@ export default tseslint.config(
       "src/crds/generate.ts",
     ],
     rules: { "no-console": "off" },
+  },
+  // The GpuEndpoint domain decides and does no I/O: the controller's executor
+  // (src/controller/gpuendpoint) reads the provider and Kubernetes for it and carries out its plan.
+  {
+    files: ["src/gpuendpoint/**"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          paths: [
+            { name: "@kubernetes/client-node", message: "the domain does no I/O" },
+            { name: "undici", message: "the domain does no I/O" },
+          ],
+          patterns: [
+            OUTSIDE_THE_PRODUCT,
+            {
+              group: [
+                "**/k8s/**",
+                "**/http/**",
+                "**/provider/**",
+                "**/config/**",
+                "**/controller/**",
+                "**/webhooks/**",
+                "**/cli/**",
+                "node:*",
+              ],
+              message: "the domain does no I/O: src/controller/gpuendpoint reads and writes for it",
+            },
+          ],
+        },
+      ],
+    },
   },
 );

@@ -9,7 +9,7 @@ import type { EndpointHealth, GpuEndpoint } from "../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../src/crds/mediajob.js";
 import { API_VERSION } from "../src/crds/common.js";
 import { Dispatcher } from "../src/controller/dispatch/dispatcher.js";
-import { toHealth } from "../src/controller/gpuendpoint/diagnosis.js";
+import { toHealth } from "../src/gpuendpoint/diagnosis.js";
 import { providerPolicy, START_DEADLINE_EXCEEDED } from "../src/mediajob/deadline.js";
 import {
   msUntilStartDeadline,

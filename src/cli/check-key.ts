@@ -1,7 +1,7 @@
 // check-key: the runbook's credential check, GraphQL `query { myself { id } }` with the key; once
 // RunPod's GraphQL API is gone (retired, moved, down), the key is checked over REST v2 instead.
 import { managementUrl } from "../config/env.js";
-import { FIX_KEY } from "../controller/gpuendpoint/diagnosis.js";
+import { FIX_KEY } from "../gpuendpoint/fixes.js";
 import { isProviderError, type ManagementApi } from "../provider/index.js";
 import type { CliContext } from "./context.js";
 import { EXIT_OK, EXIT_PROBLEM, graphqlProblemSummary, providerProblem } from "./errors.js";

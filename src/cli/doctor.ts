@@ -1,6 +1,7 @@
 // doctor: the runbook's "Diagnose failing jobs" and "Replay a payment webhook" checks, in order,
-// each finding printed with the runbook's fix. Uses the controller's own diagnosis functions, so
-// doctor and the GpuEndpoint conditions say the same thing about the same facts.
+// each finding printed with the runbook's fix. Uses the GpuEndpoint domain's own diagnosis
+// (src/gpuendpoint), so doctor and the GpuEndpoint conditions say the same thing about the same
+// facts; a fix is the one its reason has (src/gpuendpoint/fixes.ts), never read out of a message.
 import { providerWaitCause } from "../mediajob/wait-cause.js";
 import { randomBytes } from "node:crypto";
 import { dump, send } from "../http/client.js";
@@ -10,12 +11,9 @@ import type { MediaJob } from "../crds/mediajob.js";
 import { endpointFromEnv } from "../config/env.js";
 import { getCondition } from "../crds/conditions.js";
 import { paymentEventName } from "../crds/paymentevent.js";
-import {
-  FIX_ENDPOINT,
-  healthCondition,
-  toHealth,
-  warmWorkersCondition,
-} from "../controller/gpuendpoint/diagnosis.js";
+import { healthFinding, toHealth, warmWorkersFinding } from "../gpuendpoint/diagnosis.js";
+import { causeAndFix, findingOf } from "../gpuendpoint/findings.js";
+import { FIX_ENDPOINT } from "../gpuendpoint/fixes.js";
 import { describeError } from "../k8s/errors.js";
 import type { GpuProviderClient, ProviderEndpoint } from "../provider/index.js";
 import { signStripePayload } from "../webhooks/signature.js";
@@ -49,12 +47,6 @@ interface Target {
 }
 
 type Add = (f: Omit<Finding, "section">) => void;
-
-/** "<cause>. Fix: <fix>" as the diagnosis functions write it, split for printing. */
-function splitFix(message: string): { message: string; fix?: string } {
-  const i = message.indexOf(". Fix: ");
-  return i < 0 ? { message } : { message: message.slice(0, i), fix: message.slice(i + ". Fix: ".length) };
-}
 
 export async function diagnose(ctx: CliContext): Promise<Finding[]> {
   const findings: Finding[] = [];
@@ -154,14 +146,13 @@ export async function diagnose(ctx: CliContext): Promise<Finding[]> {
   // 3. Worker health (containers restarting: unhealthy workers), 4. cold starts (min workers).
   for (const { t, p } of liveTargets) add(await workerHealth(gpu!, t, p));
   for (const { t, p } of liveTargets) {
-    const c = warmWorkersCondition(env.MEDIA_ENV, specOf(t, p, { minWorkers: p.workersMin }));
-    const { message, fix } = splitFix(c.message);
+    const f = warmWorkersFinding(env.MEDIA_ENV, specOf(t, p, { minWorkers: p.workersMin }));
     add({
       check: "cold start",
       target: t.label,
-      result: c.status === "True" ? "ok" : "warn",
-      message: `min workers ${p.workersMin}, max ${p.workersMax} at the provider: ${message}`,
-      ...(fix ? { fix } : {}),
+      result: f.status === "True" ? "ok" : "warn",
+      message: `min workers ${p.workersMin}, max ${p.workersMax} at the provider: ${f.cause}`,
+      ...(f.fix ? { fix: f.fix } : {}),
     });
   }
 
@@ -170,15 +161,15 @@ export async function diagnose(ctx: CliContext): Promise<Finding[]> {
   for (const { t, p } of liveTargets) {
     const health = t.endpoint?.status?.health;
     if (!health) continue;
-    const cause = providerWaitCause(health, p.workersMax);
-    const { message, fix } = cause ? splitFix(cause.message) : { message: "", fix: undefined };
+    const wait = providerWaitCause(health, p.workersMax);
+    const { cause, fix } = wait ? causeAndFix(wait.reason, wait.message) : { cause: "", fix: undefined };
     add(
-      cause
+      wait
         ? {
             check: "provider queue",
             target: t.label,
             result: "warn",
-            message: `${cause.reason}: ${message}`,
+            message: `${wait.reason}: ${cause}`,
             ...(fix ? { fix } : {}),
           }
         : {
@@ -289,12 +280,16 @@ async function workerHealth(
       message: `could not read the endpoint's health: ${providerProblem(err)}`,
     };
   }
-  const now = healthCondition(toHealth(report), undefined, specOf(t, p));
+  const now = healthFinding(toHealth(report), undefined, specOf(t, p));
   // The controller's condition also knows the previous check (a queue that does not drain).
   const seen = getCondition(t.endpoint?.status?.conditions, "WorkersHealthy");
-  const c = now.status !== "True" ? now : seen?.status === "False" ? seen : now;
-  const { message, fix } = splitFix(c.message);
-  return { ...base, result: c.status === "True" ? "ok" : "fail", message, ...(fix ? { fix } : {}) };
+  const f = now.status !== "True" ? now : seen?.status === "False" ? findingOf(seen) : now;
+  return {
+    ...base,
+    result: f.status === "True" ? "ok" : "fail",
+    message: f.cause,
+    ...(f.fix ? { fix: f.fix } : {}),
+  };
 }
 
 async function webhookChecks(

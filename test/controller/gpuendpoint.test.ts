@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { Manager } from "../../src/controller/manager.js";
-import { warmWorkersCondition } from "../../src/controller/gpuendpoint/diagnosis.js";
+import { warmWorkersCondition } from "../../src/gpuendpoint/diagnosis.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import type { Simulator } from "../../tools/simulator/server.js";

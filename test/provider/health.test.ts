@@ -2,7 +2,7 @@
 // worker summary adds initializing, throttled and unhealthy. The diagnosis uses what is known and
 // says when crash-looping workers cannot be seen.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { healthCondition, toHealth } from "../../src/controller/gpuendpoint/diagnosis.js";
+import { healthCondition, toHealth } from "../../src/gpuendpoint/diagnosis.js";
 import { GpuProviderClient, type ManagementApi } from "../../src/provider/index.js";
 import { startSimulator, type Simulator } from "../../tools/simulator/server.js";
 
