@@ -319,10 +319,13 @@ const pipelines = planned.filter((j) => j.pipeline).length;
 // Two more accounts' bursts (fair share), from a generator of their own: the run's other draws,
 // and so the replay of an older seed, stay as they were.
 // Then the low-priority pattern and the burst a new leader finds waiting, from generators of
-// their own too.
+// their own too. Low jobs never make an endpoint scale (RunPod's policy.lowPriority), so once the
+// run's normal work is over they go one at a time on the endpoint's one warm worker: the burst
+// is at most 30, which that worker runs within the run's deadline.
+const LOW_PRIORITY_BURST = Math.min(30, Math.max(10, Math.round(JOBS / 20)));
 const bursts = [
   ...planBursts(new Rng(SEED ^ 0x5f3759df), Math.max(10, Math.round(JOBS / 10))),
-  ...planLowPriorityBursts(new Rng(SEED ^ 0x1b873593), Math.max(10, Math.round(JOBS / 20))),
+  ...planLowPriorityBursts(new Rng(SEED ^ 0x1b873593), LOW_PRIORITY_BURST),
 ];
 const backlogBurst = planBacklogBurst(new Rng(SEED ^ 0x68e31da4), Math.max(10, Math.round(JOBS / 10)));
 /** Jobs of the backlog burst created while no replica led (the lease not yet taken over). */
