@@ -9,9 +9,9 @@
 // leader starts); admission adds these, so a job ending at the cap stops the next one at once.
 import type { BillingAccountUsage } from "../crds/billingaccount.js";
 import type { MediaJob } from "../crds/mediajob.js";
-import { meterIdentifier } from "../mediajob/usage.js";
+import { attemptIdentifier } from "../billing/identifier.js";
 import { objectKey } from "../runtime/informer.js";
-import { calendarPeriod } from "./usage/account-usage.js";
+import { calendarPeriod } from "../billing/period.js";
 import { jobAccount } from "../mediajob/tenancy.js";
 
 /** One ended attempt's billed seconds, not yet marked counted on its job. */
@@ -128,7 +128,7 @@ function uncountedUses(job: MediaJob): UncountedUse[] {
     if (a.counted === true || seconds <= 0) return [];
     try {
       // The reporter's count id for the attempt.
-      const id = a.identifier ?? meterIdentifier({ uid: job.metadata.uid ?? "", attempt: a.attempt });
+      const id = attemptIdentifier(job.metadata.uid, a);
       return [{ id, seconds, endedAtMs: Date.parse(a.endedAt) }];
     } catch {
       return []; // no object uid: not a job from the API server

@@ -2,6 +2,7 @@
 // and a meter identifier out. Money is exact: every value here is an integer, and milliseconds are
 // summed before the one rounding step, so no fraction of a second is rounded twice.
 import { z } from "zod";
+import { attemptIdentifier, meterIdentifier } from "../billing/identifier.js";
 import type { JobUsage, MediaJob, MediaJobStatus, UsageAttempt } from "../crds/mediajob.js";
 import type { ProviderJobStatus } from "../provider/schemas.js";
 import type { ProviderResult } from "./job.js";
@@ -73,24 +74,8 @@ export function billableSeconds(
   return { ok: true, seconds, billedMs };
 }
 
-// Stripe: "A unique identifier for the event ... Max length: 100"
-// (https://docs.stripe.com/api/billing/meter-event/create).
-const IDENTIFIER_MAX = 100;
-
-/**
- * The meter event identifier of one job attempt: the same for every report of that attempt (so the
- * payment provider drops a repeat inside its deduplication window), different for another attempt
- * or another object that happens to reuse the name (the uid differs).
- */
-export function meterIdentifier(job: { uid: string; attempt: number }): string {
-  if (!/^[A-Za-z0-9-]{1,64}$/.test(job.uid))
-    throw new RangeError(`uid ${JSON.stringify(job.uid)} is not an object uid`);
-  if (!Number.isSafeInteger(job.attempt) || job.attempt < 1)
-    throw new RangeError(`attempt ${String(job.attempt)} is not a positive integer`);
-  const id = `mj_${job.uid}_${job.attempt}`;
-  if (id.length > IDENTIFIER_MAX) throw new RangeError("meter identifier too long");
-  return id;
-}
+/** The meter event identifier of one job attempt (one function, in the billing domain). */
+export { meterIdentifier };
 
 // Stripe accepts an event timestamp "within the past 35 calendar days or up to 5 minutes in the
 // future" and deduplicates an identifier over "a rolling period of at least 24 hours"
@@ -327,9 +312,10 @@ export function unsettledUsage(job: MediaJob): UnsettledUsage {
   for (const a of usage.attempts) {
     if (a.meter === "Pending" || a.meter === undefined) {
       out.unreportedSeconds += a.billedSeconds ?? 0;
-      const uid = job.metadata.uid;
       const id =
-        a.identifier ?? (uid === undefined ? undefined : meterIdentifier({ uid, attempt: a.attempt }));
+        job.metadata.uid === undefined && a.identifier === undefined
+          ? undefined
+          : attemptIdentifier(job.metadata.uid, a);
       if (id !== undefined) out.identifiers.push(id);
     }
     if (usage.account !== undefined && a.counted !== true) out.uncountedSeconds += a.billedSeconds ?? 0;

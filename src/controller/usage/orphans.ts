@@ -11,7 +11,7 @@ import { describeError } from "../../k8s/errors.js";
 import { endedOrphan, orphanSettled, type OrphanEnd } from "../../mediajob/orphan.js";
 import { meterSendVerdict, type UsageSettings } from "../../mediajob/usage.js";
 import { isProviderError, type GpuProviderClient } from "../../provider/index.js";
-import { countedUsage } from "./account-usage.js";
+import { countedUsage } from "../../billing/period.js";
 import type { MeterSender } from "./meter-client.js";
 
 export interface OrphanFollowerDeps {

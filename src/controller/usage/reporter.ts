@@ -9,8 +9,17 @@ import type { MediaJob, MediaJobStatus, UsageAttempt } from "../../crds/mediajob
 import type { KubeApi } from "../../k8s/api.js";
 import { describeError } from "../../k8s/errors.js";
 import type { EventSink } from "../../k8s/events.js";
-import { awaitsCount, meterIdentifier, meterSendVerdict } from "../../mediajob/usage.js";
-import { countedUsage, type UncountedAttempt } from "./account-usage.js";
+import { attemptIdentifier } from "../../billing/identifier.js";
+import {
+  countEntries as owedCounts,
+  markCounted,
+  markRefused,
+  markReported,
+  stampFirstSent,
+} from "../../billing/outbox.js";
+import { countedUsage, type UncountedAttempt } from "../../billing/period.js";
+import { FORGOTTEN_IDENTIFIER, usageNotReported } from "../../billing/refusals.js";
+import { awaitsCount, meterSendVerdict } from "../../mediajob/usage.js";
 import type { MeterEvent, MeterSender } from "./meter-client.js";
 import { STREAM_BATCH_MAX } from "./stream-batch.js";
 import type { UsageMetrics } from "./metrics.js";
@@ -255,12 +264,7 @@ export class UsageReporter {
         },
     );
     if (!res.written) return;
-    for (const { job, attempt } of list)
-      await this.writeAttempt(job, attempt.attempt, (a) => {
-        const reported = a.meter === "Reported" && attempt.meter === "Reported";
-        if (a.counted === true && (!reported || a.countedReported === true)) return undefined;
-        return { ...a, counted: true, ...(reported && { countedReported: true }) };
-      });
+    for (const { job, attempt } of list) await this.writeAttempt(job, attempt.attempt, markCounted(attempt));
   }
 
   // ---- meters
@@ -340,10 +344,10 @@ export class UsageReporter {
       }
       let current = job;
       if (attempt.firstSentAt === undefined) {
-        const stamped = await this.writeAttempt(job, attempt.attempt, (a) =>
-          a.meter === "Pending" && a.firstSentAt === undefined
-            ? { ...a, firstSentAt: new Date(nowMs).toISOString() }
-            : undefined,
+        const stamped = await this.writeAttempt(
+          job,
+          attempt.attempt,
+          stampFirstSent(new Date(nowMs).toISOString()),
         );
         if (!stamped) return; // changed or gone meanwhile: the next pass sees it as it is
         current = stamped;
@@ -352,13 +356,8 @@ export class UsageReporter {
     });
     if (ready.length === 0) return true;
     const events = ready.map((r) => r.event);
-    let result = await this.d.meter!.sendBatch!(events);
-    for (let retry = 0; result.outcome === "retry" && retry < QUICK_RETRIES; retry++) {
-      this.d.metrics?.sends.inc({ outcome: "retry" }, events.length);
-      await new Promise((r) => setTimeout(r, QUICK_RETRY_MS * (retry + 1) * (0.5 + Math.random())));
-      if (this.stopped || !this.d.leading()) return false;
-      result = await this.d.meter!.sendBatch!(events);
-    }
+    const result = await this.withQuickRetries(() => this.d.meter!.sendBatch!(events), events.length);
+    if (!result) return false;
     if (result.outcome === "unstreamable") {
       this.d.log.info({ reason: result.reason, events: events.length }, "meter events sent one by one");
       return "unstreamable";
@@ -374,9 +373,7 @@ export class UsageReporter {
     this.d.metrics?.sends.inc({ outcome: "recorded" }, ready.length);
     const reportedAt = this.now().toISOString();
     await eachLimited(ready, WRITE_CONCURRENCY, async ({ w, event }) => {
-      const written = await this.writeAttempt(w.job, w.attempt.attempt, (a) =>
-        a.meter === "Pending" ? { ...a, meter: "Reported", reportedAt } : undefined,
-      );
+      const written = await this.writeAttempt(w.job, w.attempt.attempt, markReported(reportedAt));
       if (written) this.d.metrics?.meteredSeconds.inc({ event_name: event.eventName }, event.value);
     });
     return true;
@@ -387,55 +384,37 @@ export class UsageReporter {
       eventName: attempt.eventName!,
       customer: job.status!.usage!.account!,
       value: attempt.billedSeconds!,
-      identifier: attempt.identifier ?? meterIdentifier({ uid: job.metadata.uid!, attempt: attempt.attempt }),
+      identifier: attemptIdentifier(job.metadata.uid, attempt),
       timestamp,
     };
   }
 
   /** Sends one attempt's usage; false when the group must back off (429, 5xx, no answer). */
   private async sendOne({ job, attempt }: Outstanding): Promise<boolean> {
-    const usage = job.status!.usage!;
     const nowMs = this.now().getTime();
-    const s = (iso: string | undefined) =>
-      iso === undefined ? undefined : Math.floor(Date.parse(iso) / 1000);
-    const verdict = meterSendVerdict(s(attempt.endedAt)!, s(attempt.firstSentAt), Math.floor(nowMs / 1000));
+    const verdict = meterSendVerdict(
+      seconds(attempt.endedAt)!,
+      seconds(attempt.firstSentAt),
+      Math.floor(nowMs / 1000),
+    );
     if (verdict.send === "never") return this.refuse(job, attempt, verdict.reason);
-    if (verdict.send === "reconcileFirst")
-      return this.refuse(
-        job,
-        attempt,
-        "first sent more than 23 hours ago and not confirmed: the payment provider may have recorded it and " +
-          "forgotten its identifier since, so it is not sent again blindly; compare the meter's event " +
-          "summaries for the customer, then set meter to Reported (it was recorded), or to Pending without firstSentAt (send it again)",
-      );
+    if (verdict.send === "reconcileFirst") return this.refuse(job, attempt, FORGOTTEN_IDENTIFIER);
     let current = job;
     if (attempt.firstSentAt === undefined) {
       // Written before the call: the outbox knows a send may have happened, and since when.
-      const stamped = await this.writeAttempt(job, attempt.attempt, (a) =>
-        a.meter === "Pending" && a.firstSentAt === undefined
-          ? { ...a, firstSentAt: new Date(nowMs).toISOString() }
-          : undefined,
+      const stamped = await this.writeAttempt(
+        job,
+        attempt.attempt,
+        stampFirstSent(new Date(nowMs).toISOString()),
       );
       if (!stamped) return true; // changed or gone meanwhile: the next pass sees it as it is
       current = stamped;
     }
-    const value = attempt.billedSeconds!;
-    const event = {
-      eventName: attempt.eventName!,
-      customer: usage.account!,
-      value,
-      identifier: attempt.identifier ?? meterIdentifier({ uid: job.metadata.uid!, attempt: attempt.attempt }),
-      timestamp: verdict.timestamp,
-    };
+    const event = this.eventOf(job, attempt, verdict.timestamp);
     // A passing fault (a 5xx, a reset connection) is tried again at once, twice, as Stripe's own
     // clients do, before the customer's queue backs off: the same identifier, so never twice.
-    let result = await this.d.meter!.send(event);
-    for (let retry = 0; result.outcome === "retry" && retry < QUICK_RETRIES; retry++) {
-      this.d.metrics?.sends.inc({ outcome: "retry" });
-      await new Promise((r) => setTimeout(r, QUICK_RETRY_MS * (retry + 1) * (0.5 + Math.random())));
-      if (this.stopped || !this.d.leading()) return false;
-      result = await this.d.meter!.send(event);
-    }
+    const result = await this.withQuickRetries(() => this.d.meter!.send(event), 1);
+    if (!result) return false;
     this.d.metrics?.sends.inc({
       outcome: result.outcome === "recorded" && result.duplicate ? "duplicate" : result.outcome,
     });
@@ -447,29 +426,38 @@ export class UsageReporter {
       return false;
     }
     if (result.outcome === "refused") return this.refuse(current, attempt, result.reason);
-    const written = await this.writeAttempt(current, attempt.attempt, (a) =>
-      a.meter === "Pending" ? { ...a, meter: "Reported", reportedAt: this.now().toISOString() } : undefined,
-    );
+    const written = await this.writeAttempt(current, attempt.attempt, markReported(this.now().toISOString()));
     if (written && !result.duplicate)
-      this.d.metrics?.meteredSeconds.inc({ event_name: attempt.eventName! }, value);
+      this.d.metrics?.meteredSeconds.inc({ event_name: event.eventName }, event.value);
     return true;
   }
 
+  /**
+   * Calls the meter, and again at once after a passing fault, QUICK_RETRIES times (the same
+   * identifiers, so never twice). Undefined when this process stopped or lost the lead meanwhile.
+   */
+  private async withQuickRetries<R extends { outcome: string }>(
+    call: () => Promise<R>,
+    events: number,
+  ): Promise<R | undefined> {
+    let result = await call();
+    for (let retry = 0; result.outcome === "retry" && retry < QUICK_RETRIES; retry++) {
+      this.d.metrics?.sends.inc({ outcome: "retry" }, events);
+      await new Promise((r) => setTimeout(r, QUICK_RETRY_MS * (retry + 1) * (0.5 + Math.random())));
+      if (this.stopped || !this.d.leading()) return undefined;
+      result = await call();
+    }
+    return result;
+  }
+
   private async refuse(job: MediaJob, attempt: UsageAttempt, reason: string): Promise<boolean> {
-    const written = await this.writeAttempt(job, attempt.attempt, (a) =>
-      a.meter === "Pending" ? { ...a, meter: "Refused", message: reason.slice(0, 1024) } : undefined,
-    );
-    const id = attempt.identifier ?? `${job.metadata.uid}/${attempt.attempt}`;
+    const written = await this.writeAttempt(job, attempt.attempt, markRefused(reason));
+    const id = attemptIdentifier(job.metadata.uid, attempt);
     if (written && !this.told.has(id)) {
       if (this.told.size >= 10_000) this.told.clear(); // bounded: at worst an Event told twice
       this.told.add(id);
       this.d.metrics?.refused.inc();
-      void this.d.events.record(
-        written,
-        "Warning",
-        "UsageNotReported",
-        `attempt ${attempt.attempt}'s ${attempt.billedSeconds ?? 0} GPU seconds were not reported: ${reason}`,
-      );
+      void this.d.events.record(written, "Warning", "UsageNotReported", usageNotReported(attempt, reason));
     }
     return true;
   }
@@ -522,13 +510,6 @@ async function eachLimited<T>(
 
 const keyOf = (job: MediaJob): string => `${job.metadata.namespace}/${job.metadata.name}`;
 
-/** The counts an attempt still owes its account: its billed seconds, and once reported, those. */
-function countEntries(job: MediaJob, a: UsageAttempt): UncountedAttempt[] {
-  const id = a.identifier ?? meterIdentifier({ uid: job.metadata.uid!, attempt: a.attempt });
-  const seconds = a.billedSeconds ?? 0;
-  const out: UncountedAttempt[] = [];
-  if (a.counted !== true) out.push({ id, kind: "used", seconds, endedAt: a.endedAt });
-  if (a.meter === "Reported" && a.countedReported !== true)
-    out.push({ id: `${id}+reported`, kind: "reported", seconds, endedAt: a.endedAt });
-  return out;
-}
+/** The counts an attempt still owes its account, under its meter identifier. */
+const countEntries = (job: MediaJob, a: UsageAttempt): UncountedAttempt[] =>
+  owedCounts(attemptIdentifier(job.metadata.uid, a), a);

@@ -2,11 +2,7 @@
 // whatever the order of the two writes and however often a pass repeats; a period that ended
 // starts over.
 import { describe, expect, it } from "vitest";
-import {
-  calendarPeriod,
-  countedUsage,
-  type UncountedAttempt,
-} from "../../src/controller/usage/account-usage.js";
+import { calendarPeriod, countedUsage, type UncountedAttempt } from "../../src/billing/period.js";
 
 const NOW = new Date("2026-11-25T12:00:00.000Z");
 const used = (id: string, seconds: number, endedAt = "2026-11-25T11:00:00.000Z"): UncountedAttempt => ({

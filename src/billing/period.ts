@@ -4,7 +4,7 @@
 // job's (the attempt marked counted). An attempt listed in `counting` is never added again; the
 // list is pruned of attempts whose jobs show them counted (or are gone), so it holds only the
 // attempts between the two writes.
-import type { BillingAccountUsage } from "../../crds/billingaccount.js";
+import type { BillingAccountUsage } from "../crds/billingaccount.js";
 
 /** One billed attempt of one of the account's jobs, not yet marked counted on its job. */
 export interface UncountedAttempt {
