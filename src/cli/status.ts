@@ -22,6 +22,7 @@ import { formatFields } from "./output.js";
 import { waitOf, waitsByDesign } from "./waiting.js";
 import { listBindings } from "./bind.js";
 import { jobAccount } from "../mediajob/tenancy.js";
+import { jobPhase } from "../mediajob/admission-chain.js";
 
 export interface Verdict {
   /** True when an operator should act (or the comparison could not be made). */
@@ -39,7 +40,7 @@ export function verdict(
   view: ProviderView | undefined,
   cmd: (verb: string) => string,
 ): Verdict {
-  const phase = job.status?.phase ?? "Pending";
+  const phase = jobPhase(job.status);
   // A job that waits is not at the provider at all: the conditions say why, whatever it answers.
   const wait = waitOf(job);
   if (wait) {

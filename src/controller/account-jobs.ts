@@ -13,6 +13,7 @@ import { meterIdentifier } from "../mediajob/usage.js";
 import { objectKey } from "../runtime/informer.js";
 import { calendarPeriod } from "./usage/account-usage.js";
 import { jobAccount } from "../mediajob/tenancy.js";
+import { isPending } from "../mediajob/admission-chain.js";
 
 /** One ended attempt's billed seconds, not yet marked counted on its job. */
 interface UncountedUse {
@@ -45,7 +46,7 @@ export class AccountJobs {
     if (event !== "delete" && running(job)) add(this.byAccount, account, key);
     // The cache caught up with the submission (or the job went elsewhere): no longer reserved. A
     // job with no phase yet is Pending: a new job's first writes (its finalizer) keep its place.
-    if (event === "delete" || (job.status?.phase ?? "Pending") !== "Pending")
+    if (event === "delete" || !isPending(job.status))
       this.drop(this.reserved, account, key);
   }
 

@@ -8,6 +8,7 @@
 import { getCondition } from "../crds/conditions.js";
 import type { MediaJobStatus } from "../crds/mediajob.js";
 import { withCondition } from "./conditions.js";
+import type { WindowReason } from "./reasons.js";
 
 /** The dispatcher's answer for one job. */
 export type SlotFact =
@@ -15,7 +16,7 @@ export type SlotFact =
   | {
       granted: false;
       /** WindowFull, Throttled (a 429's Retry-After), NoCapacity (workersMax 0), ScalerUnknown, LowPriority. */
-      reason: string;
+      reason: WindowReason;
       message: string;
     };
 

@@ -35,6 +35,8 @@ import {
 import { isTerminal } from "../../mediajob/job.js";
 import { objectKey } from "../../runtime/informer.js";
 import { jobAccount } from "../../mediajob/tenancy.js";
+import { isPending } from "../../mediajob/admission-chain.js";
+import { WINDOW_REASONS } from "../../mediajob/reasons.js";
 
 export interface DispatcherOptions {
   /** Reconcile this job soon: it was granted a slot. */
@@ -178,7 +180,7 @@ export class Dispatcher {
     this.positionAt.clear();
     // The Pending jobs in the cache wait from now, in the order of their creation.
     const pending = [...cached].filter(
-      (j) => (j.status?.phase ?? "Pending") === "Pending" && !j.spec.suspend && !j.metadata.deletionTimestamp,
+      (j) => isPending(j.status) && !j.spec.suspend && !j.metadata.deletionTimestamp,
     );
     pending.sort((a, b) =>
       String(a.metadata.creationTimestamp).localeCompare(String(b.metadata.creationTimestamp)),
@@ -221,7 +223,7 @@ export class Dispatcher {
       event === "delete" ||
       job.metadata.deletionTimestamp ||
       job.spec.suspend ||
-      (job.status?.phase ?? "Pending") !== "Pending"
+      !isPending(job.status)
     ) {
       this.unwait(key);
       if (now === undefined) for (const d of this.endpoints.values()) d.granted.delete(key);
@@ -348,7 +350,7 @@ export class Dispatcher {
     if (!d.capacity && d.maxInFlight === undefined)
       return {
         granted: false,
-        reason: "ScalerUnknown",
+        reason: WINDOW_REASONS.scalerUnknown,
         message:
           `the autoscaler of endpoint ${id} is not known yet (scalerType ${ep.status?.scalerType ?? "not reported"}, ` +
           `scalerValue ${ep.status?.scalerValue ?? "not reported"}): the in-flight window is sized from it, so the ` +
@@ -360,7 +362,7 @@ export class Dispatcher {
     if (!held && ceil > 0 && priorityOf(job) === "low" && this.lowFree(d) <= 0)
       return {
         granted: false,
-        reason: "LowPriority",
+        reason: WINDOW_REASONS.lowPriority,
         message:
           `a low-priority job does not make endpoint ${id} scale up (policy.lowPriority), so it takes only workers ` +
           `that are up and free: ${d.workersUp.idle + d.workersUp.running} up, ${d.used() - d.lowUsed()} of our ` +
@@ -369,7 +371,7 @@ export class Dispatcher {
       };
     return {
       granted: false,
-      reason: held ? "Throttled" : ceil === 0 ? "NoCapacity" : "WindowFull",
+      reason: held ? WINDOW_REASONS.throttled : ceil === 0 ? WINDOW_REASONS.noCapacity : WINDOW_REASONS.windowFull,
       message: held
         ? `the provider refused submissions to endpoint ${id} (429): held until ${new Date(d.window!.notBefore).toISOString()}, then submitted by fair share between accounts`
         : ceil === 0
