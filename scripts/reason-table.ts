@@ -11,7 +11,12 @@ import { wrap } from "./markdown-fit.js";
 export const REASONS_PAGE = join(REPO_ROOT, "docs/reasons.md");
 
 /** The names a fix is written with on the page: placeholders in capitals. */
-const PLACEHOLDERS: FixSubject = { namespace: "NAMESPACE", name: "NAME", workload: "WORKLOAD", account: "ACCOUNT" };
+const PLACEHOLDERS: FixSubject = {
+  namespace: "NAMESPACE",
+  name: "NAME",
+  workload: "WORKLOAD",
+  account: "ACCOUNT",
+};
 
 const SECTIONS: Array<{ by: ReasonEntry["by"]; title: string; intro: string }> = [
   {
@@ -25,7 +30,8 @@ const SECTIONS: Array<{ by: ReasonEntry["by"]; title: string; intro: string }> =
   {
     by: "in-flight window",
     title: "Waiting for a slot of the endpoint's in-flight window",
-    intro: "A job the chain lets go still waits in Kubernetes, Pending, until its endpoint's window has a slot for it.",
+    intro:
+      "A job the chain lets go still waits in Kubernetes, Pending, until its endpoint's window has a slot for it.",
   },
   {
     by: "provider",

@@ -58,8 +58,7 @@ export function endpointQueues(endpoints: GpuEndpoint[], jobs: MediaJob[], nowMs
           byKey.get(key(ep))!.inFlight++;
       continue;
     }
-    if (!isPending(s) || getCondition(s?.conditions, "Queued")?.status !== "True")
-      continue;
+    if (!isPending(s) || getCondition(s?.conditions, "Queued")?.status !== "True") continue;
     const ep = pickEndpoint(
       job,
       endpoints.filter((e) => e.metadata.namespace === ns),

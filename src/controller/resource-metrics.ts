@@ -84,8 +84,7 @@ export class ResourceMetrics {
         // Every phase and workload, zeros included: a query sees 0, not "no data".
         for (const phase of JobPhase.options)
           for (const workload of Workload.options) g.set({ phase, workload }, 0);
-        for (const job of s.jobs())
-          g.inc({ phase: jobPhase(job.status), workload: job.spec.workload });
+        for (const job of s.jobs()) g.inc({ phase: jobPhase(job.status), workload: job.spec.workload });
       },
     );
     fromCache(

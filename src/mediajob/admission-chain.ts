@@ -14,8 +14,9 @@ import type { Plans } from "./plans.js";
 import { billedAccount, type AccountResolution } from "./tenancy.js";
 
 /** A job's phase: a job the controller has not written yet is Pending. */
-export const jobPhase = (status: Pick<MediaJobStatus, "phase"> | undefined): NonNullable<MediaJobStatus["phase"]> =>
-  status?.phase ?? "Pending";
+export const jobPhase = (
+  status: Pick<MediaJobStatus, "phase"> | undefined,
+): NonNullable<MediaJobStatus["phase"]> => status?.phase ?? "Pending";
 
 /** Whether the job is Pending (no phase yet counts). */
 export const isPending = (status: Pick<MediaJobStatus, "phase"> | undefined): boolean =>
@@ -40,11 +41,19 @@ export interface AdmissionInput {
 }
 
 /** The checks, in the order they are asked: the first that holds the job gives the reason. */
-export const CHECKS = ["cancel", "suspend", "deadline", "binding", "subscription", "plan", "endpoint"] as const;
-export type CheckName = (typeof CHECKS)[number];
+export const CHECKS = [
+  "cancel",
+  "suspend",
+  "deadline",
+  "binding",
+  "subscription",
+  "plan",
+  "endpoint",
+] as const;
+type CheckName = (typeof CHECKS)[number];
 
 /** Why the job may not go now: the check that failed, its reason and message (and condition). */
-export interface Hold {
+interface Hold {
   check: CheckName;
   reason: string;
   message: string;
@@ -87,7 +96,9 @@ const accountOf = (input: AdmissionInput, r: Resolved): string | undefined => {
 const CHAIN: Record<CheckName, Check> = {
   // Cancelled before it was submitted: it ends here, never reaching the provider.
   cancel: ({ job }) =>
-    job.spec.cancel ? { reason: "Cancelled", message: "spec.cancel is true: the job was never submitted" } : undefined,
+    job.spec.cancel
+      ? { reason: "Cancelled", message: "spec.cancel is true: the job was never submitted" }
+      : undefined,
   // A suspended job is not submitted; it waits for spec.suspend to be false.
   suspend: ({ job }) =>
     job.spec.suspend
@@ -98,7 +109,8 @@ const CHAIN: Record<CheckName, Check> = {
     msUntilDeadline(job.spec, status ?? job.status, nowMs) <= 0
       ? {
           reason: "DeadlineExceeded",
-          message: "the job ran past spec.activeDeadlineSeconds since its first submission (waiting to be submitted again)",
+          message:
+            "the job ran past spec.activeDeadlineSeconds since its first submission (waiting to be submitted again)",
         }
       : undefined,
   // The namespace's binding: which account the job may bill.
@@ -124,7 +136,12 @@ export function admit(input: AdmissionInput): Admission {
   const r: Resolved = {};
   for (const check of CHECKS) {
     const held = CHAIN[check](input, r);
-    if (held) return { admitted: false, hold: { check, ...held }, account: r.billed ? accountOf(input, r) : undefined };
+    if (held)
+      return {
+        admitted: false,
+        hold: { check, ...held },
+        account: r.billed ? accountOf(input, r) : undefined,
+      };
   }
   const account = accountOf(input, r);
   return {

@@ -84,7 +84,12 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
   // The account a binding supplied is recorded before the job is submitted: the reporter, the
   // dispatcher and the CLI read it from the job (jobAccount).
   const billed = verdict.account;
-  if (hold?.check !== "binding" && job.spec.account === undefined && billed !== status.account && !status.attempts)
+  if (
+    hold?.check !== "binding" &&
+    job.spec.account === undefined &&
+    billed !== status.account &&
+    !status.attempts
+  )
     status = billed === undefined ? withoutAccount(status) : { ...status, account: billed };
   // Admitted: the binding, the subscription and the plan; EndpointReady: the endpoint.
   const admitted: ConditionInput = verdict.admitted
@@ -92,7 +97,14 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
     : hold!.check === "endpoint"
       ? admission(billed, facts.subscriptionState)
       : hold!.condition!;
-  status = noteCondition(status, gen, admitted, now, events, admitted.status === "True" ? "Normal" : "Warning");
+  status = noteCondition(
+    status,
+    gen,
+    admitted,
+    now,
+    events,
+    admitted.status === "True" ? "Normal" : "Warning",
+  );
   if (admitted.status !== "True") return wait(status);
   const ready = verdict.admitted ? verdict.readyCondition : hold!.condition!;
   status = noteCondition(status, gen, ready, now, events, ready.status === "True" ? "Normal" : "Warning");

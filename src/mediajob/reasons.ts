@@ -8,13 +8,8 @@ import { DEADLINE_EXCEEDED, EXPIRED, START_DEADLINE_EXCEEDED } from "./deadline.
 import { jobAccount } from "./tenancy.js";
 
 /** Where a reason shows: the condition (type=status) that carries it, or the end of the job. */
-export type ShownAs =
-  | "Admitted=False"
-  | "EndpointReady=False"
-  | "Suspended=True"
-  | "Queued=True"
-  | "Failed"
-  | "Cancelled";
+type ShownAs =
+  "Admitted=False" | "EndpointReady=False" | "Suspended=True" | "Queued=True" | "Failed" | "Cancelled";
 
 /** The job a fix is written for (its names fill the fix's command lines). */
 export interface FixSubject {
@@ -63,20 +58,23 @@ export const REASONS: Readonly<Record<string, ReasonEntry>> = {
   Suspended: {
     shownAs: "Suspended=True",
     by: "admission chain",
-    meaning: "spec.suspend is true: the job is not submitted (a submitted one is cancelled at the provider) until it is false",
+    meaning:
+      "spec.suspend is true: the job is not submitted (a submitted one is cancelled at the provider) until it is false",
     fix: () => "set spec.suspend to false when the job may run",
     byDesign: true,
   },
   [DEADLINE_EXCEEDED]: {
     shownAs: "Failed",
     by: "end",
-    meaning: "the job ran past spec.activeDeadlineSeconds since its first submission: it is not submitted again",
+    meaning:
+      "the job ran past spec.activeDeadlineSeconds since its first submission: it is not submitted again",
     fix: () => "create the job again, with a longer spec.activeDeadlineSeconds if it needs one",
   },
   AccountNotBound: {
     shownAs: "Admitted=False",
     by: "admission chain",
-    meaning: "the job's namespace is not bound to the account it names, or to any account while one is required",
+    meaning:
+      "the job's namespace is not bound to the account it names, or to any account while one is required",
     fix: (s) =>
       s.specAccount
         ? `an operator binds namespace ${s.namespace} to ${s.specAccount} (kubectl media bind ${s.namespace} ${s.specAccount}), ` +
@@ -157,7 +155,8 @@ export const REASONS: Readonly<Record<string, ReasonEntry>> = {
   [WINDOW_REASONS.windowFull]: {
     shownAs: "Queued=True",
     by: "in-flight window",
-    meaning: "the in-flight window of the job's endpoint is full: the job waits in Kubernetes, not at the provider",
+    meaning:
+      "the in-flight window of the job's endpoint is full: the job waits in Kubernetes, not at the provider",
     fix: waitForSlot,
     byDesign: true,
   },
@@ -207,21 +206,24 @@ export const REASONS: Readonly<Record<string, ReasonEntry>> = {
   WorkersThrottled: {
     shownAs: "Queued=True",
     by: "provider",
-    meaning: "submitted, queued at the provider while its workers are throttled: no GPU of the requested types is free",
+    meaning:
+      "submitted, queued at the provider while its workers are throttled: no GPU of the requested types is free",
     fix: () => "allow more GPU types, or wait",
   },
   ScalingFromZero: {
     shownAs: "Queued=True",
     by: "provider",
     meaning: "submitted, queued at the provider while the first worker starts (no worker was up)",
-    fix: () => "for latency: minWorkers of 1 or more keeps a worker warm; FlashBoot and a smaller image shorten the start",
+    fix: () =>
+      "for latency: minWorkers of 1 or more keeps a worker warm; FlashBoot and a smaller image shorten the start",
     byDesign: true,
   },
   ColdStart: {
     shownAs: "Queued=True",
     by: "provider",
     meaning: "submitted, queued at the provider while more workers start",
-    fix: () => "for latency: minWorkers of 1 or more keeps a worker warm; FlashBoot and a smaller image shorten the start",
+    fix: () =>
+      "for latency: minWorkers of 1 or more keeps a worker warm; FlashBoot and a smaller image shorten the start",
     byDesign: true,
   },
   WorkersMaxReached: {
@@ -233,7 +235,8 @@ export const REASONS: Readonly<Record<string, ReasonEntry>> = {
   WaitingForScaler: {
     shownAs: "Queued=True",
     by: "provider",
-    meaning: "submitted, queued at the provider while the autoscaler adds workers (QUEUE_DELAY or REQUEST_COUNT)",
+    meaning:
+      "submitted, queued at the provider while the autoscaler adds workers (QUEUE_DELAY or REQUEST_COUNT)",
     fix: () => "nothing to fix: the autoscaler adds workers as the queue waits or grows",
     byDesign: true,
   },
@@ -248,13 +251,14 @@ export const REASONS: Readonly<Record<string, ReasonEntry>> = {
   [EXPIRED]: {
     shownAs: "Failed",
     by: "end",
-    meaning: "the provider no longer knows the job: its policy.ttl (queue plus run) ran out before its end was seen",
+    meaning:
+      "the provider no longer knows the job: its policy.ttl (queue plus run) ran out before its end was seen",
     fix: () => "create the job again to run it, with a longer executionTimeoutSeconds if it needs one",
   },
 };
 
 /** The names of a job that a fix is written for. */
-export function fixSubject(job: MediaJob): FixSubject {
+function fixSubject(job: MediaJob): FixSubject {
   return {
     namespace: job.metadata.namespace ?? "",
     name: job.metadata.name,

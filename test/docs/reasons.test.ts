@@ -15,8 +15,12 @@ describe("the reason table", () => {
   it("lists every reason with its meaning and fix, and the chain's order", () => {
     const page = reasonsPage();
     for (const reason of Object.keys(REASONS)) expect(page).toContain(`- \`${reason}\` (`);
-    expect(page.replace(/\s+/g, " ")).toContain("(`cancel`, `suspend`, `deadline`, `binding`, `subscription`, `plan`, `endpoint`)");
-    expect(page).toMatch(/- `EndpointMissing` \(condition `EndpointReady=False`\): [^]*?\n {2}Fix: apply a GpuEndpoint/);
+    expect(page.replace(/\s+/g, " ")).toContain(
+      "(`cancel`, `suspend`, `deadline`, `binding`, `subscription`, `plan`, `endpoint`)",
+    );
+    expect(page).toMatch(
+      /- `EndpointMissing` \(condition `EndpointReady=False`\): [^]*?\n {2}Fix: apply a GpuEndpoint/,
+    );
   });
 
   it("docs/design.md links it", () => {

@@ -36,7 +36,9 @@ const ready: GpuEndpoint = {
   spec: { workload: "asr" },
   status: {
     endpointId: "ep-1",
-    conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "", lastTransitionTime: ago(60) }],
+    conditions: [
+      { type: "Ready", status: "True", reason: "Ready", message: "", lastTransitionTime: ago(60) },
+    ],
   },
 } as GpuEndpoint;
 
@@ -45,7 +47,9 @@ const plans: Plans = {
 };
 
 /** A job of acme in a namespace bound to acme, active, on the small plan, its endpoint Ready. */
-const input = (o: Partial<AdmissionInput> & { spec?: Partial<MediaJob["spec"]>; status?: MediaJobStatus } = {}) => {
+const input = (
+  o: Partial<AdmissionInput> & { spec?: Partial<MediaJob["spec"]>; status?: MediaJobStatus } = {},
+) => {
   const { spec, status, ...rest } = o;
   return {
     job: job({ account: "acme", ...spec }, status),
@@ -61,7 +65,10 @@ const input = (o: Partial<AdmissionInput> & { spec?: Partial<MediaJob["spec"]>; 
 };
 
 /** Past its deadline: first submitted 60 s ago with a 10 s deadline. */
-const late = { spec: { activeDeadlineSeconds: 10 }, status: { phase: "Pending" as const, startedAt: ago(60) } };
+const late = {
+  spec: { activeDeadlineSeconds: 10 },
+  status: { phase: "Pending" as const, startedAt: ago(60) },
+};
 
 const held = (i: AdmissionInput) => {
   const a = admit(i);
@@ -75,13 +82,33 @@ describe("the admission chain", () => {
     ["suspended", input({ spec: { suspend: true } }), "suspend:Suspended"],
     ["past its deadline", input(late), "deadline:DeadlineExceeded"],
     ["its namespace not bound to its account", input({ boundAccounts: [] }), "binding:AccountNotBound"],
-    ["no account while one is required", input({ spec: { account: undefined }, accountRequired: true, boundAccounts: [] }), "binding:AccountNotBound"],
+    [
+      "no account while one is required",
+      input({ spec: { account: undefined }, accountRequired: true, boundAccounts: [] }),
+      "binding:AccountNotBound",
+    ],
     ["no subscription state known", input({ subscriptionState: undefined }), "subscription:AccountUnknown"],
     ["subscription past due", input({ subscriptionState: "past_due" }), "subscription:AccountNotActive"],
-    ["no plan for its price", input({ account: { priceIds: ["price_other"], usedSeconds: 0, runningJobs: 0 } }), "plan:NoPlan"],
-    ["its plan's seconds used", input({ account: { priceIds: ["price_small"], usedSeconds: 100, runningJobs: 0 } }), "plan:UsageLimitReached"],
-    ["its plan's concurrent jobs run", input({ account: { priceIds: ["price_small"], usedSeconds: 0, runningJobs: 1 } }), "plan:ConcurrencyLimitReached"],
-    ["a timeout above its plan's", input({ spec: { executionTimeoutSeconds: 120 } }), "plan:ExecutionTimeoutAbovePlan"],
+    [
+      "no plan for its price",
+      input({ account: { priceIds: ["price_other"], usedSeconds: 0, runningJobs: 0 } }),
+      "plan:NoPlan",
+    ],
+    [
+      "its plan's seconds used",
+      input({ account: { priceIds: ["price_small"], usedSeconds: 100, runningJobs: 0 } }),
+      "plan:UsageLimitReached",
+    ],
+    [
+      "its plan's concurrent jobs run",
+      input({ account: { priceIds: ["price_small"], usedSeconds: 0, runningJobs: 1 } }),
+      "plan:ConcurrencyLimitReached",
+    ],
+    [
+      "a timeout above its plan's",
+      input({ spec: { executionTimeoutSeconds: 120 } }),
+      "plan:ExecutionTimeoutAbovePlan",
+    ],
     ["no endpoint", input({ endpoint: undefined }), "endpoint:EndpointMissing"],
     [
       "its endpoint not Ready",
@@ -89,16 +116,42 @@ describe("the admission chain", () => {
       "endpoint:EndpointNotReady",
     ],
     // The order: the earlier check wins when several hold.
-    ["cancelled and suspended: cancel wins", input({ spec: { cancel: true, suspend: true } }), "cancel:Cancelled"],
-    ["suspended past its deadline: the suspension wins", input({ ...late, spec: { ...late.spec, suspend: true } }), "suspend:Suspended"],
-    ["past its deadline and unbound: the deadline wins", input({ ...late, boundAccounts: [] }), "deadline:DeadlineExceeded"],
-    ["unbound and its subscription unknown: the binding wins", input({ boundAccounts: [], subscriptionState: undefined }), "binding:AccountNotBound"],
+    [
+      "cancelled and suspended: cancel wins",
+      input({ spec: { cancel: true, suspend: true } }),
+      "cancel:Cancelled",
+    ],
+    [
+      "suspended past its deadline: the suspension wins",
+      input({ ...late, spec: { ...late.spec, suspend: true } }),
+      "suspend:Suspended",
+    ],
+    [
+      "past its deadline and unbound: the deadline wins",
+      input({ ...late, boundAccounts: [] }),
+      "deadline:DeadlineExceeded",
+    ],
+    [
+      "unbound and its subscription unknown: the binding wins",
+      input({ boundAccounts: [], subscriptionState: undefined }),
+      "binding:AccountNotBound",
+    ],
     [
       "inactive and over its plan: the subscription wins",
-      input({ subscriptionState: "canceled", account: { priceIds: ["price_small"], usedSeconds: 100, runningJobs: 1 } }),
+      input({
+        subscriptionState: "canceled",
+        account: { priceIds: ["price_small"], usedSeconds: 100, runningJobs: 1 },
+      }),
       "subscription:AccountNotActive",
     ],
-    ["over its plan, no endpoint: the plan wins", input({ endpoint: undefined, account: { priceIds: ["price_small"], usedSeconds: 100, runningJobs: 0 } }), "plan:UsageLimitReached"],
+    [
+      "over its plan, no endpoint: the plan wins",
+      input({
+        endpoint: undefined,
+        account: { priceIds: ["price_small"], usedSeconds: 100, runningJobs: 0 },
+      }),
+      "plan:UsageLimitReached",
+    ],
   ];
   it.each(cases)("%s", (_name, i, want) => expect(held(i)).toBe(want));
 
@@ -121,7 +174,12 @@ describe("the admission chain", () => {
   it("a hold from the binding or the plan carries the condition the pass writes", () => {
     const a = admit(input({ boundAccounts: [] }));
     expect(a.admitted).toBe(false);
-    if (!a.admitted) expect(a.hold.condition).toMatchObject({ type: "Admitted", status: "False", reason: "AccountNotBound" });
+    if (!a.admitted)
+      expect(a.hold.condition).toMatchObject({
+        type: "Admitted",
+        status: "False",
+        reason: "AccountNotBound",
+      });
   });
 
   it("a slot only for a Pending job nothing holds, not being deleted, its endpoint known", () => {
@@ -143,7 +201,9 @@ describe("the admission chain", () => {
 
 describe("the reason table", () => {
   it("lists every reason the chain, the window and the provider give", () => {
-    const chain = cases().map((i) => admit(i)).flatMap((a) => (a.admitted ? [] : [a.hold.reason]));
+    const chain = cases()
+      .map((i) => admit(i))
+      .flatMap((a) => (a.admitted ? [] : [a.hold.reason]));
     const window = Object.values(WINDOW_REASONS);
     const provider = [
       { jobsInQueue: 1, workersUnhealthy: 1 },
@@ -160,8 +220,12 @@ describe("the reason table", () => {
 
   it("fills a fix with the job's names; a reason it does not list falls back to its condition type", () => {
     const j = job({ workload: "tts" });
-    expect(fixFor(j, { type: "EndpointReady", reason: "EndpointMissing" })).toContain("workload tts in namespace ns");
-    expect(fixFor(j, { type: "EndpointReady", reason: "CrashLooping" })).toMatch(/^kubectl describe gpuendpoint/);
+    expect(fixFor(j, { type: "EndpointReady", reason: "EndpointMissing" })).toContain(
+      "workload tts in namespace ns",
+    );
+    expect(fixFor(j, { type: "EndpointReady", reason: "CrashLooping" })).toMatch(
+      /^kubectl describe gpuendpoint/,
+    );
     expect(fixFor(j, { type: "Other", reason: "Unlisted" })).toBe("kubectl describe mediajob clip -n ns");
   });
 

@@ -219,12 +219,7 @@ export class Dispatcher {
       if (event !== "delete" && isTerminal(job.status?.phase)) this.learnDuration(job);
     }
     // A job that cannot go now (gone, suspended, no longer Pending) waits no more.
-    if (
-      event === "delete" ||
-      job.metadata.deletionTimestamp ||
-      job.spec.suspend ||
-      !isPending(job.status)
-    ) {
+    if (event === "delete" || job.metadata.deletionTimestamp || job.spec.suspend || !isPending(job.status)) {
       this.unwait(key);
       if (now === undefined) for (const d of this.endpoints.values()) d.granted.delete(key);
     } else this.noticeWaiting(job, key);
@@ -371,7 +366,11 @@ export class Dispatcher {
       };
     return {
       granted: false,
-      reason: held ? WINDOW_REASONS.throttled : ceil === 0 ? WINDOW_REASONS.noCapacity : WINDOW_REASONS.windowFull,
+      reason: held
+        ? WINDOW_REASONS.throttled
+        : ceil === 0
+          ? WINDOW_REASONS.noCapacity
+          : WINDOW_REASONS.windowFull,
       message: held
         ? `the provider refused submissions to endpoint ${id} (429): held until ${new Date(d.window!.notBefore).toISOString()}, then submitted by fair share between accounts`
         : ceil === 0

@@ -89,7 +89,12 @@ export function addPlaces(d: MediaJobDeps, job: MediaJob, facts: Facts, nowMs: n
  * suspended or past its deadline, admitted by its account and its plan, its endpoint Ready), so
  * no slot is held by a job that would not use it.
  */
-function askSlot(d: MediaJobDeps, job: MediaJob, facts: Facts, billed: AccountResolution): SlotFact | undefined {
+function askSlot(
+  d: MediaJobDeps,
+  job: MediaJob,
+  facts: Facts,
+  billed: AccountResolution,
+): SlotFact | undefined {
   const ep = facts.endpoint;
   if (!d.dispatcher || !ep) return undefined;
   const eligible = mayTakeSlot({
