@@ -20,6 +20,7 @@ import {
 } from "./jobs.js";
 import { formatFields } from "./output.js";
 import { waitOf, waitsByDesign } from "./waiting.js";
+import { isByDesign } from "../mediajob/reasons.js";
 import { listBindings } from "./bind.js";
 import { jobAccount } from "../mediajob/tenancy.js";
 import { jobPhase } from "../mediajob/admission-chain.js";
@@ -30,9 +31,6 @@ export interface Verdict {
   summary: string;
   next?: string;
 }
-
-/** Provider-side waits that last until someone acts (the others pass as workers start). */
-const WAITS_TO_FIX = new Set(["WorkersUnhealthy", "NoWorkersAllowed", "WorkersThrottled"]);
 
 /** The runbook's reading of (Kubernetes phase, provider status). */
 export function verdict(
@@ -107,7 +105,8 @@ export function verdict(
       const queued = getCondition(job.status?.conditions, "Queued");
       if (s === "IN_QUEUE" && isProviderWait(queued)) {
         return {
-          attention: WAITS_TO_FIX.has(queued!.reason),
+          // Waits that last until someone acts need attention; the others pass as workers start.
+          attention: !isByDesign(queued!.reason),
           summary: `the job waits in the provider's queue (${queued!.reason}): ${queued!.message.replace(/^waiting in the provider's queue: /, "")}`,
         };
       }

@@ -231,6 +231,7 @@ export const REASONS: Readonly<Record<string, ReasonEntry>> = {
     by: "provider",
     meaning: "submitted, queued at the provider with every allowed worker busy",
     fix: maxWorkers,
+    byDesign: true,
   },
   WaitingForScaler: {
     shownAs: "Queued=True",

@@ -232,7 +232,14 @@ describe("the reason table", () => {
   it("by design: the window's waits, the plan's concurrency and a suspension; not what needs a hand", () => {
     for (const r of ["WindowFull", "Throttled", "LowPriority", "ConcurrencyLimitReached", "Suspended"])
       expect(isByDesign(r), r).toBe(true);
-    for (const r of ["AccountUnknown", "NoCapacity", "ScalerUnknown", "EndpointMissing", undefined])
+    for (const r of [
+      "AccountUnknown",
+      "NoCapacity",
+      "ScalerUnknown",
+      "EndpointMissing",
+      "WorkersUnhealthy",
+      undefined,
+    ])
       expect(isByDesign(r), String(r)).toBe(false);
   });
 });
