@@ -8,7 +8,7 @@ import { isTerminal } from "../mediajob/job.js";
 import type { CliContext } from "./context.js";
 import { EXIT_OK } from "./errors.js";
 import { getJob, recordEvent } from "./jobs.js";
-import { jobPhase } from "../mediajob/admission-chain.js";
+import { jobPhase } from "../mediajob/job.js";
 
 export async function run(ctx: CliContext): Promise<number> {
   const name = ctx.inv.args[0]!;

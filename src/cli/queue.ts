@@ -12,7 +12,7 @@ import { humanDuration } from "./duration.js";
 import { CliError, EXIT_OK } from "./errors.js";
 import { listJobs } from "./jobs.js";
 import { jobAccount } from "../mediajob/tenancy.js";
-import { isPending } from "../mediajob/admission-chain.js";
+import { isPending } from "../mediajob/job.js";
 
 export interface AccountQueue {
   account: string;

@@ -23,7 +23,7 @@ import { waitOf, waitsByDesign } from "./waiting.js";
 import { isByDesign } from "../mediajob/reasons.js";
 import { listBindings } from "./bind.js";
 import { jobAccount } from "../mediajob/tenancy.js";
-import { jobPhase } from "../mediajob/admission-chain.js";
+import { jobPhase } from "../mediajob/job.js";
 
 export interface Verdict {
   /** True when an operator should act (or the comparison could not be made). */

@@ -9,7 +9,7 @@ import type { AccountJobs } from "./account-jobs.js";
 import type { Informer } from "../runtime/informer.js";
 import { objectKey } from "../runtime/informer.js";
 import { jobAccount } from "../mediajob/tenancy.js";
-import { isPending } from "../mediajob/admission-chain.js";
+import { isPending } from "../mediajob/job.js";
 
 export interface AccountSources {
   accounts: Pick<Informer<BillingAccount>, "get">;

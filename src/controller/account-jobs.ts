@@ -13,7 +13,7 @@ import { meterIdentifier } from "../mediajob/usage.js";
 import { objectKey } from "../runtime/informer.js";
 import { calendarPeriod } from "./usage/account-usage.js";
 import { jobAccount } from "../mediajob/tenancy.js";
-import { isPending } from "../mediajob/admission-chain.js";
+import { isPending } from "../mediajob/job.js";
 
 /** One ended attempt's billed seconds, not yet marked counted on its job. */
 interface UncountedUse {

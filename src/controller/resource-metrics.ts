@@ -16,7 +16,7 @@ import { isUnconfirmed } from "../mediajob/submission.js";
 import { msUntilStuck } from "../mediajob/recovery.js";
 import { runningAfterCancel } from "../mediajob/stop.js";
 import type { InformerEvent } from "../runtime/informer.js";
-import { jobPhase } from "../mediajob/admission-chain.js";
+import { jobPhase } from "../mediajob/job.js";
 
 export interface CacheSource {
   jobs: () => MediaJob[];

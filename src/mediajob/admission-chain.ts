@@ -9,18 +9,10 @@ import type { GpuEndpoint } from "../crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { admission, endpointReadiness, planLimits } from "./admission.js";
 import { msUntilDeadline } from "./deadline.js";
+import { isPending } from "./job.js";
 import type { AccountFacts } from "./pass.js";
 import type { Plans } from "./plans.js";
 import { billedAccount, type AccountResolution } from "./tenancy.js";
-
-/** A job's phase: a job the controller has not written yet is Pending. */
-export const jobPhase = (
-  status: Pick<MediaJobStatus, "phase"> | undefined,
-): NonNullable<MediaJobStatus["phase"]> => status?.phase ?? "Pending";
-
-/** Whether the job is Pending (no phase yet counts). */
-export const isPending = (status: Pick<MediaJobStatus, "phase"> | undefined): boolean =>
-  jobPhase(status) === "Pending";
 
 /** What the chain reads: the job and what the caches say of its account and endpoint. */
 export interface AdmissionInput {

@@ -4,14 +4,8 @@ import { describe, expect, it } from "vitest";
 import { API_VERSION } from "../../src/crds/common.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
-import {
-  admit,
-  CHECKS,
-  isPending,
-  jobPhase,
-  mayTakeSlot,
-  type AdmissionInput,
-} from "../../src/mediajob/admission-chain.js";
+import { admit, CHECKS, mayTakeSlot, type AdmissionInput } from "../../src/mediajob/admission-chain.js";
+import { isPending, jobPhase } from "../../src/mediajob/job.js";
 import type { Plans } from "../../src/mediajob/plans.js";
 import { REASONS, WINDOW_REASONS, fixFor, isByDesign } from "../../src/mediajob/reasons.js";
 import { providerWaitCause } from "../../src/mediajob/wait-cause.js";

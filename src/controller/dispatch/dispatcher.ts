@@ -35,7 +35,7 @@ import {
 import { isTerminal } from "../../mediajob/job.js";
 import { objectKey } from "../../runtime/informer.js";
 import { jobAccount } from "../../mediajob/tenancy.js";
-import { isPending } from "../../mediajob/admission-chain.js";
+import { isPending } from "../../mediajob/job.js";
 
 export interface DispatcherOptions {
   /** Reconcile this job soon: it was granted a slot. */

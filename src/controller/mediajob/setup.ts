@@ -16,7 +16,7 @@ import { jobEventWorthALook } from "../job-at-rest.js";
 import type { LoopContext } from "../loop-context.js";
 import type { UsageMetrics } from "../usage/metrics.js";
 import { MediaJobReconciler } from "./reconciler.js";
-import { isPending } from "../../mediajob/admission-chain.js";
+import { isPending } from "../../mediajob/job.js";
 
 export interface MediaJobLoopDeps {
   accountJobs: AccountJobs;
