@@ -8,13 +8,14 @@ import { isTerminal } from "../mediajob/job.js";
 import type { CliContext } from "./context.js";
 import { EXIT_OK } from "./errors.js";
 import { getJob, recordEvent } from "./jobs.js";
+import { jobPhase } from "../mediajob/job.js";
 
 export async function run(ctx: CliContext): Promise<number> {
   const name = ctx.inv.args[0]!;
   const { api } = await ctx.kube();
   const namespace = await ctx.namespace();
   const job = await getJob(api, namespace, name);
-  const phase = job.status?.phase ?? "Pending";
+  const phase = jobPhase(job.status);
   if (isTerminal(phase)) {
     ctx.out.line(`mediajob.media-orchestrator.io/${name} is ${phase} already: nothing to cancel`);
     return EXIT_OK;

@@ -12,6 +12,7 @@ import { humanDuration } from "./duration.js";
 import { CliError, EXIT_OK } from "./errors.js";
 import { listJobs } from "./jobs.js";
 import { jobAccount } from "../mediajob/tenancy.js";
+import { isPending } from "../mediajob/job.js";
 
 export interface AccountQueue {
   account: string;
@@ -57,8 +58,7 @@ export function endpointQueues(endpoints: GpuEndpoint[], jobs: MediaJob[], nowMs
           byKey.get(key(ep))!.inFlight++;
       continue;
     }
-    if ((s?.phase ?? "Pending") !== "Pending" || getCondition(s?.conditions, "Queued")?.status !== "True")
-      continue;
+    if (!isPending(s) || getCondition(s?.conditions, "Queued")?.status !== "True") continue;
     const ep = pickEndpoint(
       job,
       endpoints.filter((e) => e.metadata.namespace === ns),

@@ -20,8 +20,10 @@ import {
 } from "./jobs.js";
 import { formatFields } from "./output.js";
 import { waitOf, waitsByDesign } from "./waiting.js";
+import { isByDesign } from "../mediajob/reasons.js";
 import { listBindings } from "./bind.js";
 import { jobAccount } from "../mediajob/tenancy.js";
+import { jobPhase } from "../mediajob/job.js";
 
 export interface Verdict {
   /** True when an operator should act (or the comparison could not be made). */
@@ -30,16 +32,13 @@ export interface Verdict {
   next?: string;
 }
 
-/** Provider-side waits that last until someone acts (the others pass as workers start). */
-const WAITS_TO_FIX = new Set(["WorkersUnhealthy", "NoWorkersAllowed", "WorkersThrottled"]);
-
 /** The runbook's reading of (Kubernetes phase, provider status). */
 export function verdict(
   job: MediaJob,
   view: ProviderView | undefined,
   cmd: (verb: string) => string,
 ): Verdict {
-  const phase = job.status?.phase ?? "Pending";
+  const phase = jobPhase(job.status);
   // A job that waits is not at the provider at all: the conditions say why, whatever it answers.
   const wait = waitOf(job);
   if (wait) {
@@ -106,7 +105,8 @@ export function verdict(
       const queued = getCondition(job.status?.conditions, "Queued");
       if (s === "IN_QUEUE" && isProviderWait(queued)) {
         return {
-          attention: WAITS_TO_FIX.has(queued!.reason),
+          // Waits that last until someone acts need attention; the others pass as workers start.
+          attention: !isByDesign(queued!.reason),
           summary: `the job waits in the provider's queue (${queued!.reason}): ${queued!.message.replace(/^waiting in the provider's queue: /, "")}`,
         };
       }

@@ -9,6 +9,7 @@ import type { AccountJobs } from "./account-jobs.js";
 import type { Informer } from "../runtime/informer.js";
 import { objectKey } from "../runtime/informer.js";
 import { jobAccount } from "../mediajob/tenancy.js";
+import { isPending } from "../mediajob/job.js";
 
 export interface AccountSources {
   accounts: Pick<Informer<BillingAccount>, "get">;
@@ -48,7 +49,7 @@ export function accountFacts(
 ): AccountFacts | undefined {
   const plans = src.plans;
   if (!account || !plans || Object.keys(plans).length === 0 || !src.accountJobs) return undefined;
-  if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
+  if (!isPending(job.status)) return undefined;
   const ns = src.accountNamespace ?? job.metadata.namespace ?? "";
   const status = findAccount(src.accounts, ns, account)?.status;
   return {

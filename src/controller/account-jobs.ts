@@ -13,6 +13,7 @@ import { attemptIdentifier } from "../billing/identifier.js";
 import { objectKey } from "../runtime/informer.js";
 import { calendarPeriod } from "../billing/period.js";
 import { jobAccount } from "../mediajob/tenancy.js";
+import { isPending } from "../mediajob/job.js";
 
 /** One ended attempt's billed seconds, not yet marked counted on its job. */
 interface UncountedUse {
@@ -45,8 +46,7 @@ export class AccountJobs {
     if (event !== "delete" && running(job)) add(this.byAccount, account, key);
     // The cache caught up with the submission (or the job went elsewhere): no longer reserved. A
     // job with no phase yet is Pending: a new job's first writes (its finalizer) keep its place.
-    if (event === "delete" || (job.status?.phase ?? "Pending") !== "Pending")
-      this.drop(this.reserved, account, key);
+    if (event === "delete" || !isPending(job.status)) this.drop(this.reserved, account, key);
   }
 
   /** The job's ended attempts its account has not counted yet, kept under the account. */

@@ -16,6 +16,7 @@ import { isUnconfirmed } from "../mediajob/submission.js";
 import { msUntilStuck } from "../mediajob/recovery.js";
 import { runningAfterCancel } from "../mediajob/stop.js";
 import type { InformerEvent } from "../runtime/informer.js";
+import { jobPhase } from "../mediajob/job.js";
 
 export interface CacheSource {
   jobs: () => MediaJob[];
@@ -83,8 +84,7 @@ export class ResourceMetrics {
         // Every phase and workload, zeros included: a query sees 0, not "no data".
         for (const phase of JobPhase.options)
           for (const workload of Workload.options) g.set({ phase, workload }, 0);
-        for (const job of s.jobs())
-          g.inc({ phase: job.status?.phase ?? "Pending", workload: job.spec.workload });
+        for (const job of s.jobs()) g.inc({ phase: jobPhase(job.status), workload: job.spec.workload });
       },
     );
     fromCache(

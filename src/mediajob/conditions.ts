@@ -3,7 +3,7 @@ import type { Condition } from "../crds/common.js";
 import { getCondition, setCondition, type ConditionInput } from "../crds/conditions.js";
 import type { JobPhase, MediaJobStatus } from "../crds/mediajob.js";
 import { DEADLINE_EXCEEDED, EXPIRED, START_DEADLINE_EXCEEDED } from "./deadline.js";
-import { isTerminal } from "./job.js";
+import { isTerminal, jobPhase } from "./job.js";
 import { SUBMISSION_UNCONFIRMED, failedUnconfirmed } from "./unconfirmed.js";
 import { isProviderWait } from "./wait-cause.js";
 
@@ -57,7 +57,7 @@ export function withPhaseConditions(
     Failed: ["False", failureReason(status), status.error ?? "the job failed"],
     Cancelled: ["False", "Cancelled", status.error ?? "the job was cancelled"],
   };
-  const [s, reason, message] = byPhase[status.phase ?? "Pending"];
+  const [s, reason, message] = byPhase[jobPhase(status)];
   let conditions = setCondition(
     status.conditions,
     { type: "Succeeded", status: s, reason, message },
@@ -90,7 +90,7 @@ export function withPhaseConditions(
         type: "Queued",
         status: "False",
         reason: "LeftProviderQueue",
-        message: `the attempt ended at the provider (the job is ${status.phase ?? "Pending"})`,
+        message: `the attempt ended at the provider (the job is ${jobPhase(status)})`,
       },
       now,
       generation,

@@ -1,6 +1,7 @@
 // Why a Pending job waits: the condition that holds it back, as the controller writes it.
 import type { Condition } from "../crds/common.js";
 import type { MediaJobStatus } from "../crds/mediajob.js";
+import { isPending } from "./job.js";
 
 /** A condition that holds a Pending job back: False for these types (pending.ts writes them)... */
 const HOLDING_WHEN_FALSE = ["Admitted", "EndpointReady"];
@@ -9,7 +10,7 @@ const HOLDING_WHEN_TRUE = ["Queued", "Suspended"];
 
 /** The condition that holds a Pending job, or undefined when it is not Pending or nothing holds it. */
 export function holdingCondition(status: MediaJobStatus | undefined): Condition | undefined {
-  if ((status?.phase ?? "Pending") !== "Pending") return undefined;
+  if (!isPending(status)) return undefined;
   return (status?.conditions ?? []).find(
     (c) =>
       (HOLDING_WHEN_FALSE.includes(c.type) && c.status === "False") ||

@@ -3,6 +3,14 @@
 import { createHash } from "node:crypto";
 import type { JobPhase, MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 
+/** A job's phase: a job the controller has not written yet is Pending. */
+export const jobPhase = (status: Pick<MediaJobStatus, "phase"> | undefined): JobPhase =>
+  status?.phase ?? "Pending";
+
+/** Whether the job is Pending (no phase yet counts). */
+export const isPending = (status: Pick<MediaJobStatus, "phase"> | undefined): boolean =>
+  jobPhase(status) === "Pending";
+
 export const FINALIZER = "media-orchestrator.io/cancel-at-provider";
 /** Set to "true" on a MediaJob to delete it without cancelling its job at the provider. */
 export const SKIP_CANCEL_ANNOTATION = "media-orchestrator.io/skip-provider-cancel";
@@ -79,7 +87,7 @@ export const maxAttempts = (job: MediaJob): number => job.spec.maxAttempts ?? 1;
 export function initialStatus(job: MediaJob, now: string): MediaJobStatus {
   const status: MediaJobStatus = {
     ...job.status,
-    phase: job.status?.phase ?? "Pending",
+    phase: jobPhase(job.status),
     jobId: effectiveJobId(job),
     attempts: job.status?.attempts ?? 0,
   };

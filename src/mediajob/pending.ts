@@ -3,16 +3,16 @@
 // submitted (the finalizer first, so a deletion always cancels it).
 import { getCondition, type ConditionInput } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
-import { admission, endpointReadiness, planLimits } from "./admission.js";
+import { admission } from "./admission.js";
+import { admit } from "./admission-chain.js";
 import { noteCondition, withCondition, type PlannedEvent } from "./conditions.js";
-import { deadlineExceeded, msUntilDeadline } from "./deadline.js";
+import { deadlineExceeded } from "./deadline.js";
 import { FINALIZER } from "./job.js";
 import { firstStepMetadata } from "./pipeline.js";
 import type { Action, Facts, Plan } from "./pass.js";
 import { cancelledStatus } from "./stop.js";
 import { dequeuedStatus, queuedStatus } from "./queued.js";
 import { planSubmission } from "./write-ahead.js";
-import { billedAccount } from "./tenancy.js";
 
 function withoutAccount(status: MediaJobStatus): MediaJobStatus {
   const { account: _dropped, ...rest } = status;
@@ -34,21 +34,33 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
     actions: labelling,
     requeueAfterMs: facts.settings.tickMs,
   });
-  // Cancelled before it was submitted: it ends here, never reaching the provider.
-  if (job.spec.cancel) {
+  // The admission chain (admission-chain.ts) asks its checks in order: cancel, suspension,
+  // deadline, the namespace's binding, the subscription, the account's plan, a Ready endpoint.
+  const verdict = admit({
+    job,
+    status,
+    nowMs: facts.now.getTime(),
+    boundAccounts: facts.boundAccounts ?? [],
+    accountRequired: facts.settings.accountRequired ?? false,
+    subscriptionState: facts.subscriptionState,
+    plans: facts.settings.plans,
+    account: facts.account,
+    endpoint: facts.endpoint,
+  });
+  const hold = verdict.admitted ? undefined : verdict.hold;
+  if (hold?.check === "cancel") {
     const cancelled = cancelledStatus(status, now, "the job was never submitted");
     return { status: cancelled, events: [], actions: [] };
   }
   // A suspended job is not submitted; it waits for spec.suspend to be false (a watch event).
   const suspended = getCondition(status.conditions, "Suspended");
-  if (job.spec.suspend) {
+  if (hold?.check === "suspend") {
     if (suspended?.status !== "True") {
-      const message = "spec.suspend is true: the job is not submitted until it is false";
-      events.push(["Normal", "Suspended", message]);
+      events.push(["Normal", "Suspended", hold.message]);
       status = withCondition(
         status,
         gen,
-        { type: "Suspended", status: "True", reason: "Suspended", message },
+        { type: "Suspended", status: "True", reason: hold.reason, message: hold.message },
         now,
       );
     }
@@ -64,31 +76,27 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
       now,
     );
   }
-  // Waiting to be retried past its deadline: it ends here, it is not submitted again.
-  if (msUntilDeadline(job.spec, status, facts.now.getTime()) <= 0) {
+  if (hold?.check === "deadline") {
     const failed = deadlineExceeded(status, now, "waiting to be submitted again");
     events.push(["Warning", "DeadlineExceeded", failed.error!]);
     return { status: failed, events, actions: [] };
   }
-  // The namespace's binding first (which account the job may bill), then the subscription, then
-  // (a separate step, before any submission gate) the account's plan: its seconds this period,
-  // its concurrent jobs, its longest executionTimeout.
-  const billed = billedAccount(job, facts.boundAccounts ?? [], facts.settings.accountRequired ?? false);
-  let admitted: ConditionInput;
-  let executionTimeoutMs: number | undefined;
-  if ("refused" in billed) admitted = billed.refused;
-  else {
-    // The account a binding supplied is recorded before the job is submitted: the reporter, the
-    // dispatcher and the CLI read it from the job (jobAccount).
-    if (job.spec.account === undefined && billed.account !== status.account && !status.attempts)
-      status = billed.account === undefined ? withoutAccount(status) : { ...status, account: billed.account };
-    admitted = admission(billed.account, facts.subscriptionState);
-    if (admitted.status === "True") {
-      const limits = planLimits(job, billed.account, facts.settings.plans, facts.account);
-      if (limits.admitted) executionTimeoutMs = limits.executionTimeoutMs;
-      else admitted = limits.condition;
-    }
-  }
+  // The account a binding supplied is recorded before the job is submitted: the reporter, the
+  // dispatcher and the CLI read it from the job (jobAccount).
+  const billed = verdict.account;
+  if (
+    hold?.check !== "binding" &&
+    job.spec.account === undefined &&
+    billed !== status.account &&
+    !status.attempts
+  )
+    status = billed === undefined ? withoutAccount(status) : { ...status, account: billed };
+  // Admitted: the binding, the subscription and the plan; EndpointReady: the endpoint.
+  const admitted: ConditionInput = verdict.admitted
+    ? verdict.admittedCondition
+    : hold!.check === "endpoint"
+      ? admission(billed, facts.subscriptionState)
+      : hold!.condition!;
   status = noteCondition(
     status,
     gen,
@@ -98,11 +106,11 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
     admitted.status === "True" ? "Normal" : "Warning",
   );
   if (admitted.status !== "True") return wait(status);
-
-  const ready = endpointReadiness(job, facts.endpoint);
+  const ready = verdict.admitted ? verdict.readyCondition : hold!.condition!;
   status = noteCondition(status, gen, ready, now, events, ready.status === "True" ? "Normal" : "Warning");
   const endpointId = facts.endpoint?.status?.endpointId;
-  if (ready.status !== "True" || !endpointId) return wait(status);
+  if (!verdict.admitted || !endpointId) return wait(status);
+  const executionTimeoutMs = verdict.executionTimeoutMs;
 
   // The endpoint's in-flight window (queued.ts): without a slot the job waits here, Queued.
   const slot = facts.slot;

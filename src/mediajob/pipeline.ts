@@ -4,7 +4,7 @@ import { createHash } from "node:crypto";
 import { type ConditionInput, getCondition, setCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { failureText } from "./conditions.js";
-import { FINALIZER, isTerminal } from "./job.js";
+import { FINALIZER, isTerminal, jobPhase } from "./job.js";
 import { jobAccount } from "./tenancy.js";
 
 export const PIPELINE_LABEL = "media-orchestrator.io/pipeline";
@@ -49,7 +49,7 @@ export function firstStepMetadata(
 export function ownPipelineCondition(job: MediaJob, status: MediaJobStatus): ConditionInput | undefined {
   if (!isFirstStep(job)) return undefined;
   const steps = 1 + (job.spec.then?.length ?? 0);
-  const phase = status.phase ?? "Pending";
+  const phase = jobPhase(status);
   if (phase === "Failed" || phase === "Cancelled") return stepFailed(job, status, 1);
   if (phase === "Completed" && steps === 1)
     return {
@@ -108,7 +108,7 @@ export function stepPipelineCondition(job: MediaJob, status: MediaJobStatus): Co
 export function deletedStepPipelineCondition(job: MediaJob): ConditionInput | undefined {
   if (isFirstStep(job)) return undefined;
   const status = job.status ?? {};
-  const phase = status.phase ?? "Pending";
+  const phase = jobPhase(status);
   const stopsPipeline =
     !isTerminal(phase) || (phase === "Completed" && !!job.spec.then?.length && !status.nextJob);
   if (!stopsPipeline) return stepPipelineCondition(job, status);

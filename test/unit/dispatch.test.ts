@@ -228,7 +228,11 @@ describe("the plan of a queued job", () => {
     endpoint: ready,
     ...o,
   });
-  const full = { granted: false as const, reason: "WindowFull", message: "the window is full (2 of 2)" };
+  const full = {
+    granted: false as const,
+    reason: "WindowFull" as const,
+    message: "the window is full (2 of 2)",
+  };
 
   it("waits Pending with Queued=True and its reason in the REASON column", () => {
     const plan = planJob(job("q"), facts({ slot: full }));

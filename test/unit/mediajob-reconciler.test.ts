@@ -628,6 +628,36 @@ describe("MediaJob reconciler, without a control plane", () => {
     expect(dispatcher.view("ep-1")).toMatchObject({ window: 1, waiting: { "": 1 } });
   });
 
+  it("a Pending job past its deadline takes no place in its endpoint's window queue (the admission chain's order)", async () => {
+    // The window request used to skip the deadline check: the failed job was queued behind the
+    // full window and stayed counted as waiting there until a watch event removed it.
+    const dispatcher = new Dispatcher({ wake: () => undefined, jobSeconds: 30, tickSeconds: 2 });
+    dispatcher.lead();
+    const windowOfOne = { ...endpoint, spec: { ...endpoint.spec, maxInFlight: 1 } } as GpuEndpoint;
+    const late = job({
+      meta: { name: "late", uid: "uid-2", ...withFinalizer },
+      spec: { activeDeadlineSeconds: 10 },
+      status: { phase: "Pending", jobId: "uid-2", attempts: 1, startedAt: ago(60) },
+    });
+    const h = harness({
+      now: NOW,
+      jobs: [job({ meta: withFinalizer }), late],
+      endpoints: [windowOfOne],
+      dispatcher,
+      kube: [
+        writes((s) => expect(s.phase).toBe("Processing"), "3"),
+        writes((s) => expect(s.providerJobId).toBe("p-9"), "4"),
+        writes((s) => expect(s.error).toMatch(/^DeadlineExceeded:/)),
+        releases,
+      ],
+      provider: [{ call: "submit", answer: () => ({ id: "p-9", status: "IN_QUEUE" }) }],
+    });
+    await h.reconciler.pass("ns/clip");
+    await h.reconciler.pass("ns/late");
+    h.done();
+    expect(dispatcher.view("ep-1").waiting).toEqual({});
+  });
+
   it("an intent write that failed may have landed: the account's place stays taken until the job is seen again", async () => {
     const accountJobs = new AccountJobs();
     /** A pass over acme's job (spec as given) whose Kubernetes calls are `kube`. */

@@ -19,7 +19,7 @@ import {
   type WaitingJob,
   type AccountWeights,
 } from "../../mediajob/fair-share.js";
-import type { SlotFact } from "../../mediajob/queued.js";
+import { windowWait, type SlotFact } from "../../mediajob/queued.js";
 import {
   ceiling,
   freeSlots,
@@ -35,6 +35,7 @@ import {
 import { isTerminal } from "../../mediajob/job.js";
 import { objectKey } from "../../runtime/informer.js";
 import { jobAccount } from "../../mediajob/tenancy.js";
+import { isPending } from "../../mediajob/job.js";
 
 export interface DispatcherOptions {
   /** Reconcile this job soon: it was granted a slot. */
@@ -178,7 +179,7 @@ export class Dispatcher {
     this.positionAt.clear();
     // The Pending jobs in the cache wait from now, in the order of their creation.
     const pending = [...cached].filter(
-      (j) => (j.status?.phase ?? "Pending") === "Pending" && !j.spec.suspend && !j.metadata.deletionTimestamp,
+      (j) => isPending(j.status) && !j.spec.suspend && !j.metadata.deletionTimestamp,
     );
     pending.sort((a, b) =>
       String(a.metadata.creationTimestamp).localeCompare(String(b.metadata.creationTimestamp)),
@@ -217,12 +218,7 @@ export class Dispatcher {
       if (event !== "delete" && isTerminal(job.status?.phase)) this.learnDuration(job);
     }
     // A job that cannot go now (gone, suspended, no longer Pending) waits no more.
-    if (
-      event === "delete" ||
-      job.metadata.deletionTimestamp ||
-      job.spec.suspend ||
-      (job.status?.phase ?? "Pending") !== "Pending"
-    ) {
+    if (event === "delete" || job.metadata.deletionTimestamp || job.spec.suspend || !isPending(job.status)) {
       this.unwait(key);
       if (now === undefined) for (const d of this.endpoints.values()) d.granted.delete(key);
     } else this.noticeWaiting(job, key);
@@ -346,37 +342,19 @@ export class Dispatcher {
     this.grant(id, d, key);
     if (d.granted.has(key)) return { granted: true };
     if (!d.capacity && d.maxInFlight === undefined)
-      return {
-        granted: false,
-        reason: "ScalerUnknown",
-        message:
-          `the autoscaler of endpoint ${id} is not known yet (scalerType ${ep.status?.scalerType ?? "not reported"}, ` +
-          `scalerValue ${ep.status?.scalerValue ?? "not reported"}): the in-flight window is sized from it, so the ` +
-          "job waits here until the endpoint is read (or spec.maxInFlight is set)",
-      };
+      return windowWait.scalerUnknown(id, ep.status?.scalerType, ep.status?.scalerValue);
     const ceil = this.ceilingOf(d, id);
     const win = windowSize(this.windowOf(d), ceil, this.now());
     const held = d.window && this.now() < d.window.notBefore;
     if (!held && ceil > 0 && priorityOf(job) === "low" && this.lowFree(d) <= 0)
-      return {
-        granted: false,
-        reason: "LowPriority",
-        message:
-          `a low-priority job does not make endpoint ${id} scale up (policy.lowPriority), so it takes only workers ` +
-          `that are up and free: ${d.workersUp.idle + d.workersUp.running} up, ${d.used() - d.lowUsed()} of our ` +
-          `normal jobs and ${d.lowUsed()} low ones in flight. It waits here, not at the provider, so no normal ` +
-          "job waits behind it there",
-      };
-    return {
-      granted: false,
-      reason: held ? "Throttled" : ceil === 0 ? "NoCapacity" : "WindowFull",
-      message: held
-        ? `the provider refused submissions to endpoint ${id} (429): held until ${new Date(d.window!.notBefore).toISOString()}, then submitted by fair share between accounts`
-        : ceil === 0
-          ? `endpoint ${id} has no workers (workersMax 0): the job waits here, not at the provider`
-          : `the in-flight window of endpoint ${id} is full (${d.used()} of ${win}): submitted when a slot frees, by fair share between accounts` +
-            (position > 0 ? `; ${position} older jobs of its account were waiting when it came` : ""),
-    };
+      return windowWait.lowPriority(id, {
+        up: d.workersUp.idle + d.workersUp.running,
+        normal: d.used() - d.lowUsed(),
+        low: d.lowUsed(),
+      });
+    if (held) return windowWait.throttled(id, new Date(d.window!.notBefore).toISOString());
+    if (ceil === 0) return windowWait.noCapacity(id);
+    return windowWait.windowFull(id, d.used(), win, position);
   }
 
   /** The job waits for a slot of endpoint `id` (once: a job already waiting there keeps its place). */

@@ -5,7 +5,8 @@ import { accountRequired } from "../../config/usage.js";
 import { fairShareWeights } from "../../config/env.js";
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob } from "../../crds/mediajob.js";
-import { admission, endpointReadiness, pickEndpoint, planLimits } from "../../mediajob/admission.js";
+import { pickEndpoint } from "../../mediajob/admission.js";
+import { mayTakeSlot } from "../../mediajob/admission-chain.js";
 import { accountWeights } from "../../mediajob/fair-share.js";
 import { planFor, type Plan } from "../../mediajob/plans.js";
 import { billedAccount } from "../../mediajob/tenancy.js";
@@ -46,8 +47,9 @@ export function setupDispatch(
 }
 
 /**
- * The endpoint a Pending job would be submitted to now, from the caches: admitted by its
- * account and its plan, its endpoint Ready (the same rules as its pass, src/mediajob/pending.ts).
+ * The endpoint a Pending job would be submitted to now, from the caches: the admission chain lets
+ * it go (src/mediajob/admission-chain.ts, the same chain as its pass: not cancelled, suspended or
+ * past its deadline, admitted by its account and its plan, its endpoint Ready).
  */
 function eligibleEndpoint(
   ctx: LoopContext,
@@ -55,24 +57,33 @@ function eligibleEndpoint(
   job: MediaJob,
 ): GpuEndpoint | undefined {
   const { env, caches } = ctx;
-  const billed = billedAccount(job, ctx.boundAccounts(job.metadata.namespace ?? ""), accountRequired(env));
-  if ("refused" in billed) return undefined;
-  const account = billed.account;
-  const state = account ? ctx.account(account)?.status?.subscriptionStatus : undefined;
-  if (admission(account, state).status !== "True") return undefined;
+  const boundAccounts = ctx.boundAccounts(job.metadata.namespace ?? "");
+  const required = accountRequired(env);
+  const billed = billedAccount(job, boundAccounts, required);
+  const account = "account" in billed ? billed.account : undefined;
   const plans = env.MEDIA_PLANS;
+  const nowMs = Date.now();
   const facts = accountFacts(
     job,
     account,
     { accounts: caches.accounts, accountNamespace: ctx.accountNamespace, accountJobs, plans },
-    Date.now(),
+    nowMs,
   );
-  if (!planLimits(job, account, plans, facts).admitted) return undefined;
   const ns = job.metadata.namespace ?? "";
   const ref = job.spec.endpointRef;
-  const ep = pickEndpoint(
+  const endpoint = pickEndpoint(
     job,
     ref ? [caches.endpoints.get(ns, ref)].filter((e) => e !== undefined) : caches.endpoints.list(ns),
   );
-  return endpointReadiness(job, ep).status === "True" ? ep : undefined;
+  const eligible = mayTakeSlot({
+    job,
+    nowMs,
+    boundAccounts,
+    accountRequired: required,
+    subscriptionState: account ? ctx.account(account)?.status?.subscriptionStatus : undefined,
+    plans,
+    account: facts,
+    endpoint,
+  });
+  return eligible ? endpoint : undefined;
 }

@@ -4,7 +4,9 @@ import { randomBytes } from "node:crypto";
 import { findAccount } from "../../crds/billingaccount.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import { describeError } from "../../k8s/errors.js";
-import { admission, endpointReadiness, pickEndpoint, planLimits } from "../../mediajob/admission.js";
+import { pickEndpoint } from "../../mediajob/admission.js";
+import { mayTakeSlot } from "../../mediajob/admission-chain.js";
+import { isPending } from "../../mediajob/job.js";
 import type { Facts, Plan, ProviderRead, SubmissionOutcome } from "../../mediajob/pass.js";
 import { providerReadDue } from "../../mediajob/processing.js";
 import { billedAccount, jobAccount, type AccountResolution } from "../../mediajob/tenancy.js";
@@ -33,7 +35,7 @@ export async function gatherFacts(
     newSubmissionId: randomBytes(12).toString("base64url"),
     unrecorded: unrecorded.get(jobKey(job)),
   };
-  if ((job.status?.phase ?? "Pending") === "Pending") {
+  if (isPending(job.status)) {
     facts.boundAccounts = d.boundAccounts(ns);
     const billed = billedAccount(job, facts.boundAccounts, settings.accountRequired ?? false);
     const account = "account" in billed ? billed.account : undefined;
@@ -84,9 +86,9 @@ export function addPlaces(d: MediaJobDeps, job: MediaJob, facts: Facts, nowMs: n
 }
 
 /**
- * The window's gate, asked only of a job that could be submitted now (not suspended or
- * cancelled, admitted by its account and its plan, its endpoint Ready), so no slot is held by a
- * job that would not use it.
+ * The window's gate, asked only of a job the admission chain lets go now (not cancelled,
+ * suspended or past its deadline, admitted by its account and its plan, its endpoint Ready), so
+ * no slot is held by a job that would not use it.
  */
 function askSlot(
   d: MediaJobDeps,
@@ -95,15 +97,22 @@ function askSlot(
   billed: AccountResolution,
 ): SlotFact | undefined {
   const ep = facts.endpoint;
-  if (!d.dispatcher || !ep?.status?.endpointId || job.spec.suspend || job.spec.cancel) return undefined;
-  if ((job.status?.phase ?? "Pending") !== "Pending") return undefined;
-  if ("refused" in billed) return undefined;
-  if (admission(billed.account, facts.subscriptionState).status !== "True") return undefined;
-  if (!planLimits(job, billed.account, d.settings.plans, facts.account).admitted) return undefined;
+  if (!d.dispatcher || !ep) return undefined;
+  const eligible = mayTakeSlot({
+    job,
+    nowMs: facts.now.getTime(),
+    boundAccounts: facts.boundAccounts ?? [],
+    accountRequired: d.settings.accountRequired ?? false,
+    subscriptionState: facts.subscriptionState,
+    plans: d.settings.plans,
+    account: facts.account,
+    endpoint: ep,
+  });
+  if (!eligible) return undefined;
   // The account a binding supplies is the dispatcher's unit of fair share from the first pass on.
-  if (billed.account !== undefined && jobAccount(job) === undefined)
-    job = { ...job, status: { ...job.status, account: billed.account } };
-  if (endpointReadiness(job, ep).status !== "True") return undefined;
+  const account = "account" in billed ? billed.account : undefined;
+  if (account !== undefined && jobAccount(job) === undefined)
+    job = { ...job, status: { ...job.status, account } };
   return d.dispatcher.gate(job, ep);
 }
 
@@ -119,7 +128,7 @@ export function reserveAccountPlace(
   const account = job.spec.account ?? plan.status.account;
   if (!account || !d.accountJobs) return undefined;
   if (!plan.actions.some((a) => a.type === "submit")) {
-    if ((job.status?.phase ?? "Pending") === "Pending") d.accountJobs.release(account, jobKey(job));
+    if (isPending(job.status)) d.accountJobs.release(account, jobKey(job));
     return undefined;
   }
   d.accountJobs.reserve(account, jobKey(job));

@@ -16,6 +16,7 @@ import { jobEventWorthALook } from "../job-at-rest.js";
 import type { LoopContext } from "../loop-context.js";
 import type { UsageMetrics } from "../usage/metrics.js";
 import { MediaJobReconciler } from "./reconciler.js";
+import { isPending } from "../../mediajob/job.js";
 
 export interface MediaJobLoopDeps {
   accountJobs: AccountJobs;
@@ -132,7 +133,7 @@ export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
     const before = boundAccounts(old?.metadata.annotations as Record<string, string> | undefined);
     if (event === "update" && now.join(",") === before.join(",")) return;
     for (const job of jobs.list(namespace.metadata.name))
-      if ((job.status?.phase ?? "Pending") === "Pending" && !atRest(job)) queue.add(objectKey(job));
+      if (isPending(job.status) && !atRest(job)) queue.add(objectKey(job));
   });
   // An account's change concerns every job that names it and is not at rest.
   accounts.on((_event, acct) => {
