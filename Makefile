@@ -90,9 +90,10 @@ lint: deps ## eslint + prettier --check + knip (unused files, dependencies and e
 typecheck: deps ## tsc --noEmit over src, tools, test, bench, scripts
 	npx tsc -p tsconfig.json --noEmit
 
-crds: deps ## regenerate the CRD manifests and docs/api.md from the zod schemas
+crds: deps ## regenerate the CRD manifests, docs/api.md and docs/reasons.md from the schemas and the reason table
 	$(TSX) src/crds/generate.ts
 	$(TSX) scripts/api-reference.ts
+	$(TSX) scripts/reason-table.ts
 
 crds-check: deps ## fail when the committed CRD manifests differ from the zod schemas
 	$(TSX) src/crds/generate.ts --check
