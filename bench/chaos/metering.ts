@@ -6,8 +6,17 @@
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { KubeApi } from "../../src/k8s/api.js";
 import { failedUnconfirmed } from "../../src/mediajob/unconfirmed.js";
-import { billableSeconds } from "../../src/mediajob/usage.js";
 import { activateAccount } from "../bursts.js";
+
+/**
+ * What the default billing rule promises of one provider run, stated from docs/design.md ("Usage
+ * and plans") and not from the product's code: the run's executionTime in whole seconds, rounded
+ * up, whatever way it ended (FAILED, TIMED_OUT and CANCELLED runs are billed what they ran).
+ */
+export function promisedSeconds(run: Pick<EndedProviderJob, "status" | "executionTime">): number {
+  if (!["COMPLETED", "FAILED", "TIMED_OUT", "CANCELLED"].includes(run.status)) return 0;
+  return Math.ceil((run.executionTime ?? 0) / 1000);
+}
 
 export const METER = { id: "mtr_chaos_gpu", event_name: "gpu_seconds", display_name: "GPU seconds" };
 
@@ -53,8 +62,18 @@ export interface MeteringCheck {
   meteredSeconds: number;
   /** Σ over customers of |metered − billable seconds the GPU provider reported for their jobs|. */
   meteredSecondsDiff: number;
+  /**
+   * Σ over customers of |execution time the jobs recorded − the provider's executionTime of their
+   * runs|, seconds (ms exact, /1000): the raw figure every rule starts from, before any rounding.
+   */
+  executionSecondsDiff: number;
   /** Identifiers recorded more than once, or with a value other than their attempt's billed seconds. */
   meterEventsDuplicated: number;
+  /**
+   * Attempts with billed seconds that their job says were reported (or not metered) and that the
+   * payment provider has no event for: usage lost on the way, saved 5xx answers among the faults.
+   */
+  meterEventsLost: number;
   /** Attempts still in the outbox at the end. */
   meterBacklog: number;
   /** Attempts whose report was refused (not sent). */
@@ -65,14 +84,21 @@ export interface MeteringCheck {
    * Not an invariant; left out of meteredSecondsDiff on both sides.
    */
   unconfirmedRunSeconds: number;
-  perCustomer: Array<{ customer: string; metered: number; billable: number }>;
+  perCustomer: Array<{
+    customer: string;
+    metered: number;
+    billable: number;
+    /** Execution ms the jobs recorded, and the provider's for their runs. */
+    executionMs: number;
+    providerExecutionMs: number;
+  }>;
   examples: unknown[];
 }
 
 /**
  * The check. A provider job belongs to the MediaJob whose job id it was submitted for (its key is
- * the job id, or `<job id>-retry-<n>` for a later attempt); its billable seconds are the default
- * billing rule's (the controllers run with it) over the times the provider reported.
+ * the job id, or `<job id>-retry-<n>` for a later attempt); its billable seconds are what the
+ * default billing rule (the controllers run with it) promises of the times the provider reported.
  */
 export function checkMetering(
   jobs: MediaJob[],
@@ -84,19 +110,19 @@ export function checkMetering(
   const byJobId = new Map<string, MediaJob>();
   for (const j of jobs) if (j.status?.jobId !== undefined) byJobId.set(j.status.jobId, j);
   const billable = new Map<string, number>();
+  const providerExecutionMs = new Map<string, number>();
+  const add = (m: Map<string, number>, k: string, v: number) => m.set(k, (m.get(k) ?? 0) + v);
   let unconfirmedRunSeconds = 0;
   for (const p of ended) {
     const job = byJobId.get(p.key.replace(/-retry-\d+$/, ""));
     const customer = job?.spec.account;
     if (!job || customer === undefined || !metered.has(customer)) continue;
-    const seconds = billableSeconds({
-      status: p.status as never,
-      ...(p.executionTime !== undefined && { executionTime: p.executionTime }),
-      ...(p.delayTime !== undefined && { delayTime: p.delayTime }),
-    });
-    const s = seconds.ok ? seconds.seconds : 0;
+    const s = promisedSeconds(p);
     if (failedUnconfirmed(job.status)) unconfirmedRunSeconds += s;
-    else billable.set(customer, (billable.get(customer) ?? 0) + s);
+    else {
+      add(billable, customer, s);
+      add(providerExecutionMs, customer, p.executionTime ?? 0);
+    }
   }
   const meteredBy = new Map<string, number>();
   const perIdentifier = new Map<string, MeterEventRecord[]>();
@@ -106,6 +132,8 @@ export function checkMetering(
   }
   // What each attempt was billed, by its identifier: a recorded value must be that.
   const attemptValue = new Map<string, { seconds: number; unconfirmed: boolean }>();
+  const executionMs = new Map<string, number>();
+  const lost: unknown[] = [];
   let backlog = 0;
   let refused = 0;
   let meteredJobs = 0;
@@ -114,6 +142,10 @@ export function checkMetering(
     if (!usage?.account || !metered.has(usage.account)) continue;
     meteredJobs++;
     for (const a of usage.attempts) {
+      if (!failedUnconfirmed(j.status)) add(executionMs, usage.account, a.executionTimeMs ?? 0);
+      const gone = a.meter === "Reported" || a.meter === "NotMetered";
+      if (gone && (a.billedSeconds ?? 0) > 0 && !perIdentifier.has(a.identifier ?? ""))
+        lost.push({ job: j.metadata.name, attempt: a.attempt, meter: a.meter, identifier: a.identifier });
       if (a.identifier !== undefined)
         attemptValue.set(a.identifier, {
           seconds: a.billedSeconds ?? 0,
@@ -137,17 +169,22 @@ export function checkMetering(
     customer,
     metered: meteredBy.get(customer) ?? 0,
     billable: billable.get(customer) ?? 0,
+    executionMs: executionMs.get(customer) ?? 0,
+    providerExecutionMs: providerExecutionMs.get(customer) ?? 0,
   }));
   return {
     customers: customers.length,
     meteredJobs,
     meteredSeconds: perCustomer.reduce((s, c) => s + c.metered, 0),
     meteredSecondsDiff: perCustomer.reduce((s, c) => s + Math.abs(c.metered - c.billable), 0),
+    executionSecondsDiff:
+      perCustomer.reduce((s, c) => s + Math.abs(c.executionMs - c.providerExecutionMs), 0) / 1000,
     meterEventsDuplicated: duplicated.length,
+    meterEventsLost: lost.length,
     meterBacklog: backlog,
     meterRefused: refused,
     unconfirmedRunSeconds,
     perCustomer,
-    examples: duplicated.slice(0, 20),
+    examples: [...duplicated.slice(0, 20), ...lost.slice(0, 20)],
   };
 }

@@ -11,7 +11,12 @@
 //    to runs admitted or started after the limit was reached, as far as they took the account past
 //    the cap. The limit is reached when the billed seconds of the attempts that have ended (each
 //    attempt's end and billedSeconds, written in the one status write that ends it: the product's
-//    own knowledge) add up to the cap. Which runs started when, and what they billed, is the
+//    own knowledge) add up to the cap, as a watch shows them: the product promises the limit from
+//    when its cache shows the end (docs/design.md, "Plans"), and an end is dated when its pass
+//    began, before the provider read that found it and before the write (by the sidecar, for a
+//    callback) reached the controller's cache. The run watches the jobs itself and takes the
+//    time it first saw each end, plus `watchSkewMs` for the controller's watch to deliver the same
+//    event (the two clients of one apiserver do not read an event at the same instant). Which runs started when, and what they billed, is the
 //    provider's record (the simulator's ended jobs, with when a worker started each), not the
 //    product's view: a job still IN_QUEUE at the provider when the limit was reached must be
 //    cancelled there, so a worker that starts it later counts. The jobs already running then may
@@ -30,6 +35,8 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { KubeApi } from "../../src/k8s/api.js";
 import type { Plans } from "../../src/mediajob/plans.js";
 import { billableSeconds } from "../../src/mediajob/usage.js";
+import { Informer } from "../../src/runtime/informer.js";
+import { pino } from "pino";
 import { burstJobs } from "../bursts.js";
 import type { Outage, PlannedBurst } from "./accounts.js";
 import type { EndedProviderJob } from "./metering.js";
@@ -132,6 +139,8 @@ export class PlanLimits {
   readonly upgradedAt = new Map<string, number>();
   /** The most jobs of these customers seen waiting with UsageLimitReached at once. */
   waitingSeen = 0;
+  /** endKey(job, attempt) -> when a watch on the jobs first showed the attempt's end (ms). */
+  readonly endsSeen = new Map<string, number>();
   readonly #customers: ReadonlySet<string>;
 
   constructor(
@@ -155,8 +164,36 @@ export class PlanLimits {
     this.waitingSeen = Math.max(this.waitingSeen, waiting);
   }
 
-  /** Polls every 500 ms until `done()`; resolves once every upgrade it started has landed. */
+  /** Notes when the customers' jobs' attempt ends are first seen (an informer's event). */
+  private sawEnds(job: MediaJob): void {
+    if (!this.#customers.has(job.spec.account ?? "")) return;
+    const now = Date.now();
+    for (const a of job.status?.usage?.attempts ?? []) {
+      const key = endKey(job.metadata.name, a.attempt);
+      if (!this.endsSeen.has(key)) this.endsSeen.set(key, now);
+    }
+  }
+
+  /**
+   * Polls every 500 ms until `done()`, watching the jobs meanwhile (relisting across a control
+   * plane restart as the controller does); resolves once every upgrade it started has landed.
+   */
   async run(done: () => boolean): Promise<void> {
+    const jobs = new Informer<MediaJob>(this.o.api, {
+      plural: "mediajobs",
+      namespace: this.o.namespace,
+      log: pino({ level: "silent" }),
+    });
+    jobs.on((event, job) => event !== "delete" && this.sawEnds(job));
+    await jobs.start();
+    try {
+      await this.poll(done);
+    } finally {
+      await jobs.stop();
+    }
+  }
+
+  private async poll(done: () => boolean): Promise<void> {
     const upgrades: Array<Promise<void>> = [];
     while (!done()) {
       const accounts = await this.o.api
@@ -230,6 +267,8 @@ interface AttemptSpan {
   submitted: number;
   /** When its end was recorded, ms. */
   ended: number;
+  /** When the run's watch first showed its end, ms; its recorded end when the watch missed it. */
+  seen: number;
   billedSeconds: number;
 }
 
@@ -243,7 +282,7 @@ const ms = (iso: string | undefined) => Date.parse(iso ?? "");
  * attempt at a time and nothing once it has ended: an end is never later than the next attempt's
  * submission, nor than the job's completedAt.
  */
-function attemptSpans(job: MediaJob, nowMs: number): AttemptSpan[] {
+function attemptSpans(job: MediaJob, nowMs: number, endsSeen: ReadonlyMap<string, number>): AttemptSpan[] {
   const s = job.status ?? {};
   const usage = s.usage?.attempts ?? [];
   const spans: AttemptSpan[] = [];
@@ -257,6 +296,7 @@ function attemptSpans(job: MediaJob, nowMs: number): AttemptSpan[] {
       attempt: a.attempt,
       submitted: submittedOf(a.attempt, previousEnd),
       ended,
+      seen: Math.max(ended, endsSeen.get(endKey(job.metadata.name, a.attempt)) ?? ended),
       billedSeconds: a.billedSeconds ?? 0,
     });
     previousEnd = ended;
@@ -270,6 +310,7 @@ function attemptSpans(job: MediaJob, nowMs: number): AttemptSpan[] {
       attempt: last,
       submitted: submittedOf(last, previousEnd),
       ended,
+      seen: ended,
       billedSeconds: 0,
     });
   }
@@ -320,21 +361,26 @@ function described(span: AttemptSpan, jobs: readonly MediaJob[]) {
   };
 }
 
-/** When the ended attempts' billed seconds first add up to `cap` (ms), Infinity if never. */
+/** When the ended attempts' billed seconds, as the watch showed them, first add up to `cap` (ms). */
 function reachedCap(spans: readonly AttemptSpan[], cap: number): number {
   let sum = 0;
-  for (const s of spans.filter((x) => Number.isFinite(x.ended)).sort((a, b) => a.ended - b.ended)) {
+  for (const s of spans.filter((x) => Number.isFinite(x.ended)).sort((a, b) => a.seen - b.seen)) {
     sum += s.billedSeconds;
-    if (sum >= cap) return s.ended;
+    if (sum >= cap) return s.seen;
   }
   return Infinity;
 }
+
+/** The key of an attempt's end in `endsSeen`. */
+export const endKey = (job: string, attempt: number): string => `${job}#${attempt}`;
 
 /** What the provider ran (the simulator's record) and how fast the controller may react to a cap. */
 export interface ProviderRecord {
   ended: readonly EndedProviderJob[];
   /** From the limit being recorded to a queued job's cancel at the provider, ms: a tick and the calls. */
   reactionMs: number;
+  /** How much later than the run's watch the controller's may deliver an event, ms. */
+  watchSkewMs: number;
   outages: readonly Outage[];
 }
 
@@ -366,19 +412,22 @@ export function checkPlans(
   jobs: readonly MediaJob[],
   customers: readonly string[],
   capSeconds: number,
-  limits: Pick<PlanLimits, "reachedAt" | "upgradedAt" | "waitingSeen">,
+  limits: Pick<PlanLimits, "reachedAt" | "upgradedAt" | "waitingSeen"> & Partial<Pick<PlanLimits, "endsSeen">>,
   provider: ProviderRecord,
   nowMs = Date.now(),
 ): PlanCheck {
   const iso = (t: number | undefined) => (t === undefined ? undefined : new Date(t).toISOString());
   const runs = providerRuns(jobs, provider.ended);
   const perCustomer = customers.map((customer) => {
-    const spans = jobs.filter((j) => j.spec.account === customer).flatMap((j) => attemptSpans(j, nowMs));
+    const endsSeen = limits.endsSeen ?? new Map<string, number>();
+    const spans = jobs
+      .filter((j) => j.spec.account === customer)
+      .flatMap((j) => attemptSpans(j, nowMs, endsSeen));
     const upgraded = limits.upgradedAt.get(customer) ?? Infinity;
     // Admitted under the capped plan: submitted before the upgrade was sent (a job submitted a
     // moment after, before the controller saw it, is left out: the check errs on the lenient side).
     const capped = spans.filter((s) => !(s.submitted >= upgraded));
-    const limitReached = reachedCap(capped, capSeconds);
+    const limitReached = reachedCap(capped, capSeconds) + provider.watchSkewMs;
     // Run at the provider under the capped plan: started by a worker before the upgrade was sent.
     const cappedRuns = runs.filter(
       (r) => r.account === customer && r.startedAt !== undefined && r.startedAt < upgraded,

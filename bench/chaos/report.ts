@@ -40,8 +40,12 @@ export interface ChaosResult {
   meteredSeconds: number;
   /** Σ over customers of |metered − billable seconds the GPU provider reported for their jobs|: invariant 0. */
   meteredSecondsDiff: number;
+  /** Σ over customers of |execution time recorded − the provider's executionTime|, s: invariant 0. */
+  executionSecondsDiff: number;
   /** Identifiers recorded twice or with another value than their attempt's: invariant 0. */
   meterEventsDuplicated: number;
+  /** Attempts marked reported that the payment provider has no event for: invariant 0. */
+  meterEventsLost: number;
   /** Attempts still unreported at the end: invariant 0. */
   meterBacklog: number;
   /** Attempts whose report was refused (never sent): invariant 0 here (no report is that old). */
@@ -118,7 +122,9 @@ export const INVARIANTS = [
   "paymentEventsUnrecorded",
   "staleAccounts",
   "meteredSecondsDiff",
+  "executionSecondsDiff",
   "meterEventsDuplicated",
+  "meterEventsLost",
   "meterBacklog",
   "meterRefused",
   "jobsOverWaitBound",
@@ -192,7 +198,9 @@ export function table(r: ChaosResult): string {
       r.meteredSecondsDiff,
       `invariant: 0 (${r.meteredSeconds} s metered for ${r.meteredCustomers} customers, ${r.meteredJobs} jobs)`,
     ],
+    ["execution seconds off the provider's executionTime", r.executionSecondsDiff, "invariant: 0 (ms exact)"],
     ["meter identifiers recorded twice or changed", r.meterEventsDuplicated, "invariant: 0"],
+    ["usage marked reported the payment provider lacks", r.meterEventsLost, "invariant: 0"],
     ["usage unreported at the end", r.meterBacklog, "invariant: 0"],
     ["usage reports refused", r.meterRefused, "invariant: 0"],
     [

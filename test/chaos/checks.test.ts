@@ -119,13 +119,14 @@ describe("chaos accounting", () => {
 });
 
 describe("chaos metering accounting", () => {
-  const usage = (account: string, attempts: Array<[string, number]>) => ({
+  const usage = (account: string, attempts: Array<[string, number, number]>) => ({
     workload: "asr" as const,
     account,
-    attempts: attempts.map(([identifier, billedSeconds], i) => ({
+    attempts: attempts.map(([identifier, billedSeconds, executionTimeMs], i) => ({
       attempt: i + 1,
       providerJobId: `p-${identifier}`,
       providerStatus: "COMPLETED" as const,
+      executionTimeMs,
       endedAt: "2026-11-25T00:00:00Z",
       billedSeconds,
       meter: "Reported" as const,
@@ -139,13 +140,13 @@ describe("chaos metering accounting", () => {
         phase: "Completed",
         failures: 1,
         usage: usage("cus_1", [
-          ["mj_a_1", 2],
-          ["mj_a_2", 3],
+          ["mj_a_1", 2, 1_500],
+          ["mj_a_2", 3, 2_001],
         ]),
       },
       { account: "cus_1" },
     ),
-    job("b", { phase: "Completed", usage: usage("cus_2", [["mj_b_1", 4]]) }, { account: "cus_2" }),
+    job("b", { phase: "Completed", usage: usage("cus_2", [["mj_b_1", 4, 3_999]]) }, { account: "cus_2" }),
     job("free", { phase: "Completed" }),
   ];
   // The provider's record of what ran: both attempts of a (by their submission ids), b, a job of nobody's.
@@ -166,9 +167,32 @@ describe("chaos metering accounting", () => {
     expect(c).toMatchObject({
       meteredSeconds: 9,
       meteredSecondsDiff: 0,
+      executionSecondsDiff: 0,
       meterEventsDuplicated: 0,
+      meterEventsLost: 0,
       meteredJobs: 2,
     });
+  });
+
+  it("compares the execution time the jobs recorded with the provider's, to the millisecond", () => {
+    // b recorded 3,500 ms of a run the provider timed at 3,999: both bill 4 s, and still differ.
+    const b = job("b", { phase: "Completed", usage: usage("cus_2", [["mj_b_1", 4, 3_500]]) }, { account: "cus_2" });
+    const c = checkMetering([jobs[0]!, b], ["cus_1", "cus_2"], ended, [
+      { identifier: "mj_a_1", customer: "cus_1", value: 2 },
+      { identifier: "mj_a_2", customer: "cus_1", value: 3 },
+      { identifier: "mj_b_1", customer: "cus_2", value: 4 },
+    ]);
+    expect(c.meteredSecondsDiff).toBe(0);
+    expect(c.executionSecondsDiff).toBe(0.499);
+  });
+
+  it("counts an attempt marked reported that the payment provider has no event for as lost", () => {
+    const c = checkMetering(jobs, ["cus_1", "cus_2"], ended, [
+      { identifier: "mj_a_1", customer: "cus_1", value: 2 },
+      { identifier: "mj_b_1", customer: "cus_2", value: 4 },
+    ]);
+    expect(c.meterEventsLost).toBe(1);
+    expect(c.examples).toContainEqual({ job: "a", attempt: 2, meter: "Reported", identifier: "mj_a_2" });
   });
 
   it("counts a missing report as a difference, and a repeated or changed identifier as duplicated", () => {

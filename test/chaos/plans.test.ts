@@ -39,7 +39,7 @@ function provider(jobs: MediaJob[], o: Partial<ProviderRecord> = {}): ProviderRe
       endedAt: T0 + to * 1000,
     })),
   );
-  return { ended, reactionMs: 2_000, outages: [], ...o };
+  return { ended, reactionMs: 2_000, watchSkewMs: 0, outages: [], ...o };
 }
 
 function jobOf(name: string, account: string, runs: Run[]): MediaJob {
@@ -204,6 +204,33 @@ describe("the plan invariants under chaos", () => {
       checkPlans(left, ["A"], 10, limits(12), provider(left, { outages: [outage] }))
         .usageLimitOvershootSeconds,
     ).toBe(0);
+  });
+
+  it("reaches the limit when the end that reaches it could be seen, not when its pass began", () => {
+    // Cap 10: a, b and c end at 4, 8 and 11 s; c's end is dated 11 s (its pass began then) but
+    // only reached the apiserver, and the watches, at 12.5 s (the provider read, the write). d was
+    // submitted at 12 s, before anyone could know: not late. e, submitted at 14 s, is.
+    const base = [job("a", "A", [[0, 4, 4]]), job("b", "A", [[4, 8, 3]]), job("c", "A", [[8, 11, 3]])];
+    const d = job("d", "A", [[12, 16, 2]]);
+    const endsSeen = new Map([
+      ["a#1", T0 + 4_000],
+      ["b#1", T0 + 8_000],
+      ["c#1", T0 + 12_500],
+    ]);
+    const early = [...base, d];
+    expect(checkPlans(early, ["A"], 10, limits(), provider(early)).usageLimitOvershootSeconds).toBe(2);
+    expect(
+      checkPlans(early, ["A"], 10, { ...limits(), endsSeen }, provider(early)).usageLimitOvershootSeconds,
+    ).toBe(0);
+    // The controller's watch may read the event a moment after the run's: the skew is allowed.
+    const e = job("e", "A", [[13, 16, 2]]);
+    const skewed = [...base, e];
+    const record = provider(skewed, { watchSkewMs: 1_000 });
+    expect(checkPlans(skewed, ["A"], 10, { ...limits(), endsSeen }, record).usageLimitOvershootSeconds).toBe(0);
+    const late = [...base, job("e", "A", [[14, 17, 2]])];
+    const check = checkPlans(late, ["A"], 10, { ...limits(), endsSeen }, provider(late, { watchSkewMs: 1_000 }));
+    expect(check.usageLimitOvershootSeconds).toBe(2);
+    expect(check.perCustomer[0]!.lateAttempts).toEqual(["e#1"]);
   });
 
   it("bills what the provider ran, not what the jobs recorded", () => {
