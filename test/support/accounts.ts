@@ -1,13 +1,9 @@
 // BillingAccounts as the payment webhooks leave them: a customer's jobs are admitted only while its
 // subscription is active, so tests of admission, plans and usage start from such an account.
-import {
-  API_VERSION,
-  billingAccountName,
-  type BillingAccount,
-  type BillingAccountStatus,
-} from "../../src/crds/index.js";
+import { billingAccountName, type BillingAccount, type BillingAccountStatus } from "../../src/crds/index.js";
 import type { KubeApi } from "../../src/k8s/api.js";
 import { changeBinding } from "../../src/cli/bind.js";
+import { makeBillingAccount } from "./builders.js";
 
 /**
  * The customer's BillingAccount with its subscription active and `status` over what it holds
@@ -24,12 +20,7 @@ export async function activeAccount(
   await changeBinding(api, ns, customerId, "bind");
   const name = billingAccountName(customerId);
   if (!(await api.get<BillingAccount>("billingaccounts", ns, name)))
-    await api.create<BillingAccount>("billingaccounts", ns, {
-      apiVersion: API_VERSION,
-      kind: "BillingAccount",
-      metadata: { name },
-      spec: { customerId },
-    } as never);
+    await api.create<BillingAccount>("billingaccounts", ns, makeBillingAccount(customerId).build());
   const { object } = await api.updateStatusWithRetry<BillingAccount>("billingaccounts", ns, name, (acct) => ({
     ...acct,
     status: { ...acct.status, subscriptionStatus: "active", ...status },

@@ -4,13 +4,14 @@
 // a test sees after this is the sidecar's.
 import { randomBytes } from "node:crypto";
 import { callbackExpiry, callbackUrl, type CallbackTarget } from "../../src/callback/token.js";
-import { API_VERSION, type MediaJob, type MediaJobStatus } from "../../src/crds/index.js";
+import type { MediaJob, MediaJobStatus } from "../../src/crds/index.js";
 import type { KubeApi } from "../../src/k8s/api.js";
 import { initialStatus, providerRequestId } from "../../src/mediajob/job.js";
 import { intentStatus, recordAccepted } from "../../src/mediajob/submission.js";
 import { resetToPending } from "../../src/mediajob/recovery.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import type { SimJob, Simulator } from "../../tools/simulator/server.js";
+import { makeMediaJob } from "./builders.js";
 import { eventually } from "./kube.js";
 import { PREFIX, SIM_KEY, TEST_ENV, simEndpointId } from "./stack.js";
 
@@ -85,12 +86,14 @@ export class CallbackJobs {
     name: string,
     opts: { spec?: Record<string, unknown>; status?: Partial<MediaJobStatus> } = {},
   ): Promise<MediaJob> {
-    const created = await this.o.api.create<MediaJob>("mediajobs", this.o.namespace, {
-      apiVersion: API_VERSION,
-      kind: "MediaJob",
-      metadata: { name },
-      spec: { workload: "asr", input: { audio: `${name}.wav` }, ...opts.spec },
-    });
+    const created = await this.o.api.create<MediaJob>(
+      "mediajobs",
+      this.o.namespace,
+      makeMediaJob(name)
+        .input({ audio: `${name}.wav` })
+        .spec((opts.spec ?? {}) as Partial<MediaJob["spec"]>)
+        .build(),
+    );
     const now = new Date().toISOString();
     const before = { ...initialStatus(created, now), ...opts.status };
     return this.o.api.replaceStatus<MediaJob>("mediajobs", {

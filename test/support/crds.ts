@@ -4,9 +4,10 @@
 // system:masters) as its operators, as the chart's own release would name its ServiceAccounts.
 import type { KubeConfig } from "@kubernetes/client-node";
 import { accountBindingPolicy, operatorOnlyPolicy } from "../../src/crds/admission-policy.js";
-import { allCustomResourceDefinitions, allRulesPolicies, API_VERSION } from "../../src/crds/index.js";
+import { allCustomResourceDefinitions, allRulesPolicies } from "../../src/crds/index.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { describeError, isAlreadyExists } from "../../src/k8s/errors.js";
+import { makeGpuEndpoint } from "./builders.js";
 
 const CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
@@ -118,12 +119,7 @@ export async function installPolicies(
  */
 async function untilRulesEnforced(api: KubeApi, timeoutMs = 30_000): Promise<void> {
   const path = `${api.objectPath("gpuendpoints", "default")}?dryRun=All`;
-  const probe = {
-    apiVersion: API_VERSION,
-    kind: "GpuEndpoint",
-    metadata: { name: "rules-probe" },
-    spec: { workload: "asr", minWorkers: 2, maxWorkers: 1 },
-  };
+  const probe = makeGpuEndpoint("rules-probe", "asr").spec({ minWorkers: 2, maxWorkers: 1 }).build();
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {

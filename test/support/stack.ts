@@ -5,7 +5,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { afterAll, beforeAll } from "vitest";
 import { parseEnv, type Env } from "../../src/config/env.js";
-import { API_VERSION } from "../../src/crds/index.js";
+import type { Workload } from "../../src/crds/index.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { Manager } from "../../src/controller/manager.js";
@@ -13,6 +13,7 @@ import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import { startSimulator, type Simulator, type SimulatorOptions } from "../../tools/simulator/server.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
+import { makeGpuEndpoint, makeMediaJob } from "./builders.js";
 import { createTestNamespace, eventually } from "./kube.js";
 
 export const TEST_ENV = "test";
@@ -81,19 +82,17 @@ export function simEndpointId(sim: Simulator, name: string): string | undefined 
   return (sim.listEndpoints() as Array<{ id?: string; name?: string }>).find((e) => e.name === name)?.id;
 }
 
-export const gpuEndpoint = (name: string, spec: Spec) => ({
-  apiVersion: API_VERSION,
-  kind: "GpuEndpoint",
-  metadata: { name },
-  spec,
-});
+/** A GpuEndpoint to create, its spec as given (makeGpuEndpoint for more). */
+export const gpuEndpoint = (name: string, spec: Spec): GpuEndpoint =>
+  makeGpuEndpoint(name, spec.workload as Workload)
+    .spec(spec as Partial<GpuEndpoint["spec"]>)
+    .build();
 
-export const mediaJob = (name: string, spec: Spec) => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: { name },
-  spec,
-});
+/** A MediaJob to create, its spec as given (makeMediaJob for more). */
+export const mediaJob = (name: string, spec: Spec): MediaJob =>
+  makeMediaJob(name)
+    .spec(spec as Partial<MediaJob["spec"]>)
+    .build();
 
 export async function waitForPhase(
   api: KubeApi,

@@ -2,6 +2,7 @@
 // submissions planned and not yet in the cache. And the billed seconds of its ended jobs that its
 // BillingAccount has not counted yet, which the plans' seconds add.
 import { describe, expect, it } from "vitest";
+import { makeMediaJob } from "../support/builders.js";
 import { accountFacts } from "../../src/controller/account-facts.js";
 import { AccountJobs } from "../../src/controller/account-jobs.js";
 import type { BillingAccount, BillingAccountUsage } from "../../src/crds/billingaccount.js";
@@ -10,13 +11,7 @@ import { planLimits } from "../../src/mediajob/admission.js";
 import { PlansSchema } from "../../src/mediajob/plans.js";
 
 const job = (name: string, phase: MediaJobStatus["phase"], account: string | undefined = "acme"): MediaJob =>
-  ({
-    apiVersion: "media-orchestrator.io/v1alpha1",
-    kind: "MediaJob",
-    metadata: { name, namespace: "ns" },
-    spec: { workload: "asr", ...(account && { account }) },
-    status: { phase },
-  }) as MediaJob;
+  makeMediaJob(name).ns("ns").account(account).status({ phase }).build();
 
 describe("AccountJobs", () => {
   it("counts the account's Processing jobs, except the one asking", () => {

@@ -1,7 +1,7 @@
 // The admission chain's table: which check holds a Pending job, and which wins when several hold
 // (cancel, suspension, deadline, binding, subscription, plan, endpoint, in that order).
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { admit, CHECKS, mayTakeSlot, type AdmissionInput } from "../../src/mediajob/admission-chain.js";
@@ -14,27 +14,17 @@ const NOW = Date.parse("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW - s * 1000).toISOString();
 
 function job(spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): MediaJob {
-  return {
-    apiVersion: API_VERSION,
-    kind: "MediaJob",
-    metadata: { name: "clip", namespace: "ns", uid: "uid-1", generation: 1 },
-    spec: { workload: "asr", input: { url: "s3://in" }, ...spec } as MediaJob["spec"],
-    ...(status && { status }),
-  };
+  return makeMediaJob("clip")
+    .ns("ns")
+    .uid("uid-1")
+    .generation(1)
+    .input({ url: "s3://in" })
+    .spec(spec)
+    .status(status)
+    .build();
 }
 
-const ready: GpuEndpoint = {
-  apiVersion: API_VERSION,
-  kind: "GpuEndpoint",
-  metadata: { name: "asr", namespace: "ns" },
-  spec: { workload: "asr" },
-  status: {
-    endpointId: "ep-1",
-    conditions: [
-      { type: "Ready", status: "True", reason: "Ready", message: "", lastTransitionTime: ago(60) },
-    ],
-  },
-} as GpuEndpoint;
+const ready: GpuEndpoint = makeGpuEndpoint("asr").ns("ns").ready("ep-1", ago(60)).build();
 
 const plans: Plans = {
   price_small: { gpuSecondsPerPeriod: 100, maxConcurrentJobs: 1, maxExecutionTimeoutMs: 60_000 },

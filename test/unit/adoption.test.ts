@@ -1,6 +1,7 @@
 // Pure pieces of adoption and of storing outputs: what marks a result adopted from a callback, what
 // lifts the mark, and an output too deep for the status.
 import { describe, expect, it } from "vitest";
+import { makeMediaJob } from "../support/builders.js";
 import {
   ACCEPTED_PROVIDER_JOB_ANNOTATION,
   adoptedWithoutEvidence,
@@ -14,18 +15,18 @@ import { decideResult } from "../../src/mediajob/result.js";
 const NOW = "2026-01-01T00:00:00.000Z";
 
 function unconfirmed(): MediaJob {
-  return {
-    apiVersion: "media-orchestrator.io/v1alpha1",
-    kind: "MediaJob",
-    metadata: { name: "a", namespace: "tenant-a", uid: "uid-a", generation: 1 },
-    spec: { workload: "asr", then: [{ workload: "tts" }] },
-    status: {
+  return makeMediaJob("a")
+    .ns("tenant-a")
+    .uid("uid-a")
+    .generation(1)
+    .spec({ then: [{ workload: "tts" }] })
+    .status({
       ...intentStatus(
         { phase: "Pending", jobId: "uid-a" },
         { endpointId: "ep", submissionId: "sub-1", now: NOW },
       ),
-    },
-  } as MediaJob;
+    })
+    .build();
 }
 
 describe("adoption", () => {

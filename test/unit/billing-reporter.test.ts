@@ -4,6 +4,7 @@
 // refused attempt, one Event per refusal).
 import pino from "pino";
 import { describe, expect, it, vi } from "vitest";
+import { makeMediaJob } from "../support/builders.js";
 import { FORGOTTEN_IDENTIFIER } from "../../src/billing/refusals.js";
 import type { BillingAccount } from "../../src/crds/billingaccount.js";
 import type { MediaJob, UsageAttempt } from "../../src/crds/mediajob.js";
@@ -27,12 +28,11 @@ function strict<T extends object>(name: string, members: Partial<T>): T {
 }
 
 function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult) {
-  let job: MediaJob = {
-    apiVersion: "media.example.com/v1alpha1",
-    kind: "MediaJob",
-    metadata: { name: "clip", namespace: "ns", uid: "uid-1", resourceVersion: "1" },
-    spec: { workload: "asr" } as MediaJob["spec"],
-    status: {
+  let job: MediaJob = makeMediaJob("clip")
+    .ns("ns")
+    .uid("uid-1")
+    .resourceVersion("1")
+    .status({
       phase: "Completed",
       usage: {
         account: "cus_1",
@@ -52,8 +52,8 @@ function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult) {
           },
         ],
       },
-    } as MediaJob["status"],
-  };
+    } as MediaJob["status"])
+    .build();
   const writes: UsageAttempt[] = [];
   const sent: MeterEvent[] = [];
   const events: Array<{ reason: string; message: string }> = [];

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { makeMediaJob } from "../support/builders.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { trimMediaJob } from "../../src/controller/cache-transform.js";
 import { stripMetadata } from "../../src/runtime/strip-metadata.js";
@@ -10,25 +11,25 @@ const job = (
   phase: NonNullable<MediaJob["status"]>["phase"],
   extra: { observedGeneration?: number; finalizers?: string[]; deleting?: boolean } = {},
 ) =>
-  ({
-    apiVersion: "media-orchestrator.io/v1alpha1",
-    kind: "MediaJob",
-    metadata: {
-      name: "j",
-      namespace: "ns",
-      uid: "0d7c2a52-1d2c-4b5a-9e8f-7a6b5c4d3e2f",
-      resourceVersion: "42",
-      generation: 2,
-      creationTimestamp: "2026-01-01T00:00:00Z",
-      labels: { "media-orchestrator.io/pipeline": "p" },
+  makeMediaJob("j")
+    .ns("ns")
+    .uid("0d7c2a52-1d2c-4b5a-9e8f-7a6b5c4d3e2f")
+    .resourceVersion("42")
+    .generation(2)
+    .created("2026-01-01T00:00:00Z")
+    .labels({ "media-orchestrator.io/pipeline": "p" })
+    .meta({
       ownerReferences: [{ uid: "u", name: "p", kind: "MediaJob" }],
       managedFields: [{ manager: "kubectl", fieldsV1: { "f:spec": {} } }],
-      annotations: { "kubectl.kubernetes.io/last-applied-configuration": "{}", team: "media" },
+    })
+    .annotations({ "kubectl.kubernetes.io/last-applied-configuration": "{}", team: "media" })
+    .meta({
       ...(extra.finalizers && { finalizers: extra.finalizers }),
       ...(extra.deleting && { deletionTimestamp: "2026-01-01T00:01:00Z" }),
-    },
-    spec: { workload: "asr", input: { audio: "a.wav" }, then: [{ workload: "tts" }], timeoutSeconds: 60 },
-    status: {
+    })
+    .input({ audio: "a.wav" })
+    .spec({ then: [{ workload: "tts" }], timeoutSeconds: 60 })
+    .status({
       phase,
       nextJob: "j-2",
       output: { text: "ok" },
@@ -44,8 +45,8 @@ const job = (
         },
       ],
       observedGeneration: extra.observedGeneration ?? 2,
-    },
-  }) as unknown as MediaJob;
+    })
+    .build();
 
 describe("cache transform", () => {
   it("drops managedFields and the last-applied annotation, keeps other annotations", () => {

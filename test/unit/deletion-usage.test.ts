@@ -2,7 +2,7 @@
 // keeps a finalizer (USAGE_FINALIZER) while metering is on, and its deletion waits for the report,
 // bounded, with an escape annotation and a Warning naming the seconds lost when it lets go.
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeMediaJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus, UsageAttempt } from "../../src/crds/mediajob.js";
 import { atRest } from "../../src/mediajob/at-rest.js";
 import {
@@ -37,13 +37,8 @@ const finished = (a: UsageAttempt[], o: Partial<MediaJobStatus> = {}): MediaJobS
   usage: { workload: "asr", account: "cus_1", attempts: a },
   ...o,
 });
-const job = (status: MediaJobStatus, meta: Partial<MediaJob["metadata"]> = {}): MediaJob => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: { name: "clip", namespace: "ns", uid: "uid-1", generation: 1, ...meta },
-  spec: { workload: "asr", account: "cus_1" } as MediaJob["spec"],
-  status,
-});
+const job = (status: MediaJobStatus, meta: Partial<MediaJob["metadata"]> = {}): MediaJob =>
+  makeMediaJob("clip").ns("ns").uid("uid-1").generation(1).meta(meta).account("cus_1").status(status).build();
 const deleting = (status: MediaJobStatus, forSeconds: number, meta: Partial<MediaJob["metadata"]> = {}) =>
   job(status, { finalizers: [USAGE_FINALIZER], deletionTimestamp: ago(forSeconds), ...meta });
 const settled = attempt({ meter: "Reported", counted: true, countedReported: true });

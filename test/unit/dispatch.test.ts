@@ -2,8 +2,8 @@
 // jobs get the slots of an endpoint as they free (fair share between accounts, priority, age),
 // what a 429 does, what a new leader starts from, and what the plan writes for a queued job.
 import { describe, expect, it, vi } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
-import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
+import { makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
+import type { GpuEndpoint, GpuEndpointStatus } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { Dispatcher } from "../../src/controller/dispatch/dispatcher.js";
 import { planJob } from "../../src/mediajob/plan.js";
@@ -17,34 +17,26 @@ const endpoint = (
   workersMax = 2,
   scaler: { scalerType?: string; scalerValue?: number } = { scalerType: "QUEUE_DELAY", scalerValue: 4 },
 ): GpuEndpoint =>
-  ({
-    apiVersion: API_VERSION,
-    kind: "GpuEndpoint",
-    metadata: { name: "asr", namespace: "ns" },
-    spec: { workload: "asr", minWorkers: 0, maxWorkers: workersMax, idleTimeoutSeconds: 5, ...spec },
-    status: {
-      endpointId: "ep-1",
+  makeGpuEndpoint("asr")
+    .ns("ns")
+    .spec({ minWorkers: 0, maxWorkers: workersMax, idleTimeoutSeconds: 5, ...spec })
+    .ready("ep-1", "", {
       workersMax,
-      ...scaler,
+      ...(scaler as Partial<GpuEndpointStatus>),
       health: { jobsInQueue: 0, jobsInProgress: 0 },
-      conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "", lastTransitionTime: "" }],
-    },
-  }) as GpuEndpoint;
+    })
+    .build();
 
 let seq = 0;
-const job = (name: string, spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): MediaJob => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: {
-    name,
-    namespace: "ns",
-    uid: `uid-${name}`,
-    generation: 1,
-    creationTimestamp: new Date(T0 + seq++ * 1000).toISOString(),
-  },
-  spec: { workload: "asr", ...spec } as MediaJob["spec"],
-  ...(status && { status }),
-});
+const job = (name: string, spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): MediaJob =>
+  makeMediaJob(name)
+    .ns("ns")
+    .uid(`uid-${name}`)
+    .generation(1)
+    .created(new Date(T0 + seq++ * 1000).toISOString())
+    .spec(spec)
+    .status(status)
+    .build();
 const processing = (j: MediaJob): MediaJob => ({
   ...j,
   status: { phase: "Processing", endpointId: "ep-1", attempts: 1 },

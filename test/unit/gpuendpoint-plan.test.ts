@@ -3,7 +3,7 @@
 // endpoint is found. Pure: no fakes needed; gpuendpoint-reconciler.test.ts checks that the
 // executor gathers these facts and carries the plans out.
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeGpuEndpoint } from "../support/builders.js";
 import type { GpuEndpoint, GpuEndpointSpec, GpuEndpointStatus } from "../../src/crds/gpuendpoint.js";
 import type { EndpointFacts, HealthReport, LiveEndpoint } from "../../src/gpuendpoint/facts.js";
 import { causeAndFix, findingOf } from "../../src/gpuendpoint/findings.js";
@@ -18,13 +18,14 @@ import { providerWaitCause } from "../../src/mediajob/wait-cause.js";
 
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 
-const endpoint = (spec: Partial<GpuEndpointSpec> = {}, status?: GpuEndpointStatus): GpuEndpoint => ({
-  apiVersion: API_VERSION,
-  kind: "GpuEndpoint",
-  metadata: { name: "asr", namespace: "ns", generation: 1, resourceVersion: "1" },
-  spec: { workload: "asr", minWorkers: 0, maxWorkers: 3, idleTimeoutSeconds: 5, ...spec },
-  ...(status && { status }),
-});
+const endpoint = (spec: Partial<GpuEndpointSpec> = {}, status?: GpuEndpointStatus): GpuEndpoint =>
+  makeGpuEndpoint("asr")
+    .ns("ns")
+    .generation(1)
+    .resourceVersion("1")
+    .spec({ minWorkers: 0, maxWorkers: 3, idleTimeoutSeconds: 5, ...spec })
+    .status(status)
+    .build();
 const live = (o: Partial<LiveEndpoint> = {}): LiveEndpoint => ({
   id: "ep-1",
   name: "media-asr-test",

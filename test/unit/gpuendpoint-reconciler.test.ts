@@ -5,7 +5,7 @@
 // action, keeps the provider view's caches right and writes status once, only when it changed.
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeGpuEndpoint } from "../support/builders.js";
 import type { GpuEndpoint, GpuEndpointSpec } from "../../src/crds/gpuendpoint.js";
 import { ProviderView } from "../../src/controller/gpuendpoint/provider-view.js";
 import { GpuEndpointReconciler, type GpuEndpointDeps } from "../../src/controller/gpuendpoint/reconciler.js";
@@ -14,12 +14,13 @@ import { Script, providerError, type Expect } from "./support/mediajob-fakes.js"
 
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 
-const endpoint = (spec: Partial<GpuEndpointSpec> = {}, name = "asr"): GpuEndpoint => ({
-  apiVersion: API_VERSION,
-  kind: "GpuEndpoint",
-  metadata: { name, namespace: "ns", generation: 1, resourceVersion: "1" },
-  spec: { workload: "asr", minWorkers: 0, maxWorkers: 3, idleTimeoutSeconds: 5, ...spec },
-});
+const endpoint = (spec: Partial<GpuEndpointSpec> = {}, name = "asr"): GpuEndpoint =>
+  makeGpuEndpoint(name, "asr")
+    .ns("ns")
+    .generation(1)
+    .resourceVersion("1")
+    .spec({ minWorkers: 0, maxWorkers: 3, idleTimeoutSeconds: 5, ...spec })
+    .build();
 const live = (o: Partial<LiveEndpoint> = {}): LiveEndpoint => ({
   id: "ep-1",
   name: "media-asr-test",

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { makeMediaJob } from "../support/builders.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { atRest } from "../../src/mediajob/at-rest.js";
 import { jobEventWorthALook } from "../../src/controller/job-at-rest.js";
@@ -8,18 +9,13 @@ const job = (
   status: MediaJob["status"],
   extra: { then?: boolean; finalizer?: boolean; generation?: number } = {},
 ) =>
-  ({
-    apiVersion: "media-orchestrator.io/v1alpha1",
-    kind: "MediaJob",
-    metadata: {
-      name: "j",
-      namespace: "ns",
-      generation: extra.generation ?? 1,
-      ...(extra.finalizer ? { finalizers: [FINALIZER] } : {}),
-    },
-    spec: { workload: "asr", ...(extra.then ? { then: [{ workload: "tts" }] } : {}) },
-    status,
-  }) as MediaJob;
+  makeMediaJob("j")
+    .ns("ns")
+    .generation(extra.generation ?? 1)
+    .meta(extra.finalizer ? { finalizers: [FINALIZER] } : {})
+    .spec(extra.then ? { then: [{ workload: "tts" }] } : {})
+    .status(status)
+    .build();
 
 describe("jobs at rest", () => {
   it("are finished for good and let go of", () => {

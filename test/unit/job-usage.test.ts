@@ -1,7 +1,7 @@
 // status.usage: what an ended attempt records from the provider's confirmed status, how the
 // controller's pass bills it, and what waits on it (settling, the TTL).
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeMediaJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { settled } from "../../src/mediajob/at-rest.js";
 import { planJob } from "../../src/mediajob/plan.js";
@@ -19,13 +19,16 @@ import {
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();
 
-const job = (spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): MediaJob => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: { name: "clip", namespace: "ns", uid: "uid-1", generation: 1, finalizers: [] },
-  spec: { workload: "asr", account: "cus_1", ...spec } as MediaJob["spec"],
-  ...(status && { status }),
-});
+const job = (spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): MediaJob =>
+  makeMediaJob("clip")
+    .ns("ns")
+    .uid("uid-1")
+    .generation(1)
+    .finalizers()
+    .account("cus_1")
+    .spec(spec)
+    .status(status)
+    .build();
 const running = (o: Partial<MediaJobStatus> = {}): MediaJobStatus => ({
   phase: "Processing",
   jobId: "uid-1",

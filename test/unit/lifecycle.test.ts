@@ -2,6 +2,7 @@
 // duplicate, late or reordered provider results converge to the state of one delivery.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { makeMediaJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import {
   CALLBACK_RETRY_WINDOW_MS,
@@ -50,13 +51,8 @@ import { msUntilExpiry } from "../../src/mediajob/ttl.js";
 import { setCondition } from "../../src/crds/conditions.js";
 
 const NOW = "2026-11-22T10:00:00.000Z";
-const job = (status?: MediaJobStatus, spec: Partial<MediaJob["spec"]> = {}): MediaJob => ({
-  apiVersion: "media-orchestrator.io/v1alpha1",
-  kind: "MediaJob",
-  metadata: { name: "j", namespace: "ns", uid: "uid-1", generation: 1 },
-  spec: { workload: "asr", ...spec },
-  status,
-});
+const job = (status?: MediaJobStatus, spec: Partial<MediaJob["spec"]> = {}): MediaJob =>
+  makeMediaJob("j").ns("ns").uid("uid-1").generation(1).spec(spec).status(status).build();
 const processing = (extra: MediaJobStatus = {}): MediaJobStatus => ({
   phase: "Processing",
   jobId: "j1",

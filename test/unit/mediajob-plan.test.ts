@@ -2,6 +2,7 @@
 // error). Pure: no fakes needed; the reconciler suite (mediajob-reconciler.test.ts) checks that the
 // executor carries these out.
 import { describe, expect, it } from "vitest";
+import { makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
 import { API_VERSION } from "../../src/crds/common.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
@@ -20,21 +21,9 @@ const job = (
   spec: Partial<MediaJob["spec"]> = {},
   status?: MediaJobStatus,
   meta: Partial<MediaJob["metadata"]> = {},
-): MediaJob => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: { name: "clip", namespace: "ns", uid: "uid-1", generation: 1, ...meta },
-  spec: { workload: "asr", ...spec } as MediaJob["spec"],
-  ...(status && { status }),
-});
-const ready = {
-  metadata: { name: "asr", namespace: "ns" },
-  spec: { workload: "asr" },
-  status: {
-    endpointId: "ep-1",
-    conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "" }],
-  },
-} as unknown as GpuEndpoint;
+): MediaJob =>
+  makeMediaJob("clip").ns("ns").uid("uid-1").generation(1).meta(meta).spec(spec).status(status).build();
+const ready: GpuEndpoint = makeGpuEndpoint("asr").ns("ns").ready("ep-1", undefined).build();
 const running = (o: Partial<MediaJobStatus> = {}): MediaJobStatus => ({
   phase: "Processing",
   jobId: "uid-1",

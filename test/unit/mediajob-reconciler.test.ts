@@ -3,10 +3,10 @@
 // list (test/unit/support/mediajob-fakes.ts). What only a real apiserver shows (conflicts between
 // writers, watches, leases) stays in test/controller.
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeBillingAccount, makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
-import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
+import type { BillingAccount, SubscriptionStatus } from "../../src/crds/billingaccount.js";
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
 import { AccountJobs } from "../../src/controller/account-jobs.js";
 import { Dispatcher } from "../../src/controller/dispatch/dispatcher.js";
@@ -26,36 +26,25 @@ const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();
 function job(
   o: { spec?: Partial<MediaJob["spec"]>; status?: MediaJobStatus; meta?: Partial<MediaJob["metadata"]> } = {},
 ): MediaJob {
-  return {
-    apiVersion: API_VERSION,
-    kind: "MediaJob",
-    metadata: { name: "clip", namespace: "ns", uid: "uid-1", resourceVersion: "1", generation: 1, ...o.meta },
-    spec: { workload: "asr", input: { url: "s3://in" }, ...o.spec } as MediaJob["spec"],
-    ...(o.status && { status: o.status }),
-  };
+  return makeMediaJob("clip")
+    .ns("ns")
+    .uid("uid-1")
+    .resourceVersion("1")
+    .generation(1)
+    .meta(o.meta ?? {})
+    .input({ url: "s3://in" })
+    .spec(o.spec ?? {})
+    .status(o.status)
+    .build();
 }
 
-const endpoint: GpuEndpoint = {
-  apiVersion: API_VERSION,
-  kind: "GpuEndpoint",
-  metadata: { name: "asr", namespace: "ns" },
-  spec: { workload: "asr" },
-  status: {
-    endpointId: "ep-1",
-    conditions: [
-      { type: "Ready", status: "True", reason: "Ready", message: "", lastTransitionTime: ago(60) },
-    ],
-  },
-} as GpuEndpoint;
+const endpoint: GpuEndpoint = makeGpuEndpoint("asr").ns("ns").ready("ep-1", ago(60)).build();
 
 const account = (state: string): BillingAccount =>
-  ({
-    apiVersion: API_VERSION,
-    kind: "BillingAccount",
-    metadata: { name: billingAccountName("acme"), namespace: "ns" },
-    spec: { customerId: "acme" },
-    status: { subscriptionStatus: state },
-  }) as BillingAccount;
+  makeBillingAccount("acme")
+    .ns("ns")
+    .subscription(state as SubscriptionStatus)
+    .build();
 
 const withFinalizer = { finalizers: [FINALIZER] };
 /** A status as a pass leaves it: its conditions follow its phase (a first pass would write them). */

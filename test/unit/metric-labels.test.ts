@@ -3,37 +3,26 @@
 // are and how much they run. Waiting jobs are counted per provider endpoint, every account's.
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { Dispatcher } from "../../src/controller/dispatch/dispatcher.js";
 import { DispatchMetrics } from "../../src/controller/dispatch/metrics.js";
 
-const endpoint = {
-  apiVersion: API_VERSION,
-  kind: "GpuEndpoint",
-  metadata: { name: "asr", namespace: "ns" },
-  spec: { workload: "asr", minWorkers: 0, maxWorkers: 1, idleTimeoutSeconds: 5, maxInFlight: 1 },
-  status: {
-    endpointId: "ep-1",
-    workersMax: 1,
-    health: { jobsInQueue: 0, jobsInProgress: 0 },
-    conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "", lastTransitionTime: "" }],
-  },
-} as GpuEndpoint;
+const endpoint: GpuEndpoint = makeGpuEndpoint("asr")
+  .ns("ns")
+  .spec({ minWorkers: 0, maxWorkers: 1, idleTimeoutSeconds: 5, maxInFlight: 1 })
+  .ready("ep-1", "", { workersMax: 1, health: { jobsInQueue: 0, jobsInProgress: 0 } })
+  .build();
 
-const job = (name: string, account: string | undefined, at: number): MediaJob => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: {
-    name,
-    namespace: "ns",
-    uid: `uid-${name}`,
-    generation: 1,
-    creationTimestamp: new Date(Date.parse("2026-01-01T00:00:00.000Z") + at * 1000).toISOString(),
-  },
-  spec: { workload: "asr", ...(account && { account }) } as MediaJob["spec"],
-});
+const job = (name: string, account: string | undefined, at: number): MediaJob =>
+  makeMediaJob(name)
+    .ns("ns")
+    .uid(`uid-${name}`)
+    .generation(1)
+    .created(new Date(Date.parse("2026-01-01T00:00:00.000Z") + at * 1000).toISOString())
+    .account(account)
+    .build();
 
 describe("the controller's metrics", () => {
   it("count the jobs waiting for a slot per endpoint, naming no customer", async () => {

@@ -3,6 +3,7 @@
 // read back from the Prometheus text, as a scrape would see them.
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
+import { makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
 import { ResourceMetrics, failureReason } from "../../src/controller/resource-metrics.js";
 import { ReconcileMetrics } from "../../src/runtime/reconcile-metrics.js";
 import { WorkQueue } from "../../src/runtime/workqueue.js";
@@ -21,13 +22,13 @@ async function value(registry: Registry, series: string): Promise<number | undef
 }
 
 function job(name: string, workload: "asr" | "tts" | "render", status: MediaJob["status"]): MediaJob {
-  return {
-    apiVersion: "media-orchestrator.io/v1alpha1",
-    kind: "MediaJob",
-    metadata: { name, namespace: "ns", creationTimestamp: "2026-01-01T00:00:00Z" },
-    spec: { workload, timeoutSeconds: 60 },
-    status,
-  };
+  return makeMediaJob(name)
+    .ns("ns")
+    .created("2026-01-01T00:00:00Z")
+    .workload(workload)
+    .spec({ timeoutSeconds: 60 })
+    .status(status)
+    .build();
 }
 
 describe("reconcile metrics", () => {
@@ -136,13 +137,10 @@ describe("resource metrics", () => {
       }),
       job("d", "tts", undefined),
     ];
-    const endpoints = [
-      {
-        apiVersion: "media-orchestrator.io/v1alpha1",
-        kind: "GpuEndpoint",
-        metadata: { name: "e", namespace: "ns" },
-        spec: { workload: "asr" },
-        status: {
+    const endpoints: GpuEndpoint[] = [
+      makeGpuEndpoint("e", "asr")
+        .ns("ns")
+        .status({
           conditions: [
             { type: "Ready", status: "False", reason: "InvalidApiKey", message: "", lastTransitionTime: now },
             {
@@ -153,15 +151,10 @@ describe("resource metrics", () => {
               lastTransitionTime: now,
             },
           ],
-        },
-      },
-      {
-        apiVersion: "media-orchestrator.io/v1alpha1",
-        kind: "GpuEndpoint",
-        metadata: { name: "f", namespace: "ns" },
-        spec: { workload: "tts" },
-      },
-    ] as unknown as GpuEndpoint[];
+        })
+        .build(),
+      makeGpuEndpoint("f", "tts").ns("ns").build(),
+    ];
     m.readFrom({ jobs: () => jobs, endpoints: () => endpoints, defaultTimeoutSeconds: 600 });
     expect(await value(registry, 'media_orchestrator_mediajobs{phase="Completed",workload="asr"}')).toBe(1);
     expect(await value(registry, 'media_orchestrator_mediajobs{phase="Processing",workload="tts"}')).toBe(1);

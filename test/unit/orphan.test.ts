@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { makeMediaJob } from "../support/builders.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { planDeletion } from "../../src/mediajob/deletion.js";
 import { FINALIZER, SKIP_CANCEL_ANNOTATION } from "../../src/mediajob/job.js";
@@ -12,27 +13,22 @@ const running = (
   spec: Partial<MediaJob["spec"]> = { account: "cus_a" },
   status: MediaJob["status"] = {},
 ): MediaJob =>
-  ({
-    apiVersion: "media-orchestrator.io/v1alpha1",
-    kind: "MediaJob",
-    metadata: {
-      name: "clip",
-      namespace: "ns",
-      uid: "uid-1",
-      finalizers: [FINALIZER],
-      annotations: { [SKIP_CANCEL_ANNOTATION]: "true" },
-      deletionTimestamp: "2026-11-28T11:59:00Z",
-    },
-    spec: { workload: "asr", ...spec },
-    status: {
+  makeMediaJob("clip")
+    .ns("ns")
+    .uid("uid-1")
+    .finalizers(FINALIZER)
+    .annotations({ [SKIP_CANCEL_ANNOTATION]: "true" })
+    .deleting("2026-11-28T11:59:00Z")
+    .spec(spec)
+    .status({
       phase: "Processing",
       attempts: 2,
       endpointId: "ep-1",
       providerJobId: "p-2",
       submission: { attempt: 2, id: "s", startedAt: NOW, state: "Accepted" },
       ...status,
-    },
-  }) as MediaJob;
+    })
+    .build();
 
 describe("a run left at the provider", () => {
   it("a deletion without a cancel records the run for its account, or says it is unbilled", () => {

@@ -2,7 +2,7 @@
 // executionTimeout, told to wait (Admitted=False, one Event on the change) when not, and submitted
 // with policy.executionTimeout from spec or the plan, never above the plan's.
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
@@ -15,22 +15,18 @@ const NOW = new Date("2026-01-01T01:00:00.000Z");
 const plans = PlansSchema.parse({
   price_small: { gpuSecondsPerPeriod: 3600, maxConcurrentJobs: 2, maxExecutionTimeoutMs: 600_000 },
 });
-const ready = {
-  metadata: { name: "asr", namespace: "ns" },
-  spec: { workload: "asr" },
-  status: {
-    endpointId: "ep-1",
-    conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "" }],
-  },
-} as unknown as GpuEndpoint;
+const ready: GpuEndpoint = makeGpuEndpoint("asr").ns("ns").ready("ep-1", undefined).build();
 
-const job = (spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): MediaJob => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: { name: "clip", namespace: "ns", uid: "uid-1", generation: 1, finalizers: [FINALIZER] },
-  spec: { workload: "asr", account: "cus_1", ...spec } as MediaJob["spec"],
-  ...(status && { status }),
-});
+const job = (spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): MediaJob =>
+  makeMediaJob("clip")
+    .ns("ns")
+    .uid("uid-1")
+    .generation(1)
+    .finalizers(FINALIZER)
+    .account("cus_1")
+    .spec(spec)
+    .status(status)
+    .build();
 const account = (o: Partial<AccountFacts> = {}): AccountFacts => ({
   priceIds: ["price_small"],
   usedSeconds: 0,

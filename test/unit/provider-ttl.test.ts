@@ -4,7 +4,7 @@
 // is the controller's to enforce by its cancel, after which the job's usage is read from the
 // provider before the job ends; a status 404 past the ttl is Expired, one before it a lost job.
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeMediaJob } from "../support/builders.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
@@ -23,13 +23,15 @@ const H = 3600 * S;
 const DAY = 24 * H;
 const WEEK = 7 * DAY;
 
-const job = (spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): MediaJob => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: { name: "clip", namespace: "ns", uid: "uid-1", generation: 1, finalizers: [FINALIZER] },
-  spec: { workload: "asr", ...spec } as MediaJob["spec"],
-  ...(status && { status }),
-});
+const job = (spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): MediaJob =>
+  makeMediaJob("clip")
+    .ns("ns")
+    .uid("uid-1")
+    .generation(1)
+    .finalizers(FINALIZER)
+    .spec(spec)
+    .status(status)
+    .build();
 const running = (o: Partial<MediaJobStatus> = {}): MediaJobStatus => ({
   phase: "Processing",
   jobId: "uid-1",

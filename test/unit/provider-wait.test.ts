@@ -3,7 +3,7 @@
 // the cause's reason changes, and cleared when it starts and when the attempt ends. Pure: the plan
 // of a Processing job from its facts.
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeMediaJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
@@ -15,13 +15,15 @@ import { isProviderWait, providerWaitCause, type WaitCause } from "../../src/med
 
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();
-const job = (status: MediaJobStatus, spec: Partial<MediaJob["spec"]> = {}): MediaJob => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: { name: "clip", namespace: "ns", uid: "uid-1", generation: 1, finalizers: [FINALIZER] },
-  spec: { workload: "asr", ...spec } as MediaJob["spec"],
-  status,
-});
+const job = (status: MediaJobStatus, spec: Partial<MediaJob["spec"]> = {}): MediaJob =>
+  makeMediaJob("clip")
+    .ns("ns")
+    .uid("uid-1")
+    .generation(1)
+    .finalizers(FINALIZER)
+    .spec(spec)
+    .status(status)
+    .build();
 const submitted = (o: Partial<MediaJobStatus> = {}): MediaJobStatus => ({
   phase: "Processing",
   jobId: "uid-1",

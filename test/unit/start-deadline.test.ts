@@ -3,7 +3,7 @@
 // spec.maxAttempts allows; a job a worker started in time is left to run. Pure: the plan, the
 // cancel's answer and a late callback.
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeMediaJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
@@ -17,13 +17,15 @@ import { planSubmission } from "../../src/mediajob/write-ahead.js";
 
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();
-const job = (spec: Partial<MediaJob["spec"]>, status?: MediaJobStatus): MediaJob => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: { name: "clip", namespace: "ns", uid: "uid-1", generation: 1, finalizers: [FINALIZER] },
-  spec: { workload: "asr", startDeadlineSeconds: 60, ...spec } as MediaJob["spec"],
-  ...(status && { status }),
-});
+const job = (spec: Partial<MediaJob["spec"]>, status?: MediaJobStatus): MediaJob =>
+  makeMediaJob("clip")
+    .ns("ns")
+    .uid("uid-1")
+    .generation(1)
+    .finalizers(FINALIZER)
+    .spec({ startDeadlineSeconds: 60, ...spec })
+    .status(status)
+    .build();
 const queued = (submittedSecondsAgo: number, o: Partial<MediaJobStatus> = {}): MediaJobStatus => ({
   phase: "Processing",
   jobId: "uid-1",

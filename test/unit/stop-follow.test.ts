@@ -2,7 +2,7 @@
 // every tick, told once (a Warning with the provider job id) when it runs on past the warning, and
 // ends as its stop says once the provider reports it ended, with that final answer.
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeMediaJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
 import { planJob } from "../../src/mediajob/plan.js";
@@ -22,13 +22,15 @@ const running: MediaJobStatus = {
   startedAt: at(-60).toISOString(),
   submission: { attempt: 1, id: "s-1", startedAt: at(-60).toISOString(), state: "Accepted" },
 };
-const job = (spec: Partial<MediaJob["spec"]>, status: MediaJobStatus): MediaJob => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: { name: "clip", namespace: "ns", uid: "uid-1", generation: 2, finalizers: [FINALIZER] },
-  spec: { workload: "asr", ...spec } as MediaJob["spec"],
-  status,
-});
+const job = (spec: Partial<MediaJob["spec"]>, status: MediaJobStatus): MediaJob =>
+  makeMediaJob("clip")
+    .ns("ns")
+    .uid("uid-1")
+    .generation(2)
+    .finalizers(FINALIZER)
+    .spec(spec)
+    .status(status)
+    .build();
 const facts = (now: Date, provider?: Facts["provider"]): Facts => ({
   now,
   settings: { defaultTimeoutSeconds: 600, tickMs: 30_000, cancelFollowWarningMs: 120_000 },

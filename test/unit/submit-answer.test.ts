@@ -1,7 +1,7 @@
 // afterSubmit: the domain's reading of the provider's answer to /run (src/mediajob/submit-answer.ts),
 // as afterStop reads a cancel's. The executor sends and writes; what the answer means is decided here.
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeMediaJob } from "../support/builders.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
 import { afterSubmit, type SubmitAnswer } from "../../src/mediajob/submit-answer.js";
@@ -10,13 +10,14 @@ import { planSubmission } from "../../src/mediajob/write-ahead.js";
 const NOW = new Date("2026-03-01T12:00:00.000Z");
 const now = NOW.toISOString();
 const settings = { defaultTimeoutSeconds: 600, confirmationWindowMs: 300_000 };
-const pending: MediaJob = {
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: { name: "clip", namespace: "ns", uid: "uid-1", generation: 1, finalizers: [FINALIZER] },
-  spec: { workload: "asr", input: { audio: "s3://bucket/a.wav" } },
-  status: { phase: "Pending", jobId: "uid-1" },
-};
+const pending: MediaJob = makeMediaJob("clip")
+  .ns("ns")
+  .uid("uid-1")
+  .generation(1)
+  .finalizers(FINALIZER)
+  .input({ audio: "s3://bucket/a.wav" })
+  .status({ phase: "Pending", jobId: "uid-1" })
+  .build();
 const p = planSubmission(pending, pending.status!, {
   endpointId: "ep-1",
   newSubmissionId: "sub-00000001",

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { makeMediaJob } from "../support/builders.js";
 import {
   ACCOUNTS_ANNOTATION,
   ACCOUNTS_USAGE_ANNOTATION,
@@ -13,13 +14,7 @@ import {
 import type { MediaJob } from "../../src/crds/mediajob.js";
 
 const job = (spec: Partial<MediaJob["spec"]> = {}, status?: MediaJob["status"]): MediaJob =>
-  ({
-    apiVersion: "media-orchestrator.io/v1alpha1",
-    kind: "MediaJob",
-    metadata: { name: "clip", namespace: "tenant-a" },
-    spec: { workload: "asr", ...spec },
-    ...(status && { status }),
-  }) as MediaJob;
+  makeMediaJob("clip").ns("tenant-a").spec(spec).status(status).build();
 
 describe("a namespace's account binding", () => {
   it.each([

@@ -3,7 +3,7 @@
 // Pending (its plan holds it there); a job a worker already runs is left to end. Pure: the plan,
 // the cancel's answer and the cancel's callback.
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { makeMediaJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
 import { planJob } from "../../src/mediajob/plan.js";
@@ -14,13 +14,15 @@ import { afterStop } from "../../src/mediajob/stop.js";
 
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();
-const job = (status: MediaJobStatus): MediaJob => ({
-  apiVersion: API_VERSION,
-  kind: "MediaJob",
-  metadata: { name: "clip", namespace: "ns", uid: "uid-1", generation: 1, finalizers: [FINALIZER] },
-  spec: { workload: "asr", account: "cus_a" } as MediaJob["spec"],
-  status,
-});
+const job = (status: MediaJobStatus): MediaJob =>
+  makeMediaJob("clip")
+    .ns("ns")
+    .uid("uid-1")
+    .generation(1)
+    .finalizers(FINALIZER)
+    .account("cus_a")
+    .status(status)
+    .build();
 const queued: MediaJobStatus = {
   phase: "Processing",
   jobId: "uid-1",
