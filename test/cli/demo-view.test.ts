@@ -2,17 +2,16 @@
 // among them), and its wait for Enter ends when the input ends or after its timeout.
 import { PassThrough } from "node:stream";
 import { describe, expect, it, vi } from "vitest";
+import { makeMediaJob } from "../support/builders.js";
 import { mediaJobDefinition, type MediaJob } from "../../src/crds/mediajob.js";
 import { mediaJobTable, waitForEnter } from "../../scripts/demo-view.js";
 
 const NOW = Date.parse("2026-01-01T00:01:00Z");
-const job = {
-  apiVersion: "media-orchestrator.io/v1alpha1",
-  kind: "MediaJob",
-  metadata: { name: "episode-42", namespace: "default", creationTimestamp: "2026-01-01T00:00:30Z" },
-  spec: { workload: "asr" },
-  status: { phase: "Pending", reason: "AccountUnknown", endpointId: "ep-asr", attempts: 0, replay: true },
-} as unknown as MediaJob;
+const job: MediaJob = makeMediaJob("episode-42")
+  .ns("default")
+  .created("2026-01-01T00:00:30Z")
+  .status({ phase: "Pending", reason: "AccountUnknown", endpointId: "ep-asr", attempts: 0, replay: true })
+  .build();
 
 describe("the demo's table", () => {
   it("has kubectl get mediajobs' columns, in its order", () => {

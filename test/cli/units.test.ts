@@ -1,6 +1,7 @@
 // The CLI's pure parts: durations, tables, masking, the command line, the stuck rule, the waiting
 // rule, the Node check.
 import { describe, expect, it } from "vitest";
+import { makeMediaJob } from "../support/builders.js";
 import { parseCommandLine } from "../../src/cli/args.js";
 import { humanDuration, parseDuration } from "../../src/cli/duration.js";
 import { UsageError } from "../../src/cli/errors.js";
@@ -9,7 +10,7 @@ import { nodeVersionProblem } from "../../src/cli/node-version.js";
 import { formatTable, Output } from "../../src/cli/output.js";
 import { attemptTimes, verdict } from "../../src/cli/status.js";
 import { waitingFindings, waitOf } from "../../src/cli/waiting.js";
-import type { MediaJob } from "../../src/crds/mediajob.js";
+import type { JobPhase, MediaJobStatus } from "../../src/crds/mediajob.js";
 
 describe("durations", () => {
   it("reads kubectl-style durations", () => {
@@ -130,14 +131,12 @@ describe("command line", () => {
 
 describe("the stuck rule", () => {
   const now = Date.parse("2025-01-01T12:00:00Z");
-  const job = (name: string, phase: string, submittedMinutesAgo: number, timeoutSeconds?: number) =>
-    ({
-      apiVersion: "media-orchestrator.io/v1alpha1",
-      kind: "MediaJob",
-      metadata: { name, namespace: "ns" },
-      spec: { workload: "asr", ...(timeoutSeconds ? { timeoutSeconds } : {}) },
-      status: { phase, submittedAt: new Date(now - submittedMinutesAgo * 60_000).toISOString() },
-    }) as MediaJob;
+  const job = (name: string, phase: JobPhase, submittedMinutesAgo: number, timeoutSeconds?: number) =>
+    makeMediaJob(name)
+      .ns("ns")
+      .spec(timeoutSeconds ? { timeoutSeconds } : {})
+      .status({ phase, submittedAt: new Date(now - submittedMinutesAgo * 60_000).toISOString() })
+      .build();
   const jobs = [
     job("old", "Processing", 30),
     job("young", "Processing", 5),
@@ -161,18 +160,18 @@ describe("the stuck rule", () => {
 
 describe("jobs that wait", () => {
   const pending = (conditions: Array<{ type: string; status: string; reason: string }>) =>
-    ({
-      metadata: { name: "j", namespace: "ns" },
-      spec: { workload: "asr", account: "cus_x" },
-      status: {
+    makeMediaJob("j")
+      .ns("ns")
+      .account("cus_x")
+      .status({
         phase: "Pending",
         conditions: conditions.map((c) => ({
           ...c,
           message: `${c.reason} says why`,
           lastTransitionTime: "",
         })),
-      },
-    }) as unknown as MediaJob;
+      } as MediaJobStatus)
+      .build();
 
   it("a Pending job held by Admitted=False waits, with the reason and its fix", () => {
     const job = pending([{ type: "Admitted", status: "False", reason: "AccountUnknown" }]);
@@ -291,14 +290,14 @@ describe("status: each attempt's time at the provider", () => {
 
 describe("waiting for the in-flight window's reasons", () => {
   const queued = (reason: string) =>
-    ({
-      metadata: { name: "j", namespace: "ns" },
-      spec: { workload: "asr", priority: "low" },
-      status: {
+    makeMediaJob("j")
+      .ns("ns")
+      .spec({ priority: "low" })
+      .status({
         phase: "Pending",
         conditions: [{ type: "Queued", status: "True", reason, message: "", lastTransitionTime: "" }],
-      },
-    }) as unknown as MediaJob;
+      })
+      .build();
 
   it("a low-priority job waiting for a free worker is by design; an unknown scaler needs a hand", () => {
     expect(waitOf(queued("LowPriority"))?.fix).toMatch(/never makes the endpoint scale/);
@@ -310,10 +309,9 @@ describe("waiting for the in-flight window's reasons", () => {
 
 describe("status: a job the provider forgot", () => {
   const processing = (expiresAt: string) =>
-    ({
-      metadata: { name: "j", namespace: "ns" },
-      spec: { workload: "asr" },
-      status: {
+    makeMediaJob("j")
+      .ns("ns")
+      .status({
         phase: "Processing",
         providerJobId: "p-1",
         endpointId: "ep-1",
@@ -324,8 +322,8 @@ describe("status: a job the provider forgot", () => {
           state: "Accepted",
           expiresAt,
         },
-      },
-    }) as unknown as MediaJob;
+      })
+      .build();
   const notFound = { state: "not-found" as const, id: "p-1", endpointId: "ep-1", message: "job not found" };
 
   it("past its ttl: expired, not to be replayed blindly", () => {
@@ -342,10 +340,9 @@ describe("status: a job the provider forgot", () => {
 
 describe("status: a job waiting in the provider's queue", () => {
   const waiting = (reason: string, message: string) =>
-    ({
-      metadata: { name: "j", namespace: "ns" },
-      spec: { workload: "asr" },
-      status: {
+    makeMediaJob("j")
+      .ns("ns")
+      .status({
         phase: "Processing",
         providerJobId: "p-1",
         endpointId: "ep-1",
@@ -358,8 +355,8 @@ describe("status: a job waiting in the provider's queue", () => {
             lastTransitionTime: "2026-01-01T00:00:00Z",
           },
         ],
-      },
-    }) as unknown as MediaJob;
+      })
+      .build();
   const inQueue = {
     state: "found" as const,
     id: "p-1",

@@ -4,9 +4,10 @@
 // naming the customer is not admitted on it, and a subscription event for the customer is never
 // written onto it.
 import { describe, expect, it } from "vitest";
-import { API_VERSION, billingAccountName, type BillingAccount } from "../../src/crds/index.js";
+import { billingAccountName, type BillingAccount } from "../../src/crds/index.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { applySubscriptionChange } from "../../src/webhooks/billing.js";
+import { makeBillingAccount } from "../support/builders.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
 import { condition, controllerStackForTests, mediaJob } from "../support/stack.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
@@ -19,12 +20,7 @@ const s = controllerStackForTests(kc, { name: "account-lookup", endpoints: ["asr
 /** An active account under the name of `named`'s account, holding `holds` as its customer. */
 async function accountNamedFor(named: string, holds: string): Promise<BillingAccount> {
   const name = billingAccountName(named);
-  await api.create<BillingAccount>("billingaccounts", s.ns, {
-    apiVersion: API_VERSION,
-    kind: "BillingAccount",
-    metadata: { name },
-    spec: { customerId: holds },
-  } as never);
+  await api.create<BillingAccount>("billingaccounts", s.ns, makeBillingAccount(holds).named(name).build());
   const { object } = await api.updateStatusWithRetry<BillingAccount>("billingaccounts", s.ns, name, (a) => ({
     ...a,
     status: { ...a.status, subscriptionStatus: "active", lastEventId: "evt_1", lastEventCreated: 1 },

@@ -3,30 +3,16 @@
 // whole run), and the GPU time it ran is read from the provider's status, recorded on the job and
 // metered before the job ends DeadlineExceeded. The controller, the sidecar and the simulator's
 // GPU and payment sides over HTTP, against the real control plane.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
-import {
-  mediaJob,
-  meteredStackOptions,
-  startControllerStack,
-  waitForPhase,
-  type ControllerStack,
-} from "../support/stack.js";
+import { controllerStackForTests, mediaJob, meteredStackOptions, waitForPhase } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let stack: ControllerStack;
 const CUSTOMER = "cus_deadline";
-
-beforeAll(async () => {
-  stack = await startControllerStack(kc, meteredStackOptions("deadline"));
-  await activeAccount(api, stack.ns, CUSTOMER);
-}, 120_000);
-
-afterAll(() => stack?.stop());
+const stack = controllerStackForTests(kc, meteredStackOptions("deadline", { accounts: [CUSTOMER] }));
 
 describe("a job that reaches its deadline", () => {
   it("is cancelled by the controller at the deadline, and the time it ran is recorded and metered", async () => {

@@ -3,25 +3,21 @@
 // the usage reporter's pass, which waits on the payment provider's answers, yet a job of the
 // account that ends at the plan's cap stops the account's next job at once; and jobs created at
 // once, before any has a status, still run no more at a time than the plan allows.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { API_VERSION, billingAccountName, type BillingAccount } from "../../src/crds/index.js";
+import { describe, expect, it } from "vitest";
+import { billingAccountName, type BillingAccount } from "../../src/crds/index.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
 import {
   condition,
+  controllerStackForTests,
   mediaJob,
-  startControllerStack,
+  meteredStackOptions,
   waitForPhase,
-  type ControllerStack,
-  GPU_SECONDS_METER,
 } from "../support/stack.js";
-import { changeBinding } from "../../src/cli/bind.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let ns = "";
-let stack: ControllerStack;
 
 const PLANS = {
   // One job's run (at least 1 s billed) reaches it; one job at a time.
@@ -32,52 +28,33 @@ const PLANS = {
 /** How long the payment provider takes to answer a meter event: the reporter's pass waits on it. */
 const METER_LATENCY_MS = 6_000;
 
-beforeAll(async () => {
-  stack = await startControllerStack(kc, {
-    name: "plans-lag",
-    sidecar: true,
-    endpoints: ["asr"],
-    sim: { meters: [GPU_SECONDS_METER] },
-    env: {
-      PAYMENT_PROVIDER_API_KEY: "sim-payment-key",
-      USAGE_REPORT_INTERVAL_SECONDS: "1",
-      MEDIA_PLANS: JSON.stringify(PLANS),
-    },
-    manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
-  });
-  ns = stack.ns;
-  for (const [customer, price] of [
-    ["cus_busy", "price_roomy"],
-    ["cus_tiny", "price_tiny"],
-    ["cus_single", "price_single"],
-  ] as const) {
-    await changeBinding(api, ns, customer, "bind");
-    const created = await api.create<BillingAccount>("billingaccounts", ns, {
-      apiVersion: API_VERSION,
-      kind: "BillingAccount",
-      metadata: { name: billingAccountName(customer) },
-      spec: { customerId: customer },
-    } as never);
-    await api.replaceStatus("billingaccounts", {
-      ...created,
-      status: { subscriptionStatus: "active", priceIds: [price] },
-    } as never);
-  }
-}, 120_000);
+const stack = controllerStackForTests(
+  kc,
+  meteredStackOptions("plans-lag", {
+    env: { MEDIA_PLANS: JSON.stringify(PLANS) },
+    accounts: [
+      { customer: "cus_busy", status: { priceIds: ["price_roomy"] } },
+      { customer: "cus_tiny", status: { priceIds: ["price_tiny"] } },
+      { customer: "cus_single", status: { priceIds: ["price_single"] } },
+    ],
+  }),
+);
 
-afterAll(() => stack?.stop());
-
-const getJob = (name: string) => api.get<MediaJob>("mediajobs", ns, name);
+const getJob = (name: string) => api.get<MediaJob>("mediajobs", stack.ns, name);
 const usedSeconds = async (customer: string) =>
-  (await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(customer)))?.status?.usage
+  (await api.get<BillingAccount>("billingaccounts", stack.ns, billingAccountName(customer)))?.status?.usage
     ?.usedSeconds ?? 0;
 
 describe("a plan's seconds while the account's count lags", () => {
   it("holds the account's next job once a job ends at the cap, before the count shows it", async () => {
     stack.sim.setFaults({ meterEventLatencyMs: METER_LATENCY_MS });
     // Another customer's job ends: the reporter's pass sends its meter event, and waits.
-    await api.create("mediajobs", ns, mediaJob("busy", { workload: "asr", account: "cus_busy" }) as never);
-    await waitForPhase(api, ns, "busy", "Completed");
+    await api.create(
+      "mediajobs",
+      stack.ns,
+      mediaJob("busy", { workload: "asr", account: "cus_busy" }) as never,
+    );
+    await waitForPhase(api, stack.ns, "busy", "Completed");
     await eventually(
       async () => (await getJob("busy"))?.status?.usage?.attempts[0]?.firstSentAt !== undefined,
     );
@@ -86,7 +63,11 @@ describe("a plan's seconds while the account's count lags", () => {
     // Meanwhile the tiny plan's customer creates two jobs: one at a time, the first to run
     // reaches the cap.
     for (const name of ["one", "two"])
-      await api.create("mediajobs", ns, mediaJob(name, { workload: "asr", account: "cus_tiny" }) as never);
+      await api.create(
+        "mediajobs",
+        stack.ns,
+        mediaJob(name, { workload: "asr", account: "cus_tiny" }) as never,
+      );
     const ran = await eventually(async () => {
       for (const name of ["one", "two"]) if ((await getJob(name))?.status?.phase === "Completed") return name;
       return undefined;
@@ -127,10 +108,10 @@ describe("a plan's seconds while the account's count lags", () => {
     for (const name of names)
       await api.create(
         "mediajobs",
-        ns,
+        stack.ns,
         mediaJob(name, { workload: "asr", account: "cus_single", id: name }) as never,
       );
-    for (const name of names) await waitForPhase(api, ns, name, "Completed", 60_000);
+    for (const name of names) await waitForPhase(api, stack.ns, name, "Completed", 60_000);
     // At the provider: from when it took each job to when the job ended, none overlapped another.
     const spans = names
       .map((name) => stack.sim.getJob(name)!.timeline)

@@ -2,37 +2,28 @@
 // against the real control plane and the simulator's payment API over HTTP: the backlog drains in
 // batches of up to 100 (a few calls, not one per job), and with 5xx, lost answers and 429 on the
 // way every attempt is still recorded once, with its billed seconds, and marked Reported.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/common.js";
+import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { meterIdentifier } from "../../src/mediajob/usage.js";
-import { activeAccount } from "../support/accounts.js";
+import { makeMediaJob } from "../support/builders.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
-import { startControllerStack, type ControllerStack, GPU_SECONDS_METER } from "../support/stack.js";
+import { controllerStackForTests, GPU_SECONDS_METER } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let stack: ControllerStack;
-let ns = "";
 const CUSTOMER = "cus_burst";
-
-beforeAll(async () => {
-  stack = await startControllerStack(kc, {
-    name: "usage-burst",
-    sim: {
-      meters: [GPU_SECONDS_METER],
-      // Down while the burst is written, so the whole burst waits in the outbox at once.
-      faults: { paymentServerErrorsFirst: 1_000_000 },
-    },
-    env: { PAYMENT_PROVIDER_API_KEY: "sim-payment-key", USAGE_REPORT_INTERVAL_SECONDS: "1" },
-    manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
-  });
-  ns = stack.ns;
-  await activeAccount(api, ns, CUSTOMER);
-}, 120_000);
-
-afterAll(() => stack?.stop());
+const stack = controllerStackForTests(kc, {
+  name: "usage-burst",
+  sim: {
+    meters: [GPU_SECONDS_METER],
+    // Down while the burst is written, so the whole burst waits in the outbox at once.
+    faults: { paymentServerErrorsFirst: 1_000_000 },
+  },
+  env: { PAYMENT_PROVIDER_API_KEY: "sim-payment-key", USAGE_REPORT_INTERVAL_SECONDS: "1" },
+  manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
+  accounts: [CUSTOMER],
+});
 
 /** Writes `n` ended jobs of the customer, each one attempt's usage in the outbox; their identifiers and values. */
 async function endedJobs(prefix: string, n: number): Promise<Map<string, number>> {
@@ -42,17 +33,19 @@ async function endedJobs(prefix: string, n: number): Promise<Map<string, number>
   for (let i = 0; i < names.length; i += 25)
     await Promise.all(
       names.slice(i, i + 25).map(async (name, k) => {
-        const job = await api.create<MediaJob>("mediajobs", ns, {
-          apiVersion: API_VERSION,
-          kind: "MediaJob",
-          metadata: { name },
-          spec: { workload: "asr", account: CUSTOMER, input: { audio: `s3://in/${name}.wav` } },
-        } as never);
+        const job = await api.create<MediaJob>(
+          "mediajobs",
+          stack.ns,
+          makeMediaJob(name)
+            .account(CUSTOMER)
+            .input({ audio: `s3://in/${name}.wav` })
+            .build(),
+        );
         const identifier = meterIdentifier({ uid: job.metadata.uid!, attempt: 1 });
         const billedSeconds = 1 + ((i + k) % 7);
         expected.set(identifier, billedSeconds);
         // The controller may have written the new job's first status: the ended one replaces it.
-        await api.updateStatusWithRetry<MediaJob>("mediajobs", ns, name, (cur) => ({
+        await api.updateStatusWithRetry<MediaJob>("mediajobs", stack.ns, name, (cur) => ({
           ...cur,
           status: {
             phase: "Completed",
@@ -90,7 +83,7 @@ async function allReported(prefix: string): Promise<MediaJob[]> {
   let jobs: MediaJob[] = [];
   await eventually(
     async () => {
-      jobs = (await api.list<MediaJob>("mediajobs", ns)).items.filter((j) =>
+      jobs = (await api.list<MediaJob>("mediajobs", stack.ns)).items.filter((j) =>
         j.metadata.name.startsWith(`${prefix}-`),
       );
       return jobs.every((j) => j.status?.usage?.attempts.every((a) => a.meter === "Reported"));

@@ -3,7 +3,7 @@
 // (the payment provider failing) stays until the report lands, then goes, its event recorded once;
 // a running job's deletion waits for the usage its cancel recorded; an annotation lets an operator
 // delete without waiting, told by a Warning naming the seconds lost.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
@@ -11,33 +11,17 @@ import { SKIP_USAGE_REPORT_ANNOTATION } from "../../src/mediajob/deletion.js";
 import { USAGE_FINALIZER } from "../../src/mediajob/usage.js";
 import { activeAccount } from "../support/accounts.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
-import {
-  mediaJob,
-  startControllerStack,
-  waitForPhase,
-  type ControllerStack,
-  meteredStackOptions,
-} from "../support/stack.js";
+import { controllerStackForTests, mediaJob, meteredStackOptions, waitForPhase } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let stack: ControllerStack;
-let ns = "";
-
 const CUSTOMER = "cus_delete";
+const stack = controllerStackForTests(kc, meteredStackOptions("usage-deletion", { accounts: [CUSTOMER] }));
 
-beforeAll(async () => {
-  stack = await startControllerStack(kc, meteredStackOptions("usage-deletion"));
-  ns = stack.ns;
-  await activeAccount(api, ns, CUSTOMER);
-}, 120_000);
+// Runs before the stack stops (hooks after a file's run go last-registered first).
+afterAll(() => stack.sim?.setFaults({}));
 
-afterAll(async () => {
-  stack?.sim.setFaults({});
-  await stack?.stop();
-});
-
-const getJob = (name: string) => api.get<MediaJob>("mediajobs", ns, name);
+const getJob = (name: string) => api.get<MediaJob>("mediajobs", stack.ns, name);
 const gone = (name: string, timeoutMs = 60_000) =>
   eventually(async () => (await getJob(name)) === undefined, {
     timeoutMs,
@@ -62,8 +46,12 @@ const tried = async (name: string): Promise<MediaJob> => {
 describe("a deletion waits for the job's usage report", () => {
   it("a finished job is kept by the usage report's finalizer only until its usage is reported", async () => {
     stack.sim.setFaults({ paymentServerErrorsFirst: 1_000_000 });
-    await api.create("mediajobs", ns, mediaJob("kept", { workload: "asr", account: CUSTOMER }) as never);
-    await waitForPhase(api, ns, "kept", "Completed");
+    await api.create(
+      "mediajobs",
+      stack.ns,
+      mediaJob("kept", { workload: "asr", account: CUSTOMER }) as never,
+    );
+    await waitForPhase(api, stack.ns, "kept", "Completed");
     await eventually(async () => (await getJob("kept"))?.metadata.finalizers?.includes(USAGE_FINALIZER));
     stack.sim.setFaults({});
     await eventually(async () => {
@@ -75,16 +63,20 @@ describe("a deletion waits for the job's usage report", () => {
 
   it("a finished job deleted while the payment provider fails stays until its usage is reported, then goes; metered once", async () => {
     stack.sim.setFaults({ paymentServerErrorsFirst: 1_000_000 });
-    await api.create("mediajobs", ns, mediaJob("done-1", { workload: "asr", account: CUSTOMER }) as never);
-    await waitForPhase(api, ns, "done-1", "Completed");
+    await api.create(
+      "mediajobs",
+      stack.ns,
+      mediaJob("done-1", { workload: "asr", account: CUSTOMER }) as never,
+    );
+    await waitForPhase(api, stack.ns, "done-1", "Completed");
     const job = await tried("done-1");
     const seconds = job.status!.usage!.billedSeconds!;
     expect(seconds).toBeGreaterThan(0);
     // Let go of by the run's finalizer, kept by the usage report's.
     await eventually(async () => (await getJob("done-1"))?.metadata.finalizers?.includes(USAGE_FINALIZER));
-    await api.delete("mediajobs", ns, "done-1");
+    await api.delete("mediajobs", stack.ns, "done-1");
     await eventually(async () =>
-      (await eventsOf(kc, ns, "done-1")).some((e) => e.reason === "DeletionWaitsForUsage"),
+      (await eventsOf(kc, stack.ns, "done-1")).some((e) => e.reason === "DeletionWaitsForUsage"),
     );
     // Still there a while later, its report still in the outbox.
     await new Promise((r) => setTimeout(r, 3_000));
@@ -96,7 +88,7 @@ describe("a deletion waits for the job's usage report", () => {
     stack.sim.setFaults({});
     await gone("done-1");
     expect(meteredFor(job).map((e) => e.value)).toEqual([seconds]);
-    const reasons = (await eventsOf(kc, ns, "done-1")).map((e) => e.reason);
+    const reasons = (await eventsOf(kc, stack.ns, "done-1")).map((e) => e.reason);
     expect(reasons).not.toContain("UsageUnreportedOnDeletion");
   }, 120_000);
 
@@ -105,13 +97,13 @@ describe("a deletion waits for the job's usage report", () => {
     stack.sim.holdJob("run-1");
     await api.create(
       "mediajobs",
-      ns,
+      stack.ns,
       mediaJob("run", { workload: "asr", account: CUSTOMER, id: "run-1" }) as never,
     );
-    await waitForPhase(api, ns, "run", "Processing");
+    await waitForPhase(api, stack.ns, "run", "Processing");
     await eventually(async () => (await getJob("run"))?.status?.providerJobId);
     await new Promise((r) => setTimeout(r, 1_200)); // it runs a while: a second or two to bill
-    await api.delete("mediajobs", ns, "run");
+    await api.delete("mediajobs", stack.ns, "run");
     const job = await tried("run");
     expect(job.status?.phase).toBe("Cancelled");
     expect(stack.sim.getJob("run-1")?.status).toBe("CANCELLED");
@@ -126,16 +118,20 @@ describe("a deletion waits for the job's usage report", () => {
 
   it(`${SKIP_USAGE_REPORT_ANNOTATION}=true: goes at once, with a Warning naming the seconds lost`, async () => {
     stack.sim.setFaults({ paymentServerErrorsFirst: 1_000_000 });
-    await api.create("mediajobs", ns, mediaJob("skip", { workload: "asr", account: CUSTOMER }) as never);
-    await waitForPhase(api, ns, "skip", "Completed");
+    await api.create(
+      "mediajobs",
+      stack.ns,
+      mediaJob("skip", { workload: "asr", account: CUSTOMER }) as never,
+    );
+    await waitForPhase(api, stack.ns, "skip", "Completed");
     const job = await tried("skip");
     const seconds = job.status!.usage!.billedSeconds!;
-    await api.mergePatch("mediajobs", ns, "skip", {
+    await api.mergePatch("mediajobs", stack.ns, "skip", {
       metadata: { annotations: { [SKIP_USAGE_REPORT_ANNOTATION]: "true" } },
     });
-    await api.delete("mediajobs", ns, "skip");
+    await api.delete("mediajobs", stack.ns, "skip");
     await gone("skip", 20_000);
-    const lost = (await eventsOf(kc, ns, "skip")).find((e) => e.reason === "UsageUnreportedOnDeletion");
+    const lost = (await eventsOf(kc, stack.ns, "skip")).find((e) => e.reason === "UsageUnreportedOnDeletion");
     expect(lost?.type).toBe("Warning");
     expect(lost?.message).toContain(`${seconds} GPU seconds not reported`);
     expect(lost?.message).toContain(`mj_${job.metadata.uid}_1`);
@@ -152,11 +148,11 @@ describe("usage whose BillingAccount is gone", () => {
   it("is surfaced (Event, gauge), keeps its job past the TTL, and is counted once the account is back", async () => {
     const customer = "cus_gone";
     const name = billingAccountName(customer);
-    await activeAccount(api, ns, customer);
+    await activeAccount(api, stack.ns, customer);
     stack.sim.holdJob("orphan-1");
     await api.create(
       "mediajobs",
-      ns,
+      stack.ns,
       mediaJob("orphan", {
         workload: "asr",
         account: customer,
@@ -164,16 +160,16 @@ describe("usage whose BillingAccount is gone", () => {
         ttlSecondsAfterFinished: 0,
       }) as never,
     );
-    await waitForPhase(api, ns, "orphan", "Processing");
+    await waitForPhase(api, stack.ns, "orphan", "Processing");
     // The account goes while its job runs (an operator's cleanup).
-    await api.delete("billingaccounts", ns, name);
-    await eventually(async () => (await api.get("billingaccounts", ns, name)) === undefined);
+    await api.delete("billingaccounts", stack.ns, name);
+    await eventually(async () => (await api.get("billingaccounts", stack.ns, name)) === undefined);
     stack.sim.releaseJob("orphan-1");
-    await waitForPhase(api, ns, "orphan", "Completed");
+    await waitForPhase(api, stack.ns, "orphan", "Completed");
     await eventually(async () =>
-      (await eventsOf(kc, ns, "orphan")).some((e) => e.reason === "UsageAccountMissing"),
+      (await eventsOf(kc, stack.ns, "orphan")).some((e) => e.reason === "UsageAccountMissing"),
     );
-    const missing = (await eventsOf(kc, ns, "orphan")).find((e) => e.reason === "UsageAccountMissing")!;
+    const missing = (await eventsOf(kc, stack.ns, "orphan")).find((e) => e.reason === "UsageAccountMissing")!;
     expect(missing.type).toBe("Warning");
     expect(missing.message).toContain(`BillingAccount ${name} (customer ${customer})`);
     await eventually(async () =>
@@ -189,9 +185,9 @@ describe("usage whose BillingAccount is gone", () => {
     await eventually(async () => (await getJob("orphan"))?.status?.usage?.attempts[0]?.meter === "Reported");
     expect((await getJob("orphan"))?.status?.usage?.attempts[0]?.counted).not.toBe(true);
     // Back (the sidecar recreates it from the customer's next subscription event): counted once, then the TTL.
-    await activeAccount(api, ns, customer);
+    await activeAccount(api, stack.ns, customer);
     await gone("orphan");
-    const usage = (await api.get<BillingAccount>("billingaccounts", ns, name))?.status?.usage;
+    const usage = (await api.get<BillingAccount>("billingaccounts", stack.ns, name))?.status?.usage;
     expect(usage).toMatchObject({ usedSeconds: seconds, reportedSeconds: seconds });
     expect(meteredFor(job).map((e) => e.value)).toEqual([seconds]);
     await eventually(async () =>

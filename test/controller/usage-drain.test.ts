@@ -3,41 +3,27 @@
 // and refuses a second concurrent call for one customer and meter (429): with the product's default reporting interval, the outbox drains within seconds of the
 // last job's end (a failed call is tried again when its backoff ends, not at the next tick), and
 // every attempt is recorded once with its billed seconds.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
-import {
-  mediaJob,
-  startControllerStack,
-  waitForPhase,
-  type ControllerStack,
-  GPU_SECONDS_METER,
-} from "../support/stack.js";
+import { controllerStackForTests, mediaJob, waitForPhase, GPU_SECONDS_METER } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let stack: ControllerStack;
-let ns = "";
 const CUSTOMERS = ["cus_drain_a", "cus_drain_b"];
 const JOBS = 12;
 
-beforeAll(async () => {
-  stack = await startControllerStack(kc, {
-    name: "usage-drain",
-    sidecar: true,
-    endpoints: ["asr"],
-    sim: { meters: [GPU_SECONDS_METER] },
-    // USAGE_REPORT_INTERVAL_SECONDS stays at its default (10 s).
-    env: { PAYMENT_PROVIDER_API_KEY: "sim-payment-key" },
-    manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
-  });
-  ns = stack.ns;
-  for (const customerId of CUSTOMERS) await activeAccount(api, ns, customerId);
-}, 120_000);
-
-afterAll(() => stack?.stop());
+const stack = controllerStackForTests(kc, {
+  name: "usage-drain",
+  sidecar: true,
+  endpoints: ["asr"],
+  sim: { meters: [GPU_SECONDS_METER] },
+  // USAGE_REPORT_INTERVAL_SECONDS stays at its default (10 s).
+  env: { PAYMENT_PROVIDER_API_KEY: "sim-payment-key" },
+  manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
+  accounts: CUSTOMERS,
+});
 
 describe("usage backlog under payment provider faults", () => {
   it("drains within seconds of the burst's end, each attempt recorded once", async () => {
@@ -47,14 +33,14 @@ describe("usage backlog under payment provider faults", () => {
     for (const [i, name] of names.entries())
       await api.create(
         "mediajobs",
-        ns,
+        stack.ns,
         mediaJob(name, { workload: "asr", account: CUSTOMERS[i % 2] }) as never,
       );
-    for (const name of names) await waitForPhase(api, ns, name, "Completed");
+    for (const name of names) await waitForPhase(api, stack.ns, name, "Completed");
     const ended = Date.now();
     await eventually(
       async () => {
-        const jobs = await Promise.all(names.map((n) => api.get<MediaJob>("mediajobs", ns, n)));
+        const jobs = await Promise.all(names.map((n) => api.get<MediaJob>("mediajobs", stack.ns, n)));
         return jobs.every((j) => j?.status?.usage?.attempts.every((a) => a.meter === "Reported"));
       },
       { timeoutMs: 60_000 },
@@ -62,7 +48,7 @@ describe("usage backlog under payment provider faults", () => {
     const drainedInMs = Date.now() - ended;
     // Well under the 10 s tick times the failed calls it took.
     expect(drainedInMs).toBeLessThan(25_000);
-    const jobs = await Promise.all(names.map((n) => api.get<MediaJob>("mediajobs", ns, n)));
+    const jobs = await Promise.all(names.map((n) => api.get<MediaJob>("mediajobs", stack.ns, n)));
     const events = stack.sim.meterEvents();
     for (const j of jobs) {
       const a = j!.status!.usage!.attempts[0]!;

@@ -3,45 +3,33 @@
 // instead of `sum`, which bills a customer only its latest job) is a condition on the
 // BillingAccount, a gauge, and nothing is sent to it: the usage waits Pending, unstamped. Once the
 // meter is replaced by a right one, the waiting usage is sent, once.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { request } from "undici";
-import { activeAccount } from "../support/accounts.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
 import {
   GPU_SECONDS_METER,
+  controllerStackForTests,
   mediaJob,
   meteredStackOptions,
-  startControllerStack,
   waitForPhase,
-  type ControllerStack,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let stack: ControllerStack;
-let ns = "";
 const CUSTOMER = "cus_meter_check";
-
-beforeAll(async () => {
-  const base = meteredStackOptions("meter-check");
-  stack = await startControllerStack(kc, {
-    ...base,
+const stack = controllerStackForTests(kc, {
+  ...meteredStackOptions("meter-check", {
     sim: { meters: [{ ...GPU_SECONDS_METER, formula: "last" }] },
-    manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url }, meterRecheckMs: 300 }),
-  });
-  ns = stack.ns;
-  await activeAccount(api, ns, CUSTOMER);
-}, 120_000);
-
-afterAll(async () => {
-  await stack?.stop();
+    accounts: [CUSTOMER],
+  }),
+  manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url }, meterRecheckMs: 300 }),
 });
 
-const getJob = (name: string) => api.get<MediaJob>("mediajobs", ns, name);
-const getAccount = () => api.get<BillingAccount>("billingaccounts", ns, billingAccountName(CUSTOMER));
+const getJob = (name: string) => api.get<MediaJob>("mediajobs", stack.ns, name);
+const getAccount = () => api.get<BillingAccount>("billingaccounts", stack.ns, billingAccountName(CUSTOMER));
 const condition = async () =>
   (await getAccount())?.status?.conditions?.find((c) => c.type === "MetersConfigured");
 const gauge = async () =>
@@ -61,8 +49,12 @@ describe("meter configuration checked", () => {
       /media_orchestrator_usage_meter_misconfigured\{event_name="gpu_seconds"\} 1/,
     );
 
-    await api.create("mediajobs", ns, mediaJob("held-1", { workload: "asr", account: CUSTOMER }) as never);
-    await waitForPhase(api, ns, "held-1", "Completed");
+    await api.create(
+      "mediajobs",
+      stack.ns,
+      mediaJob("held-1", { workload: "asr", account: CUSTOMER }) as never,
+    );
+    await waitForPhase(api, stack.ns, "held-1", "Completed");
     await eventually(async () => ((await getJob("held-1"))?.status?.usage?.attempts ?? []).length === 1);
     // Several report passes later (one a second) nothing went out and nothing was stamped as sent.
     await new Promise((r) => setTimeout(r, 3_000));

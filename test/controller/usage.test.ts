@@ -4,7 +4,7 @@
 // its BillingAccount's period usage, and a payment provider that is down for a while (and loses
 // answers) leaves a visible backlog that drains with every identifier recorded once.
 import { execFileSync } from "node:child_process";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
@@ -13,36 +13,27 @@ import { activeAccount } from "../support/accounts.js";
 import { changeBinding } from "../../src/cli/bind.js";
 import { eventsOf, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
+  controllerStackForTests,
   mediaJob,
-  startControllerStack,
   startManager,
   waitForPhase,
-  type ControllerStack,
   meteredStackOptions,
 } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
-let stack: ControllerStack;
-let ns = "";
+const CUSTOMER = "cus_meter";
+const stack = controllerStackForTests(kc, meteredStackOptions("usage", { accounts: [CUSTOMER] }));
 /** The controller that takes over from the stack's in the outage test (a leader change). */
 let successor: Manager | undefined;
 
-const CUSTOMER = "cus_meter";
-
-beforeAll(async () => {
-  stack = await startControllerStack(kc, meteredStackOptions("usage"));
-  ns = stack.ns;
-  await activeAccount(api, ns, CUSTOMER);
-}, 120_000);
-
+// Hooks after a file's run go last-registered first: the successor stops before the stack.
 afterAll(async () => {
   await successor?.stop();
-  await stack?.stop();
 });
 
-const getJob = (name: string) => api.get<MediaJob>("mediajobs", ns, name);
-const getAccount = () => api.get<BillingAccount>("billingaccounts", ns, billingAccountName(CUSTOMER));
+const getJob = (name: string) => api.get<MediaJob>("mediajobs", stack.ns, name);
+const getAccount = () => api.get<BillingAccount>("billingaccounts", stack.ns, billingAccountName(CUSTOMER));
 const billed = (executionMs: number) => Math.ceil(executionMs / 1000);
 
 async function reported(name: string): Promise<MediaJob> {
@@ -63,8 +54,12 @@ async function reported(name: string): Promise<MediaJob> {
 
 describe("usage recorded and metered once", () => {
   it("records the provider's times on the job, meters them once and counts them into the account", async () => {
-    await api.create("mediajobs", ns, mediaJob("clip-1", { workload: "asr", account: CUSTOMER }) as never);
-    await waitForPhase(api, ns, "clip-1", "Completed");
+    await api.create(
+      "mediajobs",
+      stack.ns,
+      mediaJob("clip-1", { workload: "asr", account: CUSTOMER }) as never,
+    );
+    await waitForPhase(api, stack.ns, "clip-1", "Completed");
     const job = await reported("clip-1");
     const atProvider = stack.sim.getJob(job.status!.providerJobId!)!;
     expect(atProvider.executionTime).toBeGreaterThan(0);
@@ -100,7 +95,7 @@ describe("usage recorded and metered once", () => {
     // kubectl get mj -o wide shows the billed seconds.
     const wide = execFileSync(
       "kubectl",
-      ["--kubeconfig", testKubeconfigPath(), "-n", ns, "get", "mj", "clip-1", "-o", "wide"],
+      ["--kubeconfig", testKubeconfigPath(), "-n", stack.ns, "get", "mj", "clip-1", "-o", "wide"],
       {
         encoding: "utf8",
       },
@@ -116,10 +111,10 @@ describe("usage recorded and metered once", () => {
     for (const name of names)
       await api.create(
         "mediajobs",
-        ns,
+        stack.ns,
         mediaJob(name, { workload: "asr", account: CUSTOMER, ttlSecondsAfterFinished: 0 }) as never,
       );
-    for (const name of names) await waitForPhase(api, ns, name, "Completed");
+    for (const name of names) await waitForPhase(api, stack.ns, name, "Completed");
     // Unreported: kept past their TTL, in the outbox, counted as used but not reported.
     await eventually(
       async () => {
@@ -184,15 +179,15 @@ describe("usage recorded and metered once", () => {
     ];
     for (const c of cases) {
       // An account with no BillingAccount: the job waits and is never submitted; its status is ours.
-      await changeBinding(api, ns, "cus_unknown", "bind");
+      await changeBinding(api, stack.ns, "cus_unknown", "bind");
       const created = await api.create<MediaJob>(
         "mediajobs",
-        ns,
+        stack.ns,
         mediaJob(c.name, { workload: "asr", account: "cus_unknown" }) as never,
       );
       await eventually(async () => (await getJob(c.name))?.status?.phase === "Pending");
       const identifier = `mj_${created.metadata.uid}_1`;
-      await api.updateStatusWithRetry<MediaJob>("mediajobs", ns, c.name, (cur) => ({
+      await api.updateStatusWithRetry<MediaJob>("mediajobs", stack.ns, c.name, (cur) => ({
         ...cur,
         status: {
           ...cur.status,
@@ -224,14 +219,16 @@ describe("usage recorded and metered once", () => {
       expect(attempt.message).toMatch(c.message);
       expect(stack.sim.meterEvents().filter((e) => e.identifier === identifier)).toEqual([]);
       await eventually(async () =>
-        (await eventsOf(kc, ns, c.name)).some((e) => e.type === "Warning" && e.reason === "UsageNotReported"),
+        (await eventsOf(kc, stack.ns, c.name)).some(
+          (e) => e.type === "Warning" && e.reason === "UsageNotReported",
+        ),
       );
     }
   }, 60_000);
 
   it("a period that ended starts over at 0 without any job ending (a customer held at its limit is admitted again)", async () => {
     const customerId = "cus_rollover";
-    await activeAccount(api, ns, customerId, {
+    await activeAccount(api, stack.ns, customerId, {
       usage: {
         periodStart: "2026-01-01T00:00:00Z",
         periodEnd: "2026-02-01T00:00:00Z",
@@ -243,12 +240,12 @@ describe("usage recorded and metered once", () => {
     const now = new Date();
     const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString();
     await eventually(async () => {
-      const u = (await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(customerId)))?.status
-        ?.usage;
+      const u = (await api.get<BillingAccount>("billingaccounts", stack.ns, billingAccountName(customerId)))
+        ?.status?.usage;
       return u?.periodStart === monthStart;
     });
-    const u = (await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(customerId)))!.status!
-      .usage!;
+    const u = (await api.get<BillingAccount>("billingaccounts", stack.ns, billingAccountName(customerId)))!
+      .status!.usage!;
     expect(u).toMatchObject({ usedSeconds: 0, reportedSeconds: 0 });
     // No plans are configured here, so the account shows no plan limit (account-limits.ts).
     expect(u.limitSeconds).toBeUndefined();

@@ -2,8 +2,7 @@
 // `kubectl get bacct -o wide`.
 import { execFileSync } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
-import { billingAccountName } from "../../src/crds/billingaccount.js";
-import { API_VERSION } from "../../src/crds/index.js";
+import { makeBillingAccount } from "../support/builders.js";
 import { KubeApi, type KubeObject } from "../../src/k8s/api.js";
 import { describeError } from "../../src/k8s/errors.js";
 import { createTestNamespace, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
@@ -14,12 +13,7 @@ let ns = "";
 
 type Account = KubeObject & { status?: Record<string, unknown> };
 
-const account = (customerId: string): Account => ({
-  apiVersion: API_VERSION,
-  kind: "BillingAccount",
-  metadata: { name: billingAccountName(customerId) },
-  spec: { customerId },
-});
+const account = (customerId: string): Account => makeBillingAccount(customerId).build();
 
 const usage = {
   periodStart: "2026-11-01T00:00:00Z",

@@ -2,6 +2,7 @@
 // same object again within the series window is one more count of its series, not a new object.
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
+import { makeMediaJob } from "../support/builders.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { EventRecorder } from "../../src/k8s/events.js";
 import { createTestNamespace, eventsOf, testKubeConfig } from "../support/kube.js";
@@ -16,11 +17,7 @@ interface EventsV1 {
 describe("Kubernetes Events", () => {
   it("counts a recurring Event in its series, and shows it to kubectl describe", async () => {
     const ns = await createTestNamespace(kc, "events");
-    const target = {
-      apiVersion: "media-orchestrator.io/v1alpha1",
-      kind: "MediaJob",
-      metadata: { name: "recurring", namespace: ns, uid: "00000000-0000-0000-0000-000000000001" },
-    };
+    const target = makeMediaJob("recurring").ns(ns).uid("00000000-0000-0000-0000-000000000001").build();
     const rec = new EventRecorder(api, "controller", pino({ level: "silent" }));
     for (let i = 0; i < 3; i++)
       await rec.record(target, "Warning", "StatusCheckFailed", "the provider is down");

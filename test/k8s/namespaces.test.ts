@@ -3,7 +3,7 @@
 // namespace itself.
 import { CoreV1Api } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { API_VERSION } from "../../src/crds/index.js";
+import { makeMediaJob } from "../support/builders.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { createTestNamespace, deleteTestNamespaces, testKubeConfig } from "../support/kube.js";
@@ -15,12 +15,14 @@ const core = kc.makeApiClient(CoreV1Api);
 describe("test namespaces", () => {
   it("are removed with their objects, a MediaJob's finalizer included", async () => {
     const ns = await createTestNamespace(kc, "cleanup");
-    await api.create("mediajobs", ns, {
-      apiVersion: API_VERSION,
-      kind: "MediaJob",
-      metadata: { name: "held", finalizers: ["media-orchestrator.io/cancel-at-provider"] },
-      spec: { workload: "asr", input: { audio: "s3://a/b.wav" } },
-    });
+    await api.create(
+      "mediajobs",
+      ns,
+      makeMediaJob("held")
+        .finalizers("media-orchestrator.io/cancel-at-provider")
+        .input({ audio: "s3://a/b.wav" })
+        .build(),
+    );
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: "key" } } });
 
     await deleteTestNamespaces(kc);

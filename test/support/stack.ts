@@ -5,7 +5,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import { pino } from "pino";
 import { afterAll, beforeAll } from "vitest";
 import { parseEnv, type Env } from "../../src/config/env.js";
-import type { Workload } from "../../src/crds/index.js";
+import type { BillingAccountStatus, Workload } from "../../src/crds/index.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { Manager } from "../../src/controller/manager.js";
@@ -13,6 +13,7 @@ import { KubeApi } from "../../src/k8s/api.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import { startSimulator, type Simulator, type SimulatorOptions } from "../../tools/simulator/server.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
+import { activeAccount } from "./accounts.js";
 import { makeGpuEndpoint, makeMediaJob } from "./builders.js";
 import { createTestNamespace, eventually } from "./kube.js";
 
@@ -199,6 +200,12 @@ export interface ControllerStackOptions {
   endpoints?: Array<string | Spec>;
   /** What the Manager gets besides the defaults (a counting provider, a flaky API), from the env. */
   manager?: (env: Env, sim: Simulator) => Partial<ConstructorParameters<typeof Manager>[0]>;
+  /**
+   * Customers whose BillingAccount is active (with `status` over that, such as a plan's priceIds)
+   * and bound to the namespace (activeAccount), once the endpoints are Ready: the accounts the
+   * file's jobs name, as an operator sets up a tenant before its jobs come.
+   */
+  accounts?: Array<string | { customer: string; status: Partial<BillingAccountStatus> }>;
 }
 
 /** The simulator's GPU-seconds meter that the metering tests report to. */
@@ -207,15 +214,20 @@ export const GPU_SECONDS_METER = { id: "mtr_gpu", event_name: "gpu_seconds", dis
 /**
  * A stack whose controller meters usage to the simulator's payment API (GPU_SECONDS_METER), its
  * reporter looking every second, with the sidecar receiving callbacks and one asr endpoint.
+ * `more`: settings and simulator options over those (merged), and the accounts to set up.
  */
-export function meteredStackOptions(name: string): ControllerStackOptions {
+export function meteredStackOptions(
+  name: string,
+  more: Pick<ControllerStackOptions, "env" | "sim" | "accounts"> = {},
+): ControllerStackOptions {
   return {
     name,
     sidecar: true,
     endpoints: ["asr"],
-    sim: { meters: [GPU_SECONDS_METER] },
-    env: { PAYMENT_PROVIDER_API_KEY: "sim-payment-key", USAGE_REPORT_INTERVAL_SECONDS: "1" },
+    sim: { meters: [GPU_SECONDS_METER], ...more.sim },
+    env: { PAYMENT_PROVIDER_API_KEY: "sim-payment-key", USAGE_REPORT_INTERVAL_SECONDS: "1", ...more.env },
     manager: (env, sim) => ({ env: { ...env, PAYMENT_PROVIDER_API_URL: sim.url } }),
+    ...(more.accounts && { accounts: more.accounts }),
   };
 }
 
@@ -230,7 +242,8 @@ export interface ControllerStack {
 
 /**
  * The controller under test, whole: a namespace of its own, the simulator, the Manager (and the
- * sidecar when asked), and the GpuEndpoints its jobs need, Ready. `stop()` ends them in order.
+ * sidecar when asked), the GpuEndpoints its jobs need, Ready, and the accounts they name, active
+ * and bound. `stop()` ends them in order.
  */
 export async function startControllerStack(
   kc: KubeConfig,
@@ -253,6 +266,9 @@ export async function startControllerStack(
     await api.create("gpuendpoints", ns, gpuEndpoint(spec.workload, spec) as never);
     await waitForReady(api, ns, spec.workload);
   }
+  for (const a of opts.accounts ?? [])
+    if (typeof a === "string") await activeAccount(api, ns, a);
+    else await activeAccount(api, ns, a.customer, a.status);
   return {
     ns,
     sim,

@@ -1,9 +1,10 @@
 // The rules the CLI and the sidecar take from the MediaJob domain instead of spelling them out:
 // which submission a callback speaks of, what an operator may reset, the stuck rule, why a job waits.
 import { describe, expect, it } from "vitest";
+import { makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { endpointMatches, pickEndpoint } from "../../src/mediajob/admission.js";
-import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
+import type { Workload } from "../../src/crds/common.js";
 import { holdingCondition } from "../../src/mediajob/holds.js";
 import { currentProviderJobId, providerIdScope } from "../../src/mediajob/job.js";
 import { msUntilStuckAfter, planReset, resetLostRace } from "../../src/mediajob/recovery.js";
@@ -13,11 +14,12 @@ const job = (
   status: MediaJobStatus | undefined,
   o: { uid?: string; spec?: Partial<MediaJob["spec"]> } = {},
 ) =>
-  ({
-    metadata: { name: "clip", namespace: "ns", uid: o.uid ?? "uid-1" },
-    spec: { workload: "asr", ...o.spec },
-    ...(status && { status }),
-  }) as MediaJob;
+  makeMediaJob("clip")
+    .ns("ns")
+    .uid(o.uid ?? "uid-1")
+    .spec(o.spec ?? {})
+    .status(status)
+    .build();
 const sub = { attempt: 2, id: "sub-0002", startedAt: "2026-01-01T00:00:00Z", state: "Accepted" as const };
 const ref = { uid: "uid-1", jobId: "job-1", attempt: 2, id: "sub-0002" };
 
@@ -122,8 +124,7 @@ describe("the stuck rule, the provider id, why a job waits, which endpoint", () 
     expect(holdingCondition({ phase: "Processing", conditions: [c("Admitted", "False")] })).toBeUndefined();
   });
   it("the endpoint: the one named, else the first by name serving the workload", () => {
-    const ep = (name: string, workload: string) =>
-      ({ metadata: { name }, spec: { workload } }) as GpuEndpoint;
+    const ep = (name: string, workload: Workload) => makeGpuEndpoint(name, workload).build();
     const eps = [ep("b", "asr"), ep("a", "asr"), ep("c", "tts")];
     expect(pickEndpoint(job(undefined), eps)?.metadata.name).toBe("a");
     expect(pickEndpoint(job(undefined, { spec: { endpointRef: "c" } }), eps)?.metadata.name).toBe("c");

@@ -4,8 +4,7 @@
 // is the controller's to enforce by its cancel, after which the job's usage is read from the
 // provider before the job ends; a status 404 past the ttl is Expired, one before it a lost job.
 import { describe, expect, it } from "vitest";
-import { makeMediaJob } from "../support/builders.js";
-import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
+import { makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
 import { DEFAULT_QUEUE_ALLOWANCE_MS, PROVIDER_LIMITS, providerPolicy } from "../../src/mediajob/deadline.js";
@@ -135,11 +134,10 @@ describe("providerPolicy: the ttl covers the queue and the longest run", () => {
 
 describe("a submission records when the provider forgets the job", () => {
   it("sends the policy and records its expiry (the intent's time plus the ttl) with the intent", () => {
-    const endpoint = {
-      metadata: { name: "asr", namespace: "ns" },
-      spec: { workload: "asr" },
-      status: { endpointId: "ep-1", executionTimeoutMs: 600 * S },
-    } as unknown as GpuEndpoint;
+    const endpoint = makeGpuEndpoint("asr")
+      .ns("ns")
+      .status({ endpointId: "ep-1", executionTimeoutMs: 600 * S })
+      .build();
     const plan = planSubmission(
       job({ activeDeadlineSeconds: 15 }),
       { phase: "Pending", jobId: "uid-1" },
@@ -159,15 +157,10 @@ describe("a submission records when the provider forgets the job", () => {
   });
 
   it("a Pending job on an endpoint that reports its timeout covers that timeout", () => {
-    const endpoint = {
-      metadata: { name: "asr", namespace: "ns" },
-      spec: { workload: "asr" },
-      status: {
-        endpointId: "ep-1",
-        executionTimeoutMs: 2 * DAY,
-        conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "" }],
-      },
-    } as unknown as GpuEndpoint;
+    const endpoint = makeGpuEndpoint("asr")
+      .ns("ns")
+      .ready("ep-1", undefined, { executionTimeoutMs: 2 * DAY })
+      .build();
     const plan = planJob(job(), facts({ endpoint }));
     const submit = plan.actions.find((a) => a.type === "submit");
     expect(submit?.type === "submit" && submit.submission.request.policy).toEqual({

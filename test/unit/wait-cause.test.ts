@@ -1,7 +1,8 @@
 // Why jobs wait in the provider's queue, from /health and the endpoint's settings: the cause a
 // user can act on (crash-looping workers first), as `kubectl media queue` and `doctor` show it.
 import { describe, expect, it } from "vitest";
-import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
+import { makeGpuEndpoint } from "../support/builders.js";
+import type { GpuEndpointStatus } from "../../src/crds/gpuendpoint.js";
 import { endpointQueues } from "../../src/cli/queue.js";
 import { providerWaitCause, type HealthCounts } from "../../src/mediajob/wait-cause.js";
 
@@ -34,11 +35,16 @@ describe("providerWaitCause", () => {
 
 describe("kubectl media queue", () => {
   it("shows the provider-side cause per endpoint", () => {
-    const ep = {
-      metadata: { name: "asr", namespace: "ns" },
-      spec: { workload: "asr", maxWorkers: 2 },
-      status: { endpointId: "ep-1", workersMax: 2, window: 3, health: { jobsInQueue: 4, workersRunning: 2 } },
-    } as unknown as GpuEndpoint;
+    const ep = makeGpuEndpoint("asr")
+      .ns("ns")
+      .spec({ maxWorkers: 2 })
+      .status({
+        endpointId: "ep-1",
+        workersMax: 2,
+        window: 3,
+        health: { jobsInQueue: 4, workersRunning: 2 },
+      } as GpuEndpointStatus)
+      .build();
     const [q] = endpointQueues([ep], [], Date.now());
     expect(q?.providerWait?.reason).toBe("WorkersMaxReached");
   });
