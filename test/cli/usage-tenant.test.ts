@@ -7,12 +7,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { MediaJob } from "../../src/crds/mediajob.js";
+import type { UsageAttempt } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import { activeAccount } from "../support/accounts.js";
+import { activeAccount, endedJobWithUsage } from "../support/accounts.js";
 import { kubectlMedia } from "../support/cli.js";
 import { createTestNamespace, eventually, testKubeConfig } from "../support/kube.js";
-import { mediaJob } from "../support/stack.js";
 import { bindChartRole } from "../support/tenants.js";
 import { ACCOUNTS_USAGE_ANNOTATION, accountsSummary } from "../../src/mediajob/tenancy.js";
 import { changeBinding } from "../../src/cli/bind.js";
@@ -23,34 +22,23 @@ let operatorNs = "";
 let tenantNs = "";
 let tenantKubeconfig = "";
 
-async function jobWithUsage(ns: string, name: string, customer: string, seconds: number, meter: string) {
-  const created = await api.create<MediaJob>(
-    "mediajobs",
-    ns,
-    mediaJob(name, { workload: "asr", account: customer }) as never,
-  );
-  await api.replaceStatus("mediajobs", {
-    ...created,
-    status: {
-      phase: "Completed",
-      usage: {
-        workload: "asr",
-        account: customer,
-        billedSeconds: seconds,
-        attempts: [
-          {
-            attempt: 1,
-            providerJobId: `p-${name}`,
-            providerStatus: "COMPLETED",
-            endedAt: new Date(Date.now() - 600_000).toISOString(),
-            billedSeconds: seconds,
-            meter,
-            counted: true,
-          },
-        ],
-      },
+/** A job of `customer` that ended ten minutes ago, billed `seconds`, its report `meter`. */
+async function jobWithUsage(
+  ns: string,
+  name: string,
+  customer: string,
+  seconds: number,
+  meter: UsageAttempt["meter"],
+) {
+  await endedJobWithUsage(api, ns, name, customer, [
+    {
+      providerJobId: `p-${name}`,
+      endedAt: new Date(Date.now() - 600_000).toISOString(),
+      billedSeconds: seconds,
+      meter,
+      counted: true,
     },
-  } as never);
+  ]);
 }
 
 /** A kubeconfig with a real token of a ServiceAccount holding the chart's `view` in `ns` only. */

@@ -4,12 +4,11 @@
 // reported and what waits, names one account, and exits 1 when a report needs a person.
 import { beforeAll, describe, expect, it } from "vitest";
 import { billingAccountName, type BillingAccountUsage } from "../../src/crds/billingaccount.js";
-import type { MediaJob, UsageAttempt } from "../../src/crds/mediajob.js";
+import type { UsageAttempt } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import { activeAccount } from "../support/accounts.js";
+import { activeAccount, endedJobWithUsage } from "../support/accounts.js";
 import { kubectlMedia } from "../support/cli.js";
 import { createTestNamespace, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
-import { mediaJob } from "../support/stack.js";
 import { changeBinding } from "../../src/cli/bind.js";
 
 const kc = testKubeConfig();
@@ -27,30 +26,7 @@ async function jobWithUsage(
   attempts: Array<Partial<UsageAttempt>>,
 ): Promise<void> {
   await changeBinding(api, ns, customer, "bind");
-  const created = await api.create<MediaJob>(
-    "mediajobs",
-    ns,
-    mediaJob(name, { workload: "asr", account: customer }) as never,
-  );
-  await api.replaceStatus("mediajobs", {
-    ...created,
-    status: {
-      phase: "Completed",
-      usage: {
-        workload: "asr",
-        account: customer,
-        billedSeconds: attempts.reduce((s, a) => s + (a.billedSeconds ?? 0), 0),
-        attempts: attempts.map((a, i) => ({
-          attempt: i + 1,
-          providerJobId: `p-${name}-${i + 1}`,
-          providerStatus: "COMPLETED",
-          endedAt: new Date(Date.now() - 2 * 3_600_000).toISOString(),
-          billedSeconds: 0,
-          ...a,
-        })),
-      },
-    },
-  } as never);
+  await endedJobWithUsage(api, ns, name, customer, attempts);
 }
 
 beforeAll(async () => {
