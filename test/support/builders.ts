@@ -23,6 +23,7 @@ import {
   type SubscriptionStatus,
   type Workload,
 } from "../../src/crds/index.js";
+import { FINALIZER } from "../../src/mediajob/job.js";
 
 /** The metadata setters every builder shares. */
 abstract class ObjectBuilder<T> {
@@ -245,3 +246,26 @@ export const makeGpuEndpoint = (name: string, workload: Workload = name as Workl
 /** The BillingAccount of `customerId`, under the name billingAccountName gives it. */
 export const makeBillingAccount = (customerId: string): BillingAccountBuilder =>
   new BillingAccountBuilder(customerId);
+
+/**
+ * The job the planners' tests are about: clip in ns (uid-1, generation 1), holding the controller's
+ * finalizer, as every job does once the controller has taken it on.
+ */
+export const trackedJob = (): MediaJobBuilder =>
+  makeMediaJob("clip").ns("ns").uid("uid-1").generation(1).finalizers(FINALIZER);
+
+/**
+ * A job's first attempt submitted at `at` to endpoint ep-1 and accepted as provider job p-1
+ * (submission s-1), with `more` over it (a field given replaces the whole field, submission too).
+ */
+export const submittedStatus = (at: string, more: Partial<MediaJobStatus> = {}): MediaJobStatus => ({
+  phase: "Processing",
+  jobId: "uid-1",
+  attempts: 1,
+  endpointId: "ep-1",
+  providerJobId: "p-1",
+  submittedAt: at,
+  startedAt: at,
+  submission: { attempt: 1, id: "s-1", startedAt: at, state: "Accepted" },
+  ...more,
+});

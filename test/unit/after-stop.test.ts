@@ -5,26 +5,18 @@
 import { describe, expect, it } from "vitest";
 import { getCondition } from "../../src/crds/conditions.js";
 import type { JobPhase, MediaJobStatus } from "../../src/crds/mediajob.js";
-import { FINALIZER } from "../../src/mediajob/job.js";
 import type { StopReason } from "../../src/mediajob/pass.js";
 import { afterStop, type CancelAnswer } from "../../src/mediajob/stop.js";
-import { makeMediaJob } from "../support/builders.js";
+import { submittedStatus, trackedJob } from "../support/builders.js";
 
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();
 const FOLLOW_MS = 30_000;
 
 /** Submitted a minute ago as p-1, its cancel just answered. */
-const running: MediaJobStatus = {
-  phase: "Processing",
-  jobId: "uid-1",
-  attempts: 1,
-  endpointId: "ep-1",
-  providerJobId: "p-1",
-  submittedAt: ago(60),
-  startedAt: ago(60),
+const running: MediaJobStatus = submittedStatus(ago(60), {
   submission: { attempt: 1, id: "s-1", startedAt: ago(60), state: "Accepted", startBy: ago(0) },
-};
+});
 /** The same job already followed after a cancel sent earlier (condition Stopping, CancelSent). */
 const followed: MediaJobStatus = {
   ...running,
@@ -241,11 +233,7 @@ const rows: Row[] = [
 
 describe("afterStop: a running job after its cancel's answer", () => {
   it.each(rows)("$name", ({ why, answer: a, status = running, maxAttempts, want }) => {
-    const job = makeMediaJob("clip")
-      .ns("ns")
-      .uid("uid-1")
-      .generation(1)
-      .finalizers(FINALIZER)
+    const job = trackedJob()
       .spec({ ...(maxAttempts && { maxAttempts }), ...(why === "deadline" && { activeDeadlineSeconds: 30 }) })
       .status(status)
       .build();

@@ -1,7 +1,7 @@
 // status.usage: what an ended attempt records from the provider's confirmed status, how the
 // controller's pass bills it, and what waits on it (settling, the TTL).
 import { describe, expect, it } from "vitest";
-import { makeMediaJob } from "../support/builders.js";
+import { makeMediaJob, submittedStatus } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { settled } from "../../src/mediajob/at-rest.js";
 import { planJob } from "../../src/mediajob/plan.js";
@@ -29,17 +29,7 @@ const job = (spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): Med
     .spec(spec)
     .status(status)
     .build();
-const running = (o: Partial<MediaJobStatus> = {}): MediaJobStatus => ({
-  phase: "Processing",
-  jobId: "uid-1",
-  attempts: 1,
-  endpointId: "ep-1",
-  providerJobId: "p-1",
-  submittedAt: ago(700),
-  startedAt: ago(700),
-  submission: { attempt: 1, id: "s-1", startedAt: ago(700), state: "Accepted" },
-  ...o,
-});
+const running = (o: Partial<MediaJobStatus> = {}): MediaJobStatus => submittedStatus(ago(700), o);
 const metering: UsageSettings = {
   ...DEFAULT_USAGE_SETTINGS,
   metering: true,

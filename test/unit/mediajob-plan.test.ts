@@ -2,7 +2,7 @@
 // error). Pure: no fakes needed; the reconciler suite (mediajob-reconciler.test.ts) checks that the
 // executor carries these out.
 import { describe, expect, it } from "vitest";
-import { makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
+import { makeGpuEndpoint, makeMediaJob, submittedStatus } from "../support/builders.js";
 import { API_VERSION } from "../../src/crds/common.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
@@ -24,17 +24,7 @@ const job = (
 ): MediaJob =>
   makeMediaJob("clip").ns("ns").uid("uid-1").generation(1).meta(meta).spec(spec).status(status).build();
 const ready: GpuEndpoint = makeGpuEndpoint("asr").ns("ns").ready("ep-1", undefined).build();
-const running = (o: Partial<MediaJobStatus> = {}): MediaJobStatus => ({
-  phase: "Processing",
-  jobId: "uid-1",
-  attempts: 1,
-  endpointId: "ep-1",
-  providerJobId: "p-1",
-  submittedAt: ago(60),
-  startedAt: ago(60),
-  submission: { attempt: 1, id: "s-1", startedAt: ago(60), state: "Accepted" },
-  ...o,
-});
+const running = (o: Partial<MediaJobStatus> = {}): MediaJobStatus => submittedStatus(ago(60), o);
 const facts = (o: Partial<Facts> = {}): Facts => ({
   now: NOW,
   settings: { defaultTimeoutSeconds: 600, tickMs: 30_000 },

@@ -3,7 +3,7 @@
 // list (test/unit/support/mediajob-fakes.ts). What only a real apiserver shows (conflicts between
 // writers, watches, leases) stays in test/controller.
 import { describe, expect, it } from "vitest";
-import { makeBillingAccount, makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
+import { makeBillingAccount, makeGpuEndpoint, makeMediaJob, submittedStatus } from "../support/builders.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import type { BillingAccount, SubscriptionStatus } from "../../src/crds/billingaccount.js";
@@ -49,22 +49,7 @@ const account = (state: string): BillingAccount =>
 const withFinalizer = { finalizers: [FINALIZER] };
 /** A status as a pass leaves it: its conditions follow its phase (a first pass would write them). */
 const processing = (extra: Partial<MediaJobStatus> = {}): MediaJobStatus =>
-  withPhaseConditions(
-    {
-      phase: "Processing",
-      jobId: "uid-1",
-      attempts: 1,
-      endpointId: "ep-1",
-      providerJobId: "p-1",
-      submittedAt: ago(60),
-      startedAt: ago(60),
-      updatedAt: ago(60),
-      submission: { attempt: 1, id: "s-1", startedAt: ago(60), state: "Accepted" },
-      ...extra,
-    },
-    1,
-    ago(60),
-  );
+  withPhaseConditions(submittedStatus(ago(60), { updatedAt: ago(60), ...extra }), 1, ago(60));
 
 /** A status write whose written phase (and more) the case checks. */
 const writes = (check: (s: MediaJobStatus, obj: MediaJob) => void, rv = "2"): Expect => ({

@@ -15,7 +15,7 @@ import {
 import { FINALIZER, SKIP_CANCEL_ANNOTATION } from "../../src/mediajob/job.js";
 import { STEP_LABEL } from "../../src/mediajob/pipeline.js";
 import { DEFAULT_USAGE_SETTINGS, USAGE_FINALIZER } from "../../src/mediajob/usage.js";
-import { makeMediaJob, type MediaJobBuilder } from "../support/builders.js";
+import { type MediaJobBuilder, makeMediaJob, submittedStatus } from "../support/builders.js";
 
 const NOW = Date.parse("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW - s * 1000).toISOString();
@@ -30,16 +30,7 @@ const deleting = (forSeconds: number, finalizer = FINALIZER): MediaJobBuilder =>
     .account("cus_1")
     .finalizers(finalizer)
     .deleting(ago(forSeconds));
-const running: MediaJobStatus = {
-  phase: "Processing",
-  jobId: "uid-1",
-  attempts: 1,
-  endpointId: "ep-1",
-  providerJobId: "p-1",
-  submittedAt: ago(300),
-  startedAt: ago(300),
-  submission: { attempt: 1, id: "s-1", startedAt: ago(300), state: "Accepted" },
-};
+const running: MediaJobStatus = submittedStatus(ago(300));
 /** Submitted, its answer lost: the provider's id is not known yet. */
 const { providerJobId: _unknown, ...sent } = running;
 const unconfirmed: MediaJobStatus = {

@@ -2,10 +2,9 @@
 // executionTimeout, told to wait (Admitted=False, one Event on the change) when not, and submitted
 // with policy.executionTimeout from spec or the plan, never above the plan's.
 import { describe, expect, it } from "vitest";
-import { makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
+import { makeGpuEndpoint, trackedJob } from "../support/builders.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
-import { FINALIZER } from "../../src/mediajob/job.js";
 import { planJob } from "../../src/mediajob/plan.js";
 import { type AccountFacts, type Facts } from "../../src/mediajob/pass.js";
 import { PlansSchema, usedSecondsNow } from "../../src/mediajob/plans.js";
@@ -18,15 +17,7 @@ const plans = PlansSchema.parse({
 const ready: GpuEndpoint = makeGpuEndpoint("asr").ns("ns").ready("ep-1", undefined).build();
 
 const job = (spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): MediaJob =>
-  makeMediaJob("clip")
-    .ns("ns")
-    .uid("uid-1")
-    .generation(1)
-    .finalizers(FINALIZER)
-    .account("cus_1")
-    .spec(spec)
-    .status(status)
-    .build();
+  trackedJob().account("cus_1").spec(spec).status(status).build();
 const account = (o: Partial<AccountFacts> = {}): AccountFacts => ({
   priceIds: ["price_small"],
   usedSeconds: 0,

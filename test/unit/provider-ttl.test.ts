@@ -4,11 +4,10 @@
 // is the controller's to enforce by its cancel, after which the job's usage is read from the
 // provider before the job ends; a status 404 past the ttl is Expired, one before it a lost job.
 import { describe, expect, it } from "vitest";
-import { makeGpuEndpoint, makeMediaJob } from "../support/builders.js";
+import { makeGpuEndpoint, submittedStatus, trackedJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
 import { DEFAULT_QUEUE_ALLOWANCE_MS, PROVIDER_LIMITS, providerPolicy } from "../../src/mediajob/deadline.js";
-import { FINALIZER } from "../../src/mediajob/job.js";
 import { planJob } from "../../src/mediajob/plan.js";
 import { type Facts } from "../../src/mediajob/pass.js";
 import { afterStop } from "../../src/mediajob/stop.js";
@@ -23,25 +22,12 @@ const DAY = 24 * H;
 const WEEK = 7 * DAY;
 
 const job = (spec: Partial<MediaJob["spec"]> = {}, status?: MediaJobStatus): MediaJob =>
-  makeMediaJob("clip")
-    .ns("ns")
-    .uid("uid-1")
-    .generation(1)
-    .finalizers(FINALIZER)
-    .spec(spec)
-    .status(status)
-    .build();
-const running = (o: Partial<MediaJobStatus> = {}): MediaJobStatus => ({
-  phase: "Processing",
-  jobId: "uid-1",
-  attempts: 1,
-  endpointId: "ep-1",
-  providerJobId: "p-1",
-  submittedAt: ago(700),
-  startedAt: ago(700),
-  submission: { attempt: 1, id: "s-1", startedAt: ago(700), state: "Accepted", expiresAt: later(DAY) },
-  ...o,
-});
+  trackedJob().spec(spec).status(status).build();
+const running = (o: Partial<MediaJobStatus> = {}): MediaJobStatus =>
+  submittedStatus(ago(700), {
+    submission: { attempt: 1, id: "s-1", startedAt: ago(700), state: "Accepted", expiresAt: later(DAY) },
+    ...o,
+  });
 const facts = (o: Partial<Facts> = {}): Facts => ({
   now: NOW,
   settings: { defaultTimeoutSeconds: 600, tickMs: 30_000 },

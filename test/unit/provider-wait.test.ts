@@ -3,10 +3,9 @@
 // the cause's reason changes, and cleared when it starts and when the attempt ends. Pure: the plan
 // of a Processing job from its facts.
 import { describe, expect, it } from "vitest";
-import { makeMediaJob } from "../support/builders.js";
+import { submittedStatus, trackedJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
-import { FINALIZER } from "../../src/mediajob/job.js";
 import { planJob, writtenStatus } from "../../src/mediajob/plan.js";
 import type { Facts } from "../../src/mediajob/pass.js";
 import { providerReadDue } from "../../src/mediajob/processing.js";
@@ -16,25 +15,8 @@ import { isProviderWait, providerWaitCause, type WaitCause } from "../../src/med
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();
 const job = (status: MediaJobStatus, spec: Partial<MediaJob["spec"]> = {}): MediaJob =>
-  makeMediaJob("clip")
-    .ns("ns")
-    .uid("uid-1")
-    .generation(1)
-    .finalizers(FINALIZER)
-    .spec(spec)
-    .status(status)
-    .build();
-const submitted = (o: Partial<MediaJobStatus> = {}): MediaJobStatus => ({
-  phase: "Processing",
-  jobId: "uid-1",
-  attempts: 1,
-  endpointId: "ep-1",
-  providerJobId: "p-1",
-  submittedAt: ago(10),
-  startedAt: ago(10),
-  submission: { attempt: 1, id: "s-1", startedAt: ago(10), state: "Accepted" },
-  ...o,
-});
+  trackedJob().spec(spec).status(status).build();
+const submitted = (o: Partial<MediaJobStatus> = {}): MediaJobStatus => submittedStatus(ago(10), o);
 const crashLoop = providerWaitCause({ jobsInQueue: 3, workersUnhealthy: 2 }, 2)!;
 const fromZero = providerWaitCause({ jobsInQueue: 3, workersInitializing: 1 }, 2)!;
 const facts = (providerWait?: WaitCause, provider?: Facts["provider"]): Facts => ({

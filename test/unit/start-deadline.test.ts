@@ -3,10 +3,9 @@
 // spec.maxAttempts allows; a job a worker started in time is left to run. Pure: the plan, the
 // cancel's answer and a late callback.
 import { describe, expect, it } from "vitest";
-import { makeMediaJob } from "../support/builders.js";
+import { trackedJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import { withPhaseConditions } from "../../src/mediajob/conditions.js";
-import { FINALIZER } from "../../src/mediajob/job.js";
 import { planJob } from "../../src/mediajob/plan.js";
 import { type Facts } from "../../src/mediajob/pass.js";
 import { providerReadDue } from "../../src/mediajob/processing.js";
@@ -18,11 +17,7 @@ import { planSubmission } from "../../src/mediajob/write-ahead.js";
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();
 const job = (spec: Partial<MediaJob["spec"]>, status?: MediaJobStatus): MediaJob =>
-  makeMediaJob("clip")
-    .ns("ns")
-    .uid("uid-1")
-    .generation(1)
-    .finalizers(FINALIZER)
+  trackedJob()
     .spec({ startDeadlineSeconds: 60, ...spec })
     .status(status)
     .build();

@@ -2,9 +2,8 @@
 // every tick, told once (a Warning with the provider job id) when it runs on past the warning, and
 // ends as its stop says once the provider reports it ended, with that final answer.
 import { describe, expect, it } from "vitest";
-import { makeMediaJob } from "../support/builders.js";
+import { submittedStatus, trackedJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
-import { FINALIZER } from "../../src/mediajob/job.js";
 import { planJob } from "../../src/mediajob/plan.js";
 import { type Facts } from "../../src/mediajob/pass.js";
 import { providerReadDue } from "../../src/mediajob/processing.js";
@@ -12,25 +11,9 @@ import { afterDeletionCancel, afterStop, runningAfterCancel } from "../../src/me
 
 const T0 = new Date("2026-01-01T01:00:00.000Z");
 const at = (s: number) => new Date(T0.getTime() + s * 1000);
-const running: MediaJobStatus = {
-  phase: "Processing",
-  jobId: "uid-1",
-  attempts: 1,
-  endpointId: "ep-1",
-  providerJobId: "p-1",
-  submittedAt: at(-60).toISOString(),
-  startedAt: at(-60).toISOString(),
-  submission: { attempt: 1, id: "s-1", startedAt: at(-60).toISOString(), state: "Accepted" },
-};
+const running: MediaJobStatus = submittedStatus(at(-60).toISOString());
 const job = (spec: Partial<MediaJob["spec"]>, status: MediaJobStatus): MediaJob =>
-  makeMediaJob("clip")
-    .ns("ns")
-    .uid("uid-1")
-    .generation(2)
-    .finalizers(FINALIZER)
-    .spec(spec)
-    .status(status)
-    .build();
+  trackedJob().generation(2).spec(spec).status(status).build();
 const facts = (now: Date, provider?: Facts["provider"]): Facts => ({
   now,
   settings: { defaultTimeoutSeconds: 600, tickMs: 30_000, cancelFollowWarningMs: 120_000 },

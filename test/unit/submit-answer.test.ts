@@ -1,20 +1,15 @@
 // afterSubmit: the domain's reading of the provider's answer to /run (src/mediajob/submit-answer.ts),
 // as afterStop reads a cancel's. The executor sends and writes; what the answer means is decided here.
 import { describe, expect, it } from "vitest";
-import { makeMediaJob } from "../support/builders.js";
+import { trackedJob } from "../support/builders.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import { FINALIZER } from "../../src/mediajob/job.js";
 import { afterSubmit, type SubmitAnswer } from "../../src/mediajob/submit-answer.js";
 import { planSubmission } from "../../src/mediajob/write-ahead.js";
 
 const NOW = new Date("2026-03-01T12:00:00.000Z");
 const now = NOW.toISOString();
 const settings = { defaultTimeoutSeconds: 600, confirmationWindowMs: 300_000 };
-const pending: MediaJob = makeMediaJob("clip")
-  .ns("ns")
-  .uid("uid-1")
-  .generation(1)
-  .finalizers(FINALIZER)
+const pending: MediaJob = trackedJob()
   .input({ audio: "s3://bucket/a.wav" })
   .status({ phase: "Pending", jobId: "uid-1" })
   .build();

@@ -3,9 +3,8 @@
 // Pending (its plan holds it there); a job a worker already runs is left to end. Pure: the plan,
 // the cancel's answer and the cancel's callback.
 import { describe, expect, it } from "vitest";
-import { makeMediaJob } from "../support/builders.js";
+import { submittedStatus, trackedJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
-import { FINALIZER } from "../../src/mediajob/job.js";
 import { planJob } from "../../src/mediajob/plan.js";
 import { type Facts } from "../../src/mediajob/pass.js";
 import { providerReadDue } from "../../src/mediajob/processing.js";
@@ -14,25 +13,8 @@ import { afterStop } from "../../src/mediajob/stop.js";
 
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();
-const job = (status: MediaJobStatus): MediaJob =>
-  makeMediaJob("clip")
-    .ns("ns")
-    .uid("uid-1")
-    .generation(1)
-    .finalizers(FINALIZER)
-    .account("cus_a")
-    .status(status)
-    .build();
-const queued: MediaJobStatus = {
-  phase: "Processing",
-  jobId: "uid-1",
-  attempts: 1,
-  endpointId: "ep-1",
-  providerJobId: "p-1",
-  submittedAt: ago(10),
-  startedAt: ago(10),
-  submission: { attempt: 1, id: "s-1", startedAt: ago(10), state: "Accepted" },
-};
+const job = (status: MediaJobStatus): MediaJob => trackedJob().account("cus_a").status(status).build();
+const queued: MediaJobStatus = submittedStatus(ago(10));
 const facts = (o: Partial<Facts>): Facts => ({
   now: NOW,
   settings: { defaultTimeoutSeconds: 600, tickMs: 30_000 },
