@@ -50,6 +50,7 @@ import { startPaymentEventGc } from "../../src/webhooks/gc.js";
 import { GpuProviderClient } from "../../src/provider/index.js";
 import { recordedOutcome } from "../../src/webhooks/paymentrecord.js";
 import { startWebhookServer, type RunningWebhookServer } from "../../src/webhooks/server.js";
+import { makeBillingAccount } from "../support/builders.js";
 import { startControlPlane, type RunningControlPlane } from "../support/controlplane.js";
 import { eventually } from "../support/kube.js";
 import { deliverPaymentEvent, subscriptionCreated } from "../support/payments.js";
@@ -901,13 +902,8 @@ describe("the built-in user roles (the CRD release's aggregated ClusterRoles)", 
     expect(await status(alice.list("billingaccounts", DEV.ns))).toBe(403);
     expect(await status(alice.list("paymentevents", DEV.ns))).toBe(403);
     expect(await status(alice.list("gpuendpoints", DEV.ns))).toBe(200);
-    const account = {
-      apiVersion: "media-orchestrator.io/v1alpha1",
-      kind: "BillingAccount",
-      metadata: { name: "cus-free-ride" },
-      spec: { customerId: "cus_free_ride" },
-    };
-    expect(await status(alice.create("billingaccounts", DEV.ns, account as never))).toBe(403);
+    const account = makeBillingAccount("cus_free_ride").named("cus-free-ride").build();
+    expect(await status(alice.create("billingaccounts", DEV.ns, account))).toBe(403);
     const authz = impersonating(kc, "alice").makeApiClient(AuthorizationV1Api);
     const can = async (a: V1ResourceAttributes) =>
       (await authz.createSelfSubjectAccessReview({ body: { spec: { resourceAttributes: a } } })).status
@@ -953,13 +949,8 @@ describe("the built-in user roles (the CRD release's aggregated ClusterRoles)", 
     const carol = new KubeApi(impersonating(kc, "carol"));
     expect(await status(carol.list("billingaccounts", DEV.ns))).toBe(200);
     expect(await status(carol.list("paymentevents", DEV.ns))).toBe(200);
-    const account = {
-      apiVersion: "media-orchestrator.io/v1alpha1",
-      kind: "BillingAccount",
-      metadata: { name: "cus-by-hand" },
-      spec: { customerId: "cus_by_hand" },
-    };
-    expect(await status(carol.create("billingaccounts", DEV.ns, account as never))).toBe(403);
+    const account = makeBillingAccount("cus_by_hand").named("cus-by-hand").build();
+    expect(await status(carol.create("billingaccounts", DEV.ns, account))).toBe(403);
     // Only where it is bound.
     expect(await status(carol.list("billingaccounts", STAGING.ns))).toBe(403);
   });

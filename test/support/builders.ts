@@ -21,6 +21,7 @@ import {
   type MediaJobStatus,
   type ObjectMeta,
   type SubscriptionStatus,
+  Workload as WorkloadSchema,
   type Workload,
 } from "../../src/crds/index.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
@@ -239,9 +240,15 @@ export class BillingAccountBuilder extends ObjectBuilder<BillingAccount> {
 /** A MediaJob named `name`, workload asr until told otherwise. */
 export const makeMediaJob = (name: string): MediaJobBuilder => new MediaJobBuilder(name);
 
-/** A GpuEndpoint named `name`, for `workload` (default: the name, as the tests name endpoints). */
-export const makeGpuEndpoint = (name: string, workload: Workload = name as Workload): GpuEndpointBuilder =>
-  new GpuEndpointBuilder(name, workload);
+/**
+ * A GpuEndpoint named `name`, for `workload`; without one, the name must be a workload (the tests
+ * name an endpoint after the workload it serves).
+ */
+export function makeGpuEndpoint(name: string, workload?: Workload): GpuEndpointBuilder {
+  const served = workload ?? WorkloadSchema.safeParse(name).data;
+  if (served === undefined) throw new Error(`makeGpuEndpoint("${name}"): name a workload for it`);
+  return new GpuEndpointBuilder(name, served);
+}
 
 /** The BillingAccount of `customerId`, under the name billingAccountName gives it. */
 export const makeBillingAccount = (customerId: string): BillingAccountBuilder =>

@@ -2,7 +2,7 @@
 // submissions planned and not yet in the cache. And the billed seconds of its ended jobs that its
 // BillingAccount has not counted yet, which the plans' seconds add.
 import { describe, expect, it } from "vitest";
-import { makeMediaJob } from "../support/builders.js";
+import { makeBillingAccount, makeMediaJob } from "../support/builders.js";
 import { accountFacts } from "../../src/controller/account-facts.js";
 import { AccountJobs } from "../../src/controller/account-jobs.js";
 import type { BillingAccount, BillingAccountUsage } from "../../src/crds/billingaccount.js";
@@ -76,15 +76,14 @@ describe("AccountJobs", () => {
     const plans = PlansSchema.parse({
       price_small: { gpuSecondsPerPeriod: 100, maxExecutionTimeoutMs: 600_000 },
     });
-    const billing = {
-      metadata: { name: "acme" },
-      spec: { customerId: "acme" },
-      status: {
+    const billing: BillingAccount = makeBillingAccount("acme")
+      .named("acme")
+      .status({
         subscriptionStatus: "active",
         priceIds: ["price_small"],
         usage: { ...PERIOD, usedSeconds: 90 },
-      },
-    } as BillingAccount;
+      })
+      .build();
     const a = new AccountJobs();
     const next = job("next", "Pending");
     const src = { accounts: { get: () => billing }, accountJobs: a, plans };
