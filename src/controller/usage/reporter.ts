@@ -259,7 +259,13 @@ export class UsageReporter {
           ...cur,
           status: {
             ...cur.status,
-            usage: countedUsage({ current: cur.status?.usage, uncounted, live, now: this.now() }),
+            usage: countedUsage({
+              current: cur.status?.usage,
+              uncounted,
+              live,
+              now: this.now(),
+              subscriptionPeriod: cur.status?.subscriptionPeriod,
+            }),
           },
         },
     );
