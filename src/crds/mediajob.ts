@@ -197,6 +197,13 @@ export const UsageAttempt = z.object({
   identifier: z.string().max(100).optional().describe("The meter event identifier (one per attempt)."),
   firstSentAt: Timestamp.optional().describe("When a send was first tried (before the call)."),
   reportedAt: Timestamp.optional().describe("When the payment provider accepted it."),
+  afterInvoice: z
+    .boolean()
+    .optional()
+    .describe(
+      "True when the payment provider accepted it after the invoice of its billing period was finalized " +
+        "(the grace period, USAGE_INVOICE_GRACE_SECONDS, had ended): recorded by the meter, on no invoice.",
+    ),
   counted: z
     .boolean()
     .optional()

@@ -17,7 +17,12 @@ import {
   markReported,
   stampFirstSent,
 } from "../../billing/outbox.js";
-import { countedUsage, type UncountedAttempt } from "../../billing/period.js";
+import { countedUsage, periodAt, type UncountedAttempt } from "../../billing/period.js";
+import {
+  acceptedAfterInvoice,
+  DEFAULT_INVOICE_GRACE_SECONDS,
+  usageAfterInvoice,
+} from "../../billing/invoice-grace.js";
 import { FORGOTTEN_IDENTIFIER, usageNotReported } from "../../billing/refusals.js";
 import { awaitsCount, meterSendVerdict } from "../../mediajob/usage.js";
 import type { MeterEvent, MeterSender } from "./meter-client.js";
@@ -50,6 +55,8 @@ export interface UsageReporterDeps {
   concurrency?: number;
   /** Why an event name's usage is held (its meter misconfigured, meter-check.ts); undefined: send. */
   held?: (eventName: string) => string | undefined;
+  /** The payment provider's invoice finalization grace period (USAGE_INVOICE_GRACE_SECONDS). */
+  invoiceGraceSeconds?: number;
 }
 
 const BACKOFF_MIN_MS = 1_000;
@@ -377,12 +384,47 @@ export class UsageReporter {
       return false;
     }
     this.d.metrics?.sends.inc({ outcome: "recorded" }, ready.length);
-    const reportedAt = this.now().toISOString();
+    const reportedAt = this.now();
     await eachLimited(ready, WRITE_CONCURRENCY, async ({ w, event }) => {
-      const written = await this.writeAttempt(w.job, w.attempt.attempt, markReported(reportedAt));
+      const written = await this.markReported(w.job, w.attempt, event, reportedAt);
       if (written) this.d.metrics?.meteredSeconds.inc({ event_name: event.eventName }, event.value);
     });
     return true;
+  }
+
+  /**
+   * Marks the attempt Reported, and `afterInvoice` when its period's invoice was finalized before
+   * the provider accepted it (a Warning Event and a count: that usage is on no invoice).
+   */
+  private async markReported(
+    job: MediaJob,
+    attempt: UsageAttempt,
+    event: MeterEvent,
+    reportedAt: Date,
+  ): Promise<MediaJob | undefined> {
+    const graceSeconds = this.d.invoiceGraceSeconds ?? DEFAULT_INVOICE_GRACE_SECONDS;
+    const subscriptionPeriod = this.d.accounts.get(
+      this.d.accountNamespace,
+      billingAccountName(event.customer),
+    )?.status?.subscriptionPeriod;
+    const eventAt = new Date(event.timestamp * 1000);
+    const late = acceptedAfterInvoice({ eventAt, acceptedAt: reportedAt, subscriptionPeriod, graceSeconds });
+    const written = await this.writeAttempt(
+      job,
+      attempt.attempt,
+      markReported(reportedAt.toISOString(), late),
+    );
+    if (written && late) {
+      this.d.metrics?.afterInvoice.inc({ event_name: event.eventName }, event.value);
+      const { periodEnd } = periodAt(eventAt, subscriptionPeriod);
+      void this.d.events.record(
+        written,
+        "Warning",
+        "UsageAfterInvoice",
+        usageAfterInvoice(event.value, periodEnd, graceSeconds),
+      );
+    }
+    return written;
   }
 
   private eventOf(job: MediaJob, attempt: UsageAttempt, timestamp: number): MeterEvent {
@@ -432,7 +474,7 @@ export class UsageReporter {
       return false;
     }
     if (result.outcome === "refused") return this.refuse(current, attempt, result.reason);
-    const written = await this.writeAttempt(current, attempt.attempt, markReported(this.now().toISOString()));
+    const written = await this.markReported(current, attempt, event, this.now());
     if (written && !result.duplicate)
       this.d.metrics?.meteredSeconds.inc({ event_name: event.eventName }, event.value);
     return true;
