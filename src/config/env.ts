@@ -1,5 +1,6 @@
 // Configuration from the environment, parsed once at start by zod. A bad value stops the process
 // with a message naming the variable; values themselves are never echoed (some are secrets).
+// One piece: one schema for every variable, so each is defined, defaulted and checked once.
 import { DEFAULT_INVOICE_GRACE_SECONDS, MAX_INVOICE_GRACE_SECONDS } from "../billing/invoice-grace.js";
 import type { Logger } from "pino";
 import { z } from "zod";

@@ -1,3 +1,5 @@
+// The MediaJob resource: its one zod schema, from which the CRD, docs/api.md and the types are
+// generated (one schema per resource: one piece for that reason).
 import { z } from "zod";
 import {
   AGE_COLUMN,

@@ -9,6 +9,7 @@
 // failed event is recorded Failed and is not finished: its redelivery runs again and rewrites the
 // record's status. Finished events are kept in memory (finished.ts): their replays cost no
 // Kubernetes call at all. docs/webhooks.md has the whole table.
+// One piece: verification, the replay memory, the effect and the record share one delivery's state.
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import {

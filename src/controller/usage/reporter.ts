@@ -3,6 +3,8 @@
 // meter=Pending is sent, then marked Reported, so a crash, a lost answer or a leader change sends
 // the same identifier again (the payment provider keeps one event per identifier), never a second
 // event. docs/design.md, "Usage and plans", states the guarantees and the one residual window.
+// One piece: its pass, sends and counts share the backoff per customer and meter and the sets
+// of what was told; what each step decides is the billing domain's (src/billing).
 import type { Logger } from "pino";
 import { billingAccountName, customerAccount, type BillingAccount } from "../../crds/billingaccount.js";
 import type { MediaJob, MediaJobStatus, UsageAttempt } from "../../crds/mediajob.js";
