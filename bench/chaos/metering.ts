@@ -13,7 +13,7 @@ import { activateAccount } from "../bursts.js";
  * and plans") and not from the product's code: the run's executionTime in whole seconds, rounded
  * up, whatever way it ended (FAILED, TIMED_OUT and CANCELLED runs are billed what they ran).
  */
-export function promisedSeconds(run: Pick<EndedProviderJob, "status" | "executionTime">): number {
+function promisedSeconds(run: Pick<EndedProviderJob, "status" | "executionTime">): number {
   if (!["COMPLETED", "FAILED", "TIMED_OUT", "CANCELLED"].includes(run.status)) return 0;
   return Math.ceil((run.executionTime ?? 0) / 1000);
 }

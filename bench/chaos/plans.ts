@@ -372,7 +372,7 @@ function reachedCap(spans: readonly AttemptSpan[], cap: number): number {
 }
 
 /** The key of an attempt's end in `endsSeen`. */
-export const endKey = (job: string, attempt: number): string => `${job}#${attempt}`;
+const endKey = (job: string, attempt: number): string => `${job}#${attempt}`;
 
 /** What the provider ran (the simulator's record) and how fast the controller may react to a cap. */
 export interface ProviderRecord {
@@ -412,7 +412,8 @@ export function checkPlans(
   jobs: readonly MediaJob[],
   customers: readonly string[],
   capSeconds: number,
-  limits: Pick<PlanLimits, "reachedAt" | "upgradedAt" | "waitingSeen"> & Partial<Pick<PlanLimits, "endsSeen">>,
+  limits: Pick<PlanLimits, "reachedAt" | "upgradedAt" | "waitingSeen"> &
+    Partial<Pick<PlanLimits, "endsSeen">>,
   provider: ProviderRecord,
   nowMs = Date.now(),
 ): PlanCheck {

@@ -16,11 +16,16 @@ export const stampFirstSent =
   (a) =>
     a.meter === "Pending" && a.firstSentAt === undefined ? { ...a, firstSentAt: at } : undefined;
 
-/** The payment provider accepted the event (or already had it). */
+/**
+ * The payment provider accepted the event (or already had it); `afterInvoice` when its period's
+ * invoice was already finalized (invoice-grace.ts): accepted, and on no invoice.
+ */
 export const markReported =
-  (reportedAt: string): AttemptChange =>
+  (reportedAt: string, afterInvoice = false): AttemptChange =>
   (a) =>
-    a.meter === "Pending" ? { ...a, meter: "Reported", reportedAt } : undefined;
+    a.meter === "Pending"
+      ? { ...a, meter: "Reported", reportedAt, ...(afterInvoice && { afterInvoice: true }) }
+      : undefined;
 
 /** The event is not sent: the reason is kept for the user, who may set it back to Pending. */
 export const markRefused =

@@ -1,5 +1,6 @@
 // The command line: kubectl's global habits (--kubeconfig, --context, -n, -A, -o) plus each
 // command's own flags, parsed with node:util parseArgs. Anything unknown is a usage error (exit 2).
+// One piece: every command's flags in one table, so a flag means the same in each command.
 import { parseArgs } from "node:util";
 import { parseDuration } from "./duration.js";
 import { UsageError } from "./errors.js";

@@ -2,6 +2,7 @@
 // each finding printed with the runbook's fix. Uses the GpuEndpoint domain's own diagnosis
 // (src/gpuendpoint), so doctor and the GpuEndpoint conditions say the same thing about the same
 // facts; a fix is the one its reason has (src/gpuendpoint/fixes.ts), never read out of a message.
+// One piece: the checks run in the runbook's order and add to one list of findings.
 import { providerWaitCause } from "../mediajob/wait-cause.js";
 import { randomBytes } from "node:crypto";
 import { dump, send } from "../http/client.js";

@@ -27,6 +27,9 @@ export interface AccountUsageView {
   oldestUnreportedMs?: number;
   /** Attempts whose report was refused or held (meter Refused with seconds): a person decides. */
   refusedAttempts: number;
+  /** Attempts accepted after their period's invoice was finalized (afterInvoice), and their seconds. */
+  afterInvoiceAttempts: number;
+  afterInvoiceSeconds: number;
   /** Attempts not yet counted into the account's period usage, and their seconds. */
   uncountedAttempts: number;
   uncountedSeconds: number;
@@ -50,6 +53,8 @@ export function usageViews(
         unreportedAttempts: 0,
         unreportedSeconds: 0,
         refusedAttempts: 0,
+        afterInvoiceAttempts: 0,
+        afterInvoiceSeconds: 0,
         uncountedAttempts: 0,
         uncountedSeconds: 0,
         jobsSeconds: 0,
@@ -88,6 +93,11 @@ export function usageViews(
         const age = Math.max(0, nowMs - Date.parse(a.endedAt));
         v.oldestUnreportedMs = Math.max(v.oldestUnreportedMs ?? 0, age);
       } else if (a.meter === "Refused" && seconds > 0) viewOf(usage.account).refusedAttempts++;
+      if (a.afterInvoice === true) {
+        const v = viewOf(usage.account);
+        v.afterInvoiceAttempts++;
+        v.afterInvoiceSeconds += seconds;
+      }
     }
   }
   const all = [...views.values()].sort((x, y) => x.customer.localeCompare(y.customer));
@@ -142,6 +152,8 @@ export async function run(ctx: CliContext): Promise<number> {
         oldestUnreportedSeconds:
           v.oldestUnreportedMs === undefined ? null : Math.floor(v.oldestUnreportedMs / 1000),
         refusedAttempts: v.refusedAttempts,
+        afterInvoiceAttempts: v.afterInvoiceAttempts,
+        afterInvoiceSeconds: v.afterInvoiceSeconds,
         uncountedAttempts: v.uncountedAttempts,
         uncountedSeconds: v.uncountedSeconds,
         accountMissing: accountMissing(v),
@@ -167,6 +179,12 @@ export async function run(ctx: CliContext): Promise<number> {
           `seconds of ${v.uncountedAttempts} job attempt(s) wait to be counted, their jobs kept (the TTL waits) until ` +
           "it is back; its UsageAccountMissing Events name the jobs (docs/design.md, Usage and plans).",
       );
+    for (const v of views.filter((x) => x.afterInvoiceAttempts > 0))
+      ctx.out.note(
+        `customer ${v.customer}: ${v.afterInvoiceSeconds} GPU seconds of ${v.afterInvoiceAttempts} job attempt(s) ` +
+          "were accepted after their period's invoice was finalized and are on no invoice; their UsageAfterInvoice " +
+          "Events name them (docs/design.md, Usage after the invoice).",
+      );
     const refused = views.reduce((s, v) => s + v.refusedAttempts, 0);
     if (refused > 0)
       ctx.out.note(
@@ -174,7 +192,10 @@ export async function run(ctx: CliContext): Promise<number> {
           "attempt's message, and its UsageNotReported Event says why (docs/design.md, Usage and plans).",
       );
   }
-  return views.some((v) => v.refusedAttempts > 0 || accountMissing(v)) ? EXIT_PROBLEM : EXIT_OK;
+  // Each of these needs a person: a refused report, usage with no account, usage on no invoice.
+  return views.some((v) => v.refusedAttempts > 0 || accountMissing(v) || v.afterInvoiceAttempts > 0)
+    ? EXIT_PROBLEM
+    : EXIT_OK;
 }
 
 /** A figure of the period, or "-" when unknown. */

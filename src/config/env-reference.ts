@@ -286,6 +286,11 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     readBy: ["controller"],
     meaning: "how often the usage reporter looks for unreported usage (a job's end also wakes it)",
   },
+  USAGE_INVOICE_GRACE_SECONDS: {
+    readBy: ["controller"],
+    meaning:
+      "the payment provider's invoice finalization grace period (Stripe: 1 h by default, up to 72 h): usage accepted later is marked `afterInvoice` ([design](design.md#usage-after-the-invoice))",
+  },
   STORAGE_BUCKET: {
     readBy: ["controller"],
     default: "none: storage off",

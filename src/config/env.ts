@@ -1,5 +1,7 @@
 // Configuration from the environment, parsed once at start by zod. A bad value stops the process
 // with a message naming the variable; values themselves are never echoed (some are secrets).
+// One piece: one schema for every variable, so each is defined, defaulted and checked once.
+import { DEFAULT_INVOICE_GRACE_SECONDS, MAX_INVOICE_GRACE_SECONDS } from "../billing/invoice-grace.js";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { CALLBACK_SECRET_MIN_BYTES } from "../callback/token.js";
@@ -260,6 +262,13 @@ export const EnvSchema = z.object({
   ),
   /** How often the usage reporter looks for unreported usage (a job's end also wakes it). */
   USAGE_REPORT_INTERVAL_SECONDS: seconds(10),
+  /** The payment provider's invoice finalization grace period (Stripe: 1 h by default, up to 72 h). */
+  USAGE_INVOICE_GRACE_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_INVOICE_GRACE_SECONDS)
+    .default(DEFAULT_INVOICE_GRACE_SECONDS),
   /**
    * Object storage for media (docs/design.md, "Media and storage"): an S3-compatible bucket. Set
    * STORAGE_BUCKET to turn it on; unset, the product keeps media out of its hands (inline JSON only).

@@ -33,7 +33,8 @@ export function usageCapReached(job: MediaJob, src: AccountSources, nowMs: numbe
   const plan = planFor(plans, status?.priceIds ?? []);
   if (!plan) return false;
   const used =
-    usedSecondsNow(status?.usage, nowMs) + src.accountJobs.uncountedSeconds(account, status?.usage, nowMs);
+    usedSecondsNow(status?.usage, nowMs, status?.subscriptionPeriod) +
+    src.accountJobs.uncountedSeconds(account, status?.usage, nowMs, status?.subscriptionPeriod);
   return used >= plan.gpuSecondsPerPeriod;
 }
 
@@ -56,7 +57,8 @@ export function accountFacts(
     priceIds: status?.priceIds ?? [],
     // The account's count, plus its jobs' ended attempts the reporter has not counted yet.
     usedSeconds:
-      usedSecondsNow(status?.usage, nowMs) + src.accountJobs.uncountedSeconds(account, status?.usage, nowMs),
+      usedSecondsNow(status?.usage, nowMs, status?.subscriptionPeriod) +
+      src.accountJobs.uncountedSeconds(account, status?.usage, nowMs, status?.subscriptionPeriod),
     runningJobs: src.accountJobs.count(account, objectKey(job)),
   };
 }

@@ -11,7 +11,7 @@ import type { BillingAccountUsage } from "../crds/billingaccount.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import { attemptIdentifier } from "../billing/identifier.js";
 import { objectKey } from "../runtime/informer.js";
-import { calendarPeriod } from "../billing/period.js";
+import { isCurrentUsage, periodAt, type SubscriptionPeriod } from "../billing/period.js";
 import { jobAccount } from "../mediajob/tenancy.js";
 import { isPending } from "../mediajob/job.js";
 
@@ -69,13 +69,19 @@ export class AccountJobs {
   /**
    * The billed seconds of the account's ended attempts that its usage (as the cache has it) does
    * not hold yet: not marked counted on their jobs, not listed in its `counting`, and ended in its
-   * current period (the calendar month once its period has ended, as the reporter counts).
+   * current period (the one the reporter counts into next: periodAt, src/billing/period.ts).
    */
-  uncountedSeconds(account: string, usage: BillingAccountUsage | undefined, nowMs: number): number {
+  uncountedSeconds(
+    account: string,
+    usage: BillingAccountUsage | undefined,
+    nowMs: number,
+    subscriptionPeriod?: SubscriptionPeriod,
+  ): number {
     const byKey = this.uncounted.get(account);
     if (!byKey) return 0;
-    const current = usage && !(Date.parse(usage.periodEnd ?? "") <= nowMs) ? usage : undefined;
-    const period = current ?? calendarPeriod(new Date(nowMs));
+    const now = new Date(nowMs);
+    const current = usage && isCurrentUsage(usage, now, subscriptionPeriod) ? usage : undefined;
+    const period = current ?? periodAt(now, subscriptionPeriod);
     const start = Date.parse(period.periodStart);
     const end = period.periodEnd === undefined ? Infinity : Date.parse(period.periodEnd);
     const listed = new Set(current?.counting ?? []);

@@ -82,6 +82,18 @@ export const BillingAccountStatus = z.object({
     .max(20)
     .optional()
     .describe("The subscription's price ids, which select its plan."),
+  subscriptionPeriod: z
+    .object({
+      start: Timestamp.describe(
+        "current_period_start of the subscription (its items' in newer API versions).",
+      ),
+      end: Timestamp.describe("current_period_end: the plan's seconds count from start to end."),
+    })
+    .optional()
+    .describe(
+      "The subscription's current billing period, as the payment provider's newest event sent it; the " +
+        "plan's GPU seconds count per this period (absent: per UTC calendar month).",
+    ),
   usage: BillingAccountUsage.optional().describe("GPU seconds of the current billing period."),
   lastEventId: z.string().max(255).optional().describe("event.id of the event that set this state."),
   lastEventCreated: z.int().min(0).optional().describe("event.created of the event that set this state."),

@@ -1,3 +1,5 @@
+// The MediaJob resource: its one zod schema, from which the CRD, docs/api.md and the types are
+// generated (one schema per resource: one piece for that reason).
 import { z } from "zod";
 import {
   AGE_COLUMN,
@@ -197,6 +199,13 @@ export const UsageAttempt = z.object({
   identifier: z.string().max(100).optional().describe("The meter event identifier (one per attempt)."),
   firstSentAt: Timestamp.optional().describe("When a send was first tried (before the call)."),
   reportedAt: Timestamp.optional().describe("When the payment provider accepted it."),
+  afterInvoice: z
+    .boolean()
+    .optional()
+    .describe(
+      "True when the payment provider accepted it after the invoice of its billing period was finalized " +
+        "(the grace period, USAGE_INVOICE_GRACE_SECONDS, had ended): recorded by the meter, on no invoice.",
+    ),
   counted: z
     .boolean()
     .optional()

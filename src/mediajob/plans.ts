@@ -1,6 +1,7 @@
 // Plans that cap an account's spend, and the admission verdict they give a job, as pure rules.
 // A plan is configuration keyed by the payment provider's price id: the subscription's price(s)
 // select it. Seconds are whole GPU seconds as usage.ts bills them.
+import { isCurrentUsage, type SubscriptionPeriod } from "../billing/period.js";
 import { z } from "zod";
 
 // RunPod's per-request policy.executionTimeout: 5 s to 7 days
@@ -49,18 +50,23 @@ export function planFor(plans: Plans, priceIds: readonly string[]): Plan | undef
 /** BillingAccount.status.usage as the plans read it. */
 export interface PeriodUsage {
   usedSeconds: number;
-  periodEnd?: string;
+  periodStart: string;
+  periodEnd?: string | undefined;
 }
 
 /**
- * The GPU seconds the account has used in the billing period current at `nowMs`: none recorded
- * yet is 0, and so is a period that has ended (the figures are last period's until the next
- * job's usage starts the new one).
+ * The GPU seconds the account has used in the billing period current at `nowMs` (the
+ * subscription's own when the provider sent one, src/billing/period.ts): none recorded yet is 0,
+ * and so are figures of another period (last period's, until the next job's usage starts the new
+ * one).
  */
-export function usedSecondsNow(usage: PeriodUsage | undefined, nowMs: number): number {
+export function usedSecondsNow(
+  usage: PeriodUsage | undefined,
+  nowMs: number,
+  subscriptionPeriod?: SubscriptionPeriod,
+): number {
   if (!usage) return 0;
-  const end = usage.periodEnd === undefined ? NaN : Date.parse(usage.periodEnd);
-  return end <= nowMs ? 0 : usage.usedSeconds;
+  return isCurrentUsage(usage, new Date(nowMs), subscriptionPeriod) ? usage.usedSeconds : 0;
 }
 
 export interface AdmissionInput {

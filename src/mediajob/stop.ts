@@ -2,6 +2,7 @@
 // past its deadline, as batch/v1 Job does; the provider job followed after the cancel until it has
 // ended there (a cancelled worker may run on, and be billed); and the Event that tells how a job
 // ended.
+// One piece: the three stops share the follow-up after the cancel and the Event that ends a job.
 import { getCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { failureText, withCondition, type PlannedEvent } from "./conditions.js";

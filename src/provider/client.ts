@@ -1,3 +1,6 @@
+// The GPU provider's client: RunPod's job API (/run, /status, /cancel, /health) and its endpoint
+// management, behind one class. One piece: every call shares the keep-alive pools, the
+// redaction of keys and URLs, and the mapping of answers to errors (errors.ts).
 import type { Logger } from "pino";
 import { HttpRequestError, keepAlivePools, poolFor, send, text as readText } from "../http/client.js";
 import type { z } from "zod";

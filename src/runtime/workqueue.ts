@@ -13,6 +13,8 @@
 //    requeues with backoff, a terminal error is not retried (its key's backoff is forgotten), a
 //    requeue-after schedules the key; a thrown exception is an error. Each reconcile's outcome is
 //    told to onDone (src/runtime/reconcile-metrics.ts counts them under controller-runtime's names).
+// One piece: the dirty and processing sets, the per-key backoff and the one timer are a single
+// state machine; each rule above reads and changes the others.
 
 /** controller-runtime's reconcile.Result. */
 export interface ReconcileResult {

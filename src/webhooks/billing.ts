@@ -17,10 +17,14 @@ import {
 import type { KubeApi } from "../k8s/api.js";
 import { isAlreadyExists, isConflict } from "../k8s/errors.js";
 import type { WebhookMetrics } from "./metrics.js";
-import type { CurrentSubscription, SubscriptionLookup } from "./paymentapi.js";
+import type { CurrentSubscription, SubscriptionLookup, SubscriptionPeriod } from "./paymentapi.js";
 
 const samePrices = (a: readonly string[] | undefined, b: readonly string[] | undefined): boolean =>
   a === undefined || (b !== undefined && a.length === b.length && a.every((p, i) => p === b[i]));
+/** Whether the provider's period is the one the account holds (absent from the provider: nothing to change). */
+const samePeriod = (a: SubscriptionPeriod | undefined, b: SubscriptionPeriod | undefined): boolean =>
+  a === undefined ||
+  (b !== undefined && Date.parse(a.start) === Date.parse(b.start) && Date.parse(a.end) === Date.parse(b.end));
 
 export interface SubscriptionChange {
   customerId: string;
@@ -31,6 +35,8 @@ export interface SubscriptionChange {
    * Undefined: the event does not list them, and the account keeps those it has.
    */
   priceIds?: string[];
+  /** The subscription's current billing period; undefined: the event does not say, the account keeps its own. */
+  period?: SubscriptionPeriod;
   eventId: string;
   /** event.created, seconds since the epoch. */
   created: number;
@@ -93,6 +99,7 @@ function accountStatusAfter(
   };
   if (change.subscriptionId !== undefined) status.subscriptionId = change.subscriptionId;
   if (change.priceIds !== undefined) status.priceIds = change.priceIds;
+  if (change.period !== undefined) status.subscriptionPeriod = change.period;
   return status;
 }
 
@@ -159,13 +166,15 @@ export async function applySubscriptionChange(
       // The provider's state (and prices) win; a write only when it changes what the account holds.
       if (
         provider.status !== current.status?.subscriptionStatus ||
-        !samePrices(provider.priceIds, current.status?.priceIds)
+        !samePrices(provider.priceIds, current.status?.priceIds) ||
+        !samePeriod(provider.period, current.status?.subscriptionPeriod)
       ) {
-        const { priceIds: _event, ...rest } = change;
+        const { priceIds: _event, period: _eventPeriod, ...rest } = change;
         next = {
           ...rest,
           subscriptionStatus: provider.status,
           ...(provider.priceIds && { priceIds: provider.priceIds }),
+          ...(provider.period && { period: provider.period }),
         };
       }
     } else if (order === "newer" || (order === "tie" && supersedes(change, current.status))) {

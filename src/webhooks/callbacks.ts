@@ -23,6 +23,7 @@
 //   6. the result is written with the lifecycle shared with the controller and the CLI
 //      (writeProviderResult) over the read of step 3, with its resourceVersion; on a conflict it is
 //      read again and retried. One read and one write per callback.
+// One piece: the token check, the replay memory and the status patch share one callback's state.
 import type { IncomingMessage } from "node:http";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Counter } from "prom-client";

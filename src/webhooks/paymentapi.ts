@@ -17,8 +17,21 @@ import { SubscriptionStatus } from "../crds/index.js";
 // https://docs.stripe.com/api/subscriptions/object#subscription_object-items. Stripe allows 20
 // items per subscription, the most BillingAccount.status.priceIds holds.
 const PriceRef = z.union([z.string().min(1).max(255), z.object({ id: z.string().min(1).max(255) })]);
+const UnixSeconds = z
+  .int()
+  .min(0)
+  .max(2 ** 40);
+/**
+ * The current billing period's bounds, unix seconds: on each subscription item from API version
+ * 2025-03-31.basil on, on the subscription itself before it
+ * (https://docs.stripe.com/changelog/basil/2025-03-31/deprecate-subscription-current-period-start-and-end).
+ */
+const PeriodBounds = {
+  current_period_start: UnixSeconds.optional(),
+  current_period_end: UnixSeconds.optional(),
+};
 export const SubscriptionItems = z.object({
-  data: z.array(z.object({ price: PriceRef })).max(20),
+  data: z.array(z.object({ price: PriceRef, ...PeriodBounds })).max(20),
 });
 
 /** The distinct price ids of the items, sorted: the same subscription always reads the same. */
@@ -26,16 +39,51 @@ export function subscriptionPriceIds(items: z.infer<typeof SubscriptionItems>): 
   return [...new Set(items.data.map((i) => (typeof i.price === "string" ? i.price : i.price.id)))].sort();
 }
 
-const SubscriptionObject = z.object({
-  id: z.string(),
+/** A subscription's current period, ISO instants. */
+export interface SubscriptionPeriod {
+  start: string;
+  end: string;
+}
+
+type Bounds = { current_period_start?: number | undefined; current_period_end?: number | undefined };
+
+/**
+ * The subscription's current billing period: its items' (the one ending first, when items renew
+ * apart), else the subscription's own fields of older API versions; undefined when neither says.
+ */
+export function subscriptionPeriod(sub: Bounds & { items?: z.infer<typeof SubscriptionItems> | undefined }) {
+  const whole = (b: Bounds) =>
+    b.current_period_start !== undefined &&
+    b.current_period_end !== undefined &&
+    b.current_period_end > b.current_period_start;
+  const items = (sub.items?.data ?? []).filter(whole);
+  const first = items.sort(
+    (a, b) =>
+      a.current_period_end! - b.current_period_end! || a.current_period_start! - b.current_period_start!,
+  )[0];
+  const bounds = first ?? (whole(sub) ? sub : undefined);
+  if (!bounds) return undefined;
+  const iso = (s: number) => new Date(s * 1000).toISOString();
+  return {
+    start: iso(bounds.current_period_start!),
+    end: iso(bounds.current_period_end!),
+  } satisfies SubscriptionPeriod;
+}
+
+/** A subscription object's fields the sidecar reads (events and the retrieve answer alike). */
+export const SubscriptionFields = {
   status: SubscriptionStatus,
   items: SubscriptionItems.optional(),
-});
+  ...PeriodBounds,
+};
 
-/** A subscription as the provider has it now: its state and, when it lists them, its prices. */
+const SubscriptionObject = z.object({ id: z.string(), ...SubscriptionFields });
+
+/** A subscription as the provider has it now: its state and, when it lists them, its prices and period. */
 export interface CurrentSubscription {
   status: SubscriptionStatus;
   priceIds?: string[];
+  period?: SubscriptionPeriod;
 }
 
 class PaymentApiError extends Error {
@@ -95,9 +143,11 @@ export class PaymentApi implements SubscriptionLookup {
     const sub = SubscriptionObject.safeParse(body);
     if (!sub.success || sub.data.id !== subscriptionId)
       throw new PaymentApiError("payment provider answered an unusable subscription object", 200);
+    const period = subscriptionPeriod(sub.data);
     return {
       status: sub.data.status,
       ...(sub.data.items && { priceIds: subscriptionPriceIds(sub.data.items) }),
+      ...(period && { period }),
     };
   }
 }

@@ -9,10 +9,10 @@
 // failed event is recorded Failed and is not finished: its redelivery runs again and rewrites the
 // record's status. Finished events are kept in memory (finished.ts): their replays cost no
 // Kubernetes call at all. docs/webhooks.md has the whole table.
+// One piece: verification, the replay memory, the effect and the record share one delivery's state.
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import {
-  SubscriptionStatus,
   paymentEventName,
   type PaymentEvent,
   type PaymentEventStatus,
@@ -23,7 +23,12 @@ import { describeError, isAlreadyExists, isConflict } from "../k8s/errors.js";
 import { applySubscriptionChange, type SubscriptionChange } from "./billing.js";
 import type { FinishedEvents } from "./finished.js";
 import { paymentTypeLabel, type WebhookMetrics } from "./metrics.js";
-import { SubscriptionItems, subscriptionPriceIds, type SubscriptionLookup } from "./paymentapi.js";
+import {
+  SubscriptionFields,
+  subscriptionPeriod,
+  subscriptionPriceIds,
+  type SubscriptionLookup,
+} from "./paymentapi.js";
 import { ignoredMessage, isFinished, newPaymentRecord, recordedOutcome } from "./paymentrecord.js";
 import type { InFlight, VerifyThenLimit } from "./ratelimit.js";
 import { refuse, send, type Answer } from "./replies.js";
@@ -80,8 +85,7 @@ const refId = (v: z.infer<typeof IdRef>): string => (typeof v === "string" ? v :
 const Subscription = z.object({
   id: z.string().min(1).max(255).optional(),
   customer: IdRef,
-  status: SubscriptionStatus,
-  items: SubscriptionItems.optional(),
+  ...SubscriptionFields,
 });
 
 /** A subscription event whose object we cannot apply: recorded Failed, answered 400. */
@@ -102,11 +106,13 @@ function subscriptionChange(event: EventEnvelope): SubscriptionChange {
     const fields = [...new Set(sub.error.issues.map((i) => i.path.join(".") || "object"))].join(", ");
     throw new UnprocessableEvent(`the subscription object is not usable (${fields})`);
   }
+  const period = subscriptionPeriod(sub.data);
   return {
     customerId: refId(sub.data.customer),
     ...(sub.data.id ? { subscriptionId: sub.data.id } : {}),
     subscriptionStatus: sub.data.status,
     ...(sub.data.items && { priceIds: subscriptionPriceIds(sub.data.items) }),
+    ...(period && { period }),
     eventId: event.id,
     created: event.created,
   };

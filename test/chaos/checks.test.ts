@@ -176,7 +176,11 @@ describe("chaos metering accounting", () => {
 
   it("compares the execution time the jobs recorded with the provider's, to the millisecond", () => {
     // b recorded 3,500 ms of a run the provider timed at 3,999: both bill 4 s, and still differ.
-    const b = job("b", { phase: "Completed", usage: usage("cus_2", [["mj_b_1", 4, 3_500]]) }, { account: "cus_2" });
+    const b = job(
+      "b",
+      { phase: "Completed", usage: usage("cus_2", [["mj_b_1", 4, 3_500]]) },
+      { account: "cus_2" },
+    );
     const c = checkMetering([jobs[0]!, b], ["cus_1", "cus_2"], ended, [
       { identifier: "mj_a_1", customer: "cus_1", value: 2 },
       { identifier: "mj_a_2", customer: "cus_1", value: 3 },

@@ -226,9 +226,17 @@ describe("the plan invariants under chaos", () => {
     const e = job("e", "A", [[13, 16, 2]]);
     const skewed = [...base, e];
     const record = provider(skewed, { watchSkewMs: 1_000 });
-    expect(checkPlans(skewed, ["A"], 10, { ...limits(), endsSeen }, record).usageLimitOvershootSeconds).toBe(0);
+    expect(checkPlans(skewed, ["A"], 10, { ...limits(), endsSeen }, record).usageLimitOvershootSeconds).toBe(
+      0,
+    );
     const late = [...base, job("e", "A", [[14, 17, 2]])];
-    const check = checkPlans(late, ["A"], 10, { ...limits(), endsSeen }, provider(late, { watchSkewMs: 1_000 }));
+    const check = checkPlans(
+      late,
+      ["A"],
+      10,
+      { ...limits(), endsSeen },
+      provider(late, { watchSkewMs: 1_000 }),
+    );
     expect(check.usageLimitOvershootSeconds).toBe(2);
     expect(check.perCustomer[0]!.lateAttempts).toEqual(["e#1"]);
   });

@@ -84,6 +84,8 @@ describe("kubectl media usage", () => {
             unreportedSeconds: 20,
             oldestUnreportedSeconds: expect.any(Number) as number,
             refusedAttempts: 0,
+            afterInvoiceAttempts: 0,
+            afterInvoiceSeconds: 0,
             uncountedAttempts: 0,
             uncountedSeconds: 0,
             accountMissing: false,
@@ -103,6 +105,24 @@ describe("kubectl media usage", () => {
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/cus_quiet\s+-\s+-\s+-\s+-\s+0 s \(0\)\s+-\s+1/);
     expect(run.stderr).toMatch(/1 job attempt\(s\) were not reported/);
+  });
+
+  it("counts usage accepted after its invoice, says it is on no invoice, and exits 1: a person bills it", async () => {
+    await account("cus_late");
+    await jobWithUsage("late", "cus_late", [
+      { billedSeconds: 9, meter: "Reported", afterInvoice: true },
+      { billedSeconds: 2, meter: "Reported" },
+    ]);
+    const json = await media("usage", "cus_late", "-n", ns, "-o", "json");
+    expect(JSON.parse(json.stdout).items[0]).toMatchObject({
+      afterInvoiceAttempts: 1,
+      afterInvoiceSeconds: 9,
+    });
+    const run = await media("usage", "cus_late", "-n", ns);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(
+      /cus_late: 9 GPU seconds of 1 job attempt\(s\) were accepted after .* on no invoice/,
+    );
   });
 
   it("usage waiting for a BillingAccount that is gone is shown, and exits 1: a person decides", async () => {

@@ -226,6 +226,70 @@ describe("usage recorded and metered once", () => {
     }
   }, 60_000);
 
+  it("usage accepted after its period's invoice was finalized is marked afterInvoice, with a Warning; within the grace it is plain Reported", async () => {
+    // The subscription's period ended 2 h ago: its invoice finalized 1 h later (Stripe's default
+    // grace). A job of the period after it is reported now, and one of the running period.
+    const customerId = "cus_late_invoice";
+    const hours = (h: number) => new Date(Date.now() + h * 3_600_000).toISOString();
+    await activeAccount(api, ns, customerId, {
+      subscriptionPeriod: { start: hours(-30 * 24), end: hours(-2) },
+    });
+    const cases = [
+      { name: "ended-last-period", endedAt: hours(-3), late: true },
+      { name: "ended-this-period", endedAt: hours(-1), late: false },
+    ];
+    // The jobs name an account with no BillingAccount: they wait, never submitted; their status is ours.
+    await changeBinding(api, ns, "cus_unknown", "bind");
+    for (const c of cases) {
+      const created = await api.create<MediaJob>(
+        "mediajobs",
+        ns,
+        mediaJob(c.name, { workload: "asr", account: "cus_unknown" }) as never,
+      );
+      await eventually(async () => (await getJob(c.name))?.status?.phase === "Pending");
+      await api.updateStatusWithRetry<MediaJob>("mediajobs", ns, c.name, (cur) => ({
+        ...cur,
+        status: {
+          ...cur.status,
+          phase: "Completed",
+          completedAt: c.endedAt,
+          usage: {
+            workload: "asr",
+            account: customerId,
+            billedSeconds: 4,
+            attempts: [
+              {
+                attempt: 1,
+                providerJobId: `p-${c.name}`,
+                providerStatus: "COMPLETED",
+                executionTimeMs: 4_000,
+                endedAt: c.endedAt,
+                billedSeconds: 4,
+                meter: "Pending",
+                eventName: "gpu_seconds",
+                identifier: `mj_${created.metadata.uid}_1`,
+              },
+            ],
+          },
+        },
+      }));
+    }
+    for (const c of cases) {
+      await eventually(async () => (await getJob(c.name))?.status?.usage?.attempts[0]?.meter === "Reported");
+      const attempt = (await getJob(c.name))!.status!.usage!.attempts[0]!;
+      expect(attempt.afterInvoice === true, c.name).toBe(c.late);
+    }
+    await eventually(async () =>
+      (await eventsOf(kc, ns, "ended-last-period")).some(
+        (e) =>
+          e.type === "Warning" && e.reason === "UsageAfterInvoice" && /on no invoice/.test(e.message ?? ""),
+      ),
+    );
+    expect((await eventsOf(kc, ns, "ended-this-period")).map((e) => e.reason)).not.toContain(
+      "UsageAfterInvoice",
+    );
+  }, 60_000);
+
   it("a period that ended starts over at 0 without any job ending (a customer held at its limit is admitted again)", async () => {
     const customerId = "cus_rollover";
     await activeAccount(api, stack.ns, customerId, {

@@ -109,14 +109,24 @@ describe("a Pending job under its account's plan", () => {
 
 describe("usedSecondsNow", () => {
   const now = Date.parse("2026-02-01T00:00:00Z");
-  it.each<[string, Parameters<typeof usedSecondsNow>[0], number]>([
-    ["nothing recorded", undefined, 0],
-    ["the current period", { usedSeconds: 120, periodEnd: "2026-02-15T00:00:00Z" }, 120],
-    ["a period with no end given", { usedSeconds: 120 }, 120],
-    ["a period that has ended", { usedSeconds: 120, periodEnd: "2026-01-31T23:59:59Z" }, 0],
-    ["a period ending now", { usedSeconds: 120, periodEnd: "2026-02-01T00:00:00Z" }, 0],
-  ])("%s", (_n, usage, used) => {
-    expect(usedSecondsNow(usage, now)).toBe(used);
+  const from = (periodStart: string, periodEnd?: string) => ({ usedSeconds: 120, periodStart, periodEnd });
+  const sub = { start: "2026-01-15T00:00:00Z", end: "2026-02-15T00:00:00Z" };
+  it.each<[string, Parameters<typeof usedSecondsNow>[0], Parameters<typeof usedSecondsNow>[2], number]>([
+    ["nothing recorded", undefined, undefined, 0],
+    ["the current period", from("2026-01-15T00:00:00Z", "2026-02-15T00:00:00Z"), undefined, 120],
+    ["a period with no end given", from("2026-01-01T00:00:00Z"), undefined, 120],
+    ["a period that has ended", from("2026-01-01T00:00:00Z", "2026-01-31T23:59:59Z"), undefined, 0],
+    ["a period ending now", from("2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"), undefined, 0],
+    ["the subscription's period", from("2026-01-15T00:00:00Z", "2026-02-15T00:00:00Z"), sub, 120],
+    // Counted over the calendar month before the first subscription event gave the period.
+    [
+      "a calendar month beside the subscription's period",
+      from("2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"),
+      sub,
+      0,
+    ],
+  ])("%s", (_n, usage, period, used) => {
+    expect(usedSecondsNow(usage, now, period)).toBe(used);
   });
 });
 

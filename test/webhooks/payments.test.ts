@@ -626,6 +626,42 @@ describe("subscription events", () => {
     expect((await account(c))?.status?.priceIds).toEqual(["price_by_id"]);
   });
 
+  it("records the subscription's current period, from its items or (older API versions) itself", async () => {
+    const c = `cus_period_${uid()}`;
+    const t = nowS() - 100;
+    const start = Date.UTC(2026, 10, 15, 8) / 1000;
+    const end = Date.UTC(2026, 11, 15, 8) / 1000;
+    // API versions from 2025-03-31.basil: the period lives on each subscription item.
+    const itemLevel = subscriptionEvent(c, "active", { created: t });
+    itemLevel.data.object = {
+      ...itemLevel.data.object,
+      items: {
+        object: "list",
+        data: [{ price: { id: "price_a" }, current_period_start: start, current_period_end: end }],
+      },
+    } as never;
+    expect((await deliver(itemLevel)).status).toBe(200);
+    expect((await account(c))?.status?.subscriptionPeriod).toEqual({
+      start: "2026-11-15T08:00:00.000Z",
+      end: "2026-12-15T08:00:00.000Z",
+    });
+    // Older versions: on the subscription; the next period replaces it.
+    const renewed = subscriptionEvent(c, "active", { created: t + 10 });
+    renewed.data.object = {
+      ...renewed.data.object,
+      current_period_start: end,
+      current_period_end: Date.UTC(2027, 0, 15, 8) / 1000,
+    } as never;
+    expect((await deliver(renewed)).status).toBe(200);
+    expect((await account(c))?.status?.subscriptionPeriod).toEqual({
+      start: "2026-12-15T08:00:00.000Z",
+      end: "2027-01-15T08:00:00.000Z",
+    });
+    // An event that gives no period keeps the account's.
+    expect((await deliver(subscriptionEvent(c, "past_due", { created: t + 20 }))).status).toBe(200);
+    expect((await account(c))?.status?.subscriptionPeriod?.start).toBe("2026-12-15T08:00:00.000Z");
+  });
+
   it("answers 400 to a subscription whose items are not usable, and keeps the prices", async () => {
     const c = `cus_badprices_${uid()}`;
     const t = nowS() - 100;

@@ -253,6 +253,8 @@ message in the template's name). What install refuses, lint refuses too.
 {{- end }}
 - name: USAGE_REPORT_INTERVAL_SECONDS
   value: {{ .Values.usage.reportIntervalSeconds | quote }}
+- name: USAGE_INVOICE_GRACE_SECONDS
+  value: {{ .Values.usage.invoiceGraceSeconds | quote }}
 - name: CALLBACK_BASE_URL
   value: {{ include "media-orchestrator.callbackBaseUrl" . | quote }}
 - name: RESYNC_INTERVAL_SECONDS

@@ -8,6 +8,7 @@
 // event once ("An event already exists with identifier …" answers a repeat: recorded).
 // One piece past 350 lines: the v1 call, the v2 stream and its session share the answers' reading
 // and the keys' life, and what counts as recorded must be decided in one place.
+// One piece: v1 events and v2 stream batches share the key after a 5xx and the answer mapping.
 import { randomBytes } from "node:crypto";
 import {
   failureKind,

@@ -13,6 +13,7 @@ export class UsageMetrics {
   readonly runsLeft: Counter<"followed">;
   readonly runsFollowed: Gauge;
   readonly meterMisconfigured: Gauge<"event_name">;
+  readonly afterInvoice: Counter<"event_name">;
 
   /** `eventNames`: the configured meter event names, exposed at 0 from the start. */
   constructor(registry: Registry, eventNames: readonly string[] = []) {
@@ -24,6 +25,13 @@ export class UsageMetrics {
       registers,
     });
     for (const name of new Set(eventNames)) this.meteredSeconds.inc({ event_name: name }, 0);
+    this.afterInvoice = new Counter({
+      name: "media_orchestrator_usage_after_invoice_seconds_total",
+      help: "GPU seconds the payment provider accepted after the invoice of their billing period was finalized: on no invoice",
+      labelNames: ["event_name"] as const,
+      registers,
+    });
+    for (const name of new Set(eventNames)) this.afterInvoice.inc({ event_name: name }, 0);
     // Set by the meter check (meter-check.ts) when metering is on; 0 for every configured name.
     this.meterMisconfigured = new Gauge({
       name: "media_orchestrator_usage_meter_misconfigured",

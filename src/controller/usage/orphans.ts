@@ -148,6 +148,7 @@ export class OrphanFollower {
               ],
               live: new Set(usage?.counting ?? []),
               now: this.now(),
+              subscriptionPeriod: cur.status?.subscriptionPeriod,
             });
           };
           if (o.usage && o.usage.counted !== true) {

@@ -3,6 +3,8 @@
 // meter=Pending is sent, then marked Reported, so a crash, a lost answer or a leader change sends
 // the same identifier again (the payment provider keeps one event per identifier), never a second
 // event. docs/design.md, "Usage and plans", states the guarantees and the one residual window.
+// One piece: its pass, sends and counts share the backoff per customer and meter and the sets
+// of what was told; what each step decides is the billing domain's (src/billing).
 import type { Logger } from "pino";
 import { billingAccountName, customerAccount, type BillingAccount } from "../../crds/billingaccount.js";
 import type { MediaJob, MediaJobStatus, UsageAttempt } from "../../crds/mediajob.js";
@@ -17,7 +19,12 @@ import {
   markReported,
   stampFirstSent,
 } from "../../billing/outbox.js";
-import { countedUsage, type UncountedAttempt } from "../../billing/period.js";
+import { countedUsage, periodAt, type UncountedAttempt } from "../../billing/period.js";
+import {
+  acceptedAfterInvoice,
+  DEFAULT_INVOICE_GRACE_SECONDS,
+  usageAfterInvoice,
+} from "../../billing/invoice-grace.js";
 import { FORGOTTEN_IDENTIFIER, usageNotReported } from "../../billing/refusals.js";
 import { awaitsCount, meterSendVerdict } from "../../mediajob/usage.js";
 import type { MeterEvent, MeterSender } from "./meter-client.js";
@@ -50,6 +57,8 @@ export interface UsageReporterDeps {
   concurrency?: number;
   /** Why an event name's usage is held (its meter misconfigured, meter-check.ts); undefined: send. */
   held?: (eventName: string) => string | undefined;
+  /** The payment provider's invoice finalization grace period (USAGE_INVOICE_GRACE_SECONDS). */
+  invoiceGraceSeconds?: number;
 }
 
 const BACKOFF_MIN_MS = 1_000;
@@ -259,7 +268,13 @@ export class UsageReporter {
           ...cur,
           status: {
             ...cur.status,
-            usage: countedUsage({ current: cur.status?.usage, uncounted, live, now: this.now() }),
+            usage: countedUsage({
+              current: cur.status?.usage,
+              uncounted,
+              live,
+              now: this.now(),
+              subscriptionPeriod: cur.status?.subscriptionPeriod,
+            }),
           },
         },
     );
@@ -371,12 +386,47 @@ export class UsageReporter {
       return false;
     }
     this.d.metrics?.sends.inc({ outcome: "recorded" }, ready.length);
-    const reportedAt = this.now().toISOString();
+    const reportedAt = this.now();
     await eachLimited(ready, WRITE_CONCURRENCY, async ({ w, event }) => {
-      const written = await this.writeAttempt(w.job, w.attempt.attempt, markReported(reportedAt));
+      const written = await this.markReported(w.job, w.attempt, event, reportedAt);
       if (written) this.d.metrics?.meteredSeconds.inc({ event_name: event.eventName }, event.value);
     });
     return true;
+  }
+
+  /**
+   * Marks the attempt Reported, and `afterInvoice` when its period's invoice was finalized before
+   * the provider accepted it (a Warning Event and a count: that usage is on no invoice).
+   */
+  private async markReported(
+    job: MediaJob,
+    attempt: UsageAttempt,
+    event: MeterEvent,
+    reportedAt: Date,
+  ): Promise<MediaJob | undefined> {
+    const graceSeconds = this.d.invoiceGraceSeconds ?? DEFAULT_INVOICE_GRACE_SECONDS;
+    const subscriptionPeriod = this.d.accounts.get(
+      this.d.accountNamespace,
+      billingAccountName(event.customer),
+    )?.status?.subscriptionPeriod;
+    const eventAt = new Date(event.timestamp * 1000);
+    const late = acceptedAfterInvoice({ eventAt, acceptedAt: reportedAt, subscriptionPeriod, graceSeconds });
+    const written = await this.writeAttempt(
+      job,
+      attempt.attempt,
+      markReported(reportedAt.toISOString(), late),
+    );
+    if (written && late) {
+      this.d.metrics?.afterInvoice.inc({ event_name: event.eventName }, event.value);
+      const { periodEnd } = periodAt(eventAt, subscriptionPeriod);
+      void this.d.events.record(
+        written,
+        "Warning",
+        "UsageAfterInvoice",
+        usageAfterInvoice(event.value, periodEnd, graceSeconds),
+      );
+    }
+    return written;
   }
 
   private eventOf(job: MediaJob, attempt: UsageAttempt, timestamp: number): MeterEvent {
@@ -426,7 +476,7 @@ export class UsageReporter {
       return false;
     }
     if (result.outcome === "refused") return this.refuse(current, attempt, result.reason);
-    const written = await this.writeAttempt(current, attempt.attempt, markReported(this.now().toISOString()));
+    const written = await this.markReported(current, attempt, event, this.now());
     if (written && !result.duplicate)
       this.d.metrics?.meteredSeconds.inc({ event_name: event.eventName }, event.value);
     return true;

@@ -60,6 +60,7 @@ export function setupUsage(ctx: LoopContext, o: UsageOptions = {}) {
     synced: ctx.synced,
     leading: ctx.fence,
     held: (eventName) => meterCheck?.held(eventName),
+    invoiceGraceSeconds: env.USAGE_INVOICE_GRACE_SECONDS,
   });
   /** Keeps each account's shown plan limit (status.usage.limitSeconds) equal to its plan. */
   const accountLimits = new AccountLimits(api, env.MEDIA_PLANS, log.child({ component: "account-limits" }));
