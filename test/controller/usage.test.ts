@@ -231,7 +231,7 @@ describe("usage recorded and metered once", () => {
     // grace). A job of the period after it is reported now, and one of the running period.
     const customerId = "cus_late_invoice";
     const hours = (h: number) => new Date(Date.now() + h * 3_600_000).toISOString();
-    await activeAccount(api, ns, customerId, {
+    await activeAccount(api, stack.ns, customerId, {
       subscriptionPeriod: { start: hours(-30 * 24), end: hours(-2) },
     });
     const cases = [
@@ -239,15 +239,15 @@ describe("usage recorded and metered once", () => {
       { name: "ended-this-period", endedAt: hours(-1), late: false },
     ];
     // The jobs name an account with no BillingAccount: they wait, never submitted; their status is ours.
-    await changeBinding(api, ns, "cus_unknown", "bind");
+    await changeBinding(api, stack.ns, "cus_unknown", "bind");
     for (const c of cases) {
       const created = await api.create<MediaJob>(
         "mediajobs",
-        ns,
+        stack.ns,
         mediaJob(c.name, { workload: "asr", account: "cus_unknown" }) as never,
       );
       await eventually(async () => (await getJob(c.name))?.status?.phase === "Pending");
-      await api.updateStatusWithRetry<MediaJob>("mediajobs", ns, c.name, (cur) => ({
+      await api.updateStatusWithRetry<MediaJob>("mediajobs", stack.ns, c.name, (cur) => ({
         ...cur,
         status: {
           ...cur.status,
@@ -280,12 +280,12 @@ describe("usage recorded and metered once", () => {
       expect(attempt.afterInvoice === true, c.name).toBe(c.late);
     }
     await eventually(async () =>
-      (await eventsOf(kc, ns, "ended-last-period")).some(
+      (await eventsOf(kc, stack.ns, "ended-last-period")).some(
         (e) =>
           e.type === "Warning" && e.reason === "UsageAfterInvoice" && /on no invoice/.test(e.message ?? ""),
       ),
     );
-    expect((await eventsOf(kc, ns, "ended-this-period")).map((e) => e.reason)).not.toContain(
+    expect((await eventsOf(kc, stack.ns, "ended-this-period")).map((e) => e.reason)).not.toContain(
       "UsageAfterInvoice",
     );
   }, 60_000);
