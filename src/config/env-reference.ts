@@ -291,6 +291,15 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     meaning:
       "the payment provider's invoice finalization grace period (Stripe: 1 h by default, up to 72 h): usage accepted later is marked `afterInvoice` ([design](design.md#usage-after-the-invoice))",
   },
+  STORAGE_SWEEP_INTERVAL_SECONDS: {
+    readBy: ["controller"],
+    meaning:
+      "how often the leader sweeps the media bucket: objects of jobs that are gone are deleted, each namespace's use measured ([design](design.md#retention))",
+  },
+  STORAGE_ORPHAN_MIN_AGE_SECONDS: {
+    readBy: ["controller"],
+    meaning: "how old an object of a job the controller does not know must be before the sweep deletes it",
+  },
   STORAGE_BUCKET: {
     readBy: ["controller"],
     default: "none: storage off",

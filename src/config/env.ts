@@ -292,6 +292,10 @@ export const EnvSchema = z.object({
    * Pod Identity, else IRSA's web identity token). Default: keys when they are set, else pod.
    */
   STORAGE_CREDENTIALS: z.enum(["keys", "pod"]).optional(),
+  /** How often the leader sweeps the bucket for objects no job owns. */
+  STORAGE_SWEEP_INTERVAL_SECONDS: seconds(3_600),
+  /** How old an object of a job the cache does not show must be before the sweep deletes it. */
+  STORAGE_ORPHAN_MIN_AGE_SECONDS: seconds(3_600, 0),
   STORAGE_ACCESS_KEY_ID: optionalText,
   STORAGE_SECRET_ACCESS_KEY: optionalText,
   /** A temporary session's token, with temporary keys. */

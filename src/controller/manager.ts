@@ -34,6 +34,7 @@ import { setupMediaJob } from "./mediajob/setup.js";
 import { ControllerMetrics } from "./metrics.js";
 import type { UsageReporter } from "./usage/reporter.js";
 import { setupUsage } from "./usage/setup.js";
+import { setupStorage } from "./storage/setup.js";
 
 export interface ManagerOptions {
   api: KubeApi;
@@ -86,6 +87,7 @@ export class Manager {
   private readonly mediajob: ReturnType<typeof setupMediaJob>;
   private readonly gpuendpoint: ReturnType<typeof setupGpuEndpoint>;
   private readonly usageLoop: ReturnType<typeof setupUsage>;
+  private readonly storageLoop: ReturnType<typeof setupStorage>;
   /** The runtime controllers the leader runs, one per loop with a work queue. */
   private readonly controllers: Controller[] = [];
   /** The endpoints' in-flight windows and fair share; undefined with FAIR_SHARE_WINDOW=false. */
@@ -174,6 +176,7 @@ export class Manager {
       },
     };
     this.usageLoop = setupUsage(ctx, { meterRecheckMs: o.meterRecheckMs });
+    this.storageLoop = setupStorage(ctx);
     this.dispatcher = setupDispatch(ctx, this.accountJobs, (key) => this.jobQueue.addUrgent(key));
     this.mediajob = setupMediaJob(ctx, {
       accountJobs: this.accountJobs,
@@ -262,6 +265,7 @@ export class Manager {
   async start(): Promise<void> {
     this.stopped = false;
     await this.usageLoop.load();
+    await this.storageLoop.load();
     if (this.compaction.enabled && !this.compactionTimer) {
       this.compactionTimer = setInterval(() => this.compaction.check(), 1000);
       this.compactionTimer.unref();
@@ -285,6 +289,7 @@ export class Manager {
     this.metrics.leaderChanges.inc({ change: "acquired" });
     this.running = Promise.all(this.controllers.map((c) => c.run()));
     this.usageLoop.lead();
+    this.storageLoop.lead();
     this.resync();
     const tickMs = this.o.env.RESYNC_INTERVAL_SECONDS * 1000;
     this.resyncTimer = setInterval(() => this.resync(), tickMs);
@@ -315,6 +320,7 @@ export class Manager {
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     for (const c of this.controllers) c.shutdown();
     this.usageLoop.stopLeading();
+    this.storageLoop.stopLeading();
     if (!this.stopped) this.o.onLeadershipLost?.();
   }
 
@@ -326,6 +332,7 @@ export class Manager {
     for (const c of this.controllers) c.shutdown();
     await this.running; // in-flight reconciles finish
     await this.usageLoop.stop();
+    await this.storageLoop.stop();
     await this.events.flush(); // and the Events they recorded are written
     if (this.elector) await this.elector.stop();
     this.leading = false;

@@ -18,6 +18,7 @@ import {
 } from "../http/client.js";
 import { objectUrl, type StorageConfig } from "./config.js";
 import { StorageCredentialsError } from "./credentials.js";
+import type { StoredObject } from "./retention.js";
 import type { StoreSigner } from "./signer.js";
 
 export class StorageError extends Error {
@@ -54,6 +55,35 @@ const EMPTY_SHA256 = createHash("sha256").digest("hex");
 function errorCode(body: string, status: number): string {
   const m = /<Code>([A-Za-z0-9.]{1,64})<\/Code>/.exec(body);
   return m?.[1] ?? (status === 404 ? "NotFound" : `HTTP${status}`);
+}
+
+const XML_ENTITIES: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'" };
+const unescapeXml = (v: string): string =>
+  v.replace(/&(amp|lt|gt|quot|apos|#\d+|#x[0-9a-fA-F]+);/g, (_m, e: string) =>
+    e.startsWith("#x")
+      ? String.fromCodePoint(parseInt(e.slice(2), 16))
+      : e.startsWith("#")
+        ? String.fromCodePoint(Number(e.slice(1)))
+        : XML_ENTITIES[e]!,
+  );
+const tag = (xml: string, name: string): string | undefined =>
+  new RegExp(`<${name}>([^<]*)</${name}>`).exec(xml)?.[1];
+
+/** A ListObjectsV2 answer's objects and next continuation token (S3's XML, read by its few tags). */
+export function parseListing(xml: string): { objects: StoredObject[]; next?: string } {
+  const objects: StoredObject[] = [];
+  for (const m of xml.matchAll(/<Contents>([\s\S]*?)<\/Contents>/g)) {
+    const entry = m[1]!;
+    const key = tag(entry, "Key");
+    if (key === undefined) continue;
+    objects.push({
+      key: unescapeXml(key),
+      size: Number(tag(entry, "Size") ?? 0),
+      lastModifiedMs: Date.parse(tag(entry, "LastModified") ?? ""),
+    });
+  }
+  const next = tag(xml, "IsTruncated") === "true" ? tag(xml, "NextContinuationToken") : undefined;
+  return { objects, ...(next !== undefined && { next: unescapeXml(next) }) };
 }
 
 export class StorageClient {
@@ -161,6 +191,23 @@ export class StorageClient {
   /** Deletes an object; an absent one is no error (S3 answers 204 either way). */
   async delete(key: string): Promise<void> {
     await this.call("delete", "DELETE", key, objectUrl(this.config, key));
+  }
+
+  /**
+   * One page of the bucket's objects (ListObjectsV2, at most 1,000; under `prefix` when given), from
+   * `continuationToken`:
+   * https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html
+   */
+  async list(
+    continuationToken?: string,
+    prefix?: string,
+  ): Promise<{ objects: StoredObject[]; next?: string }> {
+    const url = objectUrl(this.config, "");
+    url.searchParams.set("list-type", "2");
+    if (prefix !== undefined) url.searchParams.set("prefix", prefix);
+    if (continuationToken !== undefined) url.searchParams.set("continuation-token", continuationToken);
+    const { read } = await this.call("list", "GET", "", url, undefined, {}, (body) => text(body));
+    return parseListing(read!);
   }
 
   /** Creates the bucket (a dev or test store); one that already belongs to these credentials is fine. */

@@ -332,6 +332,10 @@ message in the template's name). What install refuses, lint refuses too.
 {{- end }}
 - name: STORAGE_CREDENTIALS
   value: {{ .credentials | quote }}
+- name: STORAGE_SWEEP_INTERVAL_SECONDS
+  value: {{ .sweepIntervalSeconds | quote }}
+- name: STORAGE_ORPHAN_MIN_AGE_SECONDS
+  value: {{ .orphanMinAgeSeconds | quote }}
 {{- end }}
 {{- end }}
 # The credentials are files in this directory, each container's own (secretsVolume below).

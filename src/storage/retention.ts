@@ -1,0 +1,73 @@
+// Which objects of the bucket no job owns any more, and how much each namespace stores. The
+// controller writes every object of an attempt under `<namespace>/<jobUid>/<attempt>/<name>`
+// (keys.ts); such an object whose job is gone (no MediaJob of that uid in the namespace) is an
+// orphan, and is deleted once it is older than a margin (an upload of a job the cache may not
+// show yet is never touched). Every other key is the tenants' own (their inputs, anywhere under
+// their namespace) and is never deleted, only counted. Pure.
+
+/** One object as the store lists it. */
+export interface StoredObject {
+  key: string;
+  size: number;
+  lastModifiedMs: number;
+}
+
+/** What one namespace stores: all its objects, and of them the orphans found. */
+interface NamespaceStorage {
+  namespace: string;
+  objects: number;
+  bytes: number;
+  orphans: number;
+  orphanBytes: number;
+}
+
+export interface SweepPlan {
+  /** Orphans old enough to delete now. */
+  delete: StoredObject[];
+  /** Per namespace, sorted by name. */
+  namespaces: NamespaceStorage[];
+}
+
+// A Kubernetes object uid (RFC 4122, as the apiserver makes them) and an attempt number.
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const ATTEMPT = /^[1-9][0-9]{0,8}$/;
+
+/** The namespace and job uid of a key the controller wrote, or undefined for any other key. */
+export function attemptObjectOwner(key: string): { namespace: string; jobUid: string } | undefined {
+  const parts = key.split("/");
+  if (parts.length !== 4) return undefined;
+  const [namespace, jobUid, attempt, name] = parts as [string, string, string, string];
+  if (namespace === "" || name === "" || !UUID.test(jobUid) || !ATTEMPT.test(attempt)) return undefined;
+  return { namespace, jobUid };
+}
+
+/**
+ * The sweep's plan: `liveJobs` holds `<namespace>/<uid>` of every MediaJob the cache shows; an
+ * attempt object of any other job is an orphan, deleted once `minAgeMs` old.
+ */
+export function planSweep(input: {
+  objects: readonly StoredObject[];
+  liveJobs: ReadonlySet<string>;
+  nowMs: number;
+  minAgeMs: number;
+}): SweepPlan {
+  const perNamespace = new Map<string, NamespaceStorage>();
+  const del: StoredObject[] = [];
+  for (const o of input.objects) {
+    const namespace = o.key.split("/", 1)[0]!;
+    let ns = perNamespace.get(namespace);
+    if (!ns)
+      perNamespace.set(namespace, (ns = { namespace, objects: 0, bytes: 0, orphans: 0, orphanBytes: 0 }));
+    ns.objects++;
+    ns.bytes += o.size;
+    const owner = attemptObjectOwner(o.key);
+    if (!owner || input.liveJobs.has(`${owner.namespace}/${owner.jobUid}`)) continue;
+    ns.orphans++;
+    ns.orphanBytes += o.size;
+    if (input.nowMs - o.lastModifiedMs >= input.minAgeMs) del.push(o);
+  }
+  return {
+    delete: del,
+    namespaces: [...perNamespace.values()].sort((a, b) => a.namespace.localeCompare(b.namespace)),
+  };
+}
