@@ -19,6 +19,7 @@ export type CommandName =
   | "accept"
   | "cancel"
   | "usage"
+  | "storage"
   | "bind"
   | "unbind";
 
@@ -188,6 +189,18 @@ const JOB_COMMANDS: readonly CommandSpec[] = [
       "used seconds (billed, reported or not), the seconds the payment provider accepted, the plan's\n" +
       "limit, and the usage still waiting to be reported (seconds, attempts, the oldest). Exit 1\n" +
       "when a report was refused (it needs a person: see its UsageNotReported Event).",
+    flags: [],
+    output: true,
+    allNamespaces: true,
+  },
+  {
+    name: "storage",
+    args: [],
+    summary: "what each namespace keeps in the media bucket, and its orphans",
+    details:
+      "Per namespace (-n one, -A all): the objects and bytes it keeps in the media bucket and the\n" +
+      "orphans (objects of jobs that are gone) the last sweep found and will delete, from the summary\n" +
+      "the controller's sweep writes on each Namespace. Reads Kubernetes only: no bucket credentials.",
     flags: [],
     output: true,
     allNamespaces: true,

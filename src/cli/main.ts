@@ -23,6 +23,7 @@ const COMMANDS: Record<CommandName, () => Promise<Command>> = {
   accept: () => import("./accept.js"),
   cancel: () => import("./cancel.js"),
   usage: () => import("./usage.js"),
+  storage: () => import("./storage.js"),
   bind: () => import("./bind.js"),
   unbind: () => import("./bind.js"),
 };

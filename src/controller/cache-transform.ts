@@ -11,6 +11,7 @@
 //  - a finished job not yet settled (a spec edit to observe, a finalizer to remove) keeps its
 //    status whole, since the reconcile that settles it writes status from it (a status write,
 //    PUT /status, takes only the status from the object sent), and loses its input and steps.
+import { STORAGE_USAGE_ANNOTATION } from "../storage/retention.js";
 import type { MediaJob } from "../crds/mediajob.js";
 import type { KubeObject } from "../k8s/api.js";
 import { atRest, settled } from "../mediajob/at-rest.js";
@@ -66,11 +67,11 @@ export function trimMediaJob(job: MediaJob): MediaJob {
   return job;
 }
 
-/** A Namespace as the cache keeps it: its name, its account binding and their summary, nothing else. */
+/** A Namespace as the cache keeps it: its name, its account binding and their summary, its storage's summary. */
 export function keepBinding(ns: KubeObject): KubeObject {
   const annotations = ns.metadata.annotations as Record<string, string> | undefined;
   const kept: Record<string, string> = {};
-  for (const key of [ACCOUNTS_ANNOTATION, ACCOUNTS_USAGE_ANNOTATION])
+  for (const key of [ACCOUNTS_ANNOTATION, ACCOUNTS_USAGE_ANNOTATION, STORAGE_USAGE_ANNOTATION])
     if (annotations?.[key] !== undefined) kept[key] = annotations[key];
   return {
     metadata: {

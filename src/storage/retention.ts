@@ -13,7 +13,7 @@ export interface StoredObject {
 }
 
 /** What one namespace stores: all its objects, and of them the orphans found. */
-interface NamespaceStorage {
+export interface NamespaceStorage {
   namespace: string;
   objects: number;
   bytes: number;
@@ -70,4 +70,52 @@ export function planSweep(input: {
     delete: del,
     namespaces: [...perNamespace.values()].sort((a, b) => a.namespace.localeCompare(b.namespace)),
   };
+}
+
+/**
+ * The annotation on each Namespace with what it stores, written by the sweep when it changes: the
+ * namespace's tenants and `kubectl media storage` read it without the bucket's credentials.
+ */
+export const STORAGE_USAGE_ANNOTATION = "media-orchestrator.io/storage-usage";
+
+/** What the annotation holds: the namespace's objects and bytes, and the orphans left after the sweep. */
+export interface StorageSummary {
+  objects: number;
+  bytes: number;
+  orphans: number;
+  orphanBytes: number;
+}
+
+/** The annotation's text for a namespace after a sweep that deleted `deleted` of its orphans; undefined when it stores nothing. */
+export function storageSummaryText(
+  ns: NamespaceStorage | undefined,
+  deleted: readonly StoredObject[],
+): string | undefined {
+  if (!ns) return undefined;
+  const gone = deleted.filter((o) => o.key.startsWith(`${ns.namespace}/`));
+  const goneBytes = gone.reduce((n, o) => n + o.size, 0);
+  const summary: StorageSummary = {
+    objects: ns.objects - gone.length,
+    bytes: ns.bytes - goneBytes,
+    orphans: ns.orphans - gone.length,
+    orphanBytes: ns.orphanBytes - goneBytes,
+  };
+  return summary.objects > 0 ? JSON.stringify(summary) : undefined;
+}
+
+/** The annotation read back; undefined when absent or not a summary. */
+export function readStorageSummary(
+  annotations: Record<string, string> | undefined,
+): StorageSummary | undefined {
+  const text = annotations?.[STORAGE_USAGE_ANNOTATION];
+  if (text === undefined) return undefined;
+  try {
+    const v = JSON.parse(text) as Partial<StorageSummary>;
+    const ok = (["objects", "bytes", "orphans", "orphanBytes"] as const).every((k) =>
+      Number.isSafeInteger(v[k]),
+    );
+    return ok ? (v as StorageSummary) : undefined;
+  } catch {
+    return undefined;
+  }
 }

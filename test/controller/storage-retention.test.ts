@@ -5,10 +5,12 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
-import { KubeApi } from "../../src/k8s/api.js";
+import { KubeApi, type KubeObject } from "../../src/k8s/api.js";
+import { STORAGE_USAGE_ANNOTATION } from "../../src/storage/retention.js";
+import { kubectlMedia } from "../support/cli.js";
 import { changeBinding } from "../../src/cli/bind.js";
 import { openStore, type Store } from "../../src/storage/index.js";
-import { eventually, testKubeConfig } from "../support/kube.js";
+import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import { startS3Server, type S3Server } from "../support/s3server.js";
 import { storeEnv } from "../support/s3store.js";
 import { mediaJob, startControllerStack, type ControllerStack } from "../support/stack.js";
@@ -70,6 +72,26 @@ describe("media retention", () => {
     expect(await exists(live)).toBe(true);
     expect(await exists(input)).toBe(true);
     expect(await exists(otherTenant)).toBe(true);
+    // The namespace's summary, for its tenants and kubectl media storage (no bucket credentials).
+    const summary = async () =>
+      (
+        (await api.get<KubeObject>("namespaces", "", ns))?.metadata.annotations as
+          Record<string, string> | undefined
+      )?.[STORAGE_USAGE_ANNOTATION];
+    await eventually(async () => (await summary()) !== undefined, { timeoutMs: 30_000 });
+    const bytes = Buffer.byteLength(live) + Buffer.byteLength(input);
+    expect(JSON.parse((await summary())!)).toEqual({ objects: 2, bytes, orphans: 0, orphanBytes: 0 });
+    const run = await kubectlMedia(["storage", "-n", ns, "-o", "json"], { KUBECONFIG: testKubeconfigPath() });
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual({
+      items: [{ namespace: ns, objects: 2, bytes, orphans: 0, orphanBytes: 0 }],
+    });
+    const table = await kubectlMedia(["storage", "-n", ns], { KUBECONFIG: testKubeconfigPath() });
+    expect(table.stdout).toMatch(new RegExp(`^${ns}\\s+2\\s+${bytes} B\\s+0$`, "m"));
+    // At rest, the summary is not written again.
+    const rv = (await api.get<KubeObject>("namespaces", "", ns))!.metadata.resourceVersion;
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect((await api.get<KubeObject>("namespaces", "", ns))!.metadata.resourceVersion).toBe(rv);
 
     // The job deleted: its objects go with it; the tenant's input stays.
     await api.delete("mediajobs", ns, "keeper");

@@ -2,7 +2,15 @@
 // (ListObjectsV2's XML): only attempt objects of jobs that are gone are deleted, once old enough.
 import { describe, expect, it } from "vitest";
 import { parseListing } from "../../src/storage/client.js";
-import { attemptObjectOwner, planSweep, type StoredObject } from "../../src/storage/retention.js";
+import {
+  attemptObjectOwner,
+  planSweep,
+  readStorageSummary,
+  STORAGE_USAGE_ANNOTATION,
+  storageSummaryText,
+  type StoredObject,
+} from "../../src/storage/retention.js";
+import { humanBytes } from "../../src/cli/storage.js";
 
 const UID = "0b1e7c2a-5d3f-4e8a-9c61-2f4b8d7e6a10";
 const GONE = "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a";
@@ -77,4 +85,28 @@ describe("parseListing", () => {
       objects: [],
     });
   });
+});
+
+describe("the Namespace's storage summary", () => {
+  const ns = { namespace: "ns", objects: 4, bytes: 1_155, orphans: 2, orphanBytes: 55 };
+  it("counts what the sweep left: its deletions are gone", () => {
+    const text = storageSummaryText(ns, [obj(`ns/${GONE}/1/out.wav`, 7_200, 50), obj("other/x", 1, 7)]);
+    expect(readStorageSummary({ [STORAGE_USAGE_ANNOTATION]: text! })).toEqual({
+      objects: 3,
+      bytes: 1_105,
+      orphans: 1,
+      orphanBytes: 5,
+    });
+  });
+  it("is absent for a namespace that stores nothing, and unreadable text is no summary", () => {
+    expect(storageSummaryText(undefined, [])).toBeUndefined();
+    expect(readStorageSummary({ [STORAGE_USAGE_ANNOTATION]: "{nope" })).toBeUndefined();
+    expect(readStorageSummary({ [STORAGE_USAGE_ANNOTATION]: '{"objects":"1"}' })).toBeUndefined();
+  });
+  it.each<[number, string]>([
+    [0, "0 B"],
+    [1023, "1023 B"],
+    [1536, "1.5 KiB"],
+    [5 * 2 ** 30, "5.0 GiB"],
+  ])("%d bytes read %s", (n, text) => expect(humanBytes(n)).toBe(text));
 });

@@ -7,7 +7,13 @@
 import { Counter, Gauge } from "prom-client";
 import { describeError } from "../../k8s/errors.js";
 import { openStore, type Store } from "../../storage/index.js";
-import { planSweep, type StoredObject } from "../../storage/retention.js";
+import {
+  planSweep,
+  STORAGE_USAGE_ANNOTATION,
+  storageSummaryText,
+  type NamespaceStorage,
+  type StoredObject,
+} from "../../storage/retention.js";
 import { jobObjectPrefix } from "../../storage/keys.js";
 import type { LoopContext } from "../loop-context.js";
 
@@ -16,7 +22,7 @@ const DELETE_CONCURRENCY = 8;
 
 export function setupStorage(ctx: LoopContext) {
   const { env, log } = ctx;
-  const { jobs } = ctx.caches;
+  const { jobs, namespaces } = ctx.caches;
   const registers = [ctx.metrics.registry];
   const objects = new Gauge({
     name: "media_orchestrator_storage_objects",
@@ -119,12 +125,30 @@ export function setupStorage(ctx: LoopContext) {
       }
       await deleteAll(s, plan.delete, "orphan");
       if (plan.delete.length > 0) log.info({ deleted: plan.delete.length }, "orphaned media objects deleted");
+      await summarize(plan.namespaces, plan.delete);
     })()
       .catch((err: unknown) => {
         sweepFailures.inc();
         log.warn({ err: describeError(err) }, "storage sweep failed; retried at the next interval");
       })
       .finally(() => (sweeping = undefined));
+  }
+
+  /** Each Namespace's storage annotation, written only when it changed (none at rest). */
+  async function summarize(measured: readonly NamespaceStorage[], deleted: readonly StoredObject[]) {
+    const byName = new Map(measured.map((n) => [n.namespace, n]));
+    for (const ns of namespaces.list()) {
+      const annotations = ns.metadata.annotations as Record<string, string> | undefined;
+      const text = storageSummaryText(byName.get(ns.metadata.name), deleted);
+      if (text === annotations?.[STORAGE_USAGE_ANNOTATION] || !ctx.fence()) continue;
+      await ctx.api
+        .mergePatch("namespaces", "", ns.metadata.name, {
+          metadata: { annotations: { [STORAGE_USAGE_ANNOTATION]: text ?? null } },
+        })
+        .catch((err: unknown) =>
+          log.warn({ namespace: ns.metadata.name, err: describeError(err) }, "storage summary not written"),
+        );
+    }
   }
 
   jobs.on((event, job) => {
