@@ -66,6 +66,9 @@ describe("the chart's storage values", () => {
       STORAGE_BUCKET: "media-prod",
       STORAGE_REGION: "eu-west-1",
       STORAGE_CREDENTIALS: "keys",
+      // The retention sweep's settings (docs/design.md, Retention).
+      STORAGE_SWEEP_INTERVAL_SECONDS: "3600",
+      STORAGE_ORPHAN_MIN_AGE_SECONDS: "3600",
     });
     expect(r.keyFiles("controller")).toEqual(["STORAGE_ACCESS_KEY_ID", "STORAGE_SECRET_ACCESS_KEY"]);
     expect(r.keyFiles("webhooks")).toEqual([]);
