@@ -4,6 +4,7 @@
 import type { Logger } from "pino";
 import { HttpRequestError, keepAlivePools, poolFor, send, text as readText } from "../http/client.js";
 import type { z } from "zod";
+import type { RestServerlessBilling } from "./schemas-rest.js";
 import { callApi, observed, type ProviderCall } from "./calls.js";
 import { ProviderError, errorFromResponse, redact } from "./errors.js";
 import {
@@ -171,6 +172,14 @@ export class GpuProviderClient {
       );
       return report;
     }
+  }
+
+  /**
+   * The provider's billing of its serverless endpoints, hourly, over [startMs, endMs): REST v2
+   * only (GraphQL has no billing history).
+   */
+  serverlessBilling(startMs: number, endMs: number): Promise<RestServerlessBilling> {
+    return this.#restApi.serverlessBilling(startMs, endMs);
   }
 
   /** The key check over the management API in use. REST v2 names no account. */

@@ -19,6 +19,7 @@ import {
   RestEndpointAnswer,
   RestEndpointList,
   RestEndpointWorkersAnswer,
+  RestServerlessBilling,
   type RestWorkerSummary,
 } from "./schemas-rest.js";
 
@@ -116,6 +117,17 @@ export class RestManagement implements EndpointManagement {
   }
 
   /** GET /v2/serverless/{id}/workers: worker counts by status, unhealthy ones included. */
+  /** The account's serverless billing, hourly buckets over [startMs, endMs) (edges on whole hours). */
+  serverlessBilling(startMs: number, endMs: number): Promise<RestServerlessBilling> {
+    const q = new URLSearchParams({
+      bucketSize: "hour",
+      startTime: new Date(startMs).toISOString(),
+      endTime: new Date(endMs).toISOString(),
+    });
+    const url = `${this.t.baseUrl}/v2/billing/serverless?${q.toString()}`;
+    return this.#call({ op: "serverlessBilling" }, "GET", url, undefined, RestServerlessBilling);
+  }
+
   async workerSummary(id: string): Promise<RestWorkerSummary> {
     const ctx = { op: "workerSummary", endpointId: id };
     const url = `${this.#endpointUrl(ctx)}/workers`;

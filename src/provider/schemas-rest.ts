@@ -80,3 +80,22 @@ export const RestEndpointWorkersAnswer = z.looseObject({
   workers: z.array(z.looseObject({ id: z.string(), status: z.string() })),
   summary: RestWorkerSummary,
 });
+
+/**
+ * RunPod's serverless billing history (GET /v2/billing/serverless,
+ * https://docs.runpod.io/api-reference-v2/billing/get-serverless-billing-history): one record per
+ * endpoint per time bucket, amounts in USD. Only the fields the cost loop reads are checked.
+ */
+export const RestServerlessBilling = z.object({
+  records: z
+    .array(
+      z.looseObject({
+        startTime: z.iso.datetime({ offset: true }),
+        endTime: z.iso.datetime({ offset: true }),
+        serverlessId: z.string().min(1).max(256),
+        totalAmount: z.number().min(0).max(1e9),
+      }),
+    )
+    .max(100_000),
+});
+export type RestServerlessBilling = z.infer<typeof RestServerlessBilling>;
