@@ -282,6 +282,15 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     readBy: ["controller"],
     meaning: "meter event names per workload, `workload=event_name` comma-separated",
   },
+  COST_RECONCILE_INTERVAL_SECONDS: {
+    readBy: ["controller"],
+    meaning:
+      "how often the leader reads the GPU provider's billing history and allocates it to accounts (`status.cost`, [design](design.md#cost-allocation))",
+  },
+  COST_SETTLE_AFTER_SECONDS: {
+    readBy: ["controller"],
+    meaning: "how long after an hourly billing bucket ends its allocation is settled: counted once, for good",
+  },
   USAGE_REPORT_INTERVAL_SECONDS: {
     readBy: ["controller"],
     meaning: "how often the usage reporter looks for unreported usage (a job's end also wakes it)",

@@ -260,6 +260,10 @@ export const EnvSchema = z.object({
     (v) => v === undefined || parseEventNames(v) !== undefined,
     "must be workload=event_name entries, comma-separated",
   ),
+  /** How often the leader reads the GPU provider's billing history and allocates it to accounts. */
+  COST_RECONCILE_INTERVAL_SECONDS: seconds(300),
+  /** How long after an hourly bucket ends its allocation is settled (counted once, for good). */
+  COST_SETTLE_AFTER_SECONDS: seconds(3_600, 0),
   /** How often the usage reporter looks for unreported usage (a job's end also wakes it). */
   USAGE_REPORT_INTERVAL_SECONDS: seconds(10),
   /** The payment provider's invoice finalization grace period (Stripe: 1 h by default, up to 72 h). */

@@ -1,10 +1,12 @@
 // Wires the loops together: informers fill caches on every replica; only the leader runs the
 // loops' controllers. Each loop declares its own watches, map functions and settings in its
-// setup (mediajob/setup.ts, gpuendpoint/setup.ts, dispatch/setup.ts, usage/setup.ts), as
-// controller-runtime's SetupWithManager does; the runtime (src/runtime) knows no resource. Event handlers only enqueue keys; the periodic resync (docs/design.md, Lifecycle)
-// enqueues every key that may still need work, so a missed event is corrected within one tick.
-// At rest nothing moves: finished jobs are not reconciled, the events of our own writes are not
-// news, and a key on its failure backoff stays on it.
+// setup (mediajob, gpuendpoint, dispatch, usage, storage and cost, each its setup.ts), as
+// controller-runtime's SetupWithManager does; the runtime (src/runtime) knows no resource. Event
+// handlers only enqueue keys; the periodic resync (docs/design.md, Lifecycle) enqueues every key
+// that may still need work, so a missed event is corrected within one tick. At rest nothing moves:
+// finished jobs are not reconciled, the events of our own writes are not news, and a key on its
+// failure backoff stays on it. One piece: the order of start, lead, resync and stop across the
+// loops is the manager's one job, and reads best in one place.
 import type { Logger } from "pino";
 import { BillingAccount, findAccount } from "../crds/billingaccount.js";
 import { GpuEndpoint } from "../crds/gpuendpoint.js";
@@ -35,6 +37,8 @@ import { ControllerMetrics } from "./metrics.js";
 import type { UsageReporter } from "./usage/reporter.js";
 import { setupUsage } from "./usage/setup.js";
 import { setupStorage } from "./storage/setup.js";
+import { setupCost } from "./cost/setup.js";
+import { CostSpans } from "./cost/spans.js";
 
 export interface ManagerOptions {
   api: KubeApi;
@@ -88,6 +92,9 @@ export class Manager {
   private readonly gpuendpoint: ReturnType<typeof setupGpuEndpoint>;
   private readonly usageLoop: ReturnType<typeof setupUsage>;
   private readonly storageLoop: ReturnType<typeof setupStorage>;
+  private readonly costLoop: ReturnType<typeof setupCost>;
+  /** The jobs' execution spans for the cost loop, read before the cache trims a finished job. */
+  private readonly costSpans = new CostSpans();
   /** The runtime controllers the leader runs, one per loop with a work queue. */
   private readonly controllers: Controller[] = [];
   /** The endpoints' in-flight windows and fair share; undefined with FAIR_SHARE_WINDOW=false. */
@@ -101,7 +108,11 @@ export class Manager {
       plural: "mediajobs",
       namespace: ns,
       schema: MediaJob,
-      transform: trimMediaJob,
+      // The cost loop's spans are read first: a finished job's cached copy keeps no usage.
+      transform: (job) => {
+        this.costSpans.observe(job);
+        return trimMediaJob(job);
+      },
       log: log.child({ informer: "mediajobs" }),
       onInvalid: (raw) => this.reportInvalid("mediajobs", raw),
     });
@@ -177,6 +188,7 @@ export class Manager {
     };
     this.usageLoop = setupUsage(ctx, { meterRecheckMs: o.meterRecheckMs });
     this.storageLoop = setupStorage(ctx);
+    this.costLoop = setupCost(ctx, this.costSpans);
     this.dispatcher = setupDispatch(ctx, this.accountJobs, (key) => this.jobQueue.addUrgent(key));
     this.mediajob = setupMediaJob(ctx, {
       accountJobs: this.accountJobs,
@@ -290,6 +302,7 @@ export class Manager {
     this.running = Promise.all(this.controllers.map((c) => c.run()));
     this.usageLoop.lead();
     this.storageLoop.lead();
+    this.costLoop.lead();
     this.resync();
     const tickMs = this.o.env.RESYNC_INTERVAL_SECONDS * 1000;
     this.resyncTimer = setInterval(() => this.resync(), tickMs);
@@ -321,6 +334,7 @@ export class Manager {
     for (const c of this.controllers) c.shutdown();
     this.usageLoop.stopLeading();
     this.storageLoop.stopLeading();
+    this.costLoop.stopLeading();
     if (!this.stopped) this.o.onLeadershipLost?.();
   }
 
@@ -333,6 +347,7 @@ export class Manager {
     await this.running; // in-flight reconciles finish
     await this.usageLoop.stop();
     await this.storageLoop.stop();
+    await this.costLoop.stop();
     await this.events.flush(); // and the Events they recorded are written
     if (this.elector) await this.elector.stop();
     this.leading = false;

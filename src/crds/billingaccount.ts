@@ -95,6 +95,30 @@ export const BillingAccountStatus = z.object({
         "plan's GPU seconds count per this period (absent: per UTC calendar month).",
     ),
   usage: BillingAccountUsage.optional().describe("GPU seconds of the current billing period."),
+  cost: z
+    .object({
+      periodStart: Timestamp.describe("The billing period the figures are for."),
+      settledUntil: Timestamp.describe(
+        "The provider's hourly buckets ending by this instant are settled: counted once.",
+      ),
+      settledMicros: z.int().min(0).describe("Micro-USD of the settled buckets allocated to this account."),
+      settledExecutionMs: z.int().min(0).describe("Its jobs' execution ms inside the settled buckets."),
+      allocatedMicros: z
+        .int()
+        .min(0)
+        .describe(
+          "Micro-USD of the provider's bill allocated to this account this period, open buckets included.",
+        ),
+      executionMs: z
+        .int()
+        .min(0)
+        .describe("Its jobs' execution ms this period, as the allocation counted it."),
+    })
+    .optional()
+    .describe(
+      "The account's share of the GPU provider's bill this period, from the provider's billing history " +
+        "(docs/design.md, Cost allocation).",
+    ),
   lastEventId: z.string().max(255).optional().describe("event.id of the event that set this state."),
   lastEventCreated: z.int().min(0).optional().describe("event.created of the event that set this state."),
   updatedAt: Timestamp.optional().describe("When this state was written."),

@@ -1,0 +1,126 @@
+// The cost loop's setup (docs/design.md, "Cost allocation"): every COST_RECONCILE_INTERVAL_SECONDS
+// the leader reads the GPU provider's billing history (hourly, from the earliest bucket an account
+// has not settled), allocates each of its endpoints' buckets to the accounts whose jobs ran in it
+// (src/billing), and writes each BillingAccount's status.cost when it changed: nothing at rest.
+// The amounts no job took are a gauge per endpoint.
+import { Counter, Gauge } from "prom-client";
+import { costWindowStart, planAccountCosts, type AccountCost } from "../../billing/account-cost.js";
+import { allocate, usdToMicros, type ProviderBucket } from "../../billing/cost-allocation.js";
+import { periodAt } from "../../billing/period.js";
+import { describeError } from "../../k8s/errors.js";
+import { customerAccount, type BillingAccount } from "../../crds/billingaccount.js";
+import type { LoopContext } from "../loop-context.js";
+import type { CostSpans } from "./spans.js";
+
+const HOUR_MS = 3_600_000;
+/** Spans older than this are dropped even when an account never settled them (a provider down for a week). */
+const SPAN_KEEP_MS = 7 * 24 * HOUR_MS;
+
+const sameCost = (a: AccountCost | undefined, b: AccountCost): boolean =>
+  a !== undefined &&
+  (Object.keys(b) as Array<keyof AccountCost>).every((k) =>
+    k === "periodStart" || k === "settledUntil" ? Date.parse(a[k]) === Date.parse(b[k]) : a[k] === b[k],
+  );
+
+export function setupCost(ctx: LoopContext, spans: CostSpans) {
+  const { api, env, log, accountNamespace } = ctx;
+  const { accounts, endpoints } = ctx.caches;
+  const registers = [ctx.metrics.registry];
+  const allocated = new Gauge({
+    name: "media_orchestrator_cost_allocated_micros",
+    help: "Micro-USD of the GPU provider's bill allocated to each account this billing period",
+    labelNames: ["account"] as const,
+    registers,
+  });
+  const unallocated = new Gauge({
+    name: "media_orchestrator_cost_unallocated_micros",
+    help: "Micro-USD the GPU provider billed on an endpoint in buckets with no job time (idle and active workers, cold starts no job reached), over the buckets read at the last pass",
+    labelNames: ["endpoint"] as const,
+    registers,
+  });
+  const failures = new Counter({
+    name: "media_orchestrator_cost_reconcile_failures_total",
+    help: "Cost passes that failed (the provider's billing history unreadable); retried at the next interval",
+    registers,
+  });
+  const settleAfterMs = env.COST_SETTLE_AFTER_SECONDS * 1000;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+
+  async function pass(): Promise<void> {
+    const nowMs = Date.now();
+    const list = accounts.list(accountNamespace);
+    const endpointIds = new Set(
+      endpoints.list().flatMap((e) => (e.status?.endpointId ? [e.status.endpointId] : [])),
+    );
+    if (list.length === 0 || endpointIds.size === 0) return;
+    const inputs = list.map((a) => ({
+      account: a.spec.customerId,
+      periodStartMs: Date.parse(periodAt(new Date(nowMs), a.status?.subscriptionPeriod).periodStart),
+      current: a.status?.cost,
+    }));
+    const from = Math.floor(costWindowStart(inputs, nowMs, settleAfterMs) / HOUR_MS) * HOUR_MS;
+    const to = Math.max(from + HOUR_MS, Math.ceil(nowMs / HOUR_MS) * HOUR_MS);
+    const billing = await ctx.provider.serverlessBilling(from, to);
+    const buckets: ProviderBucket[] = billing.records
+      .filter((r) => endpointIds.has(r.serverlessId))
+      .map((r) => ({
+        endpointId: r.serverlessId,
+        startMs: Date.parse(r.startTime),
+        endMs: Date.parse(r.endTime),
+        amountMicros: usdToMicros(r.totalAmount),
+      }));
+    const spanList = spans.list();
+    const plan = planAccountCosts({ accounts: inputs, buckets, spans: spanList, nowMs, settleAfterMs });
+    const open = allocate(buckets, spanList).unallocated;
+    unallocated.reset();
+    for (const id of endpointIds) unallocated.set({ endpoint: id }, open.get(id) ?? 0);
+    for (const acct of list) {
+      const customer = acct.spec.customerId;
+      const cost = plan.get(customer)!;
+      allocated.set({ account: customer }, cost.allocatedMicros);
+      if (sameCost(acct.status?.cost, cost) || !ctx.fence()) continue;
+      await api
+        .updateStatusWithRetry<BillingAccount>(
+          "billingaccounts",
+          accountNamespace,
+          acct.metadata.name,
+          (cur) =>
+            customerAccount(cur, customer) && !sameCost(cur.status?.cost, cost)
+              ? { ...cur, status: { ...cur.status, cost } }
+              : undefined,
+        )
+        .catch((err: unknown) =>
+          log.warn({ account: acct.metadata.name, err: describeError(err) }, "account cost not written"),
+        );
+    }
+    const settled = Math.min(...[...plan.values()].map((c) => Date.parse(c.settledUntil)));
+    spans.prune(Math.max(settled, nowMs - SPAN_KEEP_MS));
+  }
+
+  const tick = (): void => {
+    if (running || !ctx.leading() || !ctx.synced()) return;
+    running = pass()
+      .catch((err: unknown) => {
+        failures.inc();
+        log.warn({ err: describeError(err) }, "cost pass failed; retried at the next interval");
+      })
+      .finally(() => (running = undefined));
+  };
+
+  return {
+    lead(): void {
+      tick();
+      timer = setInterval(tick, env.COST_RECONCILE_INTERVAL_SECONDS * 1000);
+      timer.unref();
+    },
+    stopLeading(): void {
+      if (timer) clearInterval(timer);
+      timer = undefined;
+    },
+    async stop(): Promise<void> {
+      if (timer) clearInterval(timer);
+      await running;
+    },
+  };
+}
