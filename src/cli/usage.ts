@@ -21,6 +21,8 @@ export interface AccountUsageView {
   usedSeconds?: number;
   reportedSeconds?: number;
   limitSeconds?: number;
+  /** The GPU provider's bill allocated to the account this period, micro-USD (status.cost). */
+  allocatedMicros?: number;
   /** Attempts waiting in the outbox (meter Pending), their seconds, the oldest one's age. */
   unreportedAttempts: number;
   unreportedSeconds: number;
@@ -74,6 +76,7 @@ export function usageViews(
       v.reportedSeconds = u.reportedSeconds;
       if (u.limitSeconds !== undefined) v.limitSeconds = u.limitSeconds;
     }
+    if (a.status?.cost !== undefined) v.allocatedMicros = a.status.cost.allocatedMicros;
   }
   for (const job of jobs) {
     const usage = job.status?.usage;
@@ -147,6 +150,8 @@ export async function run(ctx: CliContext): Promise<number> {
         usedSeconds: v.usedSeconds ?? null,
         reportedSeconds: v.reportedSeconds ?? null,
         limitSeconds: v.limitSeconds ?? null,
+        providerCostMicros: v.allocatedMicros ?? null,
+        providerCostPerUsedSecondMicros: costPerSecond(v) ?? null,
         unreportedAttempts: v.unreportedAttempts,
         unreportedSeconds: v.unreportedSeconds,
         oldestUnreportedSeconds:
@@ -163,7 +168,18 @@ export async function run(ctx: CliContext): Promise<number> {
     ctx.out.note(`No billing accounts in namespace "${accountNamespace}" and no job billed to one.`);
   } else {
     ctx.out.table(
-      ["customer", "period", "used", "reported", "limit", "unreported", "oldest unreported", "refused"],
+      [
+        "customer",
+        "period",
+        "used",
+        "reported",
+        "limit",
+        "unreported",
+        "oldest unreported",
+        "refused",
+        "provider cost",
+        "cost per second",
+      ],
       views.map((v) => [
         v.customer,
         periodCell(v),
@@ -171,6 +187,8 @@ export async function run(ctx: CliContext): Promise<number> {
         n(v.reportedSeconds),
         n(v.limitSeconds),
         ...outboxCells(v),
+        v.allocatedMicros === undefined ? "-" : usd(v.allocatedMicros),
+        costPerSecond(v) === undefined ? "-" : usd(costPerSecond(v)!),
       ]),
     );
     for (const v of views.filter(accountMissing))
@@ -197,6 +215,18 @@ export async function run(ctx: CliContext): Promise<number> {
     ? EXIT_PROBLEM
     : EXIT_OK;
 }
+
+/** Micro-USD as dollars, to the micro-dollar. */
+const usd = (micros: number): string => `$${(micros / 1_000_000).toFixed(6)}`;
+
+/**
+ * The provider's cost of one billed second this period (allocated cost / used seconds), micro-USD,
+ * rounded up: what the meter's price per second is to be compared with.
+ */
+const costPerSecond = (v: AccountUsageView): number | undefined =>
+  v.allocatedMicros === undefined || !v.usedSeconds
+    ? undefined
+    : Math.ceil(v.allocatedMicros / v.usedSeconds);
 
 /** A figure of the period, or "-" when unknown. */
 const n = (v: number | undefined): string => (v === undefined ? "-" : String(v));

@@ -291,6 +291,12 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     readBy: ["controller"],
     meaning: "how long after an hourly billing bucket ends its allocation is settled: counted once, for good",
   },
+  COST_PRICE_PER_SECOND_MICROS: {
+    readBy: ["controller"],
+    default: "none: no recovery ratio",
+    meaning:
+      "what a metered GPU second is charged, micro-USD: each account's recovery ratio (its metered seconds times this, over its allocated provider cost) is then a metric and an alert",
+  },
   USAGE_REPORT_INTERVAL_SECONDS: {
     readBy: ["controller"],
     meaning: "how often the usage reporter looks for unreported usage (a job's end also wakes it)",

@@ -264,6 +264,8 @@ export const EnvSchema = z.object({
   COST_RECONCILE_INTERVAL_SECONDS: seconds(300),
   /** How long after an hourly bucket ends its allocation is settled (counted once, for good). */
   COST_SETTLE_AFTER_SECONDS: seconds(3_600, 0),
+  /** What a metered GPU second is charged, micro-USD: with it, each account's recovery ratio. */
+  COST_PRICE_PER_SECOND_MICROS: z.coerce.number().int().min(1).optional(),
   /** How often the usage reporter looks for unreported usage (a job's end also wakes it). */
   USAGE_REPORT_INTERVAL_SECONDS: seconds(10),
   /** The payment provider's invoice finalization grace period (Stripe: 1 h by default, up to 72 h). */

@@ -58,12 +58,12 @@ describe("kubectl media usage", () => {
     expect(run.code).toBe(0);
     const [header, ...rows] = run.stdout.trim().split("\n");
     expect(header).toMatch(
-      /^CUSTOMER\s+PERIOD\s+USED\s+REPORTED\s+LIMIT\s+UNREPORTED\s+OLDEST UNREPORTED\s+REFUSED$/,
+      /^CUSTOMER\s+PERIOD\s+USED\s+REPORTED\s+LIMIT\s+UNREPORTED\s+OLDEST UNREPORTED\s+REFUSED\s+PROVIDER COST\s+COST PER SECOND$/,
     );
     expect(rows[0]).toMatch(
-      /^cus_paid\s+2026-11-01\.\.2026-12-01\s+120\s+100\s+3600\s+20 s \(2\)\s+120m\s+0$/,
+      /^cus_paid\s+2026-11-01\.\.2026-12-01\s+120\s+100\s+3600\s+20 s \(2\)\s+120m\s+0\s+-\s+-$/,
     );
-    expect(rows[1]).toMatch(/^cus_quiet\s+-\s+-\s+-\s+-\s+0 s \(0\)\s+-\s+0$/);
+    expect(rows[1]).toMatch(/^cus_quiet\s+-\s+-\s+-\s+-\s+0 s \(0\)\s+-\s+0\s+-\s+-$/);
   });
 
   it("names one account (by customer id or object name), as JSON; an unknown one is an error", async () => {
@@ -80,6 +80,8 @@ describe("kubectl media usage", () => {
             usedSeconds: 120,
             reportedSeconds: 100,
             limitSeconds: 3600,
+            providerCostMicros: null,
+            providerCostPerUsedSecondMicros: null,
             unreportedAttempts: 2,
             unreportedSeconds: 20,
             oldestUnreportedSeconds: expect.any(Number) as number,
@@ -107,6 +109,27 @@ describe("kubectl media usage", () => {
     expect(run.stderr).toMatch(/1 job attempt\(s\) were not reported/);
   });
 
+  it("shows the provider's cost allocated to the account, and the cost of a billed second", async () => {
+    await activeAccount(api, ns, "cus_costly", {
+      usage: { periodStart: "2026-11-01T00:00:00Z", usedSeconds: 300, reportedSeconds: 300 },
+      cost: {
+        periodStart: "2026-11-01T00:00:00Z",
+        settledUntil: "2026-11-01T00:00:00Z",
+        settledMicros: 0,
+        settledExecutionMs: 0,
+        allocatedMicros: 1_234_567,
+        executionMs: 290_000,
+      },
+    });
+    const json = await media("usage", "cus_costly", "-n", ns, "-o", "json");
+    expect(JSON.parse(json.stdout).items[0]).toMatchObject({
+      providerCostMicros: 1_234_567,
+      providerCostPerUsedSecondMicros: 4_116,
+    });
+    const run = await media("usage", "cus_costly", "-n", ns);
+    expect(run.stdout).toMatch(/cus_costly\s.*\$1\.234567\s+\$0\.004116$/m);
+  });
+
   it("counts usage accepted after its invoice, says it is on no invoice, and exits 1: a person bills it", async () => {
     await account("cus_late");
     await jobWithUsage("late", "cus_late", [
@@ -129,7 +152,7 @@ describe("kubectl media usage", () => {
     await jobWithUsage("orphan", "cus_gone", [{ billedSeconds: 30, meter: "Reported" }]);
     const run = await media("usage", "cus_gone", "-n", ns);
     expect(run.code).toBe(1);
-    expect(run.stdout).toMatch(/^cus_gone\s+-\s+-\s+-\s+-\s+0 s \(0\)\s+-\s+0$/m);
+    expect(run.stdout).toMatch(/^cus_gone\s+-\s+-\s+-\s+-\s+0 s \(0\)\s+-\s+0\s+-\s+-$/m);
     expect(run.stderr).toMatch(
       /customer cus_gone has no BillingAccount .*: 30 GPU seconds of 1 job attempt\(s\) wait/,
     );

@@ -68,6 +68,9 @@ beforeAll(async () => {
     WEBHOOKS_PORT: "0",
     CONTROLLER_METRICS_PORT: "0",
     LEADER_ELECTION: "true",
+    // The cost loop every second, with a price: its recovery ratio per account is exposed.
+    COST_RECONCILE_INTERVAL_SECONDS: "1",
+    COST_PRICE_PER_SECOND_MICROS: "200",
   });
   const kubeconfig = testKubeconfigPath();
   sidecar = await runWebhooks(base, testLogger(), { kubeconfig });
@@ -122,6 +125,7 @@ beforeAll(async () => {
       last = await scrape(controller.healthUrl);
       return (
         last.includes("media_orchestrator_provider_rate_limited_total{") &&
+        last.includes("media_orchestrator_cost_recovery_ratio{") &&
         /workqueue_retries_total\{name="mediajob"\} [1-9]/.test(last)
       );
     },

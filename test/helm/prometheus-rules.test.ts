@@ -407,6 +407,24 @@ function cases(sel: string): Case[] {
         ],
       ],
     },
+    {
+      alert: "MediaOrchestratorCostRecoveryLow",
+      fires: true,
+      at: "90m",
+      // One account charged half its provider cost for over an hour; another well above.
+      series: [
+        [s("media_orchestrator_cost_recovery_ratio", 'account="cus_sparse", pod="a"'), "0.5x100"],
+        [s("media_orchestrator_cost_recovery_ratio", 'account="cus_busy", pod="a"'), "3x100"],
+      ],
+      labels: { account: "cus_sparse" },
+    },
+    {
+      alert: "MediaOrchestratorCostRecoveryLow",
+      fires: false,
+      at: "90m",
+      // Under the floor for half an hour only.
+      series: [[s("media_orchestrator_cost_recovery_ratio", 'account="cus_sparse", pod="a"'), "2x60 0.5x30"]],
+    },
   ];
 }
 

@@ -1270,6 +1270,7 @@ describe("helm template, production options", () => {
       "MediaOrchestratorUsageAccountMissing",
       "MediaOrchestratorMeterEventsRefused",
       "MediaOrchestratorMeterMisconfigured",
+      "MediaOrchestratorCostRecoveryLow",
     ]);
     const forced = renderEnv("prod", [
       ...on,

@@ -253,6 +253,10 @@ message in the template's name). What install refuses, lint refuses too.
 {{- end }}
 - name: USAGE_REPORT_INTERVAL_SECONDS
   value: {{ .Values.usage.reportIntervalSeconds | quote }}
+{{- with .Values.cost.pricePerSecondMicros }}
+- name: COST_PRICE_PER_SECOND_MICROS
+  value: {{ . | quote }}
+{{- end }}
 - name: USAGE_INVOICE_GRACE_SECONDS
   value: {{ .Values.usage.invoiceGraceSeconds | quote }}
 - name: CALLBACK_BASE_URL

@@ -7,6 +7,7 @@ import { Counter, Gauge } from "prom-client";
 import { costWindowStart, planAccountCosts, type AccountCost } from "../../billing/account-cost.js";
 import { allocate, usdToMicros, type ProviderBucket } from "../../billing/cost-allocation.js";
 import { periodAt } from "../../billing/period.js";
+import { usedSecondsNow } from "../../mediajob/plans.js";
 import { describeError } from "../../k8s/errors.js";
 import { customerAccount, type BillingAccount } from "../../crds/billingaccount.js";
 import type { LoopContext } from "../loop-context.js";
@@ -36,6 +37,12 @@ export function setupCost(ctx: LoopContext, spans: CostSpans) {
     name: "media_orchestrator_cost_unallocated_micros",
     help: "Micro-USD the GPU provider billed on an endpoint in buckets with no job time (idle and active workers, cold starts no job reached), over the buckets read at the last pass",
     labelNames: ["endpoint"] as const,
+    registers,
+  });
+  const recovery = new Gauge({
+    name: "media_orchestrator_cost_recovery_ratio",
+    help: "Per account: its metered seconds this period times COST_PRICE_PER_SECOND_MICROS, over the provider cost allocated to it (below 1: the account costs more than it is charged)",
+    labelNames: ["account"] as const,
     registers,
   });
   const failures = new Counter({
@@ -79,6 +86,11 @@ export function setupCost(ctx: LoopContext, spans: CostSpans) {
       const customer = acct.spec.customerId;
       const cost = plan.get(customer)!;
       allocated.set({ account: customer }, cost.allocatedMicros);
+      const price = env.COST_PRICE_PER_SECOND_MICROS;
+      if (price !== undefined && cost.allocatedMicros > 0) {
+        const used = usedSecondsNow(acct.status?.usage, nowMs, acct.status?.subscriptionPeriod);
+        recovery.set({ account: customer }, (used * price) / cost.allocatedMicros);
+      }
       if (sameCost(acct.status?.cost, cost) || !ctx.fence()) continue;
       await api
         .updateStatusWithRetry<BillingAccount>(
