@@ -77,28 +77,37 @@ export interface AccountAllocation {
 }
 
 /**
- * Every bucket allocated and summed: per account, and per endpoint what no job took. Buckets
- * outside [fromMs, toMs) are left out (a bucket is in when it starts inside).
+ * Every bucket allocated and summed: per account, and per endpoint what no known account took: the
+ * buckets with no job time, and the shares of jobs whose account is not in `known` (no account, or
+ * no BillingAccount of it): they ran and were billed, and are nobody's to charge. Buckets outside
+ * [fromMs, toMs) are left out (a bucket is in when it starts inside).
  */
 export function allocate(
   buckets: readonly ProviderBucket[],
   spans: readonly ExecutionSpan[],
+  known?: ReadonlySet<string>,
   fromMs = -Infinity,
   toMs = Infinity,
 ): { accounts: Map<string, AccountAllocation>; unallocated: Map<string, number> } {
   const accounts = new Map<string, AccountAllocation>();
   const unallocated = new Map<string, number>();
+  const leave = (endpointId: string, micros: number) => {
+    if (micros > 0) unallocated.set(endpointId, (unallocated.get(endpointId) ?? 0) + micros);
+  };
   for (const b of buckets) {
     if (b.startMs < fromMs || b.startMs >= toMs) continue;
     const a = allocateBucket(b, spans);
     for (const [account, micros] of a.byAccount) {
+      if (known !== undefined && !known.has(account)) {
+        leave(b.endpointId, micros);
+        continue;
+      }
       const cur = accounts.get(account) ?? { micros: 0, executionMs: 0 };
       cur.micros += micros;
       cur.executionMs += a.msByAccount.get(account) ?? 0;
       accounts.set(account, cur);
     }
-    if (a.unallocatedMicros > 0)
-      unallocated.set(b.endpointId, (unallocated.get(b.endpointId) ?? 0) + a.unallocatedMicros);
+    leave(b.endpointId, a.unallocatedMicros);
   }
   return { accounts, unallocated };
 }

@@ -81,12 +81,18 @@ describe("allocate", () => {
   it("sums buckets per account and per endpoint, within the window", () => {
     const buckets = [bucket(100, 0), bucket(60, H), bucket(40, 2 * H), bucket(7, 0, "ep2")];
     const spans = [span("a", 0, 1_000), span("a", H, H + 1_000), span("b", H, H + 2_000)];
-    const r = allocate(buckets, spans, 0, 2 * H);
+    const r = allocate(buckets, spans, undefined, 0, 2 * H);
     expect(Object.fromEntries(r.accounts)).toEqual({
       a: { micros: 120, executionMs: 2_000 },
       b: { micros: 40, executionMs: 2_000 },
     });
     expect(Object.fromEntries(r.unallocated)).toEqual({ ep2: 7 });
+  });
+
+  it("leaves the share of a job with no known account unallocated: it ran, and is nobody's to charge", () => {
+    const r = allocate([bucket(90)], [span("a", 0, 2_000), span("", 0, 1_000)], new Set(["a"]));
+    expect(Object.fromEntries(r.accounts)).toEqual({ a: { micros: 60, executionMs: 2_000 } });
+    expect(Object.fromEntries(r.unallocated)).toEqual({ ep1: 30 });
   });
 
   it("reads RunPod's USD amounts to the micro-USD", () => {

@@ -79,7 +79,7 @@ export function setupCost(ctx: LoopContext, spans: CostSpans) {
       }));
     const spanList = spans.list();
     const plan = planAccountCosts({ accounts: inputs, buckets, spans: spanList, nowMs, settleAfterMs });
-    const open = allocate(buckets, spanList).unallocated;
+    const open = allocate(buckets, spanList, new Set(inputs.map((i) => i.account))).unallocated;
     unallocated.reset();
     for (const id of endpointIds) unallocated.set({ endpoint: id }, open.get(id) ?? 0);
     for (const acct of list) {

@@ -20,14 +20,15 @@ export class CostSpans {
   observe(job: MediaJob): void {
     const uid = job.metadata.uid;
     const usage = job.status?.usage;
-    if (uid === undefined || usage?.account === undefined) return;
+    if (uid === undefined || usage === undefined) return;
     const spans: ExecutionSpan[] = [];
     for (const a of usage.attempts) {
       const end = Date.parse(a.endedAt);
       const ms = a.executionTimeMs ?? 0;
       if (a.endpointId === undefined || ms <= 0 || Number.isNaN(end)) continue;
       spans.push({
-        account: this.#intern(usage.account),
+        // A job that bills no account still ran on the worker: its share is nobody's (unallocated).
+        account: this.#intern(usage.account ?? ""),
         endpointId: this.#intern(a.endpointId),
         startMs: end - ms,
         endMs: end,
