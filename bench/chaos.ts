@@ -21,6 +21,8 @@ import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { CoordinationV1Api, KubeConfig } from "@kubernetes/client-node";
 import type { GpuEndpoint } from "../src/crds/gpuendpoint.js";
+import type { BillingAccount } from "../src/crds/billingaccount.js";
+import { checkCost, providerTotalMicros, unallocatedFromMetrics } from "./chaos/cost.js";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import { KubeApi } from "../src/k8s/api.js";
 import { ACCEPTED_PROVIDER_JOB_ANNOTATION, adoptedWithoutEvidence } from "../src/callback/adoption.js";
@@ -247,6 +249,8 @@ const common: Record<string, string> = {
   MAX_CONCURRENT_RECONCILES: "16",
   // Plans, as the chart renders its `plans` value (MEDIA_PLANS, JSON keyed by price id).
   MEDIA_PLANS: JSON.stringify(chaosPlans(PLAN_CAP_SECONDS)),
+  // The provider's bill read and allocated every 2 s (docs/design.md, "Cost allocation").
+  COST_RECONCILE_INTERVAL_SECONDS: "2",
   // The run's own jobs name no account (the default account of fair share), in a namespace bound
   // to every customer of the run: allowed unbilled, as an operator may choose (docs/design.md,
   // "Tenancy"); the customers' jobs are checked against the binding.
@@ -569,6 +573,48 @@ await disrupting;
 const traffic = await paying;
 say(`${elapsed()} ${settledInTime ? "every job terminal" : "deadline passed"}; checking`);
 
+// ---- the provider's bill, allocated: the warm worker let go, every worker stopped, two cost passes ----
+await api
+  .mergePatch("gpuendpoints", NAMESPACE, LOW_PRIORITY_WORKLOAD, { spec: { minWorkers: 0 } })
+  .catch(() => undefined);
+await waitUntil(
+  "every worker stopped at the provider",
+  async () =>
+    (await sim<{ runs: Array<{ stoppedAt?: number }> }>("worker-ledger")).runs.every(
+      (r) => r.stoppedAt !== undefined,
+    ),
+  180_000,
+);
+await sleep(3 * Number(common.COST_RECONCILE_INTERVAL_SECONDS) * 1000);
+const costCheck = await (async () => {
+  const ours = new Set(
+    (await api.list<GpuEndpoint>("gpuendpoints", NAMESPACE)).items.flatMap((e) =>
+      e.status?.endpointId ? [e.status.endpointId] : [],
+    ),
+  );
+  const hour = 3_600_000;
+  const q = new URLSearchParams({
+    bucketSize: "hour",
+    startTime: new Date(Math.floor((Date.now() - 24 * hour) / hour) * hour).toISOString(),
+    endTime: new Date(Math.ceil(Date.now() / hour) * hour).toISOString(),
+  });
+  const billing = (await (
+    await fetch(`${simulatorUrl}/v2/billing/serverless?${q}`, {
+      headers: { authorization: `Bearer ${common.GPU_PROVIDER_API_KEY}` },
+    })
+  ).json()) as { records: Array<{ serverlessId: string; totalAmount: number }> };
+  const accounts = (await api.list<BillingAccount>("billingaccounts", NAMESPACE)).items;
+  const lead = await leader();
+  const port = lead ? controllerPorts[controllers.indexOf(lead.replica)] : undefined;
+  const metrics =
+    port === undefined ? "" : await (await fetch(`http://127.0.0.1:${port}/metrics`)).text().catch(() => "");
+  return checkCost(
+    providerTotalMicros(billing.records, ours),
+    accounts.reduce((n, a) => n + (a.status?.cost?.allocatedMicros ?? 0), 0),
+    unallocatedFromMetrics(metrics, ours),
+  );
+})();
+
 // ---- the checks ----
 const jobs = await listJobs(api, NAMESPACE);
 const { executions } = await sim<{ executions: Record<string, number> }>("executions");
@@ -651,6 +697,10 @@ const result: ChaosResult = {
   meteredSeconds: meteringCheck.meteredSeconds,
   meteredSecondsDiff: meteringCheck.meteredSecondsDiff,
   executionSecondsDiff: meteringCheck.executionSecondsDiff,
+  providerCostMicros: costCheck.providerMicros,
+  allocatedCostMicros: costCheck.allocatedMicros,
+  unallocatedCostMicros: costCheck.unallocatedMicros,
+  allocatedCostDiffMicros: costCheck.allocatedCostDiffMicros,
   meterEventsDuplicated: meteringCheck.meterEventsDuplicated,
   meterEventsLost: meteringCheck.meterEventsLost,
   meterBacklog: meteringCheck.meterBacklog,

@@ -42,6 +42,12 @@ export interface ChaosResult {
   meteredSecondsDiff: number;
   /** Σ over customers of |execution time recorded − the provider's executionTime|, s: invariant 0. */
   executionSecondsDiff: number;
+  /** The provider's bill over the run (its billing history), and how the product split it, micro-USD. */
+  providerCostMicros: number;
+  allocatedCostMicros: number;
+  unallocatedCostMicros: number;
+  /** |allocated + unallocated − the provider's bill|: invariant 0. */
+  allocatedCostDiffMicros: number;
   /** Identifiers recorded twice or with another value than their attempt's: invariant 0. */
   meterEventsDuplicated: number;
   /** Attempts marked reported that the payment provider has no event for: invariant 0. */
@@ -123,6 +129,7 @@ export const INVARIANTS = [
   "staleAccounts",
   "meteredSecondsDiff",
   "executionSecondsDiff",
+  "allocatedCostDiffMicros",
   "meterEventsDuplicated",
   "meterEventsLost",
   "meterBacklog",
@@ -199,6 +206,11 @@ export function table(r: ChaosResult): string {
       `invariant: 0 (${r.meteredSeconds} s metered for ${r.meteredCustomers} customers, ${r.meteredJobs} jobs)`,
     ],
     ["execution seconds off the provider's executionTime", r.executionSecondsDiff, "invariant: 0 (ms exact)"],
+    [
+      "provider bill off allocated + unallocated (µUSD)",
+      r.allocatedCostDiffMicros,
+      `invariant: 0 (${r.providerCostMicros} µUSD billed: ${r.allocatedCostMicros} to accounts, ${r.unallocatedCostMicros} unallocated)`,
+    ],
     ["meter identifiers recorded twice or changed", r.meterEventsDuplicated, "invariant: 0"],
     ["usage marked reported the payment provider lacks", r.meterEventsLost, "invariant: 0"],
     ["usage unreported at the end", r.meterBacklog, "invariant: 0"],

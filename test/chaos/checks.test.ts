@@ -5,6 +5,7 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import { PIPELINE_LABEL, STEP_LABEL } from "../../src/mediajob/pipeline.js";
 import { checkJobs } from "../../bench/chaos/jobs.js";
 import { checkMetering } from "../../bench/chaos/metering.js";
+import { checkCost, providerTotalMicros, unallocatedFromMetrics } from "../../bench/chaos/cost.js";
 
 function job(
   name: string,
@@ -208,5 +209,31 @@ describe("chaos metering accounting", () => {
     expect(c.meterEventsDuplicated).toBe(2);
     // cus_1: metered 2 of 5; cus_2: metered 5 of 4.
     expect(c.meteredSecondsDiff).toBe(3 + 1);
+  });
+});
+
+describe("chaos cost accounting", () => {
+  const ours = new Set(["ep-a", "ep-b"]);
+  it("sums the provider's records of our endpoints as the product reads them, to the micro-USD", () => {
+    const records = [
+      { serverlessId: "ep-a", totalAmount: 0.000123 },
+      { serverlessId: "ep-b", totalAmount: 1.5 },
+      { serverlessId: "someone-elses", totalAmount: 99 },
+    ];
+    expect(providerTotalMicros(records, ours)).toBe(1_500_123);
+  });
+  it("reads the leader's unallocated gauge of our endpoints", () => {
+    const text = [
+      "# TYPE media_orchestrator_cost_unallocated_micros gauge",
+      'media_orchestrator_cost_unallocated_micros{endpoint="ep-a"} 40',
+      'media_orchestrator_cost_unallocated_micros{endpoint="ep-b"} 2',
+      'media_orchestrator_cost_unallocated_micros{endpoint="other"} 1000',
+    ].join("\n");
+    expect(unallocatedFromMetrics(text, ours)).toBe(42);
+  });
+  it("is 0 only when allocated and unallocated make up the bill exactly", () => {
+    expect(checkCost(1_000, 958, 42).allocatedCostDiffMicros).toBe(0);
+    expect(checkCost(1_000, 958, 41).allocatedCostDiffMicros).toBe(1);
+    expect(checkCost(1_000, 1_000, 42).allocatedCostDiffMicros).toBe(42);
   });
 });

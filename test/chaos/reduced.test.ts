@@ -52,6 +52,7 @@ describe("make chaos, reduced", () => {
         "meteredSecondsDiff",
         "executionSecondsDiff",
         "meterEventsLost",
+        "allocatedCostDiffMicros",
         "jobsOverWaitBound",
         "usageLimitOvershootSeconds",
         "concurrencyOverPlan",
