@@ -36,7 +36,7 @@ import { setupMediaJob } from "./mediajob/setup.js";
 import { ControllerMetrics } from "./metrics.js";
 import type { UsageReporter } from "./usage/reporter.js";
 import { setupUsage } from "./usage/setup.js";
-import { setupStorage } from "./storage/setup.js";
+import type { setupStorage } from "./storage/setup.js";
 import { setupCost } from "./cost/setup.js";
 import { CostSpans } from "./cost/spans.js";
 
@@ -91,7 +91,9 @@ export class Manager {
   private readonly mediajob: ReturnType<typeof setupMediaJob>;
   private readonly gpuendpoint: ReturnType<typeof setupGpuEndpoint>;
   private readonly usageLoop: ReturnType<typeof setupUsage>;
-  private readonly storageLoop: ReturnType<typeof setupStorage>;
+  /** The media retention loop, loaded by start() only when storage is on (STORAGE_BUCKET). */
+  private storageLoop?: ReturnType<typeof setupStorage>;
+  private readonly ctx: LoopContext;
   private readonly costLoop: ReturnType<typeof setupCost>;
   /** The jobs' execution spans for the cost loop, read before the cache trims a finished job. */
   private readonly costSpans = new CostSpans();
@@ -186,8 +188,8 @@ export class Manager {
         return controller;
       },
     };
+    this.ctx = ctx;
     this.usageLoop = setupUsage(ctx, { meterRecheckMs: o.meterRecheckMs });
-    this.storageLoop = setupStorage(ctx);
     this.costLoop = setupCost(ctx, this.costSpans);
     this.dispatcher = setupDispatch(ctx, this.accountJobs, (key) => this.jobQueue.addUrgent(key));
     this.mediajob = setupMediaJob(ctx, {
@@ -277,7 +279,11 @@ export class Manager {
   async start(): Promise<void> {
     this.stopped = false;
     await this.usageLoop.load();
-    await this.storageLoop.load();
+    if (this.o.env.STORAGE_BUCKET !== undefined && !this.storageLoop) {
+      const { setupStorage } = await import("./storage/setup.js");
+      this.storageLoop = setupStorage(this.ctx);
+      await this.storageLoop.load();
+    }
     if (this.compaction.enabled && !this.compactionTimer) {
       this.compactionTimer = setInterval(() => this.compaction.check(), 1000);
       this.compactionTimer.unref();
@@ -301,7 +307,7 @@ export class Manager {
     this.metrics.leaderChanges.inc({ change: "acquired" });
     this.running = Promise.all(this.controllers.map((c) => c.run()));
     this.usageLoop.lead();
-    this.storageLoop.lead();
+    this.storageLoop?.lead();
     this.costLoop.lead();
     this.resync();
     const tickMs = this.o.env.RESYNC_INTERVAL_SECONDS * 1000;
@@ -333,7 +339,7 @@ export class Manager {
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     for (const c of this.controllers) c.shutdown();
     this.usageLoop.stopLeading();
-    this.storageLoop.stopLeading();
+    this.storageLoop?.stopLeading();
     this.costLoop.stopLeading();
     if (!this.stopped) this.o.onLeadershipLost?.();
   }
@@ -346,7 +352,7 @@ export class Manager {
     for (const c of this.controllers) c.shutdown();
     await this.running; // in-flight reconciles finish
     await this.usageLoop.stop();
-    await this.storageLoop.stop();
+    await this.storageLoop?.stop();
     await this.costLoop.stop();
     await this.events.flush(); // and the Events they recorded are written
     if (this.elector) await this.elector.stop();

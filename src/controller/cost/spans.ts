@@ -1,19 +1,27 @@
 // The execution spans the cost loop allocates by: each attempt's [end − executionTime, end) on its
 // endpoint, for its account, taken from every MediaJob the informer reads before the cache trims a
 // finished job (manager.ts), and kept after the job is deleted until its time is settled: a job
-// removed by its TTL was still billed by the provider. Compact: numbers and shared strings.
+// removed by its TTL was still billed by the provider. Compact, as every cached job may have some:
+// per job one flat array of numbers (account and endpoint as indexes into shared lists).
 import type { MediaJob } from "../../crds/mediajob.js";
 import type { ExecutionSpan } from "../../billing/cost-allocation.js";
 
-export class CostSpans {
-  /** By job uid: its attempts' spans. */
-  readonly #byJob = new Map<string, ExecutionSpan[]>();
-  readonly #strings = new Map<string, string>();
+/** Numbers per span in a job's array: account index, endpoint index, start ms, end ms. */
+const FIELDS = 4;
 
-  #intern(s: string): string {
-    let v = this.#strings.get(s);
-    if (v === undefined) this.#strings.set(s, (v = s));
-    return v;
+export class CostSpans {
+  /** By job uid: its attempts' spans, FIELDS numbers each. */
+  readonly #byJob = new Map<string, number[]>();
+  readonly #names: string[] = [];
+  readonly #index = new Map<string, number>();
+
+  #id(s: string): number {
+    let i = this.#index.get(s);
+    if (i === undefined) {
+      i = this.#names.push(s) - 1;
+      this.#index.set(s, i);
+    }
+    return i;
   }
 
   /** A job as the apiserver sent it: its ended attempts' spans replace those kept for it. */
@@ -21,32 +29,36 @@ export class CostSpans {
     const uid = job.metadata.uid;
     const usage = job.status?.usage;
     if (uid === undefined || usage === undefined) return;
-    const spans: ExecutionSpan[] = [];
+    const packed: number[] = [];
     for (const a of usage.attempts) {
       const end = Date.parse(a.endedAt);
       const ms = a.executionTimeMs ?? 0;
       if (a.endpointId === undefined || ms <= 0 || Number.isNaN(end)) continue;
-      spans.push({
-        // A job that bills no account still ran on the worker: its share is nobody's (unallocated).
-        account: this.#intern(usage.account ?? ""),
-        endpointId: this.#intern(a.endpointId),
-        startMs: end - ms,
-        endMs: end,
-      });
+      // A job that bills no account still ran on the worker: its share is nobody's (unallocated).
+      packed.push(this.#id(usage.account ?? ""), this.#id(a.endpointId), end - ms, end);
     }
-    if (spans.length > 0) this.#byJob.set(uid, spans);
+    if (packed.length > 0) this.#byJob.set(uid, packed);
   }
 
-  /** Forgets spans that ended before `ms` (their buckets are settled for every account). */
+  /** Forgets the jobs whose spans all ended before `ms` (settled for every account). */
   prune(ms: number): void {
-    for (const [uid, spans] of this.#byJob) if (spans.every((s) => s.endMs < ms)) this.#byJob.delete(uid);
+    for (const [uid, packed] of this.#byJob) {
+      let last = -Infinity;
+      for (let i = 3; i < packed.length; i += FIELDS) last = Math.max(last, packed[i]!);
+      if (last < ms) this.#byJob.delete(uid);
+    }
   }
 
   list(): ExecutionSpan[] {
-    return [...this.#byJob.values()].flat();
-  }
-
-  get size(): number {
-    return this.#byJob.size;
+    const out: ExecutionSpan[] = [];
+    for (const packed of this.#byJob.values())
+      for (let i = 0; i < packed.length; i += FIELDS)
+        out.push({
+          account: this.#names[packed[i]!]!,
+          endpointId: this.#names[packed[i + 1]!]!,
+          startMs: packed[i + 2]!,
+          endMs: packed[i + 3]!,
+        });
+    return out;
   }
 }
