@@ -7,7 +7,9 @@
 // tags, the waiting jobs and the grants not yet used are the leader's and start afresh when a
 // replica starts leading (lead()). The dispatcher never submits anything itself: a job's own
 // reconcile asks it (gate()) and, granted, submits through the write-ahead protocol, which is what
-// keeps a submission from happening twice across leader changes.
+// keeps a submission from happening twice across leader changes. One piece: the windows, the
+// fair-share tags, the waiting jobs and the grants are one state that the gate, the informer's
+// events and the ticks change together.
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import {
