@@ -519,62 +519,71 @@ describe("the operator as the chart's ServiceAccount", () => {
     }
   });
 
-  it("takes a paying customer's pipeline from the payment webhook to completion", async () => {
-    const customer = `cus_${randomBytes(4).toString("hex")}`;
-    // 1. The payment provider reports an active subscription (sidecar: PaymentEvent, BillingAccount).
-    const event = subscriptionCreated(customer);
-    const res = await deliverPaymentEvent(sidecar.url, event, WEBHOOK_SECRET);
-    expect(res.status, res.text).toBe(200);
-    const record = await admin.get<PaymentEvent>("paymentevents", DEV.ns, paymentEventName(event.id));
-    expect(record && recordedOutcome(record)).toBe("Processed");
-    const account = await admin.get<BillingAccount>("billingaccounts", DEV.ns, billingAccountName(customer));
-    expect(account?.status?.subscriptionStatus).toBe("active");
+  // Its own waits (each step's completion, the Events) add up to two minutes on a loaded machine.
+  it(
+    "takes a paying customer's pipeline from the payment webhook to completion",
+    { timeout: 150_000 },
+    async () => {
+      const customer = `cus_${randomBytes(4).toString("hex")}`;
+      // 1. The payment provider reports an active subscription (sidecar: PaymentEvent, BillingAccount).
+      const event = subscriptionCreated(customer);
+      const res = await deliverPaymentEvent(sidecar.url, event, WEBHOOK_SECRET);
+      expect(res.status, res.text).toBe(200);
+      const record = await admin.get<PaymentEvent>("paymentevents", DEV.ns, paymentEventName(event.id));
+      expect(record && recordedOutcome(record)).toBe("Processed");
+      const account = await admin.get<BillingAccount>(
+        "billingaccounts",
+        DEV.ns,
+        billingAccountName(customer),
+      );
+      expect(account?.status?.subscriptionStatus).toBe("active");
 
-    // 2. An operator binds the namespace to the customer (docs/helm.md, "Binding namespaces to
-    //    accounts"): the controller, as the chart's ServiceAccount, reads the binding.
-    await changeBinding(admin, DEV.ns, customer, "bind");
-    // 3. The customer's two-step pipeline (controller: admission, submission, finalizer, status,
-    //    next step, Events; sidecar: the GPU provider's callbacks). The job timeout is the chart's
-    //    (600 s), so only callbacks through the sidecar can complete the jobs in time.
-    await admin.create(
-      "mediajobs",
-      DEV.ns,
-      mediaJob("podcast", {
-        workload: "asr",
-        account: customer,
-        input: { audio: "s3://bucket/episode.wav" },
-        then: [{ workload: "tts", input: { voice: "en-1" } }],
-      }) as never,
-    );
-    await waitForPhase(admin, DEV.ns, "podcast", "Completed", 30_000);
-    // The next step is created by the pass after the one that completed the first.
-    const first = await eventually(async () => {
-      const j = await admin.get<MediaJob>("mediajobs", DEV.ns, "podcast");
-      return j?.status?.nextJob ? j : undefined;
-    });
-    const second = await waitForPhase(admin, DEV.ns, first.status!.nextJob!, "Completed", 30_000);
-    expect(second.status?.output).toBeTruthy();
-    for (const job of [first, second]) {
-      await eventually(async () => {
-        const j = await admin.get<MediaJob>("mediajobs", DEV.ns, job.metadata.name);
-        return (j?.metadata.finalizers ?? []).length === 0;
+      // 2. An operator binds the namespace to the customer (docs/helm.md, "Binding namespaces to
+      //    accounts"): the controller, as the chart's ServiceAccount, reads the binding.
+      await changeBinding(admin, DEV.ns, customer, "bind");
+      // 3. The customer's two-step pipeline (controller: admission, submission, finalizer, status,
+      //    next step, Events; sidecar: the GPU provider's callbacks). The job timeout is the chart's
+      //    (600 s), so only callbacks through the sidecar can complete the jobs in time.
+      await admin.create(
+        "mediajobs",
+        DEV.ns,
+        mediaJob("podcast", {
+          workload: "asr",
+          account: customer,
+          input: { audio: "s3://bucket/episode.wav" },
+          then: [{ workload: "tts", input: { voice: "en-1" } }],
+        }) as never,
+      );
+      await waitForPhase(admin, DEV.ns, "podcast", "Completed", 30_000);
+      // The next step is created by the pass after the one that completed the first.
+      const first = await eventually(async () => {
+        const j = await admin.get<MediaJob>("mediajobs", DEV.ns, "podcast");
+        return j?.status?.nextJob ? j : undefined;
       });
-    }
-    // Events, recorded as the ServiceAccount; none says a callback went missing.
-    const reasons = await eventually(
-      async () => {
-        const events = await kc
-          .makeApiClient(CoreV1Api)
-          .listNamespacedEvent({ namespace: DEV.ns, fieldSelector: "involvedObject.name=podcast" });
-        const r = events.items.map((e) => e.reason);
-        return r.includes("Submitted") && r.includes("NextStepCreated") ? r : undefined;
-        // Events are written after the status they tell of; a loaded machine (the whole suite beside
-        // the chaos test) takes its time.
-      },
-      { timeoutMs: 60_000 },
-    );
-    expect(reasons).not.toContain("RecoveredMissedCallback");
-  });
+      const second = await waitForPhase(admin, DEV.ns, first.status!.nextJob!, "Completed", 30_000);
+      expect(second.status?.output).toBeTruthy();
+      for (const job of [first, second]) {
+        await eventually(async () => {
+          const j = await admin.get<MediaJob>("mediajobs", DEV.ns, job.metadata.name);
+          return (j?.metadata.finalizers ?? []).length === 0;
+        });
+      }
+      // Events, recorded as the ServiceAccount; none says a callback went missing.
+      const reasons = await eventually(
+        async () => {
+          const events = await kc
+            .makeApiClient(CoreV1Api)
+            .listNamespacedEvent({ namespace: DEV.ns, fieldSelector: "involvedObject.name=podcast" });
+          const r = events.items.map((e) => e.reason);
+          return r.includes("Submitted") && r.includes("NextStepCreated") ? r : undefined;
+          // Events are written after the status they tell of; a loaded machine (the whole suite beside
+          // the chaos test) takes its time.
+        },
+        { timeoutMs: 60_000 },
+      );
+      expect(reasons).not.toContain("RecoveredMissedCallback");
+    },
+  );
 
   it("garbage-collects expired PaymentEvents (list, delete)", async () => {
     const gc = startPaymentEventGc({ api: asSa, namespace: DEV.ns, retentionMs: 0, log: silent });
