@@ -449,7 +449,7 @@ async function productThroughput(n: number, label = "product", metered = false) 
     // A metered run's jobs are done once their usage is reported and counted and their finalizers
     // are off (read every 2 s: that list is this run's own apiserver work, the ceiling has none);
     // then, as for a plain run, the clock stops when the write counters last moved.
-    for (let settled = !metered; !settled; ) {
+    for (let settled = !metered; !settled;) {
       await new Promise((r) => setTimeout(r, 2000));
       settled = meteredSettled(
         (await api.list<MediaJob>("mediajobs", ns)).items,
@@ -462,7 +462,11 @@ async function productThroughput(n: number, label = "product", metered = false) 
     for (;;) {
       const now = await apiserverCounts();
       const delta = (key: string) => (now.get(key) ?? 0) - (requestsBefore.get(key) ?? 0);
-      const [patches, events, writes] = [delta("PATCH mediajobs"), delta("POST events"), writesBetween(requestsBefore, now)];
+      const [patches, events, writes] = [
+        delta("PATCH mediajobs"),
+        delta("POST events"),
+        writesBetween(requestsBefore, now),
+      ];
       const moved = metered ? `${writes}` : `${patches} ${events}`;
       if (moved !== seen) [seen, writesDoneAt] = [moved, Date.now()];
       if (!metered && patches >= 2 * n && (events >= n || Date.now() - writesDoneAt > 3_000)) break;
@@ -470,7 +474,13 @@ async function productThroughput(n: number, label = "product", metered = false) 
       if (Date.now() - started > 30 * 60_000) throw new Error("the finalizers never all came off");
       await new Promise((r) => setTimeout(r, 250));
     }
-    const writesDone = await apiserverCounts();
+    // The writes counted: once the counters stop moving (the last end Events land after the clock).
+    let writesDone = await apiserverCounts();
+    for (let still = Date.now(); Date.now() - still < 3_000;) {
+      await new Promise((r) => setTimeout(r, 500));
+      const now = await apiserverCounts();
+      if (writesBetween(writesDone, now) !== 0) [writesDone, still] = [now, Date.now()];
+    }
     let items: MediaJob[] = [];
     for (;;) {
       items = (await api.list<MediaJob>("mediajobs", ns)).items;
@@ -1336,7 +1346,9 @@ try {
       );
       log(`  apiserver per job, product: ${JSON.stringify(p.apiserverRequestsPerJob)}`);
       log(`  apiserver per job, ceiling: ${JSON.stringify(c.apiserverRequestsPerJob)}`);
-      log(`  Kubernetes writes per job: plain ${p.writesPerJob}, metered ${m.writesPerJob} (${m.jobsPerSecond} jobs/s)`);
+      log(
+        `  Kubernetes writes per job: plain ${p.writesPerJob}, metered ${m.writesPerJob} (${m.jobsPerSecond} jobs/s)`,
+      );
       log(`  apiserver per job, metered: ${JSON.stringify(m.apiserverRequestsPerJob)}`);
       if (args["split-cores"] && availableParallelism() >= 2) {
         log(`throughput: ${n} jobs with the control plane on a core of its own...`);
