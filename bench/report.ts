@@ -75,7 +75,11 @@ ${legend}
 
 /** What each write a metered job makes beyond a plain job's is for (docs/design.md, "Usage and plans"). */
 const METERED_WRITES = [
-  "- TODO",
+  "- the first-send stamp (`firstSentAt`, the job's status, before the meter call): the outbox knows a send may have happened, and since when, before it does, so a send that landed with its answer lost is never sent again blindly after the provider's 24 h deduplication window. It cannot ride the count (which follows the answer) nor the result's write (a report held or backing off for a day would then be refused though never sent);",
+  "- `Reported` with both counts (the job's status, after the answer): the attempt leaves the outbox, its used and reported seconds marked counted in the same write, so no later pass adds them again;",
+  "- the account's count (its BillingAccount's status, one write per batch of up to 100 events of a customer, so a fraction of a write per job): the period's usage that plans admit by, the batch's count ids listed in it so a crash before the jobs' writes adds nothing twice.",
+  "",
+  "Not a write more: the meter decision (`meter: Pending`, in the sidecar's write of the result), and the finalizer: the run's finalizer waits up to 10 s for the report and then goes in one write, as on a plain job; only a report still waiting then hands over to `media-orchestrator.io/usage-report` (a write to put it in, in the one that lets go of the run's, and one to remove it). A plain job's own writes: its create, the finalizer, the submission's intent, Processing with the provider's id, the Submitted Event, Completed, the finalizer's removal and the Completed Event.",
 ];
 
 export function writeReport(r: Json): void {
@@ -116,7 +120,11 @@ export function writeReport(r: Json): void {
       for (const t of r.throughput)
         if (t.writesPerMeteredJob !== undefined)
           out.push(
-            `| ${t.jobs} | ${t.writesPerJob} | ${t.writesPerMeteredJob} | ${t.metered?.jobsPerSecond} | ${t.metered?.controllerCpuMsPerJob} | ${Object.entries(t.metered?.apiserverRequestsPerJob ?? {}).map(([k, v]) => `${k} ${String(v)}`).join(", ")} |`,
+            `| ${t.jobs} | ${t.writesPerJob} | ${t.writesPerMeteredJob} | ${t.metered?.jobsPerSecond} | ${t.metered?.controllerCpuMsPerJob} | ${Object.entries(
+              t.metered?.apiserverRequestsPerJob ?? {},
+            )
+              .map(([k, v]) => `${k} ${String(v)}`)
+              .join(", ")} |`,
           );
       out.push("");
     }
