@@ -79,7 +79,7 @@ const METERED_WRITES = [
   "- `Reported` with both counts (the job's status, after the answer): the attempt leaves the outbox, its used and reported seconds marked counted in the same write, so no later pass adds them again;",
   "- the account's count (its BillingAccount's status, one write per batch of up to 100 events of a customer, so a fraction of a write per job): the period's usage that plans admit by, the batch's count ids listed in it so a crash before the jobs' writes adds nothing twice.",
   "",
-  "Not a write more: the meter decision (`meter: Pending`, in the sidecar's write of the result), and the finalizer: the run's finalizer waits up to 10 s for the report and then goes in one write, as on a plain job; only a report still waiting then hands over to `media-orchestrator.io/usage-report` (a write to put it in, in the one that lets go of the run's, and one to remove it). A plain job's own writes: its create, the finalizer, the submission's intent, Processing with the provider's id, the Submitted Event, Completed, the finalizer's removal and the Completed Event.",
+  "Not a write more: the meter decision (`meter: Pending`, in the sidecar's write of the result), and the finalizer: the run's finalizer waits up to 30 s (`USAGE_SETTLE_WAIT_SECONDS`) for the report and then goes in one write, as on a plain job; only a report still waiting then hands over to `media-orchestrator.io/usage-report` (a write to put it in, in the one that lets go of the run's, and one to remove it). A plain job's own writes: its create, the finalizer, the submission's intent, Processing with the provider's id, the Submitted Event, Completed, the finalizer's removal and the Completed Event.",
 ];
 
 export function writeReport(r: Json): void {

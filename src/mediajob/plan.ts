@@ -99,7 +99,15 @@ export interface Finish {
  */
 export function planFinish(
   job: MediaJob,
-  o: { nowMs: number; requeueAfterMs?: number; nextStepCached: boolean; failed: boolean; metering?: boolean },
+  o: {
+    nowMs: number;
+    requeueAfterMs?: number;
+    nextStepCached: boolean;
+    failed: boolean;
+    metering?: boolean;
+    /** How long the run's finalizer waits for the usage report. Default USAGE_SETTLE_WAIT_MS. */
+    usageSettleWaitMs?: number;
+  },
 ): Finish {
   const status = job.status ?? {};
   const actions: FinishAction[] = [];
@@ -109,7 +117,7 @@ export function planFinish(
   // little and then goes alone (USAGE_SETTLE_WAIT_MS), no USAGE_FINALIZER put in and taken out.
   const settleWaitMs =
     isTerminal(status.phase) && job.metadata.finalizers?.includes(FINALIZER)
-      ? msUntilUsageSettleWaitEnds(job, o.metering ?? false, o.nowMs)
+      ? msUntilUsageSettleWaitEnds(job, o.metering ?? false, o.nowMs, o.usageSettleWaitMs)
       : 0;
   if (settleWaitMs > 0) {
     // Looked at again when the wait ends; the reporter's write that settles the usage comes first.

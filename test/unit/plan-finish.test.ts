@@ -71,7 +71,13 @@ interface Row {
   name: string;
   job: MediaJobBuilder;
   /** The pass's outcome; nextStepCached false and failed false unless given. */
-  o?: { requeueAfterMs?: number; nextStepCached?: boolean; failed?: boolean; metering?: boolean };
+  o?: {
+    requeueAfterMs?: number;
+    nextStepCached?: boolean;
+    failed?: boolean;
+    metering?: boolean;
+    usageSettleWaitMs?: number;
+  };
   want: Finish;
 }
 
@@ -168,6 +174,14 @@ const rows: Row[] = [
       .status(ended("Completed", { usage: usage("Pending"), completedAt: ago(2), updatedAt: ago(2) })),
     o: { metering: true },
     want: { actions: [], requeueAfterMs: USAGE_SETTLE_WAIT_MS - 2_000 + 50 },
+  },
+  {
+    name: "metering on, usage in the outbox, ended 2 s ago, no wait configured (0): USAGE_FINALIZER takes the run's finalizer's place",
+    job: clip()
+      .finalizers(FINALIZER)
+      .status(ended("Completed", { usage: usage("Pending"), completedAt: ago(2), updatedAt: ago(2) })),
+    o: { metering: true, usageSettleWaitMs: 0 },
+    want: { actions: [{ type: "releaseFinalizer", endEvent: COMPLETED_EVENT, keepForUsage: true }] },
   },
   {
     name: "metering on, ended 2 s ago, usage already reported and counted: let go whole (no USAGE_FINALIZER)",
@@ -318,6 +332,7 @@ describe("planFinish: what follows a pass's status write", () => {
       failed: o.failed ?? false,
       ...(o.requeueAfterMs !== undefined && { requeueAfterMs: o.requeueAfterMs }),
       ...(o.metering !== undefined && { metering: o.metering }),
+      ...(o.usageSettleWaitMs !== undefined && { usageSettleWaitMs: o.usageSettleWaitMs }),
     });
     expect(finish).toEqual(want);
   });
