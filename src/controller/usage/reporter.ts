@@ -100,12 +100,6 @@ export class UsageReporter {
   private readonly told = new Set<string>();
   /** Jobs (uid and customer) already told their BillingAccount is missing. */
   private readonly toldMissing = new Set<string>();
-  /**
-   * Per account, every count id its jobs may have listed in its `counting` without the mark on the
-   * job yet, as the cache showed them when the pass began (liveCountIds): what the pass's account
-   * writes may keep listed. Ids the pass itself lists come from the same jobs, so it covers them.
-   */
-  private live = new Map<string, Set<string>>();
 
   constructor(private readonly d: UsageReporterDeps) {}
 
@@ -168,7 +162,6 @@ export class UsageReporter {
     if (!this.d.synced() || !this.d.leading()) return;
     const work = this.outstanding();
     this.observeBacklog(work);
-    this.live = liveByAccount(work);
     await this.countAll(work, this.sentThisPass(work));
     if (this.d.meter) await this.sendAll(work.filter((w) => w.attempt.meter === "Pending"));
     this.observeBacklog(this.outstanding());
@@ -257,6 +250,7 @@ export class UsageReporter {
   /** `sending`: attempts counted after their send instead (sentThisPass), unless it does not happen. */
   private async countAll(work: Outstanding[], sending: ReadonlySet<Outstanding>): Promise<void> {
     const byAccount = new Map<string, Outstanding[]>();
+    const live = liveByAccount(work);
     for (const w of work) {
       const account = w.job.status!.usage!.account;
       if (account === undefined || !awaitsCount(w.job.status!.usage!, w.attempt) || sending.has(w)) continue;
@@ -278,7 +272,7 @@ export class UsageReporter {
     for (const [account, list] of byAccount) {
       if (!this.d.leading()) return;
       try {
-        await this.countInto(account, list.slice(0, COUNT_BATCH), this.live.get(account) ?? new Set());
+        await this.countInto(account, list.slice(0, COUNT_BATCH), live.get(account) ?? new Set());
       } catch (err) {
         this.d.log.warn({ account, err: describeError(err) }, "could not count usage into the account");
       }
@@ -457,8 +451,11 @@ export class UsageReporter {
     let counted = false;
     if (customerAccount(this.d.accounts.get(ns, name), customer)) {
       const uncounted = accepted.flatMap(({ w }) => acceptedCounts(this.idOf(w), w.attempt));
-      // Listed ids stay listed: the pass's live ids, and the ones this write adds.
-      const live = new Set([...(this.live.get(customer) ?? []), ...uncounted.map((u) => u.id)]);
+      // What stays listed: the ids the jobs do not show marked in the cache now (the earlier
+      // batches' marks that it shows leave, so a pass of many batches does not fill `counting`),
+      // and the ones this write adds.
+      const live = liveByAccount(this.outstanding()).get(customer) ?? new Set<string>();
+      for (const u of uncounted) live.add(u.id);
       try {
         const res = await this.d.api.updateStatusWithRetry<BillingAccount>(
           "billingaccounts",
@@ -671,7 +668,12 @@ const countEntries = (job: MediaJob, a: UsageAttempt): UncountedAttempt[] =>
 const groupKey = (w: Outstanding): string =>
   `${w.job.status!.usage!.account ?? ""}\u0000${w.attempt.eventName ?? ""}`;
 
-/** Per account, the count ids its outstanding attempts may have listed (UsageReporter.live). */
+/**
+ * Per account, every count id its outstanding attempts may have listed in its `counting` without
+ * the mark on the job yet (liveCountIds), as the cache shows them: what an account write may keep
+ * listed. An id leaves only once the cache shows its job marked (or gone), so no later pass, which
+ * reads the same cache, can find the attempt uncounted while its id is no longer listed.
+ */
 function liveByAccount(work: readonly Outstanding[]): Map<string, Set<string>> {
   const live = new Map<string, Set<string>>();
   for (const { job, attempt } of work) {
