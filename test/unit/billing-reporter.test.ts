@@ -218,3 +218,105 @@ describe("the usage reporter's pass over one outbox attempt", () => {
     },
   );
 });
+
+describe("the usage reporter's pass over a customer's burst", () => {
+  it("counts 600 attempts in batches, each job written once after its send, its account's counting within 1,000 ids", async () => {
+    const period = { periodStart: "2026-01-01T00:00:00.000Z", periodEnd: "2026-02-01T00:00:00.000Z" };
+    const jobs = new Map<string, MediaJob>();
+    for (let i = 0; i < 600; i++) {
+      const job = makeMediaJob(`clip-${i}`)
+        .ns("ns")
+        .uid(`uid-${i}`)
+        .resourceVersion("1")
+        .status({
+          phase: "Completed",
+          usage: {
+            account: "cus_1",
+            workload: "asr",
+            attempts: [
+              {
+                attempt: 1,
+                providerJobId: `p-${i}`,
+                providerStatus: "COMPLETED",
+                endedAt: ago(60),
+                billedSeconds: 2,
+                meter: "Pending",
+                eventName: "gpu_seconds",
+                identifier: `mj_uid-${i}_1`,
+              },
+            ],
+          },
+        } as MediaJob["status"])
+        .build();
+      jobs.set(job.metadata.name, job);
+    }
+    let account: BillingAccount = {
+      apiVersion: "media-orchestrator.io/v1alpha1",
+      kind: "BillingAccount",
+      metadata: { name: billingAccountName("cus_1"), namespace: "billing", uid: "acct-1" },
+      spec: { customerId: "cus_1" },
+      status: { subscriptionStatus: "active", usage: { ...period, usedSeconds: 0, reportedSeconds: 0 } },
+    };
+    const jobWrites = new Map<string, number>();
+    let refusedAccountWrites = 0;
+    const api = strict<KubeApi>("api", {
+      updateStatusWithRetry: (async (
+        plural: string,
+        _ns: string,
+        name: string,
+        change: (c: MediaJob | BillingAccount) => MediaJob | BillingAccount | undefined | false,
+      ) => {
+        if (plural === "billingaccounts") {
+          const next = change(account) as BillingAccount | false | undefined;
+          if (!next) return { object: account, written: false, conflicts: 0 };
+          // The CRD's limit: the apiserver refuses the write (422).
+          if ((next.status?.usage?.counting?.length ?? 0) > 1000) {
+            refusedAccountWrites++;
+            throw new Error("422 Invalid: status.usage.counting: Too many");
+          }
+          account = next;
+          return { object: next, written: true, conflicts: 0 };
+        }
+        const next = change(jobs.get(name)!) as MediaJob | undefined;
+        if (!next) return { object: jobs.get(name), written: false, conflicts: 0 };
+        jobs.set(name, next); // the cache shows each write at once
+        jobWrites.set(name, (jobWrites.get(name) ?? 0) + 1);
+        return { object: next, written: true, conflicts: 0 };
+      }) as unknown as KubeApi["updateStatusWithRetry"],
+    });
+    const recorded: string[] = [];
+    const reporter = new UsageReporter({
+      api,
+      jobs: strict("jobs", { list: () => [...jobs.values()], get: (_ns: string, n: string) => jobs.get(n) }),
+      accounts: strict("accounts", { list: () => [account], get: () => account }),
+      accountNamespace: "billing",
+      meter: strict<MeterSender>("meter", {
+        send: async (e) => {
+          recorded.push(e.identifier);
+          return { outcome: "recorded", duplicate: false };
+        },
+        sendBatch: async (events) => {
+          recorded.push(...events.map((e) => e.identifier));
+          return { outcome: "recorded" };
+        },
+      }),
+      events: strict<EventSink>("events", {}),
+      log: pino({ level: "silent" }),
+      intervalMs: 60_000,
+      synced: () => true,
+      leading: () => true,
+      now: () => NOW,
+    });
+    reporter.start();
+    await vi.waitFor(() =>
+      expect([...jobs.values()].every((j) => j.status?.usage?.attempts[0]?.countedReported)).toBe(true),
+    );
+    await reporter.stop();
+    expect(refusedAccountWrites).toBe(0);
+    expect(new Set(recorded).size).toBe(600);
+    expect(recorded).toHaveLength(600);
+    // The first-send stamp, then Reported with both counts: two writes per job.
+    expect([...jobWrites.values()].every((n) => n === 2)).toBe(true);
+    expect(account.status?.usage).toMatchObject({ usedSeconds: 1200, reportedSeconds: 1200 });
+  });
+});
