@@ -301,6 +301,11 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     readBy: ["controller"],
     meaning: "how often the usage reporter looks for unreported usage (a job's end also wakes it)",
   },
+  USAGE_SETTLE_WAIT_SECONDS: {
+    readBy: ["controller"],
+    meaning:
+      "how long a finished job's own finalizer waits for its usage report before the usage report's finalizer takes its place (metering on); `0`: no wait ([design](design.md#deletion-and-usage))",
+  },
   USAGE_INVOICE_GRACE_SECONDS: {
     readBy: ["controller"],
     meaning:

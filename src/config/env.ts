@@ -268,6 +268,11 @@ export const EnvSchema = z.object({
   COST_PRICE_PER_SECOND_MICROS: z.coerce.number().int().min(1).optional(),
   /** How often the usage reporter looks for unreported usage (a job's end also wakes it). */
   USAGE_REPORT_INTERVAL_SECONDS: seconds(10),
+  /**
+   * How long the run's finalizer of a finished job waits for its usage report before the usage
+   * report's finalizer takes its place (docs/design.md, "Deletion and usage"). 0: no wait.
+   */
+  USAGE_SETTLE_WAIT_SECONDS: seconds(30, 0),
   /** The payment provider's invoice finalization grace period (Stripe: 1 h by default, up to 72 h). */
   USAGE_INVOICE_GRACE_SECONDS: z.coerce
     .number()

@@ -26,6 +26,8 @@ export interface PlanSettings {
   cancelGiveUpMs?: number;
   /** How long a deletion waits for the job's usage report (DELETE_USAGE_TIMEOUT_SECONDS). Default USAGE_WAIT_MS. */
   usageWaitMs?: number;
+  /** How long the run's finalizer waits for a finished job's usage report (USAGE_SETTLE_WAIT_SECONDS). */
+  usageSettleWaitMs?: number;
   /** The reconciliation tick: how often waiting jobs are looked at again. */
   tickMs: number;
   /** The start deadline of jobs without spec.startDeadlineSeconds (JOB_START_DEADLINE_SECONDS); absent or 0: none. */

@@ -112,6 +112,9 @@ export class MediaJobReconciler {
       nextStepCached: next !== undefined && this.d.jobs.get(job.metadata.namespace!, next) !== undefined,
       failed: plan.error !== undefined && !plan.error.terminal,
       metering: this.d.settings.usage?.metering ?? false,
+      ...(this.d.settings.usageSettleWaitMs !== undefined && {
+        usageSettleWaitMs: this.d.settings.usageSettleWaitMs,
+      }),
     });
     let kept = true;
     for (const action of finish.actions) kept = (await this.finish(job, action, now)) && kept;

@@ -60,6 +60,7 @@ export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
       unconfirmedPolicy: env.UNCONFIRMED_SUBMISSION_POLICY,
       cancelGiveUpMs: env.DELETE_CANCEL_TIMEOUT_SECONDS * 1000,
       usageWaitMs: env.DELETE_USAGE_TIMEOUT_SECONDS * 1000,
+      usageSettleWaitMs: env.USAGE_SETTLE_WAIT_SECONDS * 1000,
       tickMs,
       plans: env.MEDIA_PLANS,
       accountRequired: accountRequired(env),
