@@ -1,6 +1,7 @@
 // The MediaJob resource: its one zod schema, from which the CRD, docs/api.md and the types are
 // generated (one schema per resource: one piece for that reason).
 import { z } from "zod";
+import { MEDIA_RULES } from "./media-rules.js";
 import {
   AGE_COLUMN,
   Conditions,
@@ -22,12 +23,71 @@ const JobId = z
   .max(128)
   .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, "letters, digits, '.', '_', ':' and '-' only");
 
+/** An object's name in a job's media: the worker's name for it and its key's last segment (src/storage/keys.ts). */
+const MediaName = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "letters, digits, '.', '_' and '-', starting with a letter or digit");
+
+const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, "64 lowercase hex digits");
+
+/** A media input by reference: the worker reads the object through a presigned GET. */
+const MediaInput = z.object({
+  name: MediaName.describe("The input's name: the worker finds it under _mediaOrchestrator.inputs.<name>."),
+  uri: z
+    .string()
+    .min(6)
+    .max(1100)
+    .regex(/^s3:\/\/[^/]+\/.+$/, "s3://<bucket>/<key>")
+    .describe(
+      "s3://<bucket>/<key> in the installation's bucket, the key under the job's namespace " +
+        "(<namespace>/...): a job reads only its own namespace's objects.",
+    ),
+  sha256: Sha256.optional().describe("Hex SHA-256 of the object: the worker checks the bytes against it."),
+  size: z.int().min(0).optional().describe("The object's size in bytes: the worker checks it."),
+});
+
+/** A declared output: the worker writes it through a presigned PUT, checked before Completed. */
+const MediaOutput = z.object({
+  name: MediaName.describe(
+    "The output's name: the worker writes it to _mediaOrchestrator.outputs.<name>.url; the next " +
+      "pipeline step reads it as its input of the same name.",
+  ),
+});
+
+const Media = z.object({
+  inputs: z
+    .array(MediaInput)
+    .max(32)
+    .meta({ "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"] })
+    .optional()
+    .describe("Objects the worker reads, by reference (a presigned GET URL each, per attempt)."),
+  outputs: z
+    .array(MediaOutput)
+    .max(32)
+    .meta({ "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"] })
+    .optional()
+    .describe(
+      "Objects the worker must write (a presigned PUT URL each, per attempt). A COMPLETED attempt " +
+        "whose outputs are not all stored is a failure (reason OutputMissing), retried as maxAttempts allows.",
+    ),
+});
+export type MediaSpec = z.infer<typeof Media>;
+
 const JobSettings = {
   workload: Workload,
   endpointRef: ObjectName.optional().describe(
     "Name of a GpuEndpoint in the same namespace. Default: the GpuEndpoint whose spec.workload matches.",
   ),
-  input: FreeObject.optional().describe("Free JSON object handed to the worker as its input."),
+  input: FreeObject.optional().describe(
+    "Free JSON object handed to the worker as its input: small parameters. spec.input and the " +
+      "then[].input together hold at most 512 KiB (keys and strings counted; media goes in media.inputs).",
+  ),
+  media: Media.optional().describe(
+    "Media by reference (needs the installation's object store): inputs the worker reads and " +
+      "outputs it writes, through presigned URLs per attempt under input._mediaOrchestrator.",
+  ),
   timeoutSeconds: z
     .int()
     .min(1)
@@ -307,6 +367,22 @@ export const MediaJobStatus = z.object({
     .max(4096)
     .optional()
     .describe("Why the last attempt failed or the job was cancelled, e.g. `FAILED: <worker error>`."),
+  outputs: z
+    .array(
+      z.object({
+        name: MediaName.describe("The declared output's name (spec.media.outputs)."),
+        uri: z.string().max(1100).describe("s3://<bucket>/<key>: the object, as an input reference names it."),
+        key: z.string().max(1024).describe("The object's key in the bucket: <namespace>/<jobUid>/<attempt>/<name>."),
+        size: z.int().min(0).describe("The stored object's size in bytes."),
+        sha256: Sha256.optional().describe("Hex SHA-256 of the stored bytes, when the worker reported one."),
+      }),
+    )
+    .max(32)
+    .optional()
+    .describe(
+      "The declared outputs of the completed attempt, checked in the object store before the job " +
+        "was Completed: references, never URLs (`kubectl media outputs JOB` signs downloads).",
+    ),
   nextJob: z
     .string()
     .max(253)
@@ -376,6 +452,7 @@ export const mediaJobDefinition: ResourceDefinition = {
   spec: MediaJobSpec,
   status: MediaJobStatus,
   admissionRules: [
+    ...MEDIA_RULES,
     {
       field: "spec.id",
       expression: sameField("id"),
