@@ -76,7 +76,6 @@ export const MEDIA_RULES: AdmissionRule[] = [
   {
     field: "spec.input.previous",
     expression: `${SPEC_UNCHANGED} || ${previous} <= ${PREVIOUS_MAX_BYTES}`,
-    message:
-      `spec.input.previous (the previous pipeline step's output) holds at most ${PREVIOUS_MAX_BYTES / 1024} KiB`,
+    message: `spec.input.previous (the previous pipeline step's output) holds at most ${PREVIOUS_MAX_BYTES / 1024} KiB`,
   },
 ];

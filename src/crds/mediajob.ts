@@ -28,7 +28,10 @@ const MediaName = z
   .string()
   .min(1)
   .max(128)
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "letters, digits, '.', '_' and '-', starting with a letter or digit");
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9._-]*$/,
+    "letters, digits, '.', '_' and '-', starting with a letter or digit",
+  );
 
 const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, "64 lowercase hex digits");
 
@@ -73,7 +76,6 @@ const Media = z.object({
         "whose outputs are not all stored is a failure (reason OutputMissing), retried as maxAttempts allows.",
     ),
 });
-export type MediaSpec = z.infer<typeof Media>;
 
 const JobSettings = {
   workload: Workload,
@@ -371,8 +373,14 @@ export const MediaJobStatus = z.object({
     .array(
       z.object({
         name: MediaName.describe("The declared output's name (spec.media.outputs)."),
-        uri: z.string().max(1100).describe("s3://<bucket>/<key>: the object, as an input reference names it."),
-        key: z.string().max(1024).describe("The object's key in the bucket: <namespace>/<jobUid>/<attempt>/<name>."),
+        uri: z
+          .string()
+          .max(1100)
+          .describe("s3://<bucket>/<key>: the object, as an input reference names it."),
+        key: z
+          .string()
+          .max(1024)
+          .describe("The object's key in the bucket: <namespace>/<jobUid>/<attempt>/<name>."),
         size: z.int().min(0).describe("The stored object's size in bytes."),
         sha256: Sha256.optional().describe("Hex SHA-256 of the stored bytes, when the worker reported one."),
       }),

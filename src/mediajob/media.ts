@@ -24,7 +24,7 @@ import { clip, ERROR_MAX_CHARS, maxAttempts } from "./job.js";
 import type { SubmissionPlan } from "./write-ahead.js";
 
 /** The condition that tells a COMPLETED attempt's outputs were checked (True), are being (Unknown), or failed. */
-export const OUTPUTS_VERIFIED = "OutputsVerified";
+const OUTPUTS_VERIFIED = "OutputsVerified";
 const CHECKING = "ProviderCompleted";
 
 type Spec = Pick<MediaJob["spec"], "media">;
@@ -61,16 +61,25 @@ export function attemptIOFor(job: MediaJob, p: SubmissionPlan, bucket: string, n
     deadlines: {
       submittedAt: new Date(now),
       ...(sub.startBy !== undefined && { startBy: new Date(sub.startBy) }),
-      ...(executionTimeoutMs !== undefined && { executionTimeoutSeconds: Math.ceil(executionTimeoutMs / 1000) }),
+      ...(executionTimeoutMs !== undefined && {
+        executionTimeoutSeconds: Math.ceil(executionTimeoutMs / 1000),
+      }),
       ...(sub.expiresAt !== undefined && { providerExpiresAt: new Date(sub.expiresAt) }),
       ...(activeDeadline !== undefined &&
-        startedAt !== undefined && { activeDeadlineAt: new Date(Date.parse(startedAt) + activeDeadline * 1000) }),
+        startedAt !== undefined && {
+          activeDeadlineAt: new Date(Date.parse(startedAt) + activeDeadline * 1000),
+        }),
     },
   });
 }
 
 /** A job whose media cannot be sent at all (no store, a bad reference): Failed, never submitted. */
-export function mediaRefused(status: MediaJobStatus, reason: string, message: string, now: string): MediaJobStatus {
+export function mediaRefused(
+  status: MediaJobStatus,
+  reason: string,
+  message: string,
+  now: string,
+): MediaJobStatus {
   return {
     ...status,
     phase: "Failed",
@@ -135,16 +144,30 @@ export function afterOutputCheck(
   if (verdict.ok) {
     const outputs = (job.spec.media?.outputs ?? []).map(({ name }) => {
       const v = verdict.outputs[name]!;
-      return { name, uri: `s3://${bucket}/${v.key}`, key: v.key, size: v.size, ...(v.sha256 && { sha256: v.sha256 }) };
+      return {
+        name,
+        uri: `s3://${bucket}/${v.key}`,
+        key: v.key,
+        size: v.size,
+        ...(v.sha256 && { sha256: v.sha256 }),
+      };
     });
     const { error: _drop, ...rest } = status;
     const verified = withCondition(
       rest,
       gen,
-      { type: OUTPUTS_VERIFIED, status: "True", reason: "Verified", message: `${outputs.length} output(s) stored` },
+      {
+        type: OUTPUTS_VERIFIED,
+        status: "True",
+        reason: "Verified",
+        message: `${outputs.length} output(s) stored`,
+      },
       now,
     );
-    return { status: { ...verified, phase: "Completed", outputs, completedAt: now, updatedAt: now }, events: [] };
+    return {
+      status: { ...verified, phase: "Completed", outputs, completedAt: now, updatedAt: now },
+      events: [],
+    };
   }
   const failures = (status.failures ?? 0) + 1;
   const error = clip(`${verdict.reason}: ${verdict.message}`, ERROR_MAX_CHARS);
@@ -162,7 +185,10 @@ export function afterOutputCheck(
     const { providerJobId: _p, submittedAt: _s, submission: _i, ...rest } = failed;
     return { status: { ...rest, phase: "Pending", failures, error, updatedAt: now }, events };
   }
-  return { status: { ...failed, phase: "Failed", failures, error, completedAt: now, updatedAt: now }, events };
+  return {
+    status: { ...failed, phase: "Failed", failures, error, completedAt: now, updatedAt: now },
+    events,
+  };
 }
 
 /**
@@ -177,6 +203,11 @@ export function nextStepInputs(
   const named = new Set(own.map((i) => i.name));
   const passed = (previous ?? [])
     .filter((o) => !named.has(o.name))
-    .map((o) => ({ name: o.name, uri: o.uri, size: o.size, ...(o.sha256 !== undefined && { sha256: o.sha256 }) }));
+    .map((o) => ({
+      name: o.name,
+      uri: o.uri,
+      size: o.size,
+      ...(o.sha256 !== undefined && { sha256: o.sha256 }),
+    }));
   return [...own, ...passed];
 }

@@ -125,17 +125,17 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
     actions.push({ type: "addFinalizer", ...(label && { metadata: label }) });
   }
   const submission = planSubmission(job, status, {
-      endpointId,
-      newSubmissionId: facts.newSubmissionId,
-      now,
-      defaultTimeoutSeconds: facts.settings.defaultTimeoutSeconds,
-      ...(facts.settings.defaultStartDeadlineSeconds && {
-        defaultStartDeadlineSeconds: facts.settings.defaultStartDeadlineSeconds,
-      }),
-      ...(executionTimeoutMs !== undefined && { executionTimeoutMs }),
-      ...(facts.endpoint?.status?.executionTimeoutMs !== undefined && {
-        endpointExecutionTimeoutMs: facts.endpoint.status.executionTimeoutMs,
-      }),
+    endpointId,
+    newSubmissionId: facts.newSubmissionId,
+    now,
+    defaultTimeoutSeconds: facts.settings.defaultTimeoutSeconds,
+    ...(facts.settings.defaultStartDeadlineSeconds && {
+      defaultStartDeadlineSeconds: facts.settings.defaultStartDeadlineSeconds,
+    }),
+    ...(executionTimeoutMs !== undefined && { executionTimeoutMs }),
+    ...(facts.endpoint?.status?.executionTimeoutMs !== undefined && {
+      endpointExecutionTimeoutMs: facts.endpoint.status.executionTimeoutMs,
+    }),
   });
   // A job with media: its attempt's GETs and PUTs, or why it cannot be sent at all (media.ts).
   if (declaresMedia(job.spec)) {

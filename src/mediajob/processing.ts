@@ -266,10 +266,20 @@ function planOutputCheck(job: MediaJob, status: MediaJobStatus, facts: Facts): P
   const bucket = facts.settings.storageBucket;
   const read = facts.outputs;
   if (bucket === undefined || read === undefined)
-    return { status, events: [], actions: [], error: retry("the outputs cannot be checked: no object store") };
+    return {
+      status,
+      events: [],
+      actions: [],
+      error: retry("the outputs cannot be checked: no object store"),
+    };
   if ("error" in read) {
     const message = `could not check the job's outputs in the object store: ${read.error}`;
-    return { status, events: [["Warning", "OutputCheckFailed", message]], actions: [], error: retry(message) };
+    return {
+      status,
+      events: [["Warning", "OutputCheckFailed", message]],
+      actions: [],
+      error: retry(message),
+    };
   }
   const now = facts.now.toISOString();
   return { ...afterOutputCheck(job, status, read.stored, bucket, now), actions: [] };

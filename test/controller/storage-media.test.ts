@@ -14,7 +14,13 @@ import { openStore, type Store } from "../../src/storage/index.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
 import { startS3Server, type S3Server } from "../support/s3server.js";
 import { storeEnv } from "../support/s3store.js";
-import { condition, mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
+import {
+  condition,
+  mediaJob,
+  startControllerStack,
+  waitForPhase,
+  type ControllerStack,
+} from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -78,7 +84,14 @@ describe("media through presigned URLs per attempt", () => {
         account: ACCOUNT,
         input: { language: "en" },
         media: {
-          inputs: [{ name: "audio", uri: `s3://${BUCKET}/${ns}/episodes/42.wav`, sha256: sha256(audio), size: audio.length }],
+          inputs: [
+            {
+              name: "audio",
+              uri: `s3://${BUCKET}/${ns}/episodes/42.wav`,
+              sha256: sha256(audio),
+              size: audio.length,
+            },
+          ],
           outputs: [{ name: "transcript.json" }],
         },
         then: [{ workload: "tts", input: { voice: "en-1" }, media: { outputs: [{ name: "speech.wav" }] } }],
@@ -86,7 +99,10 @@ describe("media through presigned URLs per attempt", () => {
     );
     const first = await waitForPhase(api, ns, "episode", "Completed", 40_000);
     const [transcript] = first.status!.outputs!;
-    expect(transcript).toMatchObject({ name: "transcript.json", key: `${ns}/${first.metadata.uid}/1/transcript.json` });
+    expect(transcript).toMatchObject({
+      name: "transcript.json",
+      key: `${ns}/${first.metadata.uid}/1/transcript.json`,
+    });
     expect(transcript!.uri).toBe(`s3://${BUCKET}/${transcript!.key}`);
     // What status records is what the store holds: size and digest of the real bytes.
     const head = await store.client.head(transcript!.key);
@@ -110,7 +126,10 @@ describe("media through presigned URLs per attempt", () => {
       { name: "transcript.json", uri: transcript!.uri, size: transcript!.size, sha256: transcript!.sha256 },
     ]);
     const secondIO = sentIO(second)!;
-    expect(secondIO.inputs["transcript.json"]).toMatchObject({ sha256: transcript!.sha256, size: transcript!.size });
+    expect(secondIO.inputs["transcript.json"]).toMatchObject({
+      sha256: transcript!.sha256,
+      size: transcript!.size,
+    });
     const [speech] = second.status!.outputs!;
     expect(speech!.key).toBe(`${ns}/${second.metadata.uid}/1/speech.wav`);
     expect(await store.client.sha256(speech!.key)).toBe(speech!.sha256);
@@ -148,7 +167,9 @@ describe("media through presigned URLs per attempt", () => {
     );
     // Each attempt had its own PUT key (the attempt in the key), and neither was written.
     for (const attempt of [1, 2])
-      expect(await store.client.head(`${ns}/${failed.metadata.uid}/${attempt}/transcript.json`)).toBeUndefined();
+      expect(
+        await store.client.head(`${ns}/${failed.metadata.uid}/${attempt}/transcript.json`),
+      ).toBeUndefined();
     expect(await visible("no-upload")).not.toMatch(/X-Amz-Signature/i);
   });
 

@@ -82,7 +82,10 @@ describe("input references stay in the job's namespace", () => {
         ns,
         job("own", {
           suspend: true,
-          media: { inputs: [{ name: "audio", uri, sha256, size: 12 }], outputs: [{ name: "transcript.json" }] },
+          media: {
+            inputs: [{ name: "audio", uri, sha256, size: 12 }],
+            outputs: [{ name: "transcript.json" }],
+          },
         }),
       ),
     );
@@ -130,7 +133,10 @@ describe("the inline input's size limit", () => {
       tenant.create(
         "mediajobs",
         ns,
-        job("nested", { input: { a: { b: [{ c: half }] } }, then: [{ workload: "tts", input: { d: [[half]] } }] }),
+        job("nested", {
+          input: { a: { b: [{ c: half }] } },
+          then: [{ workload: "tts", input: { d: [[half]] } }],
+        }),
       ),
     );
     expect(nested.code).toBe(422);

@@ -173,7 +173,9 @@ async function readStoredOutputs(d: MediaJobDeps, job: MediaJob): Promise<Facts[
   const store = d.store?.();
   if (!store || !job.status) return undefined;
   try {
-    return { stored: await inspectOutputs(store.client, outputKeys(job, job.status), reportedOf(job.status)) };
+    return {
+      stored: await inspectOutputs(store.client, outputKeys(job, job.status), reportedOf(job.status)),
+    };
   } catch (err) {
     // A StorageError names the operation, key, status and S3's code: never a URL or a credential.
     return { error: describeError(err) };

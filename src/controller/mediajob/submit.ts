@@ -79,11 +79,14 @@ export async function submit(
   let input = p.request.input;
   if (p.io) {
     const store = d.store?.();
-    if (!store) return outcome("storage-unavailable", { error: retry("the object store is not open: no submission") });
+    if (!store)
+      return outcome("storage-unavailable", { error: retry("the object store is not open: no submission") });
     try {
       input = withAttemptIO(input, await mintAttemptIO(p.io, store.signer));
     } catch (err) {
-      return outcome("storage-unavailable", { error: retry(`could not sign the attempt's URLs: ${describeError(err)}`) });
+      return outcome("storage-unavailable", {
+        error: retry(`could not sign the attempt's URLs: ${describeError(err)}`),
+      });
     }
   }
 
