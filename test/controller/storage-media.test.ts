@@ -12,6 +12,7 @@ import { KubeApi } from "../../src/k8s/api.js";
 import { URL_GRACE_SECONDS } from "../../src/storage/attempt-io.js";
 import { openStore, type Store } from "../../src/storage/index.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
+import { kubectlMedia } from "../support/cli.js";
 import { startS3Server, type S3Server } from "../support/s3server.js";
 import { storeEnv } from "../support/s3store.js";
 import {
@@ -120,7 +121,7 @@ describe("media through presigned URLs per attempt", () => {
 
     // The second step names the first's output as its input, and its worker read it (it checks
     // the digest and size it is given) before writing its own.
-    const nextName = first.status!.nextJob!;
+    const nextName = await eventually(async () => (await getJob("episode"))?.status?.nextJob);
     const second = await waitForPhase(api, ns, nextName, "Completed", 40_000);
     expect(second.spec.media?.inputs).toEqual([
       { name: "transcript.json", uri: transcript!.uri, size: transcript!.size, sha256: transcript!.sha256 },
@@ -141,6 +142,27 @@ describe("media through presigned URLs per attempt", () => {
       expect(text).not.toContain(server.endpoint);
     }
     await eventually(async () => condition(await getJob("episode"), "PipelineSucceeded")?.status === "True");
+
+    // kubectl media outputs: a short-lived download URL per output, signed with the store's settings.
+    const env = Object.fromEntries(
+      Object.entries(storeEnv(server, BUCKET)).filter(([, v]) => v !== undefined),
+    );
+    const listed = await kubectlMedia(["outputs", nextName, "-n", ns, "-o", "json", "--expires", "2m"], env);
+    expect(listed.code).toBe(0);
+    const [item] = (
+      JSON.parse(listed.stdout) as { items: Array<{ name: string; url: string; expiresAt: string }> }
+    ).items;
+    expect(item!.name).toBe("speech.wav");
+    expect(new URL(item!.url).searchParams.get("X-Amz-Expires")).toBe("120");
+    const download = await fetch(item!.url);
+    expect(download.status).toBe(200);
+    expect(sha256(Buffer.from(await download.arrayBuffer()))).toBe(speech!.sha256);
+    // Without the store's settings: the keys, and how to get URLs.
+    const bare = await kubectlMedia(["outputs", nextName, "-n", ns]);
+    expect(bare.code).toBe(0);
+    expect(bare.stdout).toContain(speech!.key);
+    expect(bare.stdout + bare.stderr).not.toContain("X-Amz-Signature");
+    expect(bare.stdout + bare.stderr).toContain("STORAGE_BUCKET");
   });
 
   it("a worker that completes without uploading ends OutputMissing, after a retry that found nothing either", async () => {
@@ -171,6 +193,10 @@ describe("media through presigned URLs per attempt", () => {
         await store.client.head(`${ns}/${failed.metadata.uid}/${attempt}/transcript.json`),
       ).toBeUndefined();
     expect(await visible("no-upload")).not.toMatch(/X-Amz-Signature/i);
+    // Nothing to download: the command says why and exits 1.
+    const none = await kubectlMedia(["outputs", "no-upload", "-n", ns]);
+    expect(none.code).toBe(1);
+    expect(none.stdout + none.stderr).toContain("no outputs recorded yet: it is Failed");
   });
 
   it("an attempt's URLs stop working at its deadline plus the grace: a GET after that is refused", async () => {
