@@ -16,6 +16,7 @@ import { providerReadDue } from "../../src/mediajob/processing.js";
 import { applyProviderResult } from "../../src/mediajob/provider-result.js";
 import { REASONS } from "../../src/mediajob/reasons.js";
 import type { StoredOutput } from "../../src/storage/output-check.js";
+import { redactPresigned } from "../../src/storage/mint.js";
 
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const now = NOW.toISOString();
@@ -220,5 +221,21 @@ describe("the next pipeline step", () => {
 describe("the media reasons", () => {
   it("are each in the reason table (docs/reasons.md), with a fix", () => {
     for (const r of [...OUTPUT_FAILURES, ...MEDIA_REFUSALS]) expect(REASONS[r]?.shownAs, r).toBe("Failed");
+  });
+});
+
+describe("a provider error that echoes the body sent", () => {
+  it("keeps the objects' paths and loses every presigned query", () => {
+    const url =
+      "http://127.0.0.1:7070/media/ns/uid-1/1/out.wav?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F" +
+      "20260101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20260101T010000Z&X-Amz-Expires=420&X-Amz-Signature=abc123";
+    const text = redactPresigned(
+      `400: invalid input {"outputs":{"out.wav":{"url":"${url}","method":"PUT"}}}`,
+    );
+    expect(text).toContain("http://127.0.0.1:7070/media/ns/uid-1/1/out.wav?<presigned query redacted>");
+    expect(text).not.toMatch(/X-Amz|abc123/);
+    expect(redactPresigned("no url here: https://example.com/a?b=c")).toBe(
+      "no url here: https://example.com/a?b=c",
+    );
   });
 });

@@ -18,7 +18,7 @@ import {
 import { isProviderError, type GpuProviderClient } from "../../provider/index.js";
 import { jobKey, type JobWrites } from "./writes.js";
 import type { Store } from "../../storage/index.js";
-import { mintAttemptIO, withAttemptIO } from "../../storage/mint.js";
+import { mintAttemptIO, redactPresigned, withAttemptIO } from "../../storage/mint.js";
 
 export interface SubmitDeps {
   writes: JobWrites;
@@ -126,16 +126,18 @@ export async function submit(
     );
     answer = { accepted: submitted.id };
   } catch (err) {
+    // The provider's error may echo the body sent, URLs included: they never reach the status.
+    const error = p.io ? redactPresigned(describeError(err)) : describeError(err);
     answer =
       isProviderError(err) && !err.mayHaveBeenAccepted
         ? {
             refused: {
               code: err.code,
-              error: describeError(err),
+              error,
               ...(err.retryAfterMs !== undefined && { retryAfterMs: err.retryAfterMs }),
             },
           }
-        : { unconfirmed: describeError(err) };
+        : { unconfirmed: error };
   }
   const next = afterSubmit(stored, p, answer, now, d.settings);
   if (next.outcome === "refused") {
