@@ -3,8 +3,10 @@
 // through the presigned URLs, as docs/provider.md's worker contract says) and a real S3 server
 // that verifies every signature and expiry (test/support/s3server.ts). A two-step pipeline's
 // bytes flow from a tenant's input through the first step's output into the second step; a
-// worker that uploads nothing ends OutputMissing after its retries; the URLs stop working at the
-// attempt's deadline; and no URL is ever in a job's status or Events.
+// worker that uploads nothing ends OutputMissing after its retries; a store that cannot be read
+// during the check leaves the job Processing until it can; the URLs stop working at the attempt's
+// deadline; no URL is ever in a job's status or Events; kubectl media outputs signs downloads.
+import type { ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
@@ -13,7 +15,7 @@ import { URL_GRACE_SECONDS } from "../../src/storage/attempt-io.js";
 import { openStore, type Store } from "../../src/storage/index.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
 import { kubectlMedia } from "../support/cli.js";
-import { startS3Server, type S3Server } from "../support/s3server.js";
+import { spawnS3Server, startS3Server, type S3Server } from "../support/s3server.js";
 import { storeEnv } from "../support/s3store.js";
 import {
   condition,
@@ -30,6 +32,8 @@ const ACCOUNT = "cus_media_flow";
 let server: S3Server;
 let store: Store;
 let stack: ControllerStack;
+/** The S3 server started again on the same directory, port and keys (the store-down test). */
+let respawned: ChildProcess | undefined;
 
 beforeAll(async () => {
   server = await startS3Server();
@@ -48,6 +52,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
   store?.client.close();
+  respawned?.kill("SIGKILL");
   await server?.stop();
 });
 
@@ -198,6 +203,54 @@ describe("media through presigned URLs per attempt", () => {
     expect(none.code).toBe(1);
     expect(none.stdout + none.stderr).toContain("no outputs recorded yet: it is Failed");
   });
+
+  it("a store that cannot be read while the outputs are checked leaves the job Processing, then completes it", async () => {
+    const ns = stack.ns;
+    const created = await api.create<MediaJob>(
+      "mediajobs",
+      ns,
+      mediaJob("store-down", {
+        workload: "asr",
+        account: ACCOUNT,
+        suspend: true,
+        media: { outputs: [{ name: "out.json" }] },
+      }) as never,
+    );
+    const uid = created.metadata.uid!;
+    // Held at the provider once its worker has uploaded, so the store can go away before the check.
+    stack.sim.holdJob(uid);
+    await api.mergePatch("mediajobs", ns, "store-down", { spec: { suspend: false } });
+    const key = `${ns}/${uid}/1/out.json`;
+    await eventually(async () => (await store.client.head(key)) !== undefined, { timeoutMs: 30_000 });
+    process.kill(server.pid, "SIGKILL");
+    stack.sim.releaseJob(uid);
+    await eventually(
+      async () => (await eventsOf(kc, ns, "store-down")).some((e) => e.reason === "OutputCheckFailed"),
+      { timeoutMs: 30_000 },
+    );
+    const waiting = await getJob("store-down");
+    expect(waiting?.status).toMatchObject({ phase: "Processing", attempts: 1 });
+    expect(waiting?.status?.failures).toBeUndefined();
+    expect(waiting?.status?.outputs).toBeUndefined();
+    expect(condition(waiting, "OutputsVerified")).toMatchObject({
+      status: "Unknown",
+      reason: "ProviderCompleted",
+    });
+    // The same store back (its directory, port and keys): the check retried completes the job.
+    respawned = spawnS3Server({
+      dir: server.dir,
+      port: Number(new URL(server.endpoint).port),
+      region: server.region,
+      accessKeyId: server.accessKeyId,
+      secretAccessKey: server.secretAccessKey,
+    });
+    const done = await waitForPhase(api, ns, "store-down", "Completed", 60_000);
+    expect(done.status?.outputs?.map((o) => o.key)).toEqual([key]);
+    expect(done.status?.attempts).toBe(1);
+    const warning = (await eventsOf(kc, ns, "store-down")).find((e) => e.reason === "OutputCheckFailed");
+    expect(warning?.message).toContain(key);
+    expect(warning?.message).not.toMatch(/X-Amz|Authorization/i);
+  }, 120_000);
 
   it("an attempt's URLs stop working at its deadline plus the grace: a GET after that is refused", async () => {
     const ns = stack.ns;
