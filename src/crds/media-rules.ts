@@ -37,12 +37,6 @@ function estimate(x: string, depth: number, level = 0): string {
 const SPEC_UNCHANGED =
   "request.operation == 'UPDATE' && (request.subResource == 'status' || object.spec == oldObject.spec)";
 
-const input = "object.spec.?input.orValue({})";
-const inlineTotal =
-  `(${input}.filter(t, t != 'previous').map(t, size(t) + ${estimate(`${input}[t]`, INLINE_DEPTH - 1)}).sum() + ` +
-  `object.spec.?then.orValue([]).map(s, ${estimate("s.?input.orValue({})", INLINE_DEPTH)}).sum())`;
-const previous = estimate("object.spec.?input.?previous.orValue({})", INLINE_DEPTH);
-
 /** CEL: every input reference of `media` (an optional) lies under the job's namespace. */
 function referencesOwn(media: string): string {
   return (
@@ -52,30 +46,41 @@ function referencesOwn(media: string): string {
   );
 }
 
-export const MEDIA_RULES: AdmissionRule[] = [
-  {
-    field: "spec.media.inputs",
-    expression:
-      `${SPEC_UNCHANGED} || (${referencesOwn("object.spec.?media")} && ` +
-      `object.spec.?then.orValue([]).all(s, ${referencesOwn("s.?media")}))`,
-    message:
-      "an input reference (media.inputs[].uri) is s3://<bucket>/<namespace>/<key>, under the job's own namespace",
-    messageExpression:
-      "'an input reference (media.inputs[].uri) must be s3://<bucket>/' + object.metadata.namespace + " +
-      "'/<key>, with no empty, . or .. segments: a job reads only its own namespace\\'s objects'",
-  },
-  {
-    field: "spec.input",
-    expression: `${SPEC_UNCHANGED} || ${inlineTotal} <= ${INLINE_INPUT_MAX_BYTES}`,
-    message: `spec.input and spec.then[].input together hold at most ${INLINE_INPUT_MAX_BYTES / 1024} KiB inline`,
-    messageExpression:
-      `'spec.input and spec.then[].input together hold at most ${INLINE_INPUT_MAX_BYTES / 1024} KiB inline ' + ` +
-      `'(keys and strings counted), this job ' + string(${inlineTotal} / 1024) + ' KiB: ' + ` +
-      "'put media in the object store and name it in spec.media.inputs'",
-  },
-  {
-    field: "spec.input.previous",
-    expression: `${SPEC_UNCHANGED} || ${previous} <= ${PREVIOUS_MAX_BYTES}`,
-    message: `spec.input.previous (the previous pipeline step's output) holds at most ${PREVIOUS_MAX_BYTES / 1024} KiB`,
-  },
-];
+/**
+ * The rules, built when asked (the CRD generator, the rules policy): their CEL is tens of KB of text
+ * that a running controller never reads, and its idle memory is a target (docs/benchmarks.md).
+ */
+export function mediaRules(): AdmissionRule[] {
+  const input = "object.spec.?input.orValue({})";
+  const inlineTotal =
+    `(${input}.filter(t, t != 'previous').map(t, size(t) + ${estimate(`${input}[t]`, INLINE_DEPTH - 1)}).sum() + ` +
+    `object.spec.?then.orValue([]).map(s, ${estimate("s.?input.orValue({})", INLINE_DEPTH)}).sum())`;
+  const previous = estimate("object.spec.?input.?previous.orValue({})", INLINE_DEPTH);
+  return [
+    {
+      field: "spec.media.inputs",
+      expression:
+        `${SPEC_UNCHANGED} || (${referencesOwn("object.spec.?media")} && ` +
+        `object.spec.?then.orValue([]).all(s, ${referencesOwn("s.?media")}))`,
+      message:
+        "an input reference (media.inputs[].uri) is s3://<bucket>/<namespace>/<key>, under the job's own namespace",
+      messageExpression:
+        "'an input reference (media.inputs[].uri) must be s3://<bucket>/' + object.metadata.namespace + " +
+        "'/<key>, with no empty, . or .. segments: a job reads only its own namespace\\'s objects'",
+    },
+    {
+      field: "spec.input",
+      expression: `${SPEC_UNCHANGED} || ${inlineTotal} <= ${INLINE_INPUT_MAX_BYTES}`,
+      message: `spec.input and spec.then[].input together hold at most ${INLINE_INPUT_MAX_BYTES / 1024} KiB inline`,
+      messageExpression:
+        `'spec.input and spec.then[].input together hold at most ${INLINE_INPUT_MAX_BYTES / 1024} KiB inline ' + ` +
+        `'(keys and strings counted), this job ' + string(${inlineTotal} / 1024) + ' KiB: ' + ` +
+        "'put media in the object store and name it in spec.media.inputs'",
+    },
+    {
+      field: "spec.input.previous",
+      expression: `${SPEC_UNCHANGED} || ${previous} <= ${PREVIOUS_MAX_BYTES}`,
+      message: `spec.input.previous (the previous pipeline step's output) holds at most ${PREVIOUS_MAX_BYTES / 1024} KiB`,
+    },
+  ];
+}
