@@ -8,6 +8,7 @@
 // deadline; no URL is ever in a job's status or Events; kubectl media outputs signs downloads.
 import type { ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
+import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
@@ -34,6 +35,7 @@ let store: Store;
 let stack: ControllerStack;
 /** The S3 server started again on the same directory, port and keys (the store-down test). */
 let respawned: ChildProcess | undefined;
+const logs: string[] = [];
 
 beforeAll(async () => {
   server = await startS3Server();
@@ -46,6 +48,8 @@ beforeAll(async () => {
     endpoints: ["asr", "tts"],
     accounts: [ACCOUNT],
     env: Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined)) as Record<string, string>,
+    // The controller's every log line, at debug, to check that no URL is ever among them.
+    manager: () => ({ log: pino({ level: "debug" }, { write: (line: string) => void logs.push(line) }) }),
   });
 }, 240_000);
 
@@ -147,6 +151,10 @@ describe("media through presigned URLs per attempt", () => {
       expect(text).not.toContain(server.endpoint);
     }
     await eventually(async () => condition(await getJob("episode"), "PipelineSucceeded")?.status === "True");
+
+    // Nor the controller's logs, which did tell of these jobs.
+    expect(logs.join("\n")).toContain(ns);
+    expect(logs.join("\n")).not.toMatch(/X-Amz-(Signature|Credential)/i);
 
     // kubectl media outputs: a short-lived download URL per output, signed with the store's settings.
     const env = Object.fromEntries(
