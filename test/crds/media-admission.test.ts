@@ -141,6 +141,46 @@ describe("the inline input's size limit", () => {
     );
     expect(nested.code).toBe(422);
     expect(nested.message).toContain("this job 600 KiB");
+    // Many small values within the limit are admitted: the estimate's cost stays within CEL's budget.
+    const many = await outcome(
+      tenant.create(
+        "mediajobs",
+        ns,
+        job("many", { suspend: true, input: { frames: Array.from({ length: 100_000 }, (_, i) => i % 10) } }),
+      ),
+    );
+    expect(many).toEqual({ code: 200, message: "" });
+    // A transcript's worth of structured values (900 segments of 12 fields, 10,800 values) as well.
+    const segment = (i: number) => ({
+      start: i,
+      end: i + 1,
+      text: `segment ${i}`,
+      words: Array.from({ length: 9 }, (_, w) => w),
+    });
+    const structured = await outcome(
+      tenant.create(
+        "mediajobs",
+        ns,
+        job("structured", {
+          suspend: true,
+          input: { segments: Array.from({ length: 900 }, (_, i) => segment(i)) },
+        }),
+      ),
+    );
+    expect(structured).toEqual({ code: 200, message: "" });
+    // Values too many for CEL's cost limit to walk (a 100 x 500 grid, about 100 KB) are admitted:
+    // the limits' policy fails open, it never refuses what it could not judge.
+    const grid = await outcome(
+      tenant.create(
+        "mediajobs",
+        ns,
+        job("grid", {
+          suspend: true,
+          input: { grid: Array.from({ length: 100 }, () => Array.from({ length: 500 }, (_, j) => j % 10)) },
+        }),
+      ),
+    );
+    expect(grid).toEqual({ code: 200, message: "" });
     const fits = await outcome(
       tenant.create("mediajobs", ns, job("fits", { suspend: true, input: { a: { b: [{ c: half }] } } })),
     );
