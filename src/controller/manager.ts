@@ -196,6 +196,8 @@ export class Manager {
       accountJobs: this.accountJobs,
       dispatcher: this.dispatcher,
       usage: this.usageLoop,
+      // Opened in start() when storage is configured; its code is loaded only then.
+      store: () => this.storageLoop?.store(),
     });
     this.gpuendpoint = setupGpuEndpoint(ctx, this.dispatcher);
 

@@ -207,6 +207,7 @@ export class MediaJobReconciler {
       log: this.d.log,
       unrecorded: this.unrecorded,
       ...(this.d.holders && { holders: this.d.holders }),
+      ...(this.d.store && { store: this.d.store }),
       onSubmission: (outcome: SubmissionOutcome) => {
         told(outcome);
         this.d.onSubmission?.(outcome);

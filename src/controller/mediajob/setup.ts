@@ -17,10 +17,13 @@ import type { LoopContext } from "../loop-context.js";
 import type { UsageMetrics } from "../usage/metrics.js";
 import { MediaJobReconciler } from "./reconciler.js";
 import { isPending } from "../../mediajob/job.js";
+import type { Store } from "../../storage/index.js";
 
 export interface MediaJobLoopDeps {
   accountJobs: AccountJobs;
   dispatcher: Dispatcher | undefined;
+  /** The object store once opened (storage configured), for presigned I/O and output checks. */
+  store: () => Store | undefined;
   usage: {
     settings: UsageSettings;
     metrics: UsageMetrics;
@@ -66,7 +69,9 @@ export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
       accountRequired: accountRequired(env),
       cancelFollowWarningMs: env.CANCEL_FOLLOW_WARNING_SECONDS * 1000,
       usage: usage.settings,
+      ...(env.STORAGE_BUCKET !== undefined && { storageBucket: env.STORAGE_BUCKET }),
     },
+    store: deps.store,
     accountJobs,
     // From the cache, which holds every job of the watched scope (a settled one keeps its
     // provider id): a submission costs no list call, where the apiserver would read every job.
