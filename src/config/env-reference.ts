@@ -282,6 +282,11 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     readBy: ["controller"],
     meaning: "meter event names per workload, `workload=event_name` comma-separated",
   },
+  USAGE_WORKER_COST_METER_EVENT_NAME: {
+    readBy: ["controller"],
+    meaning:
+      "the meter event name of the worker-cost rule: each account's share of the GPU provider's bill, micro-USD per settled hourly bucket; unset: not metered ([design](design.md#pricing-rules))",
+  },
   COST_RECONCILE_INTERVAL_SECONDS: {
     readBy: ["controller"],
     meaning:

@@ -260,6 +260,14 @@ export const EnvSchema = z.object({
     (v) => v === undefined || parseEventNames(v) !== undefined,
     "must be workload=event_name entries, comma-separated",
   ),
+  /**
+   * The meter event name of the worker-cost rule: each account's allocated share of the provider's
+   * bill, micro-USD per settled hourly bucket (src/billing/worker-cost.ts). Unset: not metered.
+   */
+  USAGE_WORKER_COST_METER_EVENT_NAME: z
+    .string()
+    .regex(METER_EVENT_NAME, "must be 1-100 letters, digits, '_', '-', '.' or ':'")
+    .optional(),
   /** How often the leader reads the GPU provider's billing history and allocates it to accounts. */
   COST_RECONCILE_INTERVAL_SECONDS: seconds(300),
   /** How long after an hourly bucket ends its allocation is settled (counted once, for good). */

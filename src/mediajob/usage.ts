@@ -124,6 +124,8 @@ export interface UsageSettings {
   /** Meter event name per workload; `defaultEventName` for the others. */
   eventNames: Readonly<Record<string, string>>;
   defaultEventName: string;
+  /** The worker-cost rule's meter (docs/design.md, "Pricing rules"); undefined: not metered. */
+  workerCostEventName?: string | undefined;
 }
 
 /** The meter event name when none is configured for a workload. */
