@@ -315,6 +315,8 @@ export const EnvSchema = z.object({
   STORAGE_SWEEP_INTERVAL_SECONDS: seconds(3_600),
   /** How old an object of a job the cache does not show must be before the sweep deletes it. */
   STORAGE_ORPHAN_MIN_AGE_SECONDS: seconds(3_600, 0),
+  /** How long a stage cache entry keeps its outputs reusable (and stored), from when it was written. */
+  STORAGE_CACHE_TTL_SECONDS: seconds(7 * 86_400, 0),
   STORAGE_ACCESS_KEY_ID: optionalText,
   STORAGE_SECRET_ACCESS_KEY: optionalText,
   /** A temporary session's token, with temporary keys. */

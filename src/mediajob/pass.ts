@@ -137,7 +137,9 @@ export type SubmissionOutcome =
   | "intent-conflict"
   | "held-elsewhere"
   /** Not sent: the attempt's presigned URLs could not be signed (the store not open, its credentials unreadable). */
-  | "storage-unavailable";
+  | "storage-unavailable"
+  /** Not sent: the stage cache had the job's outputs (stage-cache.ts); completed from them. */
+  | "cache-hit";
 
 /**
  * A pass's error, as controller-runtime's: retried with backoff, or terminal (not retried; a
