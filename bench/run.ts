@@ -13,6 +13,8 @@
 //   control plane is started when it runs alone)
 //   --only cost [--cost-sparse 200] [--cost-burst 2000]: what each pricing rule recovers of the GPU
 //   provider's bill, sparse, saturated and mixed (bench/cost-scenarios.ts; no control plane alone)
+//   --only storage [--storage-pipelines 500]: three-step media pipelines through the object store,
+//   then again from the stage cache (bench/storage.ts)
 //   --split-cores: each throughput size again with the control plane on a core of its own
 //   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
 //   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`)
@@ -39,6 +41,7 @@ import { KubeApi, type KubeObject } from "../src/k8s/api.js";
 import { EventRecorder } from "../src/k8s/events.js";
 import { outputFor } from "../tools/simulator/outputs.js";
 import { costBench } from "./cost-scenarios.js";
+import { storageBench } from "./storage.js";
 import { startSimulator } from "../tools/simulator/server.js";
 import { signStripePayload } from "../src/webhooks/signature.js";
 import { freePort } from "../scripts/devstack-lib.js";
@@ -100,6 +103,7 @@ const { values: args } = parseArgs({
     // controller, the sidecar, the simulator, the bare client) on core 1.
     "split-cores": { type: "boolean", default: false },
     "cost-sparse": { type: "string" },
+    "storage-pipelines": { type: "string", default: "500" },
     "cost-burst": { type: "string" },
   },
 });
@@ -1463,6 +1467,10 @@ try {
         `${m.secondsToRecorded} s); meter calls ${JSON.stringify(m.meterCalls)}; ` +
         `identifiers recorded twice ${m.identifiersRecordedTwice}, value mismatches ${m.valueMismatches}`,
     );
+  }
+  if (only.has("storage")) {
+    log("storage: pipelines through the object store, then again from the stage cache...");
+    results.storage = await storageBench({ kc, pipelines: Number(args["storage-pipelines"]), log });
   }
   if (only.has("scale")) {
     log("memory and scaling...");
