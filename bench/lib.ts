@@ -225,6 +225,19 @@ export function apiserverRequestCounts(page: string): Map<string, number> {
   return counts;
 }
 
+/**
+ * The Kubernetes writes between two readings of apiserverRequestCounts: creates, updates, patches
+ * and deletes of every resource (Events included), less the ones the apiserver refused with 409
+ * (a conflict changes nothing; the write made after it is counted).
+ */
+export function writesBetween(before: Map<string, number>, after: Map<string, number>): number {
+  let writes = 0;
+  for (const [key, v] of after)
+    if (/^(POST|PUT|PATCH|DELETE) /.test(key) || key === "409 Conflict")
+      writes += (key === "409 Conflict" ? -1 : 1) * (v - (before.get(key) ?? 0));
+  return writes;
+}
+
 /** Per job, the requests served between two readings of apiserverRequestCounts (rare ones left out). */
 export function requestsPerJob(
   before: Map<string, number>,

@@ -73,6 +73,15 @@ ${legend}
 `;
 }
 
+/** What each write a metered job makes beyond a plain job's is for (docs/design.md, "Usage and plans"). */
+const METERED_WRITES = [
+  "- the first-send stamp (`firstSentAt`, the job's status, before the meter call): the outbox knows a send may have happened, and since when, before it does, so a send that landed with its answer lost is never sent again blindly after the provider's 24 h deduplication window. It cannot ride the count (which follows the answer) nor the result's write (a report held or backing off for a day would then be refused though never sent);",
+  "- `Reported` with both counts (the job's status, after the answer): the attempt leaves the outbox, its used and reported seconds marked counted in the same write, so no later pass adds them again;",
+  "- the account's count (its BillingAccount's status, one write per batch of up to 100 events of a customer, so a fraction of a write per job): the period's usage that plans admit by, the batch's count ids listed in it so a crash before the jobs' writes adds nothing twice.",
+  "",
+  "Not a write more: the meter decision (`meter: Pending`, in the sidecar's write of the result), and the finalizer: the run's finalizer waits up to 30 s (`USAGE_SETTLE_WAIT_SECONDS`) for the report and then goes in one write, as on a plain job; only a report still waiting then hands over to `media-orchestrator.io/usage-report` (a write to put it in, in the one that lets go of the run's, and one to remove it): the share of jobs whose report waited that long is the `PATCH mediajobs` above 2 per job below, which grows with the reporter's backlog on a loaded machine. A plain job's own writes: its create, the finalizer, the submission's intent, Processing with the provider's id, the Submitted Event, Completed, the finalizer's removal and the Completed Event.",
+];
+
 export function writeReport(r: Json): void {
   const out: string[] = [
     "# Benchmarks",
@@ -95,10 +104,30 @@ export function writeReport(r: Json): void {
     out.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (const t of r.throughput) {
       out.push(
-        `| ${t.jobs} | ${t.jobsPerSecond} | ${t.ceilingJobsPerSecond} (${t.writesPerJob ?? 6} writes) | ${t.ratio} | ${t.minimalCeilingJobsPerSecond ?? "not measured"} | ${t.ratioToMinimal ?? "not measured"} | ${t.createToSubmittedMs.p50} / ${t.createToSubmittedMs.p99} | ${t.submittedToCompletedMs.p50} / ${t.submittedToCompletedMs.p99} | ${t.executionsPerJob} | ${t.completedBeforeSubmissionRecorded ?? "not measured"} | ${t.controllerCpuSeconds} | ${t.controllerCpuMsPerJob ?? round2((1000 * t.controllerCpuSeconds) / t.jobs)} |`,
+        `| ${t.jobs} | ${t.jobsPerSecond} | ${t.ceilingJobsPerSecond} (${t.ceilingWritesPerJob ?? t.writesPerJob ?? 6} writes) | ${t.ratio} | ${t.minimalCeilingJobsPerSecond ?? "not measured"} | ${t.ratioToMinimal ?? "not measured"} | ${t.createToSubmittedMs.p50} / ${t.createToSubmittedMs.p99} | ${t.submittedToCompletedMs.p50} / ${t.submittedToCompletedMs.p99} | ${t.executionsPerJob} | ${t.completedBeforeSubmissionRecorded ?? "not measured"} | ${t.controllerCpuSeconds} | ${t.controllerCpuMsPerJob ?? round2((1000 * t.controllerCpuSeconds) / t.jobs)} |`,
       );
     }
     out.push("");
+    if (r.throughput.some((t: Json) => t.writesPerMeteredJob !== undefined)) {
+      out.push(
+        "Kubernetes writes per job, from the apiserver's own `apiserver_request_total` (creates, updates, patches and deletes of every resource, Events included, less the writes it refused with 409), over the whole run: a plain job's in the run above, and a metered job's in a second run of the product (`metered`: each job names a customer with an active BillingAccount, metering on against the simulator's payment API; the run lasts until every job's usage is reported, counted into the account and its finalizer off). A metered job's writes beyond a plain job's:",
+        "",
+        ...METERED_WRITES,
+        "",
+        "| jobs | writes per plain job | writes per metered job | metered run jobs/s | metered run controller CPU ms per job | apiserver per job, metered |",
+        "|---:|---:|---:|---:|---:|---|",
+      );
+      for (const t of r.throughput)
+        if (t.writesPerMeteredJob !== undefined)
+          out.push(
+            `| ${t.jobs} | ${t.writesPerJob} | ${t.writesPerMeteredJob} | ${t.metered?.jobsPerSecond} | ${t.metered?.controllerCpuMsPerJob} | ${Object.entries(
+              t.metered?.apiserverRequestsPerJob ?? {},
+            )
+              .map(([k, v]) => `${k} ${String(v)}`)
+              .join(", ")} |`,
+          );
+      out.push("");
+    }
     if (r.throughput.some((t: Json) => t.controlPlaneCpuMsPerJob !== undefined)) {
       out.push(
         "Where the CPU went, per job (from /proc), and what the apiserver served per job (its own `apiserver_request_total` and `apiserver_watch_events_total`). Beside the controller's CPU, what its five writes per job (finalizer, intent, provider id, Submitted Event, finalizer removal) cost the ceiling's bare client in the same run: its CPU per write through the same client, times five. The control-plane cost ratio is the ceiling's control-plane CPU per job over the product's: the throughput ratio the product would reach if the control plane had its own cores, which here it shares with the controller, the sidecar and the simulator.",
@@ -231,6 +260,7 @@ export function writeReport(r: Json): void {
     );
   }
   if (r.dispatch) out.push(...dispatchSection(r.dispatch));
+  if (r.cost) out.push(...costSection(r.cost));
   if (r.metering) {
     const x = r.metering;
     const v1 = r.meteringOneCallPerEvent;
@@ -435,6 +465,45 @@ export function writeReport(r: Json): void {
       "[benchmarks-notes.md](benchmarks-notes.md).",
   );
   writeFileSync(join(REPO_ROOT, "docs/benchmarks.md"), `${fitMarkdown(out.join("\n"))}\n`);
+}
+
+/** The pricing rules' scenarios (bench/cost-scenarios.ts): one row per scenario and customer. */
+function costSection(c: Json): string[] {
+  const usd = (micros: number) => `$${(micros / 1e6).toFixed(4)}`;
+  const rows = ((c.scenarios ?? []) as Json[]).flatMap((s: Json) => [
+    `| ${s.name} | all | ${usd(s.providerCostMicros)} (${s.providerWorkerSeconds} worker-s; ${usd(s.unallocatedMicros)} unallocated) | ` +
+      `${usd(s.providerCostMicros - s.unallocatedMicros)} | ${usd(s.total.execution.meteredMicros)} | ${s.total.execution.recovery} | ` +
+      `${usd(s.total.workerCost.meteredMicros)} | ${s.total.workerCost.recovery} |`,
+    ...(s.customers as Json[]).map(
+      (x: Json) =>
+        `| | ${x.customer} (${x.jobs} jobs, ${x.executionSeconds} s metered) | | ${usd(x.allocatedMicros)} | ` +
+        `${usd(x.execution.meteredMicros)} | ${x.execution.recovery} | ${usd(x.workerCost.meteredMicros)} | ${x.workerCost.recovery} |`,
+    ),
+  ]);
+  return [
+    "## What each pricing rule recovers",
+    "",
+    'The GPU provider\'s bill against what each customer is metered (`make bench BENCH_ARGS="--only cost"`, ' +
+      "`bench/cost-scenarios.ts`). The simulator runs the jobs through its job API and bills worker time as RunPod " +
+      "documents it (cold start, execution, idle timeout 5 s, rounded up per worker run), served as RunPod's billing " +
+      "history; the product's own functions allocate its hourly buckets (`src/billing/cost-allocation.ts`) and meter " +
+      "them (`execution`: `billableSeconds` at the provider's price of a GPU second, the price a team charging cost " +
+      "per second would set; worker cost: `src/billing/worker-cost.ts`). Jobs of 2 s; simulated time " +
+      `${1 / (c.timeScale ?? 0.01)}× real time. Recovery: metered over allocated (per customer) or over the ` +
+      "provider's whole bill (all). See [design](design.md#pricing-rules).",
+    "",
+    "| scenario | customer | provider cost | allocated | `execution` metered | recovery | worker cost metered | recovery |",
+    "|---|---|---:|---:|---:|---:|---:|---:|",
+    ...rows,
+    "",
+    "What the rows say: metering execution seconds at cost price recovers a fraction of a sparse customer's bill " +
+      "(its every job pays a cold start and an idle tail at the provider) and slightly more than a saturated " +
+      "burst's (each attempt's seconds are rounded up, the provider's worker runs are rounded once); the worker-cost " +
+      "rule recovers what was allocated, exactly. The allocation's grain is the provider's: an hourly bucket is " +
+      "shared by execution time, so inside one hour a sparse customer's cold starts are shared with whoever else ran " +
+      "(the mixed scenario), and an hour with no job in it stays unallocated.",
+    "",
+  ];
 }
 
 /** The dispatch scenarios (bench/dispatch.ts): one row per scenario and QUEUE_DELAY reading. */

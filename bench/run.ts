@@ -11,6 +11,8 @@
 //   --only dispatch [--dispatch-scale 1] [--dispatch-seed 1]: the in-flight window's scenarios on the
 //   simulator's engine and the product's Dispatcher, on a virtual clock (bench/dispatch.ts; no
 //   control plane is started when it runs alone)
+//   --only cost [--cost-sparse 200] [--cost-burst 2000]: what each pricing rule recovers of the GPU
+//   provider's bill, sparse, saturated and mixed (bench/cost-scenarios.ts; no control plane alone)
 //   --split-cores: each throughput size again with the control plane on a core of its own
 //   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
 //   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`)
@@ -27,6 +29,8 @@ import { pino } from "pino";
 import { API_VERSION, paymentEventName } from "../src/crds/index.js";
 import type { GpuEndpoint } from "../src/crds/gpuendpoint.js";
 import type { MediaJob } from "../src/crds/mediajob.js";
+import { billingAccountName, type BillingAccount } from "../src/crds/billingaccount.js";
+import { changeBinding } from "../src/cli/bind.js";
 import { callbackUrl } from "../src/callback/token.js";
 import { FINALIZER } from "../src/mediajob/job.js";
 import { withPhaseConditions } from "../src/mediajob/conditions.js";
@@ -34,6 +38,7 @@ import { activeJobStatus, finishedJobStatus, productStatuses } from "./jobs.js";
 import { KubeApi, type KubeObject } from "../src/k8s/api.js";
 import { EventRecorder } from "../src/k8s/events.js";
 import { outputFor } from "../tools/simulator/outputs.js";
+import { costBench } from "./cost-scenarios.js";
 import { startSimulator } from "../tools/simulator/server.js";
 import { signStripePayload } from "../src/webhooks/signature.js";
 import { freePort } from "../scripts/devstack-lib.js";
@@ -45,6 +50,7 @@ import {
   apiserverRequestCounts,
   cpuSeconds,
   requestsPerJob,
+  writesBetween,
   metricValue,
   percentile,
   pool,
@@ -93,6 +99,8 @@ const { values: args } = parseArgs({
     // Each throughput size once more with the control plane on core 0 and everything else (the
     // controller, the sidecar, the simulator, the bare client) on core 1.
     "split-cores": { type: "boolean", default: false },
+    "cost-sparse": { type: "string" },
+    "cost-burst": { type: "string" },
   },
 });
 const only = new Set(args.only!.split(","));
@@ -123,6 +131,22 @@ if (only.has("dispatch")) {
   }
 }
 
+// The pricing rules' scenarios (bench/cost-scenarios.ts): the simulator and the pure allocation, no
+// control plane.
+let cost: Awaited<ReturnType<typeof costBench>> | undefined;
+if (only.has("cost")) {
+  log("cost: what each pricing rule recovers of the provider's bill (sparse, saturated, mixed)...");
+  cost = await costBench({
+    log,
+    ...(args["cost-sparse"] && { sparseJobs: Number(args["cost-sparse"]) }),
+    ...(args["cost-burst"] && { burstJobs: Number(args["cost-burst"]) }),
+  });
+  if (only.size === 1 || (only.size === 2 && only.has("dispatch"))) {
+    saveResults({ cost, ...(dispatch && { dispatch }) });
+    process.exit(0);
+  }
+}
+
 const cp = await startControlPlane({ dataDir: mkdtempSync(join(tmpdir(), "mo-bench-")) });
 const kc = new KubeConfig();
 kc.loadFromFile(cp.kubeconfig);
@@ -134,6 +158,7 @@ const results: Record<string, unknown> = {
   machine,
   date: new Date().toISOString(),
   ...(dispatch && { dispatch }),
+  ...(cost && { cost }),
 };
 
 async function namespace(name: string): Promise<string> {
@@ -141,12 +166,20 @@ async function namespace(name: string): Promise<string> {
   return name;
 }
 
-const job = (name: string): KubeObject => ({
+const job = (name: string, account?: string): KubeObject => ({
   apiVersion: API_VERSION,
   kind: "MediaJob",
   metadata: { name },
-  spec: { workload: "asr", input: { audio: `s3://bench/${name}.wav` }, timeoutSeconds: 600 },
+  spec: {
+    workload: "asr",
+    input: { audio: `s3://bench/${name}.wav` },
+    timeoutSeconds: 600,
+    ...(account !== undefined && { account }),
+  },
 });
+
+/** The customer of the metered throughput run's jobs (one BillingAccount, one meter). */
+const METERED_CUSTOMER = "cus_bench_throughput";
 
 function baseEnv(ns: string, simUrl: string, extra: Record<string, string> = {}): Record<string, string> {
   return {
@@ -315,9 +348,38 @@ const minimalCeiling = (n: number): Promise<Ceiling> =>
  */
 const PROVIDER_EXECUTION_MS = 250;
 
-async function productThroughput(n: number, label = "product") {
+/**
+ * Whether every job of a metered run is done with: Completed, no finalizer left, each billed
+ * attempt Reported and counted (its used and its reported seconds) into the account, whose
+ * `counting` list is empty again.
+ */
+function meteredSettled(items: MediaJob[], account: BillingAccount | undefined): boolean {
+  return (
+    (account?.status?.usage?.counting?.length ?? 0) === 0 &&
+    items.every(
+      (j) =>
+        j.status?.phase === "Completed" &&
+        (j.metadata.finalizers?.length ?? 0) === 0 &&
+        j.status.usage !== undefined &&
+        j.status.usage.attempts.every(
+          (a) =>
+            a.billedSeconds !== undefined &&
+            (a.billedSeconds === 0 ||
+              (a.meter === "Reported" && a.counted === true && a.countedReported === true)),
+        ),
+    )
+  );
+}
+
+/**
+ * The product end to end, as `productThroughput`; `metered`: each job names a customer whose
+ * BillingAccount is active and metering is on, so each job's usage is also billed, counted into the
+ * account and reported to the simulator's payment API, and the run lasts until all of that is done.
+ */
+async function productThroughput(n: number, label = "product", metered = false) {
   const ns = await namespace(`bench-${label}-${n}`);
   const sim = await startSimulator({
+    ...(metered && { meters: [{ id: "mtr_bench", event_name: "gpu_seconds", display_name: "GPU seconds" }] }),
     timeScale: 0.001,
     statusRetentionMs: 1e9, // ~17 min real at this time scale: longer than any timeout here
     coldStartMs: 0,
@@ -329,7 +391,22 @@ async function productThroughput(n: number, label = "product") {
     CALLBACK_BASE_URL: `http://127.0.0.1:${hooksPort}`,
     WEBHOOKS_PORT: String(hooksPort),
     CONTROLLER_METRICS_PORT: String(ctrlPort),
+    ...(metered && {
+      USAGE_METERING: "true",
+      PAYMENT_PROVIDER_API_URL: sim.url,
+      PAYMENT_PROVIDER_API_KEY: "sim-payment-key",
+    }),
   });
+  if (metered) {
+    await changeBinding(api, ns, METERED_CUSTOMER, "bind");
+    const account = await api.create<BillingAccount>("billingaccounts", ns, {
+      apiVersion: API_VERSION,
+      kind: "BillingAccount",
+      metadata: { name: billingAccountName(METERED_CUSTOMER) },
+      spec: { customerId: METERED_CUSTOMER },
+    } as KubeObject);
+    await api.replaceStatus("billingaccounts", { ...account, status: { subscriptionStatus: "active" } });
+  }
   const profileArgs = (name: string) =>
     args.profile
       ? [
@@ -369,7 +446,7 @@ async function productThroughput(n: number, label = "product") {
       CONCURRENCY,
       async (name) => {
         const t = Date.now();
-        await api.create("mediajobs", ns, job(name));
+        await api.create("mediajobs", ns, job(name, metered ? METERED_CUSTOMER : undefined));
         createdAt.set(name, t);
       },
     );
@@ -391,16 +468,40 @@ async function productThroughput(n: number, label = "product") {
     // Events are best effort (the controller drops them when its buffer is full, as client-go's
     // broadcaster does): once the finalizers are all off, Events that stopped arriving are done.
     // The clock stops when the counters last moved.
+    // A metered run's jobs are done once their usage is reported and counted and their finalizers
+    // are off (read every 2 s: that list is this run's own apiserver work, the ceiling has none);
+    // then, as for a plain run, the clock stops when the write counters last moved.
+    for (let settled = !metered; !settled;) {
+      await new Promise((r) => setTimeout(r, 2000));
+      settled = meteredSettled(
+        (await api.list<MediaJob>("mediajobs", ns)).items,
+        await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(METERED_CUSTOMER)),
+      );
+      if (Date.now() - started > 30 * 60_000) throw new Error("usage not reported and counted after 30 min");
+    }
     let seen = "";
     let writesDoneAt = Date.now();
     for (;;) {
       const now = await apiserverCounts();
       const delta = (key: string) => (now.get(key) ?? 0) - (requestsBefore.get(key) ?? 0);
-      const [patches, events] = [delta("PATCH mediajobs"), delta("POST events")];
-      if (`${patches} ${events}` !== seen) [seen, writesDoneAt] = [`${patches} ${events}`, Date.now()];
-      if (patches >= 2 * n && (events >= n || Date.now() - writesDoneAt > 3_000)) break;
+      const [patches, events, writes] = [
+        delta("PATCH mediajobs"),
+        delta("POST events"),
+        writesBetween(requestsBefore, now),
+      ];
+      const moved = metered ? `${writes}` : `${patches} ${events}`;
+      if (moved !== seen) [seen, writesDoneAt] = [moved, Date.now()];
+      if (!metered && patches >= 2 * n && (events >= n || Date.now() - writesDoneAt > 3_000)) break;
+      if (metered && Date.now() - writesDoneAt > 3_000) break;
       if (Date.now() - started > 30 * 60_000) throw new Error("the finalizers never all came off");
       await new Promise((r) => setTimeout(r, 250));
+    }
+    // The writes counted: once the counters stop moving (the last end Events land after the clock).
+    let writesDone = await apiserverCounts();
+    for (let still = Date.now(); Date.now() - still < 3_000;) {
+      await new Promise((r) => setTimeout(r, 500));
+      const now = await apiserverCounts();
+      if (writesBetween(writesDone, now) !== 0) [writesDone, still] = [now, Date.now()];
     }
     let items: MediaJob[] = [];
     for (;;) {
@@ -441,6 +542,10 @@ async function productThroughput(n: number, label = "product") {
       // simulator (its /run, status and callback traffic) and the apiserver counter reads.
       driverCpuMsPerJob: ownCpuMsPerJob(driverBefore, n),
       apiserverRequestsPerJob: requestsPerJob(requestsBefore, await apiserverCounts(), n),
+      // Every Kubernetes write of the run per job, from the apiserver's own counters (a 409 not
+      // counted): the job's create, the controller's, the sidecar's and their Events; for a
+      // metered run also the usage reporter's, the BillingAccount's included.
+      writesPerJob: round(writesBetween(requestsBefore, writesDone) / n, 2),
       callbacksDelivered: sim.deliveries().filter((d) => d.ok).length,
       providerExecutionMs: PROVIDER_EXECUTION_MS,
     };
@@ -1207,12 +1312,24 @@ try {
       const c = better(before, after);
       log(`  ceiling ${after.jobsPerSecond} jobs/s; the minimal write set...`);
       const minimal = await minimalCeiling(n);
+      log(`  minimal ${minimal.jobsPerSecond} jobs/s; the product again with metered jobs...`);
+      const m = await productThroughput(n, "metered", true);
       runs.push({
         ...p,
+        // The Kubernetes writes per job the apiserver counted: a plain job's, and a job whose usage
+        // is metered (reported to the payment provider and counted into its BillingAccount).
+        writesPerMeteredJob: m.writesPerJob,
+        metered: {
+          jobsPerSecond: m.jobsPerSecond,
+          seconds: m.seconds,
+          controllerCpuMsPerJob: m.controllerCpuMsPerJob,
+          sidecarCpuMsPerJob: m.sidecarCpuMsPerJob,
+          apiserverRequestsPerJob: m.apiserverRequestsPerJob,
+        },
         ceilingJobsPerSecond: c.jobsPerSecond,
         ceilingRunsJobsPerSecond: [before.jobsPerSecond, after.jobsPerSecond],
         ceilingSeconds: c.seconds,
-        writesPerJob: c.writesPerJob,
+        ceilingWritesPerJob: c.writesPerJob,
         ratio: round(p.jobsPerSecond / c.jobsPerSecond, 2),
         minimalCeilingJobsPerSecond: minimal.jobsPerSecond,
         minimalWritesPerJob: minimal.writesPerJob,
@@ -1251,6 +1368,10 @@ try {
       );
       log(`  apiserver per job, product: ${JSON.stringify(p.apiserverRequestsPerJob)}`);
       log(`  apiserver per job, ceiling: ${JSON.stringify(c.apiserverRequestsPerJob)}`);
+      log(
+        `  Kubernetes writes per job: plain ${p.writesPerJob}, metered ${m.writesPerJob} (${m.jobsPerSecond} jobs/s)`,
+      );
+      log(`  apiserver per job, metered: ${JSON.stringify(m.apiserverRequestsPerJob)}`);
       if (args["split-cores"] && availableParallelism() >= 2) {
         log(`throughput: ${n} jobs with the control plane on a core of its own...`);
         Object.assign(runs.at(-1)!, { splitCores: await splitCoresThroughput(n) });

@@ -3,14 +3,13 @@
 // activates it, a replayed delivery that changes nothing, and an ASR callback that goes missing
 // and is recovered by the controller. Returns what happened; printing is the caller's business.
 import { randomBytes } from "node:crypto";
-import { join } from "node:path";
 import type { BillingAccount } from "../src/crds/billingaccount.js";
 import { billingAccountName } from "../src/crds/billingaccount.js";
 import type { MediaJob } from "../src/crds/mediajob.js";
 import type { KubeApi } from "../src/k8s/api.js";
 import { changeBinding } from "../src/cli/bind.js";
-import { REPO_ROOT } from "../test/support/controlplane.js";
-import { activateCustomer, applyManifests, PAYMENT_KEY, SAMPLE_CUSTOMER } from "./devstack-lib.js";
+import { activateCustomer, createManifests, PAYMENT_KEY, SAMPLE_CUSTOMER } from "./devstack-lib.js";
+import { samplePipeline } from "./sample-media.js";
 
 export const PIPELINE = ["episode-42", "episode-42-1-tts", "episode-42-2-render"];
 export const CUSTOMER = SAMPLE_CUSTOMER;
@@ -19,6 +18,8 @@ export interface DemoContext {
   api: KubeApi;
   namespace: string;
   simulatorUrl: string;
+  /** The environment's bucket, which holds the sample audio under the namespace (scripts/sample-media.ts). */
+  bucket: string;
   /** Called about once a second with the pipeline's jobs, for a live view. */
   onProgress?: (jobs: MediaJob[]) => void;
   say?: (line: string) => void;
@@ -34,6 +35,8 @@ export interface DemoSummary {
     replay?: boolean;
     runMs?: number;
     waitMs?: number;
+    /** The step's stored files, as status.outputs records them. */
+    outputs: Array<{ name: string; size: number; sha256?: string }>;
   }>;
   recovered: Array<{ job: string; how: string }>;
   payment: {
@@ -91,7 +94,7 @@ export async function runDemoScenario(ctx: DemoContext): Promise<DemoSummary> {
   await changeBinding(api, ns, CUSTOMER, "bind");
 
   say("applying config/samples/pipeline.yaml: asr -> tts -> render, billed to cus_demo");
-  await applyManifests(api, ns, join(REPO_ROOT, "config/samples/pipeline.yaml"));
+  await createManifests(api, ns, samplePipeline(ns, ctx.bucket));
 
   // The pipeline waits: no subscription is known for its customer yet.
   const eventId = `evt_demo_${randomBytes(6).toString("hex")}`;
@@ -178,6 +181,11 @@ export async function runDemoScenario(ctx: DemoContext): Promise<DemoSummary> {
         j.status?.submittedAt && j.metadata.creationTimestamp
           ? Date.parse(j.status.submittedAt) - Date.parse(String(j.metadata.creationTimestamp))
           : undefined,
+      outputs: (j.status?.outputs ?? []).map((o) => ({
+        name: o.name,
+        size: o.size,
+        ...(o.sha256 !== undefined && { sha256: o.sha256 }),
+      })),
     })),
     recovered,
     payment: {

@@ -42,6 +42,10 @@ function summary(s: DemoSummary): void {
     console.log(
       `  - ${x.name.padEnd(22)} ${x.workload.padEnd(7)} waited ${wait.padStart(6)}, ran ${run.padStart(6)}, attempts ${x.attempts}`,
     );
+    for (const o of x.outputs)
+      console.log(
+        `      stored ${o.name} (${o.size} bytes, sha256 ${o.sha256?.slice(0, 16) ?? "not reported"}…)`,
+      );
   }
   console.log(`  recovered without an operator:`);
   for (const r of s.recovered) console.log(`  - ${r.job}: ${r.how}`);
@@ -63,6 +67,8 @@ function lookAround(kubeconfig: string): void {
   console.log("  kubectl get mediajobs -o wide        # job ids, provider ids, replay");
   console.log("  kubectl describe mediajob episode-42 # conditions and Events, the recovery among them");
   console.log("  kubectl get paymentevents,billingaccounts");
+  console.log(`  source ${ENV_FILE} && PATH=$PWD/bin:$PATH kubectl media outputs episode-42-2-render`);
+  console.log("                                       # the rendered file: size, SHA-256, a download URL");
   console.log(`  logs: ${LOGS}/`);
 }
 
@@ -97,6 +103,7 @@ async function main(): Promise<number> {
     api,
     namespace: state.namespace,
     simulatorUrl: state.simulatorUrl,
+    bucket: state.storage!.bucket,
     onProgress: show,
     say: (line) => {
       printed = 0; // keep narration above the next table
@@ -108,7 +115,7 @@ async function main(): Promise<number> {
   lookAround(state.kubeconfig);
   const ok =
     result.steps.length === 3 &&
-    result.steps.every((x) => x.phase === "Completed") &&
+    result.steps.every((x) => x.phase === "Completed" && x.outputs.every((o) => o.sha256 !== undefined)) &&
     result.payment.replayChangedNothing;
   console.log(ok ? green("\ndemo finished: all green") : "\ndemo finished with problems (see above)");
   if (keep) {

@@ -17,6 +17,7 @@ import { changeBinding } from "../src/cli/bind.js";
 import { writePrivateFile } from "./private-file.js";
 import { waitForServed } from "../test/support/kube.js";
 import { spawnS3Server } from "../test/support/s3server.js";
+import { seedSampleMedia } from "./sample-media.js";
 import { openStore } from "../src/storage/index.js";
 
 export const LOCAL = join(REPO_ROOT, ".local");
@@ -104,6 +105,15 @@ export async function applyManifests(api: KubeApi, namespace: string, file: stri
   const docs = parseAllDocuments(readFileSync(file, "utf8"))
     .map((d) => d.toJS() as KubeObject)
     .filter(Boolean);
+  return createManifests(api, namespace, docs);
+}
+
+/** Creates each object in `namespace`; one that exists already is left as it is. */
+export async function createManifests(
+  api: KubeApi,
+  namespace: string,
+  docs: KubeObject[],
+): Promise<KubeObject[]> {
   const plurals: Record<string, Plural> = { GpuEndpoint: "gpuendpoints", MediaJob: "mediajobs" };
   for (const doc of docs) {
     try {
@@ -218,6 +228,8 @@ export async function stackUp(opts: {
   );
   const store = await openStore({ ...storageEnv, ...storageKeys, STORAGE_SESSION_TOKEN: undefined });
   await store!.client.createBucket();
+  // The sample pipeline's audio, where config/samples/pipeline.yaml reads it.
+  await seedSampleMedia(store!.client, namespace);
   store!.client.close();
 
   say("4/5 controller and webhooks sidecar...");

@@ -22,6 +22,8 @@ export interface AccountCost {
   /** Settled plus the buckets after them, micro-USD. */
   allocatedMicros: number;
   executionMs: number;
+  /** Micro-USD of the settled buckets metered under the worker-cost rule (worker-cost.ts). */
+  workerCostMeteredMicros?: number;
 }
 
 export interface AccountCostInput {

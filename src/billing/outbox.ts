@@ -27,6 +27,28 @@ export const markReported =
       ? { ...a, meter: "Reported", reportedAt, ...(afterInvoice && { afterInvoice: true }) }
       : undefined;
 
+/**
+ * The payment provider accepted the event (or an earlier leader's acceptance is found in the
+ * account) and the account's write that lists the attempt's owed counts (acceptedCounts) came
+ * first: Reported, its used and reported seconds marked counted, in one write. An attempt the
+ * user set to Refused meanwhile keeps that, its counts marked all the same (the account has them).
+ */
+export const markReportedCounted =
+  (reportedAt: string, afterInvoice = false): AttemptChange =>
+  (a) => {
+    if (a.meter === "Pending")
+      return {
+        ...a,
+        meter: "Reported",
+        reportedAt,
+        ...(afterInvoice && { afterInvoice: true }),
+        counted: true,
+        countedReported: true,
+      };
+    if (a.meter === "NotMetered" || (a.counted === true && a.countedReported === true)) return undefined;
+    return { ...a, counted: true, countedReported: true };
+  };
+
 /** The event is not sent: the reason is kept for the user, who may set it back to Pending. */
 export const markRefused =
   (reason: string): AttemptChange =>
@@ -52,5 +74,30 @@ export function countEntries(id: string, a: UsageAttempt): UncountedAttempt[] {
   if (a.counted !== true) out.push({ id, kind: "used", seconds, endedAt: a.endedAt });
   if (a.meter === "Reported" && a.countedReported !== true)
     out.push({ id: reportedCountId(id), kind: "reported", seconds, endedAt: a.endedAt });
+  return out;
+}
+
+/**
+ * What the account's write after the provider accepted an attempt counts: its used seconds when not
+ * counted yet, and its reported seconds (one account write for both, one job write to mark them).
+ */
+export const acceptedCounts = (id: string, a: UsageAttempt): UncountedAttempt[] =>
+  countEntries(id, { ...a, meter: "Reported" });
+
+/**
+ * Every count id the attempt may have listed in its account's `counting` and not yet marked on
+ * itself: its used id until counted; its reported id until countedReported while it is metered
+ * (Pending included: the account counts the reported seconds just before the job's Reported
+ * write, so a crash between the two leaves a Pending attempt whose reported id is listed). The
+ * account's `counting` keeps only such ids: one dropped too early would be counted again.
+ */
+export function liveCountIds(id: string, a: UsageAttempt): string[] {
+  const out: string[] = [];
+  if (a.counted !== true) out.push(id);
+  if (
+    a.countedReported !== true &&
+    (a.meter === "Pending" || a.meter === "Reported" || a.meter === "Refused")
+  )
+    out.push(reportedCountId(id));
   return out;
 }

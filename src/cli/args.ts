@@ -20,6 +20,7 @@ export type CommandName =
   | "cancel"
   | "usage"
   | "storage"
+  | "outputs"
   | "bind"
   | "unbind";
 
@@ -32,7 +33,7 @@ interface CommandSpec {
   summary: string;
   details: string;
   /** Flags beyond the global ones. */
-  flags: Array<"older-than" | "dry-run" | "webhooks-url">;
+  flags: Array<"older-than" | "dry-run" | "webhooks-url" | "expires">;
   output: boolean;
   allNamespaces: boolean;
 }
@@ -205,6 +206,21 @@ const JOB_COMMANDS: readonly CommandSpec[] = [
     output: true,
     allNamespaces: true,
   },
+  {
+    name: "outputs",
+    args: ["mediajob"],
+    summary: "a completed MediaJob's outputs, with short-lived download URLs",
+    details:
+      "The job's status.outputs (name, size, SHA-256, key), each with a presigned GET URL valid for\n" +
+      "--expires (default 15m, at most 12h), signed with the installation's store settings and keys\n" +
+      "from the environment or --secret (STORAGE_BUCKET, STORAGE_ENDPOINT, STORAGE_REGION,\n" +
+      "STORAGE_ADDRESSING, STORAGE_ACCESS_KEY_ID, STORAGE_SECRET_ACCESS_KEY). Without them the outputs\n" +
+      "are listed without URLs. The URLs are bearer secrets until they expire: do not paste them where\n" +
+      "others read. Exit 1 when the job has no outputs recorded (not Completed, or none declared).",
+    flags: ["expires"],
+    output: true,
+    allNamespaces: false,
+  },
 ];
 
 const BIND_DETAILS =
@@ -247,6 +263,7 @@ const OPTIONS = {
   "older-than": { type: "string" },
   "dry-run": { type: "boolean" },
   "webhooks-url": { type: "string" },
+  expires: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -267,6 +284,8 @@ export interface Invocation {
   olderThanMs?: number;
   dryRun: boolean;
   webhooksUrl?: string;
+  /** --expires: how long a presigned download URL lasts (outputs). */
+  expiresMs?: number;
 }
 
 export type Parsed = { help: string } | Invocation;
@@ -339,6 +358,9 @@ function invocation(spec: CommandSpec, values: Values, args: string[], tokens: T
       values["older-than"] === undefined ? undefined : parseDuration(values["older-than"], "--older-than"),
     dryRun: values["dry-run"] ?? false,
     webhooksUrl: values["webhooks-url"],
+    ...(values.expires !== undefined && {
+      expiresMs: positive(parseDuration(values.expires, "--expires"), "--expires"),
+    }),
   };
 }
 

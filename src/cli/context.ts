@@ -15,6 +15,8 @@ const SECRET_VARS = [
   "PAYMENT_PROVIDER_API_KEY",
   "PAYMENT_PROVIDER_WEBHOOK_SECRET",
   "CALLBACK_SECRET",
+  "STORAGE_SECRET_ACCESS_KEY",
+  "STORAGE_SESSION_TOKEN",
 ] as const;
 
 /** Every variable the CLI reads, from the environment or the --secret Secret. */
@@ -32,6 +34,13 @@ const CLI_VARS = [
   "MEDIA_ENDPOINT_PREFIX",
   "WEBHOOK_TOLERANCE_SECONDS",
   "WEBHOOKS_URL",
+  // The store, for the download URLs of `outputs` (the dev stack's .local/env exports them).
+  "STORAGE_BUCKET",
+  "STORAGE_ENDPOINT",
+  "STORAGE_REGION",
+  "STORAGE_ADDRESSING",
+  "STORAGE_CREDENTIALS",
+  "STORAGE_ACCESS_KEY_ID",
 ] as const;
 
 const PLAIN_VARS: ReadonlySet<string> = new Set(
@@ -160,6 +169,7 @@ export class CliContext {
     }
     const secrets = webhookSecrets(env);
     this.out.addSecrets(env.GPU_PROVIDER_API_KEY, env.PAYMENT_PROVIDER_API_KEY, env.CALLBACK_SECRET);
+    this.out.addSecrets(env.STORAGE_SECRET_ACCESS_KEY, env.STORAGE_SESSION_TOKEN);
     this.out.addSecrets(env.PAYMENT_PROVIDER_WEBHOOK_SECRET, ...secrets);
     const webhooksUrl = (this.inv.webhooksUrl ?? merged.WEBHOOKS_URL)?.replace(/\/+$/, "");
     return { env, sources, webhookSecrets: secrets, ...(webhooksUrl ? { webhooksUrl } : {}) };

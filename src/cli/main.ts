@@ -24,6 +24,7 @@ const COMMANDS: Record<CommandName, () => Promise<Command>> = {
   cancel: () => import("./cancel.js"),
   usage: () => import("./usage.js"),
   storage: () => import("./storage.js"),
+  outputs: () => import("./outputs.js"),
   bind: () => import("./bind.js"),
   unbind: () => import("./bind.js"),
 };

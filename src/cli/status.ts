@@ -1,5 +1,6 @@
 // status <mediajob>: the job as Kubernetes sees it, beside the provider's actual status, and a
 // verdict: do they agree, and if not, what to run.
+import { outputCheckDue } from "../mediajob/media.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { pastProviderTtl } from "../mediajob/deadline.js";
 import { isTerminal } from "../mediajob/job.js";
@@ -77,6 +78,15 @@ export function verdict(
       summary: "Pending: nothing holds it back; the controller submits it on its next pass",
     };
   }
+  // Processing, COMPLETED at the provider: the controller checks the declared outputs first.
+  if (outputCheckDue(job.status))
+    return {
+      attention: false,
+      summary:
+        "the provider completed the job; the controller is checking its declared outputs in the object store " +
+        "(OutputsVerified=Unknown) before it is Completed",
+      next: `kubectl describe mediajob ${job.metadata.name}: an OutputCheckFailed Warning says when the store cannot be read`,
+    };
   // Processing.
   switch (view.state) {
     case "not-submitted":

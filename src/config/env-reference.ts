@@ -282,6 +282,11 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     readBy: ["controller"],
     meaning: "meter event names per workload, `workload=event_name` comma-separated",
   },
+  USAGE_WORKER_COST_METER_EVENT_NAME: {
+    readBy: ["controller"],
+    meaning:
+      "the meter event name of the worker-cost rule: each account's share of the GPU provider's bill, micro-USD per settled hourly bucket; unset: not metered ([design](design.md#pricing-rules))",
+  },
   COST_RECONCILE_INTERVAL_SECONDS: {
     readBy: ["controller"],
     meaning:
@@ -300,6 +305,11 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
   USAGE_REPORT_INTERVAL_SECONDS: {
     readBy: ["controller"],
     meaning: "how often the usage reporter looks for unreported usage (a job's end also wakes it)",
+  },
+  USAGE_SETTLE_WAIT_SECONDS: {
+    readBy: ["controller"],
+    meaning:
+      "how long a finished job's own finalizer waits for its usage report before the usage report's finalizer takes its place (metering on); `0`: no wait ([design](design.md#deletion-and-usage))",
   },
   USAGE_INVOICE_GRACE_SECONDS: {
     readBy: ["controller"],

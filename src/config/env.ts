@@ -260,6 +260,14 @@ export const EnvSchema = z.object({
     (v) => v === undefined || parseEventNames(v) !== undefined,
     "must be workload=event_name entries, comma-separated",
   ),
+  /**
+   * The meter event name of the worker-cost rule: each account's allocated share of the provider's
+   * bill, micro-USD per settled hourly bucket (src/billing/worker-cost.ts). Unset: not metered.
+   */
+  USAGE_WORKER_COST_METER_EVENT_NAME: z
+    .string()
+    .regex(METER_EVENT_NAME, "must be 1-100 letters, digits, '_', '-', '.' or ':'")
+    .optional(),
   /** How often the leader reads the GPU provider's billing history and allocates it to accounts. */
   COST_RECONCILE_INTERVAL_SECONDS: seconds(300),
   /** How long after an hourly bucket ends its allocation is settled (counted once, for good). */
@@ -268,6 +276,11 @@ export const EnvSchema = z.object({
   COST_PRICE_PER_SECOND_MICROS: z.coerce.number().int().min(1).optional(),
   /** How often the usage reporter looks for unreported usage (a job's end also wakes it). */
   USAGE_REPORT_INTERVAL_SECONDS: seconds(10),
+  /**
+   * How long the run's finalizer of a finished job waits for its usage report before the usage
+   * report's finalizer takes its place (docs/design.md, "Deletion and usage"). 0: no wait.
+   */
+  USAGE_SETTLE_WAIT_SECONDS: seconds(30, 0),
   /** The payment provider's invoice finalization grace period (Stripe: 1 h by default, up to 72 h). */
   USAGE_INVOICE_GRACE_SECONDS: z.coerce
     .number()

@@ -54,5 +54,8 @@ export function usageSettings(env: Env, opts: { sidecar?: boolean } = {}): Usage
     metering,
     eventNames: env.USAGE_METER_EVENT_NAMES ? (parseEventNames(env.USAGE_METER_EVENT_NAMES) ?? {}) : {},
     defaultEventName: env.USAGE_METER_EVENT_NAME,
+    ...(env.USAGE_WORKER_COST_METER_EVENT_NAME !== undefined && {
+      workerCostEventName: env.USAGE_WORKER_COST_METER_EVENT_NAME,
+    }),
   };
 }

@@ -62,6 +62,8 @@ export interface ManagerOptions {
   collectGarbage?: () => void;
   /** When that collection runs (idle-compaction.ts's defaults unless given). */
   idleCompaction?: IdleCompactionPolicy;
+  /** The cost loop's clock; Date.now unless given (tests move it past an hourly bucket's end). */
+  costClock?: () => number;
 }
 
 export class Manager {
@@ -190,12 +192,20 @@ export class Manager {
     };
     this.ctx = ctx;
     this.usageLoop = setupUsage(ctx, { meterRecheckMs: o.meterRecheckMs });
-    this.costLoop = setupCost(ctx, this.costSpans);
+    this.costLoop = setupCost(ctx, this.costSpans, {
+      meter: () => this.usageLoop.meter(),
+      workerCostEventName: this.usageLoop.settings.metering
+        ? this.usageLoop.settings.workerCostEventName
+        : undefined,
+      ...(o.costClock && { now: o.costClock }),
+    });
     this.dispatcher = setupDispatch(ctx, this.accountJobs, (key) => this.jobQueue.addUrgent(key));
     this.mediajob = setupMediaJob(ctx, {
       accountJobs: this.accountJobs,
       dispatcher: this.dispatcher,
       usage: this.usageLoop,
+      // Opened in start() when storage is configured; its code is loaded only then.
+      store: () => this.storageLoop?.store(),
     });
     this.gpuendpoint = setupGpuEndpoint(ctx, this.dispatcher);
 

@@ -60,7 +60,8 @@ export class ControllerMetrics {
       "(answer lost: may be running), unconfirmed-resubmission (sent again past the confirmation " +
       "deadline: may have run twice), unconfirmed-failed (Failed past the confirmation deadline, never " +
       "sent again: may have run once), fenced (not the leader), intent-conflict, held-elsewhere (the " +
-      "answer named a provider job another MediaJob holds: not recorded, left unconfirmed)",
+      "answer named a provider job another MediaJob holds: not recorded, left unconfirmed), storage-unavailable " +
+      "(not sent: the attempt's presigned URLs could not be signed)",
     labelNames: ["outcome"] as const,
     registers: [this.registry],
   });

@@ -113,6 +113,14 @@ export const BillingAccountStatus = z.object({
         .int()
         .min(0)
         .describe("Its jobs' execution ms this period, as the allocation counted it."),
+      workerCostMeteredMicros: z
+        .int()
+        .min(0)
+        .optional()
+        .describe(
+          "Micro-USD of the settled buckets metered to the worker-cost meter this period " +
+            "(USAGE_WORKER_COST_METER_EVENT_NAME).",
+        ),
     })
     .optional()
     .describe(

@@ -127,6 +127,12 @@ export interface AdmissionRule {
   messageExpression?: string;
   /** A transition rule: checked on UPDATE only, where there is an old object to compare with. */
   onUpdate?: boolean;
+  /**
+   * A limit that may not be able to finish on some objects (CEL's cost limit): checked by a policy
+   * of its own whose failurePolicy is Ignore, so an object it cannot judge is admitted, never
+   * refused by an error (rules-policy.ts).
+   */
+  failOpen?: boolean;
 }
 
 export const AGE_COLUMN: PrinterColumn = {

@@ -1,6 +1,7 @@
 // The MediaJob resource: its one zod schema, from which the CRD, docs/api.md and the types are
 // generated (one schema per resource: one piece for that reason).
 import { z } from "zod";
+import { mediaRules } from "./media-rules.js";
 import {
   AGE_COLUMN,
   Conditions,
@@ -9,6 +10,7 @@ import {
   ObjectName,
   Timestamp,
   Workload,
+  type AdmissionRule,
   type ResourceDefinition,
 } from "./common.js";
 
@@ -22,12 +24,73 @@ const JobId = z
   .max(128)
   .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, "letters, digits, '.', '_', ':' and '-' only");
 
+/** An object's name in a job's media: the worker's name for it and its key's last segment (src/storage/keys.ts). */
+const MediaName = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9._-]*$/,
+    "letters, digits, '.', '_' and '-', starting with a letter or digit",
+  );
+
+const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, "64 lowercase hex digits");
+
+/** A media input by reference: the worker reads the object through a presigned GET. */
+const MediaInput = z.object({
+  name: MediaName.describe("The input's name: the worker finds it under _mediaOrchestrator.inputs.<name>."),
+  uri: z
+    .string()
+    .min(6)
+    .max(1100)
+    .regex(/^s3:\/\/[^/]+\/.+$/, "s3://<bucket>/<key>")
+    .describe(
+      "s3://<bucket>/<key> in the installation's bucket, the key under the job's namespace " +
+        "(<namespace>/...): a job reads only its own namespace's objects.",
+    ),
+  sha256: Sha256.optional().describe("Hex SHA-256 of the object: the worker checks the bytes against it."),
+  size: z.int().min(0).optional().describe("The object's size in bytes: the worker checks it."),
+});
+
+/** A declared output: the worker writes it through a presigned PUT, checked before Completed. */
+const MediaOutput = z.object({
+  name: MediaName.describe(
+    "The output's name: the worker writes it to _mediaOrchestrator.outputs.<name>.url; the next " +
+      "pipeline step reads it as its input of the same name.",
+  ),
+});
+
+const Media = z.object({
+  inputs: z
+    .array(MediaInput)
+    .max(32)
+    .meta({ "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"] })
+    .optional()
+    .describe("Objects the worker reads, by reference (a presigned GET URL each, per attempt)."),
+  outputs: z
+    .array(MediaOutput)
+    .max(32)
+    .meta({ "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"] })
+    .optional()
+    .describe(
+      "Objects the worker must write (a presigned PUT URL each, per attempt). A COMPLETED attempt " +
+        "whose outputs are not all stored is a failure (reason OutputMissing), retried as maxAttempts allows.",
+    ),
+});
+
 const JobSettings = {
   workload: Workload,
   endpointRef: ObjectName.optional().describe(
     "Name of a GpuEndpoint in the same namespace. Default: the GpuEndpoint whose spec.workload matches.",
   ),
-  input: FreeObject.optional().describe("Free JSON object handed to the worker as its input."),
+  input: FreeObject.optional().describe(
+    "Free JSON object handed to the worker as its input: small parameters. spec.input and the " +
+      "then[].input together hold at most 512 KiB (keys and strings counted; media goes in media.inputs).",
+  ),
+  media: Media.optional().describe(
+    "Media by reference (needs the installation's object store): inputs the worker reads and " +
+      "outputs it writes, through presigned URLs per attempt under input._mediaOrchestrator.",
+  ),
   timeoutSeconds: z
     .int()
     .min(1)
@@ -307,6 +370,28 @@ export const MediaJobStatus = z.object({
     .max(4096)
     .optional()
     .describe("Why the last attempt failed or the job was cancelled, e.g. `FAILED: <worker error>`."),
+  outputs: z
+    .array(
+      z.object({
+        name: MediaName.describe("The declared output's name (spec.media.outputs)."),
+        uri: z
+          .string()
+          .max(1100)
+          .describe("s3://<bucket>/<key>: the object, as an input reference names it."),
+        key: z
+          .string()
+          .max(1024)
+          .describe("The object's key in the bucket: <namespace>/<jobUid>/<attempt>/<name>."),
+        size: z.int().min(0).describe("The stored object's size in bytes."),
+        sha256: Sha256.optional().describe("Hex SHA-256 of the stored bytes, when the worker reported one."),
+      }),
+    )
+    .max(32)
+    .optional()
+    .describe(
+      "The declared outputs of the completed attempt, checked in the object store before the job " +
+        "was Completed: references, never URLs (`kubectl media outputs JOB` signs downloads).",
+    ),
   nextJob: z
     .string()
     .max(253)
@@ -366,6 +451,58 @@ const FROZEN_SPEC_FIELDS = Object.keys(MediaJobSpec.shape).filter(
   (f) => !(MUTABLE_SPEC_FIELDS as readonly string[]).includes(f),
 );
 
+/** The rules of the spec's lifecycle (frozen once submitted, cancel final, the reset's phase). */
+const MEDIAJOB_RULES: AdmissionRule[] = [
+  {
+    field: "spec.id",
+    expression: sameField("id"),
+    message: "spec.id is immutable",
+    onUpdate: true,
+  },
+  {
+    field: "spec.cancel",
+    expression:
+      "!has(oldObject.spec.cancel) || !oldObject.spec.cancel || " +
+      "(has(object.spec.cancel) && object.spec.cancel)",
+    message: "spec.cancel cannot be undone; create a new MediaJob to run the work again",
+    onUpdate: true,
+  },
+  {
+    field: "spec",
+    expression: `${NOT_SUBMITTED} || (${FROZEN_SPEC_FIELDS.map(sameField).join(" && ")})`,
+    message:
+      "spec is immutable once the job has been submitted, except suspend, cancel, ttlSecondsAfterFinished " +
+      "and activeDeadlineSeconds (lowered only); create a new MediaJob to run something else",
+    onUpdate: true,
+  },
+  {
+    field: "spec.activeDeadlineSeconds",
+    expression:
+      `${NOT_SUBMITTED} || !has(oldObject.spec.activeDeadlineSeconds) || ` +
+      "(has(object.spec.activeDeadlineSeconds) && " +
+      "object.spec.activeDeadlineSeconds <= oldObject.spec.activeDeadlineSeconds)",
+    message: "spec.activeDeadlineSeconds may only be lowered once the job has been submitted",
+    onUpdate: true,
+  },
+  {
+    // The reset (Pending, replay true, updatedAt now) applies to a Processing job, or to one
+    // Failed because its submission stayed unconfirmed: a finished job stays finished, and a
+    // Pending one is already waiting. The refusal says which phase the job is in.
+    field: "status.phase",
+    expression:
+      "!has(object.status) || !has(oldObject.status) || !has(oldObject.status.phase) || " +
+      "!has(object.status.phase) || object.status.phase != 'Pending' || " +
+      "!has(object.status.replay) || !object.status.replay || !has(object.status.updatedAt) || " +
+      "(has(oldObject.status.updatedAt) && object.status.updatedAt == oldObject.status.updatedAt) || " +
+      "oldObject.status.phase == 'Processing' || " +
+      "(oldObject.status.phase == 'Failed' && has(oldObject.status.submission) && " +
+      "oldObject.status.submission.state == 'Unconfirmed')",
+    message: "only a Processing job can be reset to Pending",
+    messageExpression: "'only a Processing job can be reset; it is ' + oldObject.status.phase",
+    onUpdate: true,
+  },
+];
+
 export const mediaJobDefinition: ResourceDefinition = {
   kind: "MediaJob",
   plural: "mediajobs",
@@ -375,56 +512,11 @@ export const mediaJobDefinition: ResourceDefinition = {
     "One unit of GPU work (ASR, TTS or render) submitted to a GpuEndpoint, with its pipeline steps.",
   spec: MediaJobSpec,
   status: MediaJobStatus,
-  admissionRules: [
-    {
-      field: "spec.id",
-      expression: sameField("id"),
-      message: "spec.id is immutable",
-      onUpdate: true,
-    },
-    {
-      field: "spec.cancel",
-      expression:
-        "!has(oldObject.spec.cancel) || !oldObject.spec.cancel || " +
-        "(has(object.spec.cancel) && object.spec.cancel)",
-      message: "spec.cancel cannot be undone; create a new MediaJob to run the work again",
-      onUpdate: true,
-    },
-    {
-      field: "spec",
-      expression: `${NOT_SUBMITTED} || (${FROZEN_SPEC_FIELDS.map(sameField).join(" && ")})`,
-      message:
-        "spec is immutable once the job has been submitted, except suspend, cancel, ttlSecondsAfterFinished " +
-        "and activeDeadlineSeconds (lowered only); create a new MediaJob to run something else",
-      onUpdate: true,
-    },
-    {
-      field: "spec.activeDeadlineSeconds",
-      expression:
-        `${NOT_SUBMITTED} || !has(oldObject.spec.activeDeadlineSeconds) || ` +
-        "(has(object.spec.activeDeadlineSeconds) && " +
-        "object.spec.activeDeadlineSeconds <= oldObject.spec.activeDeadlineSeconds)",
-      message: "spec.activeDeadlineSeconds may only be lowered once the job has been submitted",
-      onUpdate: true,
-    },
-    {
-      // The reset (Pending, replay true, updatedAt now) applies to a Processing job, or to one
-      // Failed because its submission stayed unconfirmed: a finished job stays finished, and a
-      // Pending one is already waiting. The refusal says which phase the job is in.
-      field: "status.phase",
-      expression:
-        "!has(object.status) || !has(oldObject.status) || !has(oldObject.status.phase) || " +
-        "!has(object.status.phase) || object.status.phase != 'Pending' || " +
-        "!has(object.status.replay) || !object.status.replay || !has(object.status.updatedAt) || " +
-        "(has(oldObject.status.updatedAt) && object.status.updatedAt == oldObject.status.updatedAt) || " +
-        "oldObject.status.phase == 'Processing' || " +
-        "(oldObject.status.phase == 'Failed' && has(oldObject.status.submission) && " +
-        "oldObject.status.submission.state == 'Unconfirmed')",
-      message: "only a Processing job can be reset to Pending",
-      messageExpression: "'only a Processing job can be reset; it is ' + oldObject.status.phase",
-      onUpdate: true,
-    },
-  ],
+  // Built when asked (the CRD generator, the rules policy): the media rules' CEL is text a
+  // running controller never reads (media-rules.ts).
+  get admissionRules() {
+    return [...mediaRules(), ...MEDIAJOB_RULES];
+  },
   printerColumns: [
     { name: "Workload", type: "string", jsonPath: ".spec.workload" },
     { name: "Phase", type: "string", jsonPath: ".status.phase" },

@@ -29,19 +29,36 @@ function validation(rule: AdmissionRule): Record<string, unknown> {
 }
 
 /**
- * The policy and its binding for one resource, or none when it has no rules. It matches the
- * resource and its status subresource: a status write (the reset of a job) is checked too.
+ * The policies and their bindings for one resource, or none when it has no rules: its rules, and
+ * its fail-open limits apart (`media-orchestrator-<singular>-limits`, failurePolicy Ignore: an
+ * object a limit cannot judge within CEL's cost limit is admitted, and etcd's own limit still
+ * holds). They match the resource and its status subresource: a status write (the reset of a
+ * job) is checked too.
  */
 export function rulesPolicy(def: ResourceDefinition): Record<string, unknown>[] {
-  if (!def.admissionRules?.length) return [];
-  const name = rulesPolicyName(def);
+  const rules = def.admissionRules ?? [];
+  const strict = rules.filter((r) => !r.failOpen);
+  const limits = rules.filter((r) => r.failOpen);
+  return [
+    ...policyOf(def, rulesPolicyName(def), "Fail", strict),
+    ...policyOf(def, `media-orchestrator-${def.singular}-limits`, "Ignore", limits),
+  ];
+}
+
+function policyOf(
+  def: ResourceDefinition,
+  name: string,
+  failurePolicy: "Fail" | "Ignore",
+  rules: AdmissionRule[],
+): Record<string, unknown>[] {
+  if (!rules.length) return [];
   return [
     {
       apiVersion: ADMISSION,
       kind: "ValidatingAdmissionPolicy",
       metadata: { name },
       spec: {
-        failurePolicy: "Fail",
+        failurePolicy,
         matchConstraints: {
           resourceRules: [
             {
@@ -52,7 +69,7 @@ export function rulesPolicy(def: ResourceDefinition): Record<string, unknown>[] 
             },
           ],
         },
-        validations: def.admissionRules.map(validation),
+        validations: rules.map(validation),
       },
     },
     {

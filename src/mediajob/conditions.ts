@@ -1,4 +1,5 @@
 // The conditions that follow from a status (Succeeded, Submitted) and the summary columns.
+import { mediaFailureReason } from "./media-reasons.js";
 import type { Condition } from "../crds/common.js";
 import { getCondition, setCondition, type ConditionInput } from "../crds/conditions.js";
 import type { JobPhase, MediaJobStatus } from "../crds/mediajob.js";
@@ -13,7 +14,7 @@ function failureReason(status: MediaJobStatus): string {
   if (status.error?.startsWith(`${EXPIRED}:`)) return EXPIRED;
   if (status.error?.startsWith(`${START_DEADLINE_EXCEEDED}:`)) return START_DEADLINE_EXCEEDED;
   if (failedUnconfirmed(status)) return SUBMISSION_UNCONFIRMED;
-  return "Failed";
+  return mediaFailureReason(status.error) ?? "Failed";
 }
 
 /**

@@ -3,6 +3,7 @@
 // sub-planners (pending.ts, processing.ts, stop.ts, next-step.ts, admission.ts), which import it
 // rather than plan.ts, so no import runs in a circle.
 import type { GpuEndpoint } from "../crds/gpuendpoint.js";
+import type { StoredOutput } from "../storage/output-check.js";
 import type { MediaJobStatus } from "../crds/mediajob.js";
 import type { PlannedEvent } from "./conditions.js";
 import type { ProviderResult } from "./job.js";
@@ -26,6 +27,8 @@ export interface PlanSettings {
   cancelGiveUpMs?: number;
   /** How long a deletion waits for the job's usage report (DELETE_USAGE_TIMEOUT_SECONDS). Default USAGE_WAIT_MS. */
   usageWaitMs?: number;
+  /** How long the run's finalizer waits for a finished job's usage report (USAGE_SETTLE_WAIT_SECONDS). */
+  usageSettleWaitMs?: number;
   /** The reconciliation tick: how often waiting jobs are looked at again. */
   tickMs: number;
   /** The start deadline of jobs without spec.startDeadlineSeconds (JOB_START_DEADLINE_SECONDS); absent or 0: none. */
@@ -39,6 +42,8 @@ export interface PlanSettings {
    * bound to none waits, AccountNotBound (tenancy.ts). Default false: a single-customer install.
    */
   accountRequired?: boolean;
+  /** The object store's bucket (STORAGE_BUCKET); absent: storage is off, a job with media fails. */
+  storageBucket?: string;
 }
 
 /** What the provider said when asked for a job's status. */
@@ -79,6 +84,11 @@ export interface Facts {
   newSubmissionId: string;
   /** An accepted provider id whose record write failed in an earlier pass: recorded now. */
   unrecorded?: { attempt: number; providerJobId: string };
+  /**
+   * A COMPLETED attempt's declared outputs as the store holds them (media.ts), gathered only when
+   * their check is due: the facts, or why the store could not be read (the check is retried).
+   */
+  outputs?: { stored: StoredOutput[] } | { error: string };
 }
 
 /** A Pending job's account as its plan sees it. */
@@ -125,7 +135,9 @@ export type SubmissionOutcome =
   | "unconfirmed-failed"
   | "fenced"
   | "intent-conflict"
-  | "held-elsewhere";
+  | "held-elsewhere"
+  /** Not sent: the attempt's presigned URLs could not be signed (the store not open, its credentials unreadable). */
+  | "storage-unavailable";
 
 /**
  * A pass's error, as controller-runtime's: retried with backoff, or terminal (not retried; a

@@ -13,6 +13,7 @@ import type { Action, Facts, Plan } from "./pass.js";
 import { cancelledStatus } from "./stop.js";
 import { dequeuedStatus, queuedStatus } from "./queued.js";
 import { planSubmission } from "./write-ahead.js";
+import { attemptIOFor, declaresMedia, mediaRefused, STORAGE_NOT_CONFIGURED } from "./media.js";
 
 function withoutAccount(status: MediaJobStatus): MediaJobStatus {
   const { account: _dropped, ...rest } = status;
@@ -123,21 +124,31 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
   if (!job.metadata.finalizers?.includes(FINALIZER)) {
     actions.push({ type: "addFinalizer", ...(label && { metadata: label }) });
   }
-  actions.push({
-    type: "submit",
-    submission: planSubmission(job, status, {
-      endpointId,
-      newSubmissionId: facts.newSubmissionId,
-      now,
-      defaultTimeoutSeconds: facts.settings.defaultTimeoutSeconds,
-      ...(facts.settings.defaultStartDeadlineSeconds && {
-        defaultStartDeadlineSeconds: facts.settings.defaultStartDeadlineSeconds,
-      }),
-      ...(executionTimeoutMs !== undefined && { executionTimeoutMs }),
-      ...(facts.endpoint?.status?.executionTimeoutMs !== undefined && {
-        endpointExecutionTimeoutMs: facts.endpoint.status.executionTimeoutMs,
-      }),
+  const submission = planSubmission(job, status, {
+    endpointId,
+    newSubmissionId: facts.newSubmissionId,
+    now,
+    defaultTimeoutSeconds: facts.settings.defaultTimeoutSeconds,
+    ...(facts.settings.defaultStartDeadlineSeconds && {
+      defaultStartDeadlineSeconds: facts.settings.defaultStartDeadlineSeconds,
+    }),
+    ...(executionTimeoutMs !== undefined && { executionTimeoutMs }),
+    ...(facts.endpoint?.status?.executionTimeoutMs !== undefined && {
+      endpointExecutionTimeoutMs: facts.endpoint.status.executionTimeoutMs,
     }),
   });
+  // A job with media: its attempt's GETs and PUTs, or why it cannot be sent at all (media.ts).
+  if (declaresMedia(job.spec)) {
+    const bucket = facts.settings.storageBucket;
+    const io = bucket === undefined ? undefined : attemptIOFor(job, submission, bucket, now);
+    if (!io?.ok) {
+      const { reason, message } = io ?? STORAGE_NOT_CONFIGURED;
+      const failed = mediaRefused(status, reason, message, now);
+      events.push(["Warning", reason, failed.error!]);
+      return { status: failed, events, actions: [] };
+    }
+    submission.io = io.plan;
+  }
+  actions.push({ type: "submit", submission });
   return { status, events, actions };
 }

@@ -6,6 +6,7 @@ import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { failureText } from "./conditions.js";
 import { FINALIZER, isTerminal, jobPhase } from "./job.js";
 import { jobAccount } from "./tenancy.js";
+import { nextStepInputs } from "./media.js";
 
 export const PIPELINE_LABEL = "media-orchestrator.io/pipeline";
 export const STEP_LABEL = "media-orchestrator.io/step";
@@ -203,6 +204,10 @@ export function nextStepObject(job: MediaJob): Record<string, unknown> | undefin
         job.spec.ttlSecondsAfterFinished !== undefined && {
           ttlSecondsAfterFinished: job.spec.ttlSecondsAfterFinished,
         }),
+      // The previous step's outputs, by name, as references its workers read (media.ts).
+      ...(job.status?.outputs?.length && {
+        media: { ...step.media, inputs: nextStepInputs(step.media?.inputs, job.status.outputs) },
+      }),
       input: {
         ...step.input,
         previous: {

@@ -22,6 +22,7 @@ import { endEvent } from "./stop.js";
 import { msUntilExpiry } from "./ttl.js";
 import {
   DEFAULT_USAGE_SETTINGS,
+  msUntilUsageSettleWaitEnds,
   USAGE_FINALIZER,
   usageHoldsJob,
   withBilledUsage,
@@ -98,13 +99,29 @@ export interface Finish {
  */
 export function planFinish(
   job: MediaJob,
-  o: { nowMs: number; requeueAfterMs?: number; nextStepCached: boolean; failed: boolean; metering?: boolean },
+  o: {
+    nowMs: number;
+    requeueAfterMs?: number;
+    nextStepCached: boolean;
+    failed: boolean;
+    metering?: boolean;
+    /** How long the run's finalizer waits for the usage report. Default USAGE_SETTLE_WAIT_MS. */
+    usageSettleWaitMs?: number;
+  },
 ): Finish {
   const status = job.status ?? {};
   const actions: FinishAction[] = [];
   // A job whose usage is not reported yet is kept by USAGE_FINALIZER: a deletion waits for it.
   const keepForUsage = usageHoldsJob(job, o.metering ?? false);
-  if (isTerminal(status.phase) && job.metadata.finalizers?.includes(FINALIZER)) {
+  // Just ended with usage the reporter is about to settle: the run's finalizer waits for it a
+  // little and then goes alone (USAGE_SETTLE_WAIT_MS), no USAGE_FINALIZER put in and taken out.
+  const settleWaitMs =
+    isTerminal(status.phase) && job.metadata.finalizers?.includes(FINALIZER)
+      ? msUntilUsageSettleWaitEnds(job, o.metering ?? false, o.nowMs, o.usageSettleWaitMs)
+      : 0;
+  if (settleWaitMs > 0) {
+    // Looked at again when the wait ends; the reporter's write that settles the usage comes first.
+  } else if (isTerminal(status.phase) && job.metadata.finalizers?.includes(FINALIZER)) {
     const c = stepPipelineConditionOf(job);
     if (c) actions.push(c);
     actions.push({
@@ -122,6 +139,7 @@ export function planFinish(
     status.phase === "Processing" && Number.isFinite(untilDeadline)
       ? Math.max(50, Math.min(o.requeueAfterMs ?? Infinity, untilDeadline + 50))
       : o.requeueAfterMs;
+  if (settleWaitMs > 0) requeueAfterMs = Math.min(requeueAfterMs ?? Infinity, settleWaitMs + 50);
   // A finished job with spec.ttlSecondsAfterFinished: deleted once it has expired.
   const untilExpiry = isTerminal(status.phase) ? msUntilExpiry(job, o.nowMs, o.nextStepCached) : undefined;
   if (untilExpiry !== undefined) {

@@ -8,6 +8,7 @@ import { EXPIRED, expiredStatus, msUntilDeadline, pastProviderTtl } from "./dead
 import { currentProviderJobId } from "./job.js";
 import { retry, type Facts, type Plan } from "./pass.js";
 import { applyProviderResult } from "./provider-result.js";
+import { afterOutputCheck, outputCheckDue } from "./media.js";
 import { afterProviderLostJob, msUntilStuck, resetToPending } from "./recovery.js";
 import { planFollow, planStop, stopFollowed } from "./stop.js";
 import {
@@ -37,6 +38,8 @@ export function providerReadDue(
 ): { endpointId: string; providerJobId: string } | undefined {
   const status = job.status;
   if (status?.phase !== "Processing" || job.metadata.deletionTimestamp) return undefined;
+  // COMPLETED already: the store, not the provider, has what is left to learn.
+  if (outputCheckDue(status)) return undefined;
   // Cancelled and still running at the provider: followed at every pass until it has ended there.
   if (stopFollowed(status) && status.endpointId && status.providerJobId)
     return { endpointId: status.endpointId, providerJobId: status.providerJobId };
@@ -61,6 +64,9 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
   const nowMs = facts.now.getTime();
   const now = facts.now.toISOString();
   const gen = job.metadata.generation;
+  // COMPLETED at the provider, its declared outputs not yet checked: the run has ended, so
+  // nothing below (a cancel, a deadline) concerns it any more.
+  if (outputCheckDue(status)) return planOutputCheck(job, status, facts);
   const followed = stopFollowed(status);
   if (followed && followed.why !== "delete")
     return planFollow(job, status, { ...followed, why: followed.why }, facts);
@@ -249,4 +255,32 @@ function planUnconfirmed(job: MediaJob, status: MediaJobStatus, facts: Facts): P
     submission: decision.outcome,
     ...(decision.action === "resubmit" && { recovery: "unconfirmed_resubmission" as const }),
   };
+}
+
+/**
+ * A COMPLETED attempt's outputs checked against the store (media.ts): Completed, or the attempt
+ * failed with its reason. Without the store's answer (unreachable, refusing, not configured any
+ * more) nothing is written: the pass fails and is retried with backoff.
+ */
+function planOutputCheck(job: MediaJob, status: MediaJobStatus, facts: Facts): Plan {
+  const bucket = facts.settings.storageBucket;
+  const read = facts.outputs;
+  if (bucket === undefined || read === undefined)
+    return {
+      status,
+      events: [],
+      actions: [],
+      error: retry("the outputs cannot be checked: no object store"),
+    };
+  if ("error" in read) {
+    const message = `could not check the job's outputs in the object store: ${read.error}`;
+    return {
+      status,
+      events: [["Warning", "OutputCheckFailed", message]],
+      actions: [],
+      error: retry(message),
+    };
+  }
+  const now = facts.now.toISOString();
+  return { ...afterOutputCheck(job, status, read.stored, bucket, now), actions: [] };
 }

@@ -4,6 +4,7 @@ import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { deadlineExceeded, msUntilDeadline, suspendedStatus } from "./deadline.js";
 import { msUntilStartDeadline, startDeadlineExceeded } from "./start-deadline.js";
 import { heldForUsage, heldStatus } from "./usage-cap.js";
+import { awaitingOutputCheck, declaresOutputs } from "./media.js";
 import {
   ERROR_MAX_CHARS,
   type ProviderResult,
@@ -128,6 +129,10 @@ export function applyProviderResult(
   switch (result.status) {
     case "COMPLETED": {
       const { error: _drop, ...rest } = base;
+      // Declared outputs are checked in the store before the job is Completed (media.ts): the
+      // controller, which holds the store's credentials, does it at its next pass.
+      if (declaresOutputs(job.spec))
+        return awaitingOutputCheck(job, { ...rest, output: storedOutput(result.output) }, now);
       return { ...rest, phase: "Completed", output: storedOutput(result.output), completedAt: now };
     }
     case "FAILED":

@@ -2,7 +2,8 @@
 // holds (admission-chain.ts), the window's (queued.ts, decided by the dispatcher), the provider's
 // (wait-cause.ts) and the ends a job can come to. The CLI's `queue`, `status` and `doctor` read the
 // fixes from here instead of matching words of a message, and docs/reasons.md is generated from
-// this table (scripts/reason-table.ts; test/docs/reasons.test.ts fails when they differ).
+// this table (scripts/reason-table.ts; test/docs/reasons.test.ts fails when they differ). One piece
+// because it is one table: a reason's meaning and fix live beside every other reason's.
 import type { MediaJob } from "../crds/mediajob.js";
 import { DEADLINE_EXCEEDED, EXPIRED, START_DEADLINE_EXCEEDED } from "./deadline.js";
 import { jobAccount } from "./tenancy.js";
@@ -255,6 +256,73 @@ export const REASONS: Readonly<Record<string, ReasonEntry>> = {
     meaning:
       "the provider no longer knows the job: its policy.ttl (queue plus run) ran out before its end was seen",
     fix: () => "create the job again to run it, with a longer executionTimeoutSeconds if it needs one",
+  },
+  OutputMissing: {
+    shownAs: "Failed",
+    by: "end",
+    meaning:
+      "the provider reported COMPLETED, but a declared output (spec.media.outputs) was not in the object store: " +
+      "each such attempt is a failure, retried while maxAttempts allows",
+    fix: () =>
+      "the worker must PUT every output to its URL under _mediaOrchestrator.outputs before it returns " +
+      "(docs/provider.md, worker contract); its logs say why it did not",
+  },
+  OutputSizeMismatch: {
+    shownAs: "Failed",
+    by: "end",
+    meaning:
+      "a declared output's stored size differs from the size the worker reported: retried as OutputMissing",
+    fix: () =>
+      "the worker must report the size of the bytes it uploaded (a truncated or repeated upload shows here)",
+  },
+  OutputDigestMismatch: {
+    shownAs: "Failed",
+    by: "end",
+    meaning:
+      "a declared output's stored bytes do not have the SHA-256 the worker reported: retried as OutputMissing",
+    fix: () => "the worker must report the hex SHA-256 of the bytes it uploaded",
+  },
+  StorageNotConfigured: {
+    shownAs: "Failed",
+    by: "end",
+    meaning:
+      "the job names media (spec.media), but the installation has no object store: it is never submitted",
+    fix: () => "an operator sets the chart's storage.bucket (STORAGE_BUCKET); then create the job again",
+  },
+  InvalidInputReference: {
+    shownAs: "Failed",
+    by: "end",
+    meaning:
+      "an input reference is not s3://<bucket>/<namespace>/<key> in the installation's bucket under the job's " +
+      "namespace: it is never submitted",
+    fix: (s) => `create the job again with references under s3://<bucket>/${s.namespace}/`,
+  },
+  InvalidOutputName: {
+    shownAs: "Failed",
+    by: "end",
+    meaning: "a declared output's name is not a valid object name: it is never submitted",
+    fix: () => "create the job again with output names of letters, digits, '.', '_' and '-'",
+  },
+  StorageDeadlineTooLong: {
+    shownAs: "Failed",
+    by: "end",
+    meaning:
+      "the attempt's deadlines end more than 7 days after its submission, longer than a presigned URL lasts: " +
+      "it is never submitted",
+    fix: () =>
+      "create the job again with an executionTimeoutSeconds or activeDeadlineSeconds that ends within 7 days",
+  },
+  StorageDeadlinePassed: {
+    shownAs: "Failed",
+    by: "end",
+    meaning: "the attempt's deadlines had passed when it was to be submitted: no URL could be valid",
+    fix: () => "create the job again with a later deadline",
+  },
+  StorageUnbounded: {
+    shownAs: "Failed",
+    by: "end",
+    meaning: "the attempt has no deadline, so no URL could end: it is never submitted",
+    fix: () => "create the job again with executionTimeoutSeconds or activeDeadlineSeconds",
   },
 };
 

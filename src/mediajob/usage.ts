@@ -124,6 +124,8 @@ export interface UsageSettings {
   /** Meter event name per workload; `defaultEventName` for the others. */
   eventNames: Readonly<Record<string, string>>;
   defaultEventName: string;
+  /** The worker-cost rule's meter (docs/design.md, "Pricing rules"); undefined: not metered. */
+  workerCostEventName?: string | undefined;
 }
 
 /** The meter event name when none is configured for a workload. */
@@ -294,6 +296,37 @@ export const USAGE_FINALIZER = "media-orchestrator.io/usage-report";
 
 /** Whether the job's usage keeps it (USAGE_FINALIZER): metering on and its usage outstanding. */
 export const usageHoldsJob = (job: MediaJob, metering: boolean): boolean => metering && usageOutstanding(job);
+
+/**
+ * How long after its end a finished job whose usage is outstanding keeps the run's finalizer
+ * (FINALIZER) instead of USAGE_FINALIZER: the usage reporter settles a report in a pass or two
+ * (the send, then one write of the account and one of the job), so the finalizer usually goes in
+ * one write once it has, as on a job without usage, and USAGE_FINALIZER (a write to put it in
+ * place, another to remove it) is left to reports that wait longer (the payment provider failing,
+ * a meter held, the account missing, a backlog of the reporter longer than this). The job's end
+ * Event and its pipeline's are told when the run's finalizer goes, so they wait as long, at most
+ * this. 30 s: a burst of 1,000 metered jobs on two cores settles within it (docs/benchmarks.md);
+ * a minute's Event latency is what `kubectl get events` users would notice. The default of
+ * USAGE_SETTLE_WAIT_SECONDS.
+ */
+export const USAGE_SETTLE_WAIT_MS = 30_000;
+
+/**
+ * Milliseconds the run's finalizer still waits for the job's usage to be settled (see
+ * USAGE_SETTLE_WAIT_MS); 0 when it no longer does: nothing holds the job for its usage, or its
+ * end is that long past (its completedAt, else its last update).
+ */
+export function msUntilUsageSettleWaitEnds(
+  job: MediaJob,
+  metering: boolean,
+  nowMs: number,
+  waitMs = USAGE_SETTLE_WAIT_MS,
+): number {
+  if (!usageHoldsJob(job, metering)) return 0;
+  const ended = Date.parse(job.status?.completedAt ?? job.status?.updatedAt ?? "");
+  if (Number.isNaN(ended)) return 0;
+  return Math.max(0, ended + waitMs - nowMs);
+}
 
 /** What a job's outstanding usage amounts to: unreported meter events, seconds not yet counted. */
 export interface UnsettledUsage {

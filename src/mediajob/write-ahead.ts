@@ -4,6 +4,7 @@
 // the leader fence; (3) POST /run once (the client retries only what the provider provably did
 // not take); (4) record the provider's id. An answer lost at (3) leaves the job Processing and
 // Unconfirmed: its callback adopts it, and it is not sent again before its confirmation deadline.
+import type { AttemptIOPlan } from "../storage/attempt-io.js";
 import { confirmAdoption } from "../callback/adoption.js";
 import { callbackExpiry, type CallbackTarget } from "../callback/token.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
@@ -38,6 +39,11 @@ export interface SubmissionPlan {
   callbackExpiresAt: number;
   /** When the job is looked at again once accepted: its timeout, or its start deadline if sooner. */
   timeoutMs: number;
+  /**
+   * The attempt's presigned I/O, for a job with media (media.ts): keys and lifetime, signed by the
+   * reconciler into the input's `_mediaOrchestrator` just before /run (src/storage/mint.ts).
+   */
+  io?: AttemptIOPlan;
 }
 
 /** The plan of one submission of a Pending job to its Ready endpoint. */

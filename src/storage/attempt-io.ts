@@ -82,20 +82,6 @@ export function planAttemptIO(req: {
   deadlines: AttemptDeadlines;
 }): AttemptIOResult {
   const fail = (reason: string, message: string): AttemptIOResult => ({ ok: false, reason, message });
-  const expiresAt = attemptUrlExpiry(req.deadlines);
-  if (expiresAt === undefined)
-    return fail(
-      "StorageUnbounded",
-      "the attempt has no deadline (execution timeout with a start deadline or time-to-live, or an active deadline): no URL is minted without an end",
-    );
-  const signedAt = req.deadlines.submittedAt;
-  const expiresInSeconds = Math.ceil((expiresAt.getTime() - signedAt.getTime()) / 1000);
-  if (expiresInSeconds < 1) return fail("StorageDeadlinePassed", "the attempt's deadlines have passed");
-  if (expiresInSeconds > MAX_PRESIGNED_SECONDS)
-    return fail(
-      "StorageDeadlineTooLong",
-      `the attempt's deadlines end ${expiresInSeconds} s after its submission; a presigned URL lasts at most ${MAX_PRESIGNED_SECONDS} s (7 days)`,
-    );
   const gets: AttemptIOPlan["gets"] = [];
   const puts: AttemptIOPlan["puts"] = [];
   const seen = new Set<string>();
@@ -127,7 +113,38 @@ export function planAttemptIO(req: {
   } catch (err) {
     return fail("InvalidInputReference", (err as Error).message);
   }
+  // The job's own mistakes (names, references) are told first: they hold whatever the deadlines.
+  const expiresAt = attemptUrlExpiry(req.deadlines);
+  if (expiresAt === undefined)
+    return fail(
+      "StorageUnbounded",
+      "the attempt has no deadline (execution timeout with a start deadline or time-to-live, or an active deadline): no URL is minted without an end",
+    );
+  const signedAt = req.deadlines.submittedAt;
+  let expiresInSeconds = Math.ceil((expiresAt.getTime() - signedAt.getTime()) / 1000);
+  // An attempt bounded by the provider's longest time-to-live (7 days, the same as SigV4's
+  // longest URL) loses the grace rather than the URLs.
+  if (
+    expiresInSeconds > MAX_PRESIGNED_SECONDS &&
+    expiresInSeconds - URL_GRACE_SECONDS <= MAX_PRESIGNED_SECONDS
+  )
+    expiresInSeconds = MAX_PRESIGNED_SECONDS;
+  if (expiresInSeconds < 1) return fail("StorageDeadlinePassed", "the attempt's deadlines have passed");
+  if (expiresInSeconds > MAX_PRESIGNED_SECONDS)
+    return fail(
+      "StorageDeadlineTooLong",
+      `the attempt's deadlines end ${expiresInSeconds} s after its submission; a presigned URL lasts at most ${MAX_PRESIGNED_SECONDS} s (7 days): ` +
+        "set spec.executionTimeoutSeconds or spec.activeDeadlineSeconds",
+    );
   // The scope is the object's own metadata: a bad one is a bug, thrown, not a job's condition.
   for (const name of req.outputs) puts.push({ name, key: attemptObjectKey(req.scope, name) });
-  return { ok: true, plan: { scope: req.scope, signedAt, expiresAt, expiresInSeconds, gets, puts } };
+  const plan = {
+    scope: req.scope,
+    signedAt,
+    expiresAt: new Date(signedAt.getTime() + expiresInSeconds * 1000),
+    expiresInSeconds,
+    gets,
+    puts,
+  };
+  return { ok: true, plan };
 }

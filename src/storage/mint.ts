@@ -47,3 +47,15 @@ export function withAttemptIO(input: Record<string, unknown>, io: AttemptIO): Re
   const identity = own !== null && typeof own === "object" && !Array.isArray(own) ? own : {};
   return { ...input, [SUBMISSION_IDENTITY_KEY]: { ...identity, ...io } };
 }
+
+/**
+ * `text` with the signed query of every presigned URL in it cut off: a provider that echoes the
+ * request body in an error (a refusal's message goes into the job's status) must not carry an
+ * attempt's URLs there. The object's path stays, which is a key, not a secret.
+ */
+export function redactPresigned(text: string): string {
+  return text.replace(
+    /(https?:\/\/[^\s"'<>?]+)\?[^\s"'<>]*X-Amz-[^\s"'<>]*/gi,
+    "$1?<presigned query redacted>",
+  );
+}

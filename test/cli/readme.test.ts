@@ -86,6 +86,10 @@ describe("the README's quick start, as written, on the machine's Node", () => {
     // The pipeline ran to its last step without a hidden step.
     expect(res.output).toContain("mediajob.media-orchestrator.io/episode-42 condition met");
     expect(res.output).toMatch(/episode-42-2-render +render +Completed/);
+    // The render's file is in the dev store, with its digest and a presigned download URL.
+    expect(res.output).toMatch(
+      /episode\.mp4 +[\d.]+ \S+ +[0-9a-f]{12} +http:\/\/127\.0\.0\.1:\d+\/media-dev\/default\/[^ ]*X-Amz-Signature=/,
+    );
     // The plugin ran (on the project's Node) and found nothing wrong, nothing waiting.
     expect(res.output).not.toContain("TypeError");
     expect(res.output).not.toContain("reading 'bind'");

@@ -338,6 +338,33 @@ describe("status: a job the provider forgot", () => {
   });
 });
 
+describe("status: a job whose outputs are being checked", () => {
+  it("is not a missed callback: the controller checks the outputs before it completes the job", () => {
+    const job = makeMediaJob("j")
+      .ns("ns")
+      .status({
+        phase: "Processing",
+        providerJobId: "p-1",
+        endpointId: "ep-1",
+        conditions: [
+          {
+            type: "OutputsVerified",
+            status: "Unknown",
+            reason: "ProviderCompleted",
+            message: "",
+            lastTransitionTime: "2026-01-01T00:00:00Z",
+          },
+        ],
+      })
+      .build();
+    const found = { state: "found", job: { id: "p-1", status: "COMPLETED" } };
+    const v = verdict(job, found as never, (verb) => verb);
+    expect(v.attention).toBe(false);
+    expect(v.summary).toContain("checking its declared outputs");
+    expect(v.summary).not.toContain("callback was missed");
+  });
+});
+
 describe("status: a job waiting in the provider's queue", () => {
   const waiting = (reason: string, message: string) =>
     makeMediaJob("j")

@@ -16,7 +16,12 @@ import { controllerStackForTests, mediaJob, meteredStackOptions, waitForPhase } 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
 const CUSTOMER = "cus_delete";
-const stack = controllerStackForTests(kc, meteredStackOptions("usage-deletion", { accounts: [CUSTOMER] }));
+// The job's own finalizer waits 1 s for the report (USAGE_SETTLE_WAIT_SECONDS), so a report that
+// waits longer hands over to the usage report's finalizer within the tests' waits.
+const stack = controllerStackForTests(
+  kc,
+  meteredStackOptions("usage-deletion", { accounts: [CUSTOMER], env: { USAGE_SETTLE_WAIT_SECONDS: "1" } }),
+);
 
 // Runs before the stack stops (hooks after a file's run go last-registered first).
 afterAll(() => stack.sim?.setFaults({}));

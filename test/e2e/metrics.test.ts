@@ -13,6 +13,10 @@ import type { Simulator } from "../../tools/simulator/server.js";
 import { runWebhooks, type RunningWebhooks } from "../../src/webhooks/run.js";
 import { applyManifests } from "../../scripts/devstack-lib.js";
 import { PIPELINE, runDemoScenario } from "../../scripts/demo-scenario.js";
+import { seedSampleMedia } from "../../scripts/sample-media.js";
+import { openStore } from "../../src/storage/index.js";
+import { startS3Server, type S3Server } from "../support/s3server.js";
+import { storeEnv } from "../support/s3store.js";
 import { REPO_ROOT } from "../support/controlplane.js";
 import { CHART_DIR, helmTemplate, valuesFile } from "../support/helm.js";
 import { createTestNamespace, eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
@@ -33,6 +37,8 @@ let sim: Simulator;
 let sidecar: RunningWebhooks;
 let controller: RunningController;
 let exposed: Exposed;
+let s3: S3Server;
+const BUCKET = "media-metrics";
 
 /** Labels Prometheus gives every scraped series (the ServiceMonitor's target labels). */
 const TARGET_LABELS = new Set(["namespace", "service", "pod", "endpoint", "job", "instance", "container"]);
@@ -54,6 +60,13 @@ const simulator = async (method: string, path: string, body?: unknown) => {
 
 beforeAll(async () => {
   ns = await createTestNamespace(kc, "metrics");
+  // The demo's pipeline moves its media through the object store, as in dev-up.
+  s3 = await startS3Server();
+  const storage = storeEnv(s3, BUCKET);
+  const store = (await openStore(storage))!;
+  await store.client.createBucket();
+  await seedSampleMedia(store.client, ns);
+  store.client.close();
   sim = await startTestSimulator({
     endpoints: ["asr", "tts", "render"].map((w) => ({
       name: `media-${w}-dev`,
@@ -71,6 +84,7 @@ beforeAll(async () => {
     // The cost loop every second, with a price: its recovery ratio per account is exposed.
     COST_RECONCILE_INTERVAL_SECONDS: "1",
     COST_PRICE_PER_SECOND_MICROS: "200",
+    ...Object.fromEntries(Object.entries(storage).filter(([, v]) => v !== undefined)),
   });
   const kubeconfig = testKubeconfigPath();
   sidecar = await runWebhooks(base, testLogger(), { kubeconfig });
@@ -85,7 +99,13 @@ beforeAll(async () => {
   for (const w of ["asr", "tts", "render"]) await waitForReady(api, ns, w);
 
   // The demo: a pipeline, a payment event and its replay, a lost callback recovered.
-  const summary = await runDemoScenario({ api, namespace: ns, simulatorUrl: sim.url, timeoutMs: 90_000 });
+  const summary = await runDemoScenario({
+    api,
+    namespace: ns,
+    simulatorUrl: sim.url,
+    bucket: BUCKET,
+    timeoutMs: 90_000,
+  });
   expect(summary.steps.map((s) => s.phase)).toEqual(PIPELINE.map(() => "Completed"));
 
   // A job the provider fails.
@@ -144,6 +164,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await controller?.stop();
+  await s3?.stop();
   await sidecar?.stop();
   await sim?.close();
 });

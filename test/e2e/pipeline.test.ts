@@ -4,11 +4,15 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { applyManifests } from "../../scripts/devstack-lib.js";
 import { PIPELINE, runDemoScenario } from "../../scripts/demo-scenario.js";
+import { sampleAudio, sampleAudioKey, seedSampleMedia, sha256 } from "../../scripts/sample-media.js";
+import { openStore, type Store } from "../../src/storage/index.js";
+import { startS3Server, type S3Server } from "../support/s3server.js";
+import { storeEnv } from "../support/s3store.js";
 import { REPO_ROOT } from "../support/controlplane.js";
 import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
@@ -24,6 +28,24 @@ import { changeBinding } from "../../src/cli/bind.js";
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
 
+// The demo's pipeline moves its media through a real S3 server, as dev-up's does. Started first:
+// the stack below reads its settings when it starts.
+const BUCKET = "media-e2e";
+const env: Record<string, string> = { MEDIA_ENV: "dev" };
+let s3: S3Server | undefined;
+let store: Store | undefined;
+beforeAll(async () => {
+  s3 = await startS3Server();
+  const settings = storeEnv(s3, BUCKET);
+  for (const [k, v] of Object.entries(settings)) if (v !== undefined) env[k] = v;
+  store = (await openStore(settings))!;
+  await store.client.createBucket();
+}, 60_000);
+afterAll(async () => {
+  store?.client.close();
+  await s3?.stop();
+});
+
 const stack = controllerStackForTests(kc, {
   name: "e2e",
   // The demo's endpoints are named <prefix>-<workload>-dev.
@@ -34,7 +56,7 @@ const stack = controllerStackForTests(kc, {
       workersMax: 3,
     })),
   },
-  env: { MEDIA_ENV: "dev" },
+  env,
   sidecar: true,
 });
 
@@ -240,10 +262,12 @@ describe("one handle on a whole pipeline", () => {
 
 describe("the demo's scenario", () => {
   it("completes the pipeline after the payment event, recovers the lost callback, and the replay changes nothing", async () => {
+    await seedSampleMedia(store!.client, stack.ns);
     const summary = await runDemoScenario({
       api,
       namespace: stack.ns,
       simulatorUrl: stack.sim.url,
+      bucket: BUCKET,
       timeoutMs: 90_000,
     });
     expect(summary.steps.map((s) => [s.name, s.phase])).toEqual(PIPELINE.map((n) => [n, "Completed"]));
@@ -254,5 +278,20 @@ describe("the demo's scenario", () => {
     expect(summary.payment.accountStatus).toBe("active");
     expect(summary.payment.replayChangedNothing).toBe(true);
     for (const step of summary.steps) expect(step.attempts).toBe(1);
+    // Each step's file is in the store with the digest its status records; the ASR worker read
+    // the sample audio through its presigned URL (a wrong digest would have failed it).
+    expect(summary.steps.map((s) => s.outputs.map((o) => o.name))).toEqual([
+      ["transcript.json"],
+      ["speech.wav"],
+      ["episode.mp4"],
+    ]);
+    for (const step of summary.steps) {
+      const job = await api.get<MediaJob>("mediajobs", stack.ns, step.name);
+      for (const o of job!.status!.outputs!) {
+        expect(await store!.client.sha256(o.key)).toBe(o.sha256);
+        expect((await store!.client.head(o.key))?.size).toBe(o.size);
+      }
+    }
+    expect(await store!.client.sha256(sampleAudioKey(stack.ns))).toBe(sha256(sampleAudio()));
   }, 120_000);
 });

@@ -512,8 +512,8 @@ describe("helm template, options", () => {
       "ClusterRole",
       "ClusterRole",
       "ClusterRole",
-      ...Array<string>(5).fill("ValidatingAdmissionPolicy"),
-      ...Array<string>(5).fill("ValidatingAdmissionPolicyBinding"),
+      ...Array<string>(6).fill("ValidatingAdmissionPolicy"),
+      ...Array<string>(6).fill("ValidatingAdmissionPolicyBinding"),
     ]);
     // Each resource's rules as src/crds/rules-policy.ts writes them.
     const rules = allRulesPolicies() as Manifest[];
@@ -604,9 +604,9 @@ describe("helm template, options", () => {
         .sort(),
     ).toEqual([
       "media-orchestrator-account-binding",
-      ...["billingaccount", "gpuendpoint", "mediajob", "paymentevent"].map(
-        (k) => `media-orchestrator-${k}-rules`,
-      ),
+      ...["billingaccount", "gpuendpoint"].map((k) => `media-orchestrator-${k}-rules`),
+      "media-orchestrator-mediajob-limits",
+      ...["mediajob", "paymentevent"].map((k) => `media-orchestrator-${k}-rules`),
     ]);
   });
 

@@ -202,5 +202,14 @@ describe("planAttemptIO", () => {
       deadlines: { submittedAt: t0, activeDeadlineAt: at(MAX_PRESIGNED_SECONDS - URL_GRACE_SECONDS) },
     });
     expect(longest.ok && longest.plan.expiresInSeconds).toBe(MAX_PRESIGNED_SECONDS);
+    // Bounded by the provider's longest time-to-live (7 days): URLs for 7 days, without the grace.
+    const ttl = planAttemptIO({
+      ...base,
+      deadlines: { submittedAt: t0, providerExpiresAt: at(MAX_PRESIGNED_SECONDS) },
+    });
+    expect(ttl.ok && [ttl.plan.expiresInSeconds, ttl.plan.expiresAt]).toEqual([
+      MAX_PRESIGNED_SECONDS,
+      at(MAX_PRESIGNED_SECONDS),
+    ]);
   });
 });

@@ -4,11 +4,14 @@
 import { describe, expect, it } from "vitest";
 import type { UsageAttempt } from "../../src/crds/mediajob.js";
 import {
+  acceptedCounts,
   type AttemptChange,
   countEntries,
+  liveCountIds,
   markCounted,
   markRefused,
   markReported,
+  markReportedCounted,
   stampFirstSent,
 } from "../../src/billing/outbox.js";
 import { FORGOTTEN_IDENTIFIER, REFUSAL_MAX, usageNotReported } from "../../src/billing/refusals.js";
@@ -105,6 +108,48 @@ describe("outbox transitions", () => {
       markCounted({ meter: "Reported" }),
       undefined,
     ],
+    [
+      "accepted and counted: Pending becomes Reported with both counts, in one write",
+      attempt({ firstSentAt: T0 }),
+      markReportedCounted(T1),
+      attempt({ firstSentAt: T0, meter: "Reported", reportedAt: T1, counted: true, countedReported: true }),
+    ],
+    [
+      "accepted and counted after the invoice: afterInvoice kept",
+      attempt({ counted: true }),
+      markReportedCounted(T1, true),
+      attempt({
+        meter: "Reported",
+        reportedAt: T1,
+        afterInvoice: true,
+        counted: true,
+        countedReported: true,
+      }),
+    ],
+    [
+      "accepted and counted, already Reported by another writer: its first time stays, counts marked",
+      attempt({ meter: "Reported", reportedAt: T0 }),
+      markReportedCounted(T1),
+      attempt({ meter: "Reported", reportedAt: T0, counted: true, countedReported: true }),
+    ],
+    [
+      "accepted and counted after the user refused it: stays Refused, counts marked (the account has them)",
+      attempt({ meter: "Refused", message: "by hand" }),
+      markReportedCounted(T1),
+      attempt({ meter: "Refused", message: "by hand", counted: true, countedReported: true }),
+    ],
+    [
+      "accepted and counted twice: nothing",
+      attempt({ meter: "Reported", reportedAt: T0, counted: true, countedReported: true }),
+      markReportedCounted(T1),
+      undefined,
+    ],
+    [
+      "accepted and counted for a NotMetered attempt: nothing",
+      attempt({ meter: "NotMetered" }),
+      markReportedCounted(T1),
+      undefined,
+    ],
   ];
   it.each(rows)("%s", (_name, current, change, next) => {
     expect(change(current)).toEqual(next);
@@ -147,6 +192,51 @@ describe("counts an attempt owes its account", () => {
     const entries = countEntries("mj_uid-1_1", a);
     expect(entries.map(({ id, kind }) => ({ id, kind }))).toEqual(owed);
     for (const e of entries) expect(e).toMatchObject({ seconds: 42, endedAt: T0 });
+  });
+});
+
+describe("counts the account's write after an acceptance lists", () => {
+  const rows: Array<[string, UsageAttempt, string[]]> = [
+    ["Pending, not counted: used and reported", attempt(), ["mj_uid-1_1", "mj_uid-1_1+reported"]],
+    ["Pending, used counted: reported only", attempt({ counted: true }), ["mj_uid-1_1+reported"]],
+    [
+      "Reported, both counted: none",
+      attempt({ meter: "Reported", counted: true, countedReported: true }),
+      [],
+    ],
+  ];
+  it.each(rows)("%s", (_name, a, ids) => {
+    expect(acceptedCounts("mj_uid-1_1", a).map((e) => e.id)).toEqual(ids);
+  });
+});
+
+describe("count ids an attempt keeps listed in its account", () => {
+  const rows: Array<[string, UsageAttempt, string[]]> = [
+    [
+      "Pending, not counted: both (its reported count may precede its Reported write)",
+      attempt(),
+      ["mj_uid-1_1", "mj_uid-1_1+reported"],
+    ],
+    ["Pending, counted: its reported id", attempt({ counted: true }), ["mj_uid-1_1+reported"]],
+    [
+      "Reported, counted: its reported id until countedReported",
+      attempt({ meter: "Reported", counted: true }),
+      ["mj_uid-1_1+reported"],
+    ],
+    [
+      "Reported, both counted: none",
+      attempt({ meter: "Reported", counted: true, countedReported: true }),
+      [],
+    ],
+    [
+      "Refused, counted: its reported id (an acceptance may have been counted)",
+      attempt({ meter: "Refused", counted: true }),
+      ["mj_uid-1_1+reported"],
+    ],
+    ["NotMetered, not counted: its used id only", attempt({ meter: "NotMetered" }), ["mj_uid-1_1"]],
+  ];
+  it.each(rows)("%s", (_name, a, ids) => {
+    expect(liveCountIds("mj_uid-1_1", a)).toEqual(ids);
   });
 });
 

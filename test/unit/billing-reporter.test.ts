@@ -6,7 +6,11 @@ import pino from "pino";
 import { describe, expect, it, vi } from "vitest";
 import { makeMediaJob } from "../support/builders.js";
 import { FORGOTTEN_IDENTIFIER } from "../../src/billing/refusals.js";
-import type { BillingAccount } from "../../src/crds/billingaccount.js";
+import {
+  billingAccountName,
+  type BillingAccount,
+  type BillingAccountUsage,
+} from "../../src/crds/billingaccount.js";
 import type { MediaJob, UsageAttempt } from "../../src/crds/mediajob.js";
 import type { KubeApi } from "../../src/k8s/api.js";
 import type { EventSink } from "../../src/k8s/events.js";
@@ -27,7 +31,7 @@ function strict<T extends object>(name: string, members: Partial<T>): T {
   });
 }
 
-function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult) {
+function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult, accountUsage?: BillingAccountUsage) {
   let job: MediaJob = makeMediaJob("clip")
     .ns("ns")
     .uid("uid-1")
@@ -55,6 +59,15 @@ function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult) {
     } as MediaJob["status"])
     .build();
   const writes: UsageAttempt[] = [];
+  /** The BillingAccount of cus_1 when `accountUsage` is given, and its status.usage as written. */
+  let account: BillingAccount | undefined = accountUsage && {
+    apiVersion: "media-orchestrator.io/v1alpha1",
+    kind: "BillingAccount",
+    metadata: { name: billingAccountName("cus_1"), namespace: "billing", uid: "acct-1" },
+    spec: { customerId: "cus_1" },
+    status: { subscriptionStatus: "active", usage: accountUsage },
+  };
+  const accountWrites: BillingAccountUsage[] = [];
   const sent: MeterEvent[] = [];
   const events: Array<{ reason: string; message: string }> = [];
   const api = strict<KubeApi>("api", {
@@ -62,10 +75,18 @@ function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult) {
       plural: string,
       _ns: string,
       _name: string,
-      change: (c: MediaJob) => MediaJob | undefined,
+      change: (c: MediaJob | BillingAccount) => MediaJob | BillingAccount | undefined | false,
     ) => {
+      if (plural === "billingaccounts") {
+        expect(account).toBeDefined();
+        const next = change(account!) as BillingAccount | false | undefined;
+        if (!next) return { object: account, written: false, conflicts: 0 };
+        account = next;
+        accountWrites.push(next.status!.usage!);
+        return { object: next, written: true, conflicts: 0 };
+      }
       expect(plural).toBe("mediajobs");
-      const next = change(job);
+      const next = change(job) as MediaJob | undefined;
       if (!next) return { object: job, written: false, conflicts: 0 };
       job = next;
       writes.push(next.status!.usage!.attempts[0]!);
@@ -87,7 +108,10 @@ function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult) {
   const reporter = new UsageReporter({
     api,
     jobs: strict("jobs", { list: () => [job], get: () => job }),
-    accounts: strict("accounts", { list: (): BillingAccount[] => [], get: () => undefined }),
+    accounts: strict("accounts", {
+      list: (): BillingAccount[] => (account ? [account] : []),
+      get: () => account,
+    }),
     accountNamespace: "billing",
     meter,
     events: sink,
@@ -103,7 +127,7 @@ function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult) {
     await vi.waitFor(() => expect(writes.length).toBeGreaterThanOrEqual(writesMade));
     await reporter.stop();
   };
-  return { pass, writes, sent, events };
+  return { pass, writes, accountWrites, sent, events };
 }
 
 describe("the usage reporter's pass over one outbox attempt", () => {
@@ -145,5 +169,154 @@ describe("the usage reporter's pass over one outbox attempt", () => {
         message: "attempt 1's 42 GPU seconds were not reported: no such customer",
       },
     ]);
+  });
+
+  it("with its account there, counts it once after the send: one account write, one job write for Reported and both counts", async () => {
+    const period = { periodStart: "2026-01-01T00:00:00.000Z", periodEnd: "2026-02-01T00:00:00.000Z" };
+    const { pass, writes, accountWrites, sent } = setup(
+      { counted: undefined },
+      { outcome: "recorded", duplicate: false },
+      { ...period, usedSeconds: 0, reportedSeconds: 0 },
+    );
+    await pass(2);
+    expect(sent.map((e) => e.identifier)).toEqual(["mj_uid-1_1"]);
+    // The stamp before the call, then the one write after it: no count write of the job before the send.
+    expect(writes.map((a) => [a.meter, a.firstSentAt, a.counted, a.countedReported])).toEqual([
+      ["Pending", NOW.toISOString(), undefined, undefined],
+      ["Reported", NOW.toISOString(), true, true],
+    ]);
+    expect(accountWrites).toEqual([
+      { ...period, usedSeconds: 42, reportedSeconds: 42, counting: ["mj_uid-1_1", "mj_uid-1_1+reported"] },
+    ]);
+  });
+
+  it.each([
+    ["sent a minute ago", ago(60)],
+    ["sent past the deduplication window (never refused: the account proves the acceptance)", ago(24 * 3600)],
+  ])(
+    "settles without a send an attempt whose reported count its account lists (the job's write was lost): %s",
+    async (_name, firstSentAt) => {
+      const counting = ["mj_uid-1_1", "mj_uid-1_1+reported"];
+      const usage = {
+        periodStart: "2026-01-01T00:00:00.000Z",
+        periodEnd: "2026-02-01T00:00:00.000Z",
+        usedSeconds: 42,
+        reportedSeconds: 42,
+        counting,
+      };
+      const { pass, writes, accountWrites, sent, events } = setup(
+        { counted: undefined, firstSentAt },
+        undefined,
+        usage,
+      );
+      await pass(1);
+      expect(sent).toEqual([]);
+      expect(events).toEqual([]);
+      expect(writes.map((a) => [a.meter, a.counted, a.countedReported])).toEqual([["Reported", true, true]]);
+      // Nothing counted again: the account's figures are what they were.
+      for (const u of accountWrites) expect(u).toMatchObject({ usedSeconds: 42, reportedSeconds: 42 });
+    },
+  );
+});
+
+describe("the usage reporter's pass over a customer's burst", () => {
+  it("counts 600 attempts in batches, each job written once after its send, its account's counting within 1,000 ids", async () => {
+    const period = { periodStart: "2026-01-01T00:00:00.000Z", periodEnd: "2026-02-01T00:00:00.000Z" };
+    const jobs = new Map<string, MediaJob>();
+    for (let i = 0; i < 600; i++) {
+      const job = makeMediaJob(`clip-${i}`)
+        .ns("ns")
+        .uid(`uid-${i}`)
+        .resourceVersion("1")
+        .status({
+          phase: "Completed",
+          usage: {
+            account: "cus_1",
+            workload: "asr",
+            attempts: [
+              {
+                attempt: 1,
+                providerJobId: `p-${i}`,
+                providerStatus: "COMPLETED",
+                endedAt: ago(60),
+                billedSeconds: 2,
+                meter: "Pending",
+                eventName: "gpu_seconds",
+                identifier: `mj_uid-${i}_1`,
+              },
+            ],
+          },
+        } as MediaJob["status"])
+        .build();
+      jobs.set(job.metadata.name, job);
+    }
+    let account: BillingAccount = {
+      apiVersion: "media-orchestrator.io/v1alpha1",
+      kind: "BillingAccount",
+      metadata: { name: billingAccountName("cus_1"), namespace: "billing", uid: "acct-1" },
+      spec: { customerId: "cus_1" },
+      status: { subscriptionStatus: "active", usage: { ...period, usedSeconds: 0, reportedSeconds: 0 } },
+    };
+    const jobWrites = new Map<string, number>();
+    let refusedAccountWrites = 0;
+    const api = strict<KubeApi>("api", {
+      updateStatusWithRetry: (async (
+        plural: string,
+        _ns: string,
+        name: string,
+        change: (c: MediaJob | BillingAccount) => MediaJob | BillingAccount | undefined | false,
+      ) => {
+        if (plural === "billingaccounts") {
+          const next = change(account) as BillingAccount | false | undefined;
+          if (!next) return { object: account, written: false, conflicts: 0 };
+          // The CRD's limit: the apiserver refuses the write (422).
+          if ((next.status?.usage?.counting?.length ?? 0) > 1000) {
+            refusedAccountWrites++;
+            throw new Error("422 Invalid: status.usage.counting: Too many");
+          }
+          account = next;
+          return { object: next, written: true, conflicts: 0 };
+        }
+        const next = change(jobs.get(name)!) as MediaJob | undefined;
+        if (!next) return { object: jobs.get(name), written: false, conflicts: 0 };
+        jobs.set(name, next); // the cache shows each write at once
+        jobWrites.set(name, (jobWrites.get(name) ?? 0) + 1);
+        return { object: next, written: true, conflicts: 0 };
+      }) as unknown as KubeApi["updateStatusWithRetry"],
+    });
+    const recorded: string[] = [];
+    const reporter = new UsageReporter({
+      api,
+      jobs: strict("jobs", { list: () => [...jobs.values()], get: (_ns: string, n: string) => jobs.get(n) }),
+      accounts: strict("accounts", { list: () => [account], get: () => account }),
+      accountNamespace: "billing",
+      meter: strict<MeterSender>("meter", {
+        send: async (e) => {
+          recorded.push(e.identifier);
+          return { outcome: "recorded", duplicate: false };
+        },
+        sendBatch: async (events) => {
+          recorded.push(...events.map((e) => e.identifier));
+          return { outcome: "recorded" };
+        },
+      }),
+      events: strict<EventSink>("events", {}),
+      log: pino({ level: "silent" }),
+      intervalMs: 60_000,
+      synced: () => true,
+      leading: () => true,
+      now: () => NOW,
+    });
+    reporter.start();
+    await vi.waitFor(() =>
+      expect([...jobs.values()].every((j) => j.status?.usage?.attempts[0]?.countedReported)).toBe(true),
+    );
+    await reporter.stop();
+    expect(refusedAccountWrites).toBe(0);
+    expect(new Set(recorded).size).toBe(600);
+    expect(recorded).toHaveLength(600);
+    // The first-send stamp, then Reported with both counts: two writes per job.
+    expect([...jobWrites.values()].every((n) => n === 2)).toBe(true);
+    expect(account.status?.usage).toMatchObject({ usedSeconds: 1200, reportedSeconds: 1200 });
   });
 });

@@ -7,7 +7,7 @@ import type { PlannedEvent } from "../../src/mediajob/conditions.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
 import { planFinish, type Finish } from "../../src/mediajob/plan.js";
 import { STEP_LABEL } from "../../src/mediajob/pipeline.js";
-import { USAGE_FINALIZER } from "../../src/mediajob/usage.js";
+import { USAGE_FINALIZER, USAGE_SETTLE_WAIT_MS } from "../../src/mediajob/usage.js";
 import { makeMediaJob, type MediaJobBuilder } from "../support/builders.js";
 
 const NOW = Date.parse("2026-01-01T01:00:00.000Z");
@@ -71,7 +71,13 @@ interface Row {
   name: string;
   job: MediaJobBuilder;
   /** The pass's outcome; nextStepCached false and failed false unless given. */
-  o?: { requeueAfterMs?: number; nextStepCached?: boolean; failed?: boolean; metering?: boolean };
+  o?: {
+    requeueAfterMs?: number;
+    nextStepCached?: boolean;
+    failed?: boolean;
+    metering?: boolean;
+    usageSettleWaitMs?: number;
+  };
   want: Finish;
 }
 
@@ -160,6 +166,38 @@ const rows: Row[] = [
       .status(ended("Completed", { usage: usage("Pending") })),
     o: { metering: true },
     want: { actions: [{ type: "releaseFinalizer", endEvent: COMPLETED_EVENT, keepForUsage: true }] },
+  },
+  {
+    name: "metering on, usage in the outbox, ended 2 s ago: the run's finalizer waits for the report, looked at when the wait ends",
+    job: clip()
+      .finalizers(FINALIZER)
+      .status(ended("Completed", { usage: usage("Pending"), completedAt: ago(2), updatedAt: ago(2) })),
+    o: { metering: true },
+    want: { actions: [], requeueAfterMs: USAGE_SETTLE_WAIT_MS - 2_000 + 50 },
+  },
+  {
+    name: "metering on, usage in the outbox, ended 2 s ago, no wait configured (0): USAGE_FINALIZER takes the run's finalizer's place",
+    job: clip()
+      .finalizers(FINALIZER)
+      .status(ended("Completed", { usage: usage("Pending"), completedAt: ago(2), updatedAt: ago(2) })),
+    o: { metering: true, usageSettleWaitMs: 0 },
+    want: { actions: [{ type: "releaseFinalizer", endEvent: COMPLETED_EVENT, keepForUsage: true }] },
+  },
+  {
+    name: "metering on, ended 2 s ago, usage already reported and counted: let go whole (no USAGE_FINALIZER)",
+    job: clip()
+      .finalizers(FINALIZER)
+      .status(ended("Completed", { usage: usage("Reported"), completedAt: ago(2), updatedAt: ago(2) })),
+    o: { metering: true },
+    want: { actions: [{ type: "releaseFinalizer", endEvent: COMPLETED_EVENT }] },
+  },
+  {
+    name: "metering on, usage in the outbox, ended 2 s ago, the pass failed: kept, retried with backoff",
+    job: clip()
+      .finalizers(FINALIZER)
+      .status(ended("Completed", { usage: usage("Pending"), completedAt: ago(2), updatedAt: ago(2) })),
+    o: { metering: true, failed: true },
+    want: { actions: [] },
   },
   {
     name: "metering off, usage in the outbox: the job is let go of whole",
@@ -294,6 +332,7 @@ describe("planFinish: what follows a pass's status write", () => {
       failed: o.failed ?? false,
       ...(o.requeueAfterMs !== undefined && { requeueAfterMs: o.requeueAfterMs }),
       ...(o.metering !== undefined && { metering: o.metering }),
+      ...(o.usageSettleWaitMs !== undefined && { usageSettleWaitMs: o.usageSettleWaitMs }),
     });
     expect(finish).toEqual(want);
   });

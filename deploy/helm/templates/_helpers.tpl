@@ -247,6 +247,10 @@ message in the template's name). What install refuses, lint refuses too.
   value: {{ .Values.usage.billFailed | quote }}
 - name: USAGE_METER_EVENT_NAME
   value: {{ .Values.usage.meterEventName | quote }}
+{{- with .Values.usage.workerCostMeterEventName }}
+- name: USAGE_WORKER_COST_METER_EVENT_NAME
+  value: {{ . | quote }}
+{{- end }}
 {{- with .Values.usage.meterEventNames }}
 - name: USAGE_METER_EVENT_NAMES
   value: {{ include "media-orchestrator.meterEventNames" . | quote }}

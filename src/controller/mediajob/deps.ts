@@ -1,5 +1,6 @@
 // What the MediaJob executor is given: the caches it reads, the clients it calls, its settings.
 import type { Logger } from "pino";
+import type { Store } from "../../storage/index.js";
 import type { BillingAccount, OrphanedRun } from "../../crds/billingaccount.js";
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob } from "../../crds/mediajob.js";
@@ -61,6 +62,11 @@ export interface MediaJobDeps {
   recordOrphan: (orphan: OrphanedRun) => Promise<"added" | "present" | "missing">;
   /** A deletion let go of a job whose run may go on: followed and billed, or not (for metrics). */
   onRunLeft?: (followed: boolean) => void;
+  /**
+   * The object store, once opened (src/storage/index.ts: loaded only when storage is configured):
+   * it signs an attempt's URLs and answers the check of its outputs. Undefined: not open.
+   */
+  store?: () => Store | undefined;
   /** Running jobs per account, for the plans' concurrency cap; needed when plans are configured. */
   accountJobs?: AccountJobs;
 }

@@ -13,6 +13,8 @@ import { billedAccount, jobAccount, type AccountResolution } from "../../mediajo
 import type { SlotFact } from "../../mediajob/queued.js";
 import { providerWaitCause } from "../../mediajob/wait-cause.js";
 import { isProviderError } from "../../provider/index.js";
+import { outputCheckDue, outputKeys, reportedOf } from "../../mediajob/media.js";
+import { inspectOutputs } from "../../storage/output-check.js";
 import { accountFacts, usageCapReached } from "../account-facts.js";
 import type { MediaJobDeps } from "./deps.js";
 import { jobKey } from "./writes.js";
@@ -68,6 +70,10 @@ export async function gatherFacts(
     facts.providerWait,
   );
   if (due) facts.provider = await readProviderStatus(d, due.endpointId, due.providerJobId);
+  if (outputCheckDue(job.status)) {
+    const outputs = await readStoredOutputs(d, job);
+    if (outputs) facts.outputs = outputs;
+  }
   return facts;
 }
 
@@ -156,6 +162,23 @@ export function settleSlot(
       return; // it may be running: it keeps its slot while Processing
     default:
       return dispatcher.release(endpointId, key);
+  }
+}
+
+/**
+ * A COMPLETED attempt's declared outputs as the store holds them (a HEAD each, a streamed digest
+ * where the worker reported one), or why the store could not say; undefined without a store.
+ */
+async function readStoredOutputs(d: MediaJobDeps, job: MediaJob): Promise<Facts["outputs"]> {
+  const store = d.store?.();
+  if (!store || !job.status) return undefined;
+  try {
+    return {
+      stored: await inspectOutputs(store.client, outputKeys(job, job.status), reportedOf(job.status)),
+    };
+  } catch (err) {
+    // A StorageError names the operation, key, status and S3's code: never a URL or a credential.
+    return { error: describeError(err) };
   }
 }
 

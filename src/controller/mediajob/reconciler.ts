@@ -112,6 +112,9 @@ export class MediaJobReconciler {
       nextStepCached: next !== undefined && this.d.jobs.get(job.metadata.namespace!, next) !== undefined,
       failed: plan.error !== undefined && !plan.error.terminal,
       metering: this.d.settings.usage?.metering ?? false,
+      ...(this.d.settings.usageSettleWaitMs !== undefined && {
+        usageSettleWaitMs: this.d.settings.usageSettleWaitMs,
+      }),
     });
     let kept = true;
     for (const action of finish.actions) kept = (await this.finish(job, action, now)) && kept;
@@ -204,6 +207,7 @@ export class MediaJobReconciler {
       log: this.d.log,
       unrecorded: this.unrecorded,
       ...(this.d.holders && { holders: this.d.holders }),
+      ...(this.d.store && { store: this.d.store }),
       onSubmission: (outcome: SubmissionOutcome) => {
         told(outcome);
         this.d.onSubmission?.(outcome);

@@ -17,10 +17,13 @@ import type { LoopContext } from "../loop-context.js";
 import type { UsageMetrics } from "../usage/metrics.js";
 import { MediaJobReconciler } from "./reconciler.js";
 import { isPending } from "../../mediajob/job.js";
+import type { Store } from "../../storage/index.js";
 
 export interface MediaJobLoopDeps {
   accountJobs: AccountJobs;
   dispatcher: Dispatcher | undefined;
+  /** The object store once opened (storage configured), for presigned I/O and output checks. */
+  store: () => Store | undefined;
   usage: {
     settings: UsageSettings;
     metrics: UsageMetrics;
@@ -60,12 +63,15 @@ export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
       unconfirmedPolicy: env.UNCONFIRMED_SUBMISSION_POLICY,
       cancelGiveUpMs: env.DELETE_CANCEL_TIMEOUT_SECONDS * 1000,
       usageWaitMs: env.DELETE_USAGE_TIMEOUT_SECONDS * 1000,
+      usageSettleWaitMs: env.USAGE_SETTLE_WAIT_SECONDS * 1000,
       tickMs,
       plans: env.MEDIA_PLANS,
       accountRequired: accountRequired(env),
       cancelFollowWarningMs: env.CANCEL_FOLLOW_WARNING_SECONDS * 1000,
       usage: usage.settings,
+      ...(env.STORAGE_BUCKET !== undefined && { storageBucket: env.STORAGE_BUCKET }),
     },
+    store: deps.store,
     accountJobs,
     // From the cache, which holds every job of the watched scope (a settled one keeps its
     // provider id): a submission costs no list call, where the apiserver would read every job.

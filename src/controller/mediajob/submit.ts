@@ -17,6 +17,8 @@ import {
 } from "../../mediajob/write-ahead.js";
 import { isProviderError, type GpuProviderClient } from "../../provider/index.js";
 import { jobKey, type JobWrites } from "./writes.js";
+import type { Store } from "../../storage/index.js";
+import { mintAttemptIO, redactPresigned, withAttemptIO } from "../../storage/mint.js";
 
 export interface SubmitDeps {
   writes: JobWrites;
@@ -48,6 +50,8 @@ export interface SubmitDeps {
    * itself. Undefined: the client retries 429s within its budget, as without a window.
    */
   onThrottled?: (endpointId: string, retryAfterMs?: number) => void;
+  /** The object store, for a submission with presigned I/O (SubmissionPlan.io). */
+  store?: () => Store | undefined;
 }
 
 /** What the sequence leaves: the pass's plan with its Events, requeue or error, and the job as stored. */
@@ -69,6 +73,22 @@ export async function submit(
     return { plan: { ...plan, ...more, events: [...plan.events, ...(more.events ?? [])] }, written };
   };
   if (!d.fence()) return outcome("fenced", { error: retry("not the leader: no submission") });
+
+  // (0) The attempt's URLs, signed before anything is written: a store that cannot sign (its
+  // credentials unreadable) leaves the job as it was. They go into the /run body only.
+  let input = p.request.input;
+  if (p.io) {
+    const store = d.store?.();
+    if (!store)
+      return outcome("storage-unavailable", { error: retry("the object store is not open: no submission") });
+    try {
+      input = withAttemptIO(input, await mintAttemptIO(p.io, store.signer));
+    } catch (err) {
+      return outcome("storage-unavailable", {
+        error: retry(`could not sign the attempt's URLs: ${describeError(err)}`),
+      });
+    }
+  }
 
   // (1) The intent.
   let stored: MediaJob;
@@ -101,21 +121,23 @@ export async function submit(
     });
     const submitted = await d.provider.submit(
       p.endpointId,
-      { ...p.request, webhook },
+      { ...p.request, input, webhook },
       { ...(signal && { signal }), ...(d.onThrottled && { retryRateLimited: false }) },
     );
     answer = { accepted: submitted.id };
   } catch (err) {
+    // The provider's error may echo the body sent, URLs included: they never reach the status.
+    const error = p.io ? redactPresigned(describeError(err)) : describeError(err);
     answer =
       isProviderError(err) && !err.mayHaveBeenAccepted
         ? {
             refused: {
               code: err.code,
-              error: describeError(err),
+              error,
               ...(err.retryAfterMs !== undefined && { retryAfterMs: err.retryAfterMs }),
             },
           }
-        : { unconfirmed: describeError(err) };
+        : { unconfirmed: error };
   }
   const next = afterSubmit(stored, p, answer, now, d.settings);
   if (next.outcome === "refused") {

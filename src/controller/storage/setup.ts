@@ -158,6 +158,8 @@ export function setupStorage(ctx: LoopContext) {
   });
 
   return {
+    /** The store, once load() opened it. */
+    store: (): Store | undefined => store,
     /** Opens the store (loads its code) when storage is on. */
     async load(): Promise<void> {
       store ??= await openStore(env);

@@ -11,12 +11,15 @@ import type { MediaJob, MediaJobStatus, UsageAttempt } from "../../crds/mediajob
 import type { KubeApi } from "../../k8s/api.js";
 import { describeError } from "../../k8s/errors.js";
 import type { EventSink } from "../../k8s/events.js";
-import { attemptIdentifier } from "../../billing/identifier.js";
+import { attemptIdentifier, reportedCountId } from "../../billing/identifier.js";
 import {
+  acceptedCounts,
   countEntries as owedCounts,
+  liveCountIds,
   markCounted,
   markRefused,
   markReported,
+  markReportedCounted,
   stampFirstSent,
 } from "../../billing/outbox.js";
 import { countedUsage, periodAt, type UncountedAttempt } from "../../billing/period.js";
@@ -77,6 +80,13 @@ const COUNT_BATCH = 500;
 interface Outstanding {
   job: MediaJob;
   attempt: UsageAttempt;
+}
+
+/** An attempt the payment provider accepted; `fresh`: by this send (not a duplicate, not found counted). */
+interface Accepted {
+  w: Outstanding;
+  event: MeterEvent;
+  fresh: boolean;
 }
 
 export class UsageReporter {
@@ -152,7 +162,7 @@ export class UsageReporter {
     if (!this.d.synced() || !this.d.leading()) return;
     const work = this.outstanding();
     this.observeBacklog(work);
-    await this.countAll(work);
+    await this.countAll(work, this.sentThisPass(work));
     if (this.d.meter) await this.sendAll(work.filter((w) => w.attempt.meter === "Pending"));
     this.observeBacklog(this.outstanding());
   }
@@ -214,16 +224,36 @@ export class UsageReporter {
 
   // ---- accounts
 
-  private async countAll(work: Outstanding[]): Promise<void> {
-    const byAccount = new Map<string, Outstanding[]>();
-    // Every count id each account's jobs still owe: what may stay in the account's `counting`.
-    const live = new Map<string, Set<string>>();
+  /**
+   * The Pending attempts this pass sends (metering on, their customer and meter neither backing off
+   * nor held, their account there): their seconds are counted in the account's write after the
+   * provider's answer, with the reported seconds, so the job is written once for both.
+   */
+  private sentThisPass(work: Outstanding[]): ReadonlySet<Outstanding> {
+    const out = new Set<Outstanding>();
+    if (!this.d.meter) return out;
+    const nowMs = this.now().getTime();
     for (const w of work) {
       const account = w.job.status!.usage!.account;
-      if (account === undefined || !awaitsCount(w.job.status!.usage!, w.attempt)) continue;
-      const ids = live.get(account) ?? new Set<string>();
-      for (const c of countEntries(w.job, w.attempt)) ids.add(c.id);
-      live.set(account, ids);
+      if (w.attempt.meter !== "Pending" || account === undefined) continue;
+      if ((this.backoff.get(groupKey(w))?.until ?? 0) > nowMs) continue;
+      if (this.d.held?.(w.attempt.eventName ?? "") !== undefined) continue;
+      if (
+        !customerAccount(this.d.accounts.get(this.d.accountNamespace, billingAccountName(account)), account)
+      )
+        continue;
+      out.add(w);
+    }
+    return out;
+  }
+
+  /** `sending`: attempts counted after their send instead (sentThisPass), unless it does not happen. */
+  private async countAll(work: Outstanding[], sending: ReadonlySet<Outstanding>): Promise<void> {
+    const byAccount = new Map<string, Outstanding[]>();
+    const live = liveByAccount(work);
+    for (const w of work) {
+      const account = w.job.status!.usage!.account;
+      if (account === undefined || !awaitsCount(w.job.status!.usage!, w.attempt) || sending.has(w)) continue;
       const list = byAccount.get(account) ?? [];
       list.push(w);
       byAccount.set(account, list);
@@ -287,7 +317,7 @@ export class UsageReporter {
   private async sendAll(pending: Outstanding[]): Promise<void> {
     const groups = new Map<string, Outstanding[]>();
     for (const w of pending) {
-      const key = `${w.job.status!.usage!.account ?? ""}\u0000${w.attempt.eventName ?? ""}`;
+      const key = groupKey(w);
       const list = groups.get(key) ?? [];
       list.push(w);
       groups.set(key, list);
@@ -305,6 +335,22 @@ export class UsageReporter {
     if (b && b.until > this.now().getTime()) return;
     // Held: nothing stamped or sent (the attempts stay Pending) until the meter is fixed.
     if (this.d.held?.(list[0]?.attempt.eventName ?? "") !== undefined) return;
+    // An attempt whose reported count its account lists was accepted (that count is written only
+    // after the provider's acceptance): a write before its job's was lost (a crash, a leader
+    // change). It is settled as accepted, never sent again nor refused.
+    const customer = list[0]!.job.status!.usage!.account!;
+    const counting = new Set(
+      this.d.accounts.get(this.d.accountNamespace, billingAccountName(customer))?.status?.usage?.counting,
+    );
+    const found = list.filter((w) => counting.has(reportedCountId(this.idOf(w))));
+    if (found.length > 0) {
+      list = list.filter((w) => !found.includes(w));
+      const at = (w: Outstanding) => seconds(w.attempt.endedAt)!;
+      await this.settleAccepted(
+        customer,
+        found.map((w) => ({ w, event: this.eventOf(w.job, w.attempt, at(w)), fresh: false })),
+      );
+    }
     list.sort((x, y) => Date.parse(x.attempt.endedAt) - Date.parse(y.attempt.endedAt));
     // More than one waiting: batches of up to 100 through the v2 stream, one call at a time; a
     // batch the stream will not take is sent one event at a time through v1, whose answer says.
@@ -386,23 +432,77 @@ export class UsageReporter {
       return false;
     }
     this.d.metrics?.sends.inc({ outcome: "recorded" }, ready.length);
-    const reportedAt = this.now();
-    await eachLimited(ready, WRITE_CONCURRENCY, async ({ w, event }) => {
-      const written = await this.markReported(w.job, w.attempt, event, reportedAt);
-      if (written) this.d.metrics?.meteredSeconds.inc({ event_name: event.eventName }, event.value);
-    });
+    await this.settleAccepted(
+      ready[0]!.event.customer,
+      ready.map((r) => ({ ...r, fresh: true })),
+    );
     return true;
   }
 
   /**
-   * Marks the attempt Reported, and `afterInvoice` when its period's invoice was finalized before
-   * the provider accepted it (a Warning Event and a count: that usage is on no invoice).
+   * After the provider accepted these attempts of one customer: one write of its account counting
+   * what each still owes (its used seconds if not counted yet, and its reported seconds), then one
+   * write per job marking it Reported and counted. Without the account or its write: Reported
+   * alone, and the count pass counts it later, as any uncounted attempt.
+   */
+  private async settleAccepted(customer: string, accepted: Accepted[]): Promise<void> {
+    const ns = this.d.accountNamespace;
+    const name = billingAccountName(customer);
+    let counted = false;
+    if (customerAccount(this.d.accounts.get(ns, name), customer)) {
+      const uncounted = accepted.flatMap(({ w }) => acceptedCounts(this.idOf(w), w.attempt));
+      // What stays listed: the ids the jobs do not show marked in the cache now (the earlier
+      // batches' marks that it shows leave, so a pass of many batches does not fill `counting`),
+      // and the ones this write adds.
+      const live = liveByAccount(this.outstanding()).get(customer) ?? new Set<string>();
+      for (const u of uncounted) live.add(u.id);
+      try {
+        const res = await this.d.api.updateStatusWithRetry<BillingAccount>(
+          "billingaccounts",
+          ns,
+          name,
+          (cur) =>
+            customerAccount(cur, customer) && {
+              ...cur,
+              status: {
+                ...cur.status,
+                usage: countedUsage({
+                  current: cur.status?.usage,
+                  uncounted,
+                  live,
+                  now: this.now(),
+                  subscriptionPeriod: cur.status?.subscriptionPeriod,
+                }),
+              },
+            },
+        );
+        counted = res.written;
+      } catch (err) {
+        this.d.log.warn({ account: customer, err: describeError(err) }, "could not count reported usage");
+      }
+    }
+    const reportedAt = this.now();
+    await eachLimited(accepted, WRITE_CONCURRENCY, async ({ w, event, fresh }) => {
+      const written = await this.markReported(w.job, w.attempt, event, reportedAt, counted);
+      if (written && fresh) this.d.metrics?.meteredSeconds.inc({ event_name: event.eventName }, event.value);
+    });
+  }
+
+  private idOf({ job, attempt }: Outstanding): string {
+    return attemptIdentifier(job.metadata.uid, attempt);
+  }
+
+  /**
+   * Marks the attempt Reported (`counted`: and its seconds counted, the account's write done), and
+   * `afterInvoice` when its period's invoice was finalized before the provider accepted it (a
+   * Warning Event and a count: that usage is on no invoice).
    */
   private async markReported(
     job: MediaJob,
     attempt: UsageAttempt,
     event: MeterEvent,
     reportedAt: Date,
+    counted: boolean,
   ): Promise<MediaJob | undefined> {
     const graceSeconds = this.d.invoiceGraceSeconds ?? DEFAULT_INVOICE_GRACE_SECONDS;
     const subscriptionPeriod = this.d.accounts.get(
@@ -414,7 +514,7 @@ export class UsageReporter {
     const written = await this.writeAttempt(
       job,
       attempt.attempt,
-      markReported(reportedAt.toISOString(), late),
+      (counted ? markReportedCounted : markReported)(reportedAt.toISOString(), late),
     );
     if (written && late) {
       this.d.metrics?.afterInvoice.inc({ event_name: event.eventName }, event.value);
@@ -476,9 +576,9 @@ export class UsageReporter {
       return false;
     }
     if (result.outcome === "refused") return this.refuse(current, attempt, result.reason);
-    const written = await this.markReported(current, attempt, event, this.now());
-    if (written && !result.duplicate)
-      this.d.metrics?.meteredSeconds.inc({ event_name: event.eventName }, event.value);
+    await this.settleAccepted(event.customer, [
+      { w: { job: current, attempt }, event, fresh: !result.duplicate },
+    ]);
     return true;
   }
 
@@ -563,3 +663,25 @@ const keyOf = (job: MediaJob): string => `${job.metadata.namespace}/${job.metada
 /** The counts an attempt still owes its account, under its meter identifier. */
 const countEntries = (job: MediaJob, a: UsageAttempt): UncountedAttempt[] =>
   owedCounts(attemptIdentifier(job.metadata.uid, a), a);
+
+/** A customer's meter: its sends go one call at a time, and back off together. */
+const groupKey = (w: Outstanding): string =>
+  `${w.job.status!.usage!.account ?? ""}\u0000${w.attempt.eventName ?? ""}`;
+
+/**
+ * Per account, every count id its outstanding attempts may have listed in its `counting` without
+ * the mark on the job yet (liveCountIds), as the cache shows them: what an account write may keep
+ * listed. An id leaves only once the cache shows its job marked (or gone), so no later pass, which
+ * reads the same cache, can find the attempt uncounted while its id is no longer listed.
+ */
+function liveByAccount(work: readonly Outstanding[]): Map<string, Set<string>> {
+  const live = new Map<string, Set<string>>();
+  for (const { job, attempt } of work) {
+    const account = job.status!.usage!.account;
+    if (account === undefined) continue;
+    const ids = live.get(account) ?? new Set<string>();
+    for (const id of liveCountIds(attemptIdentifier(job.metadata.uid, attempt), attempt)) ids.add(id);
+    live.set(account, ids);
+  }
+  return live;
+}

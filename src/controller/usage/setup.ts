@@ -114,6 +114,8 @@ export function setupUsage(ctx: LoopContext, o: UsageOptions = {}) {
     reporter,
     metrics,
     settings: usage,
+    /** The payment provider's meters, held while one is misconfigured (meter-check.ts); once loaded. */
+    meter: (): MeterSender | undefined => meter,
     /**
      * Puts a run left at the provider on its BillingAccount (status.orphans), once: "added",
      * "present" (recorded by an earlier pass), or "missing" (no BillingAccount of that customer).
@@ -145,7 +147,11 @@ export function setupUsage(ctx: LoopContext, o: UsageOptions = {}) {
         meterCheck = new MeterCheck({
           baseUrl: env.PAYMENT_PROVIDER_API_URL,
           apiKey,
-          eventNames: [usage.defaultEventName, ...Object.values(usage.eventNames)],
+          eventNames: [
+            usage.defaultEventName,
+            ...Object.values(usage.eventNames),
+            ...(usage.workerCostEventName !== undefined ? [usage.workerCostEventName] : []),
+          ],
           log: log.child({ component: "meter-check" }),
           misconfigured: metrics.meterMisconfigured,
           accounts: { api, cache: accounts, namespace: accountNamespace },
