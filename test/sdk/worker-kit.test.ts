@@ -21,8 +21,19 @@ import { planAttemptIO, type AttemptDeadlines, type AttemptIOPlan } from "../../
 import { openStore, type Store } from "../../src/storage/index.js";
 import { mintAttemptIO, withAttemptIO, type AttemptIO } from "../../src/storage/mint.js";
 import { inspectOutputs, reportedOutputs, verifyOutputs } from "../../src/storage/output-check.js";
+import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
+import { KubeApi } from "../../src/k8s/api.js";
+import { testKubeConfig } from "../support/kube.js";
 import { startS3Server, type S3Server } from "../support/s3server.js";
 import { storeEnv } from "../support/s3store.js";
+import {
+  condition,
+  gpuEndpoint,
+  mediaJob,
+  startControllerStack,
+  waitForPhase,
+  type ControllerStack,
+} from "../support/stack.js";
 
 const PYTHON = join(process.cwd(), ".local", "venv", "bin", "python");
 const HANDLER = join(process.cwd(), "worker-kit", "examples", "handler.py");
@@ -274,6 +285,82 @@ describe.runIf(installed)("the worker kit under RunPod's local API server", () =
     );
     expectNoUrl(JSON.stringify(err));
     expect(await store.client.head(plan.puts[0]!.key)).toBeUndefined();
+  });
+
+  // The product against RunPod's worker runtime: the controller submits to a self-hosted GpuEndpoint
+  // (spec.baseUrl) whose base URL is the worker's development API server.
+  describe("a MediaJob on a self-hosted GpuEndpoint served by the worker", () => {
+    const kc = testKubeConfig();
+    const api = new KubeApi(kc);
+    const ACCOUNT = "cus_worker_kit";
+    let stack: ControllerStack;
+    beforeAll(async () => {
+      const env = Object.fromEntries(
+        Object.entries(storeEnv(s3, BUCKET)).filter(([, v]) => v !== undefined),
+      ) as Record<string, string>;
+      stack = await startControllerStack(kc, {
+        name: "worker-kit",
+        endpoints: [{ workload: "tts", baseUrl: workerUrl, maxInFlight: 2 }],
+        accounts: [ACCOUNT],
+        env,
+      });
+    }, 240_000);
+    afterAll(() => stack?.stop());
+
+    it("gets its input downloaded and its output uploaded by the kit, and completes with the digest checked", async () => {
+      const ns = stack.ns;
+      const text = "Good evening and welcome to the late news.";
+      const key = `${ns}/episodes/7.txt`;
+      await store.client.put(key, Buffer.from(text), "text/plain");
+      await api.create(
+        "mediajobs",
+        ns,
+        mediaJob("late-news", {
+          workload: "tts",
+          account: ACCOUNT,
+          input: { secondsPerWord: 0.05 },
+          media: {
+            inputs: [
+              { name: "transcript", uri: `s3://${BUCKET}/${key}`, sha256: sha256(text), size: text.length },
+            ],
+            outputs: [{ name: "speech.wav" }],
+          },
+        }) as never,
+      );
+      const job = await waitForPhase(api, ns, "late-news", "Completed", 50_000);
+      // The development server's own job id: the controller submitted to it, not to the provider.
+      expect(job.status?.providerJobId).toMatch(/^test-/);
+      const words = text.split(/\s+/).length;
+      const [speech] = job.status!.outputs!;
+      expect(speech).toMatchObject({
+        name: "speech.wav",
+        key: `${ns}/${job.metadata.uid}/1/speech.wav`,
+        size: 44 + words * 800 * 2,
+      });
+      // The digest the kit reported is the stored object's, as the controller checked before Completed.
+      expect(await store.client.sha256(speech!.key)).toBe(speech!.sha256);
+      expect(condition(job, "OutputsVerified")).toMatchObject({ status: "True", reason: "Verified" });
+      expect(job.status?.output).toMatchObject({ words, seconds: words * 0.05 });
+      expectNoUrl(JSON.stringify(job));
+
+      const ep = await api.get<GpuEndpoint>("gpuendpoints", ns, "tts");
+      expect(ep?.status).toMatchObject({ endpointId: "tts", resolvedBy: "baseUrl" });
+      expect(condition(ep as never, "Ready")).toMatchObject({ status: "True", reason: "SelfHosted" });
+    });
+
+    it("refuses a baseUrl that is not a plain http(s) URL, and one without spec.maxInFlight", async () => {
+      const create = (name: string, spec: Record<string, unknown>) =>
+        api.create("gpuendpoints", stack.ns, gpuEndpoint(name, { workload: "render", ...spec }) as never);
+      for (const baseUrl of ["file:///etc/passwd", "http://127.0.0.1:1/?token=x", "http://user:pw@127.0.0.1:1"])
+        await expect(create("bad-url", { baseUrl, maxInFlight: 1 }), baseUrl).rejects.toMatchObject({
+          code: 422,
+        });
+      await expect(create("no-window", { baseUrl: workerUrl })).rejects.toMatchObject({
+        code: 422,
+        body: expect.stringContaining("spec.maxInFlight is required with spec.baseUrl"),
+      });
+      expect(await api.get<GpuEndpoint>("gpuendpoints", stack.ns, "bad-url")).toBeUndefined();
+    });
   });
 
   it("wrote no presigned URL to the worker's log", () => {
