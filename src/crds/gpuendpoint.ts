@@ -190,7 +190,8 @@ export const gpuEndpointDefinition: ResourceDefinition = {
     {
       field: "spec.create",
       expression: "!has(object.spec.baseUrl) || !has(object.spec.create)",
-      message: "spec.create cannot be set with spec.baseUrl: a self-hosted endpoint is not created at the provider",
+      message:
+        "spec.create cannot be set with spec.baseUrl: a self-hosted endpoint is not created at the provider",
     },
   ],
   printerColumns: [

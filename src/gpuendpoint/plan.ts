@@ -185,13 +185,23 @@ function inSync(d: Draft, live: LiveEndpoint, health: HealthRead | undefined): E
 function selfHosted(d: Draft, baseUrl: string): EndpointPlan {
   const ep = d.f.endpoint;
   const id = selfHostedEndpointId(ep);
-  const { workersMin: _min, workersMax: _max, idleTimeoutSeconds: _idle, executionTimeoutMs: _exec, ...rest } =
-    d.status;
+  const {
+    workersMin: _min,
+    workersMax: _max,
+    idleTimeoutSeconds: _idle,
+    executionTimeoutMs: _exec,
+    ...rest
+  } = d.status;
   const { scalerType: _type, scalerValue: _value, health: _health, ...status } = rest;
   d.status = { ...status, endpointId: id, endpointName: ep.metadata.name, resolvedBy: "baseUrl" };
   const origin = new URL(baseUrl).origin;
   d.set(
-    { type: "EndpointFound", status: "True", reason: "SelfHosted", cause: `self-hosted endpoint at ${origin}` },
+    {
+      type: "EndpointFound",
+      status: "True",
+      reason: "SelfHosted",
+      cause: `self-hosted endpoint at ${origin}`,
+    },
     "Normal",
   );
   d.observe = { endpointId: id };
@@ -204,7 +214,7 @@ function selfHosted(d: Draft, baseUrl: string): EndpointPlan {
 }
 
 /** The id a self-hosted endpoint's jobs record: spec.endpointId, else the GpuEndpoint's name. */
-export const selfHostedEndpointId = (ep: GpuEndpoint): string => ep.spec.endpointId ?? ep.metadata.name;
+const selfHostedEndpointId = (ep: GpuEndpoint): string => ep.spec.endpointId ?? ep.metadata.name;
 
 /**
  * The base URL of the self-hosted endpoint whose jobs record this endpoint id, from the GpuEndpoints

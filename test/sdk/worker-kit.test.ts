@@ -351,7 +351,11 @@ describe.runIf(installed)("the worker kit under RunPod's local API server", () =
     it("refuses a baseUrl that is not a plain http(s) URL, and one without spec.maxInFlight", async () => {
       const create = (name: string, spec: Record<string, unknown>) =>
         api.create("gpuendpoints", stack.ns, gpuEndpoint(name, { workload: "render", ...spec }) as never);
-      for (const baseUrl of ["file:///etc/passwd", "http://127.0.0.1:1/?token=x", "http://user:pw@127.0.0.1:1"])
+      for (const baseUrl of [
+        "file:///etc/passwd",
+        "http://127.0.0.1:1/?token=x",
+        "http://user:pw@127.0.0.1:1",
+      ])
         await expect(create("bad-url", { baseUrl, maxInFlight: 1 }), baseUrl).rejects.toMatchObject({
           code: 422,
         });
