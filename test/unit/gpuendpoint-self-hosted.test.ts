@@ -44,7 +44,9 @@ describe("a self-hosted endpoint's pass", () => {
     });
     const ready = p.status.conditions!.find((c) => c.type === "Ready")!;
     expect(ready).toMatchObject({ status: "True", reason: "SelfHosted" });
-    expect(ready.message).toBe("self-hosted endpoint tts-local at http://127.0.0.1:8000, up to 2 jobs at once");
+    expect(ready.message).toBe(
+      "self-hosted endpoint tts-local at http://127.0.0.1:8000, up to 2 jobs at once",
+    );
     expect(p.observe).toEqual({ endpointId: "tts-local" });
   });
 
