@@ -66,6 +66,8 @@ export interface Facts {
    * queued at the provider is cancelled there and held (usage-cap.ts).
    */
   usageCapReached?: boolean;
+  /** The job's endpoint is self-hosted (GpuEndpoint spec.baseUrl): no callback comes, its status read is its result. */
+  selfHosted?: boolean;
   /** Why jobs wait in the queue of a submitted job's endpoint, from its last /health (wait-cause.ts). */
   providerWait?: WaitCause;
   /** The provider's status of the job, read only when providerReadDue said it was due. */
