@@ -261,6 +261,7 @@ export function writeReport(r: Json): void {
   }
   if (r.dispatch) out.push(...dispatchSection(r.dispatch));
   if (r.cost) out.push(...costSection(r.cost));
+  if (r.storage) out.push(...storageSection(r.storage));
   if (r.metering) {
     const x = r.metering;
     const v1 = r.meteringOneCallPerEvent;
@@ -465,6 +466,33 @@ export function writeReport(r: Json): void {
       "[benchmarks-notes.md](benchmarks-notes.md).",
   );
   writeFileSync(join(REPO_ROOT, "docs/benchmarks.md"), `${fitMarkdown(out.join("\n"))}\n`);
+}
+
+/** Media through the object store and the stage cache (bench/storage.ts). */
+function storageSection(x: Json): string[] {
+  const row = (what: string, r: Json) =>
+    `| ${what} | ${r.seconds} | ${r.providerSubmissions} | ${r.providerExecutionSeconds} | ${r.billedWorkerSeconds} | ${r.cacheHits} | ${r.completedSteps} / ${r.failedSteps} | ${r.meanCompletedJobBytes} |`;
+  return [
+    "## Media through the object store, and the stage cache",
+    "",
+    `${x.pipelines} three-step pipelines (asr -> tts -> render, each step's file stored through its presigned PUT and ` +
+      "checked in the store before the step is Completed), created at once, whose render fails; then the same " +
+      `pipelines again with the render fixed (\`make bench BENCH_ARGS="--only storage"\`, \`bench/storage.ts\`: the ` +
+      "controller in the benchmark's process against the local control plane, the simulator over HTTP, a real S3 " +
+      "server). Provider submissions and seconds are the simulator's own records; worker-seconds its billing " +
+      "ledger. Target: the re-run submits only the failed stage " +
+      `(${x.pipelines} submissions): ${x.saved?.rerunSubmitsOnlyTheFailedStage ? "met" : "missed"}.`,
+    "",
+    "| run | seconds | provider submissions | provider execution s | billed worker-s | cache hits | steps completed / failed | completed job, bytes as cached |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|",
+    row("first (render fails)", x.first),
+    row("again (render fixed)", x.rerun),
+    "",
+    `A presigned URL costs ${x.presignCpuMicrosPerUrl} µs of CPU to mint (one attempt's GET and PUT, minted 2,000 ` +
+      "times). A completed job keeps its outputs as references (key, size, digest), so its cached object " +
+      "weighs what the table says whatever the size of its media.",
+    "",
+  ];
 }
 
 /** The pricing rules' scenarios (bench/cost-scenarios.ts): one row per scenario and customer. */
