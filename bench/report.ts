@@ -471,7 +471,7 @@ export function writeReport(r: Json): void {
 /** Media through the object store and the stage cache (bench/storage.ts). */
 function storageSection(x: Json): string[] {
   const row = (what: string, r: Json) =>
-    `| ${what} | ${r.seconds} | ${r.providerSubmissions} | ${r.providerExecutionSeconds} | ${r.billedWorkerSeconds} | ${r.cacheHits} | ${r.completedSteps} / ${r.failedSteps} | ${r.meanCompletedJobBytes} |`;
+    `| ${what} | ${r.seconds} | ${r.providerSubmissions} | ${r.billedWorkerSeconds} | ${r.cacheHits} | ${r.completedSteps} / ${r.failedSteps} | ${r.meanCompletedJobBytes} |`;
   return [
     "## Media through the object store, and the stage cache",
     "",
@@ -479,12 +479,12 @@ function storageSection(x: Json): string[] {
       "checked in the store before the step is Completed), created at once, whose render fails; then the same " +
       `pipelines again with the render fixed (\`make bench BENCH_ARGS="--only storage"\`, \`bench/storage.ts\`: the ` +
       "controller in the benchmark's process against the local control plane, the simulator over HTTP, a real S3 " +
-      "server). Provider submissions and seconds are the simulator's own records; worker-seconds its billing " +
+      "server). Provider submissions are the simulator's own count of /run calls; worker-seconds its billing " +
       "ledger. Target: the re-run submits only the failed stage " +
       `(${x.pipelines} submissions): ${x.saved?.rerunSubmitsOnlyTheFailedStage ? "met" : "missed"}.`,
     "",
-    "| run | seconds | provider submissions | provider execution s | billed worker-s | cache hits | steps completed / failed | completed job, bytes as cached |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|",
+    "| run | seconds | provider submissions | billed worker-s | cache hits | steps completed / failed | completed job, bytes as cached |",
+    "|---|---:|---:|---:|---:|---:|---:|",
     row("first (render fails)", x.first),
     row("again (render fixed)", x.rerun),
     "",

@@ -91,7 +91,8 @@ function pipeline(name: string, o: { failRender?: boolean; cache?: "Never" } = {
   }) as never;
 }
 
-const runs = () => stack.sim.jobs().length;
+/** The provider's own count of /run calls (a finished job is forgotten after its retention). */
+const runs = () => stack.sim.stats().submissions - stack.sim.stats().duplicateSubmissions;
 const entries = async () =>
   (await store.client.list(undefined, `${stack.ns}/_cache/`)).objects.map((o) => o.key);
 

@@ -69,6 +69,7 @@ describe("the chart's storage values", () => {
       // The retention sweep's settings (docs/design.md, Retention).
       STORAGE_SWEEP_INTERVAL_SECONDS: "3600",
       STORAGE_ORPHAN_MIN_AGE_SECONDS: "3600",
+      STORAGE_CACHE_TTL_SECONDS: "604800",
     });
     expect(r.keyFiles("controller")).toEqual(["STORAGE_ACCESS_KEY_ID", "STORAGE_SECRET_ACCESS_KEY"]);
     expect(r.keyFiles("webhooks")).toEqual([]);

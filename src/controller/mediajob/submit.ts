@@ -85,13 +85,16 @@ export async function submit(
       return outcome("storage-unavailable", { error: retry("the object store is not open: no submission") });
     // The stage cache first: a stage this namespace already paid for completes from its outputs.
     if (p.stageKey !== undefined) {
-      const hit = await lookupStage(store.client, job.metadata.namespace ?? "", p.stageKey).catch(
-        (err: unknown) => {
-          // Not found is not an error; a store that cannot be read now runs the job.
-          d.log.info({ job: key, err: describeError(err) }, "stage cache not read; the job runs");
-          return undefined;
-        },
-      );
+      let hit: Awaited<ReturnType<typeof lookupStage>>;
+      try {
+        hit = await lookupStage(store.client, job.metadata.namespace ?? "", p.stageKey);
+      } catch (err) {
+        // A store that cannot be read now could not serve the worker's inputs either: the job
+        // waits and is tried again, rather than run (and paid for) past a stage it may hold.
+        return outcome("storage-unavailable", {
+          error: retry(`the stage cache could not be read: ${describeError(err)}`),
+        });
+      }
       if (hit) {
         const done = cacheHitStatus(job, plan.status, hit, store.config.bucket, now);
         const written = await d.writes.replaceStatus(
