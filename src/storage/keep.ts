@@ -3,7 +3,10 @@
 // forgets it (docs/design.md, "Outputs kept before the provider forgets them"). The bytes are
 // streamed from the foreign answer straight into a presigned PUT of the key: constant memory, the
 // size bounded by the answer's Content-Length (required, at most the policy's maxBytes) and counted
-// as it flows, the whole copy bounded in time. The URL is tenant-influenced and secret-bearing: it
+// as it flows, the whole copy bounded in time. The PUT carries the announced length in the
+// object's metadata (KEPT_BYTES_HEADER): a store that keeps the part of a body cut short (some
+// do, where S3 answers IncompleteBody) leaves an object whose size differs from it, which
+// isComplete() tells apart, and the copy is done again. The URL is tenant-influenced and secret-bearing: it
 // is checked (foreign-url.ts) and its resolved addresses judged at connection time, no redirect is
 // followed, and no error, log or result ever carries it. The digest is checked afterwards against
 // the store's own bytes (output-check.ts), like a worker's PUT.
@@ -15,6 +18,14 @@ import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { StorageError } from "./client.js";
 import { addressAllowed, foreignUrlVerdict, type KeepPolicy } from "./foreign-url.js";
+
+/** The metadata header a kept object carries: the bytes its copy announced. */
+export const KEPT_BYTES_HEADER = "x-amz-meta-kept-bytes";
+
+/** Whether an object at a kept output's key is a whole copy (an object without the header: a worker's PUT). */
+export function isComplete(head: { size: number; keptBytes?: number } | undefined): boolean {
+  return head !== undefined && (head.keptBytes === undefined || head.keptBytes === head.size);
+}
 
 /** A copy's end: kept (its size), or why not and whether the same URL may work later. */
 export type KeepOutcome = { ok: true; size: number } | { ok: false; cause: string; transient: boolean };
@@ -75,7 +86,8 @@ const transientStatus = (s: number) => s === 408 || s === 429 || s >= 500;
  */
 export async function keepForeignOutput(req: {
   foreign: unknown;
-  putUrl: string;
+  /** The signed PUT of the key for a body of `bytes` bytes (the length rides in its metadata). */
+  signPut: (bytes: number) => Promise<{ url: URL; headers: Record<string, string> }>;
   key: string;
   policy: KeepPolicy;
 }): Promise<KeepOutcome> {
@@ -109,11 +121,17 @@ export async function keepForeignOutput(req: {
   if (length > req.policy.maxBytes)
     return refuse(`the output is ${length} bytes, over STORAGE_KEEP_MAX_BYTES (${req.policy.maxBytes})`);
 
-  const put = new URL(req.putUrl);
-  const sink: ClientRequest = (put.protocol === "https:" ? httpsRequest : httpRequest)(put, {
+  let put: { url: URL; headers: Record<string, string> };
+  try {
+    put = await req.signPut(length);
+  } catch {
+    source.destroy();
+    throw new StorageError("keep", req.key, 0, "SigningFailed");
+  }
+  const sink: ClientRequest = (put.url.protocol === "https:" ? httpsRequest : httpRequest)(put.url, {
     method: "PUT",
     agent: false,
-    headers: { "content-length": String(length), "content-type": "application/octet-stream" },
+    headers: { ...put.headers, "content-length": String(length) },
     signal,
   });
   const answered = new Promise<IncomingMessage>((resolve, reject) => {

@@ -3,12 +3,12 @@
 // behind a URL of its own and not yet in the store is copied there under the attempt's key. The
 // URL is read again from the provider's own result (status keeps it redacted), so the copy can
 // happen only while the provider holds the result (RunPod: 30 minutes for /run); a provider that
-// has forgotten it leaves the output not kept. An object already at the key (an earlier pass
-// copied it, its write failed) is not copied again: S3's PUT is atomic, a key holds all or nothing.
+// has forgotten it leaves the output not kept. A whole copy already at the key (an earlier pass
+// copied it, its write failed) is not copied again; one cut short (keep.ts, isComplete) is.
 import type { MediaJob } from "../../crds/mediajob.js";
 import { isHosted, type NotKept } from "../../mediajob/kept-outputs.js";
 import type { Store } from "../../storage/index.js";
-import { keepForeignOutput } from "../../storage/keep.js";
+import { isComplete, keepForeignOutput, KEPT_BYTES_HEADER } from "../../storage/keep.js";
 import { reportedOutputs, type ReportedOutputs } from "../../storage/output-check.js";
 import type { MediaJobDeps } from "./deps.js";
 import { readProviderStatus } from "./gather.js";
@@ -27,7 +27,7 @@ export async function keepHostedOutputs(
 ): Promise<NotKept | undefined> {
   const hosted = keys.filter((k) => isHosted(reported[k.name]));
   const missing: typeof hosted = [];
-  for (const h of hosted) if ((await store.client.head(h.key)) === undefined) missing.push(h);
+  for (const h of hosted) if (!isComplete(await store.client.head(h.key))) missing.push(h);
   if (missing.length === 0) return undefined;
   const notKept = (name: string, cause: string, transient = false): NotKept => {
     d.onOutputKept?.(transient ? "retried" : "not_kept");
@@ -47,9 +47,12 @@ export async function keepHostedOutputs(
   for (const m of missing) {
     const url = (urls[m.name] as { url?: unknown } | undefined)?.url;
     if (typeof url !== "string") return notKept(m.name, "the provider's result names no URL for it");
-    const lifetime = Math.ceil(store.keep.timeoutMs / 1000) + 60;
-    const putUrl = await store.signer.presign("PUT", m.key, lifetime, new Date());
-    const outcome = await keepForeignOutput({ foreign: url, putUrl, key: m.key, policy: store.keep });
+    const outcome = await keepForeignOutput({
+      foreign: url,
+      signPut: (bytes) => store.client.signedPut(m.key, { [KEPT_BYTES_HEADER]: String(bytes) }),
+      key: m.key,
+      policy: store.keep,
+    });
     if (!outcome.ok) return notKept(m.name, outcome.cause, outcome.transient);
     d.onOutputKept?.("kept");
   }
