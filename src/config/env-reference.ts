@@ -364,11 +364,13 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
   },
   STORAGE_KEEP_MAX_BYTES: {
     readBy: ["controller"],
-    meaning: "the largest hosted output the controller copies into the store, bytes (at most S3's single PUT, 5 GiB)",
+    meaning:
+      "the largest hosted output the controller copies into the store, bytes (at most S3's single PUT, 5 GiB)",
   },
   STORAGE_KEEP_TIMEOUT_SECONDS: {
     readBy: ["controller"],
-    meaning: "the longest one hosted output's copy may take; a copy cut short is tried again while the provider keeps the result",
+    meaning:
+      "the longest one hosted output's copy may take; a copy cut short is tried again while the provider keeps the result",
   },
   STORAGE_ACCESS_KEY_ID: { readBy: ["controller"], meaning: "the store's access key id (secret file)" },
   STORAGE_SECRET_ACCESS_KEY: {

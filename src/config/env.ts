@@ -325,7 +325,12 @@ export const EnvSchema = z.object({
   STORAGE_KEEP_ALLOWED_HOSTS: optionalText,
   STORAGE_KEEP_ALLOW_PRIVATE: bool.default(false),
   /** S3's largest single PUT (5 GiB) by default. */
-  STORAGE_KEEP_MAX_BYTES: z.coerce.number().int().min(1).max(5 * 1024 ** 3).default(5 * 1024 ** 3),
+  STORAGE_KEEP_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(5 * 1024 ** 3)
+    .default(5 * 1024 ** 3),
   STORAGE_KEEP_TIMEOUT_SECONDS: seconds(900),
   STORAGE_ACCESS_KEY_ID: optionalText,
   STORAGE_SECRET_ACCESS_KEY: optionalText,

@@ -16,7 +16,10 @@ export interface Store {
 }
 
 /** The store of `env`, or undefined when storage is off; `credentials` replaces the configured source (tests). */
-export async function openStore(env: StorageEnv & KeepEnv, credentials?: CredentialSource): Promise<Store | undefined> {
+export async function openStore(
+  env: StorageEnv & KeepEnv,
+  credentials?: CredentialSource,
+): Promise<Store | undefined> {
   const config = storageConfig(env);
   if (config === undefined) return undefined;
   const [{ StoreSigner }, { StorageClient }] = await Promise.all([

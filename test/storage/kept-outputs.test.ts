@@ -182,7 +182,7 @@ describe("an output not kept", () => {
           ],
         },
       }) as unknown as MediaJob;
-    const facts = (j: MediaJob) => ({
+    const facts = (_j: MediaJob) => ({
       now,
       settings: { defaultTimeoutSeconds: 600, storageBucket: "b" },
       newSubmissionId: "x",
