@@ -177,7 +177,9 @@ async function readStoredOutputs(d: MediaJobDeps, job: MediaJob): Promise<Facts[
     const keys = outputKeys(job, job.status);
     const reported = reportedOf(job.status);
     // Outputs the worker left behind a URL of its own are copied in first (keep-outputs.ts).
-    const notKept = await keepHostedOutputs(d, store, job, keys, reported);
+    const read = (endpointId: string, providerJobId: string) =>
+      readProviderStatus(d, endpointId, providerJobId);
+    const notKept = await keepHostedOutputs(d, read, store, job, keys, reported);
     if (notKept) return { notKept };
     return { stored: await inspectOutputs(store.client, keys, reported) };
   } catch (err) {

@@ -10,8 +10,8 @@ import { isHosted, type NotKept } from "../../mediajob/kept-outputs.js";
 import type { Store } from "../../storage/index.js";
 import { isComplete, keepForeignOutput, KEPT_BYTES_HEADER } from "../../storage/keep.js";
 import { reportedOutputs, type ReportedOutputs } from "../../storage/output-check.js";
+import type { ProviderRead } from "../../mediajob/pass.js";
 import type { MediaJobDeps } from "./deps.js";
-import { readProviderStatus } from "./gather.js";
 
 /**
  * Copies the attempt's hosted outputs that are not in the store yet. Undefined when every one is
@@ -19,7 +19,9 @@ import { readProviderStatus } from "./gather.js";
  * StorageError, no URL in it), as does a provider that cannot be read: the pass is retried.
  */
 export async function keepHostedOutputs(
-  d: Pick<MediaJobDeps, "provider" | "onOutputKept">,
+  d: Pick<MediaJobDeps, "onOutputKept">,
+  /** The provider's status of a job (gather.ts's readProviderStatus). */
+  readResult: (endpointId: string, providerJobId: string) => Promise<ProviderRead>,
   store: Store,
   job: MediaJob,
   keys: ReadonlyArray<{ name: string; key: string }>,
@@ -36,7 +38,7 @@ export async function keepHostedOutputs(
   const { endpointId, providerJobId } = job.status ?? {};
   if (endpointId === undefined || providerJobId === undefined)
     return notKept(missing[0]!.name, "the provider's job is not known, so its result cannot be read");
-  const read = await readProviderStatus(d, endpointId, providerJobId);
+  const read = await readResult(endpointId, providerJobId);
   if ("lost" in read)
     return notKept(
       missing[0]!.name,
