@@ -12,6 +12,9 @@ import { StorageError } from "../../src/storage/client.js";
 import type { KeepPolicy } from "../../src/storage/foreign-url.js";
 import { openStore, type Store } from "../../src/storage/index.js";
 import { isComplete, keepForeignOutput, KEPT_BYTES_HEADER } from "../../src/storage/keep.js";
+import { keepHostedOutputs } from "../../src/controller/mediajob/keep-outputs.js";
+import type { MediaJob } from "../../src/crds/mediajob.js";
+import type { ProviderRead } from "../../src/mediajob/pass.js";
 import { startS3Server, type S3Server } from "../support/s3server.js";
 import { storeEnv } from "../support/s3store.js";
 
@@ -145,5 +148,68 @@ describe("keepForeignOutput", () => {
     expect(err).toBeInstanceOf(StorageError);
     expect((err as Error).message).not.toContain("X-Amz");
     expect((err as Error).message).not.toContain("secret");
+  });
+});
+
+describe("keepHostedOutputs (the controller's step)", () => {
+  const job = {
+    metadata: { name: "j", namespace: "ns", uid: "u" },
+    spec: { workload: "tts", media: { outputs: [{ name: "out.bin" }] } },
+    status: { phase: "Processing", endpointId: "e1", providerJobId: "p1" },
+  } as unknown as MediaJob;
+  const reported = { "out.bin": { url: "redacted", size: BYTES.length } };
+  const withUrl = (path: string): ProviderRead => ({
+    result: {
+      id: "p1",
+      status: "COMPLETED",
+      output: { _mediaOrchestrator: { outputs: { "out.bin": { url: `http://${base}${path}` } } } },
+    } as never,
+  });
+
+  it("copies from the URL the provider's result names, once: a whole copy is not fetched again", async () => {
+    const keys = [{ name: "out.bin", key: `ns/u-${++n}/1/out.bin` }];
+    const outcomes: string[] = [];
+    const d = { onOutputKept: (o: string) => void outcomes.push(o) };
+    let reads = 0;
+    const read = () => (reads++, Promise.resolve(withUrl("/ok")));
+    const s = { ...store, keep: policy() };
+    expect(await keepHostedOutputs(d, read, s, job, keys, reported)).toBeUndefined();
+    expect(await store.client.sha256(keys[0]!.key)).toBe(createHash("sha256").update(BYTES).digest("hex"));
+    expect(await keepHostedOutputs(d, read, s, job, keys, reported)).toBeUndefined();
+    expect(reads).toBe(1);
+    expect(outcomes).toEqual(["kept"]);
+  });
+
+  it("copies again over an object cut short", async () => {
+    const keys = [{ name: "out.bin", key: `ns/u-${++n}/1/out.bin` }];
+    const s = { ...store, keep: policy() };
+    const short = await store.client.signedPut(keys[0]!.key, { [KEPT_BYTES_HEADER]: String(BYTES.length) });
+    const cut = await fetch(short.url, {
+      method: "PUT",
+      headers: short.headers,
+      body: BYTES.subarray(0, 10),
+    });
+    expect(cut.status).toBe(200);
+    expect(isComplete(await store.client.head(keys[0]!.key))).toBe(false);
+    expect(
+      await keepHostedOutputs({}, () => Promise.resolve(withUrl("/ok")), s, job, keys, reported),
+    ).toBeUndefined();
+    expect(await store.client.head(keys[0]!.key)).toMatchObject({ size: BYTES.length });
+  });
+
+  it("says the output was not kept once the provider has forgotten the result", async () => {
+    const keys = [{ name: "out.bin", key: `ns/u-${++n}/1/out.bin` }];
+    const s = { ...store, keep: policy() };
+    expect(
+      await keepHostedOutputs({}, () => Promise.resolve({ lost: true }), s, job, keys, reported),
+    ).toEqual({
+      name: "out.bin",
+      cause: "the provider no longer holds the job's result: its retention ended first",
+      transient: false,
+    });
+    // A provider that cannot be read now decides nothing: the pass is retried.
+    await expect(
+      keepHostedOutputs({}, () => Promise.resolve({ error: "503" }), s, job, keys, reported),
+    ).rejects.toThrow(/could not be read/);
   });
 });
