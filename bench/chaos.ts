@@ -717,6 +717,8 @@ const orphanCheck = await checkOrphans({
   jobs,
   waitMs: 120_000,
   listJobs: () => listJobs(api, NAMESPACE),
+  // The store down while the jobs go: the cleanup of their objects fails, and the sweep must do it.
+  meanwhile: () => storage.outage(4_000),
 });
 say(
   `${elapsed()} ${orphanCheck.deleted} media jobs deleted; ${orphanCheck.orphans.length} orphaned objects left`,
@@ -789,6 +791,7 @@ const result: ChaosResult = {
   hostedCompleted: storageCheck.hostedCompleted,
   outputsMissing: storageCheck.outputsMissing.length,
   orphanObjects: orphanCheck.orphans.length,
+  orphansBeforeSweep: orphanCheck.mostSeen,
   crossTenantCacheHits: storageCheck.crossTenantCacheHits.length,
   byPhase: jobCheck.byPhase,
   faults: {

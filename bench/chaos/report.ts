@@ -105,6 +105,8 @@ export interface ChaosResult {
   outputsMissing: number;
   /** Attempt objects of jobs that are gone, after their deletion and the sweep: invariant 0. */
   orphanObjects: number;
+  /** The most of those seen while waiting for the sweep (the deletion's cleanup failed for them). */
+  orphansBeforeSweep: number;
   /** status.outputs keys of Completed jobs outside their namespace's prefix: invariant 0. */
   crossTenantCacheHits: number;
   byPhase: Record<string, number>;
@@ -270,7 +272,11 @@ export function table(r: ChaosResult): string {
       `invariant: 0 (${r.mediaStorageJobs} media jobs, ${r.mediaCompleted} completed; ` +
         `${r.mediaHostedJobs} left their output at the provider, ${r.hostedCompleted} kept and completed)`,
     ],
-    ["objects of deleted jobs left in the store", r.orphanObjects, "invariant: 0 (after the sweep)"],
+    [
+      "objects of deleted jobs left in the store",
+      r.orphanObjects,
+      `invariant: 0 (after the sweep; up to ${r.orphansBeforeSweep} left by the deletion during the store's outage)`,
+    ],
     ["outputs outside their namespace's prefix", r.crossTenantCacheHits, "invariant: 0"],
     ["faults: controller leader SIGKILLs", r.faults.controllerKills, ""],
     ["faults: sidecar SIGKILLs", r.faults.sidecarKills, ""],

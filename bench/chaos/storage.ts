@@ -11,7 +11,8 @@
 // - crossTenantCacheHits: a Completed job's status.outputs key outside its own namespace's prefix
 //   (whatever a stage cache serves, a job's outputs are its tenant's own);
 // - orphanObjects: an attempt object (`<ns>/<uid>/<attempt>/<name>`) of a job that is gone, once
-//   the media jobs were deleted and the sweep ran.
+//   the media jobs were deleted (the store down meanwhile, so the deletion's own cleanup fails for
+//   some and the sweep must find them) and the sweep ran.
 import { createHash } from "node:crypto";
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import type { MediaJob } from "../../src/crds/mediajob.js";
@@ -219,12 +220,17 @@ export async function checkOrphans(req: {
   jobs: MediaJob[];
   waitMs: number;
   listJobs: () => Promise<MediaJob[]>;
-}): Promise<{ deleted: number; orphans: string[] }> {
+  /** Runs while the jobs are deleted (the store's outage: the deletion's cleanup fails, the sweep must act). */
+  meanwhile?: () => Promise<void>;
+}): Promise<{ deleted: number; orphans: string[]; mostSeen: number }> {
   const media = req.jobs.filter((j) => (j.spec.media?.outputs?.length ?? 0) > 0);
+  const meanwhile = req.meanwhile?.();
   for (const j of media)
     await req.api.delete("mediajobs", req.namespace, j.metadata.name!).catch(() => false);
+  await meanwhile;
   const end = Date.now() + req.waitMs;
   let orphans: string[] = [];
+  let mostSeen = 0;
   for (;;) {
     const live = await req.listJobs().catch(() => undefined);
     if (live !== undefined) {
@@ -240,11 +246,12 @@ export async function checkOrphans(req: {
         const owner = attemptObjectOwner(k);
         return owner !== undefined && !uids.has(`${owner.namespace}/${owner.jobUid}`);
       });
+      mostSeen = Math.max(mostSeen, orphans.length);
       const gone = media.every((m) => !live.some((l) => l.metadata.uid === m.metadata.uid));
       if (gone && orphans.length === 0) break;
     }
     if (Date.now() > end) break;
     await new Promise((r) => setTimeout(r, 2_000));
   }
-  return { deleted: media.length, orphans };
+  return { deleted: media.length, orphans, mostSeen };
 }
