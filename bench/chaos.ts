@@ -721,7 +721,8 @@ const orphanCheck = await checkOrphans({
   meanwhile: () => storage.outage(4_000),
 });
 say(
-  `${elapsed()} ${orphanCheck.deleted} media jobs deleted; ${orphanCheck.orphans.length} orphaned objects left`,
+  `${elapsed()} ${orphanCheck.deleted} media jobs deleted; up to ${orphanCheck.mostSeen} of their objects seen ` +
+    `left after the deletion, ${orphanCheck.orphans.length} after the sweep`,
 );
 const selfExits =
   [...controllers, ...sidecars].reduce((n, p) => n + p.exits, 0) -
