@@ -119,15 +119,18 @@ test: deps crds-check lint typecheck controlplane helm promtool s3server sdk-ven
 test-unit: deps ## the pure tests only (vitest.unit.config.ts): no control plane, in seconds (TEST_ARGS as for test)
 	$(COLOUR_ONLY_ON_TTY) npx vitest run --config vitest.unit.config.ts $(TEST_ARGS)
 
-# RunPod's official Python SDK for test/sdk (python3 with venv); reinstalled when the pins change.
+# RunPod's official Python SDK for test/sdk (python3 with venv), and the worker kit (worker-kit/)
+# installed editable, as a worker image installs it; reinstalled when the pins or the kit's
+# pyproject.toml change.
 SDK_VENV := .local/venv
-$(SDK_VENV)/.installed: test/sdk/requirements.txt
+$(SDK_VENV)/.installed: test/sdk/requirements.txt worker-kit/pyproject.toml
 	python3 -m venv $(SDK_VENV)
 	$(SDK_VENV)/bin/pip install --quiet --disable-pip-version-check -r test/sdk/requirements.txt
+	$(SDK_VENV)/bin/pip install --quiet --disable-pip-version-check --editable ./worker-kit
 	@touch $@
 
 .PHONY: sdk-venv
-sdk-venv: $(SDK_VENV)/.installed ## the Python venv with RunPod's Python SDK, for the SDK tests
+sdk-venv: $(SDK_VENV)/.installed ## the Python venv with RunPod's Python SDK and the worker kit, for the SDK tests
 
 cluster-up: deps ## start the local control plane; kubeconfig in .local/kubeconfig
 	$(TSX) scripts/cluster.ts up

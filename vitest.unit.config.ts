@@ -21,6 +21,7 @@ export default defineConfig({
       "test/provider/health.test.ts",
       "test/provider/management-config.test.ts",
       "test/provider/retry.test.ts",
+      "test/provider/self-hosted.test.ts",
       "test/simulator/**/*.test.ts",
       "test/sdk/js-sdk.test.ts",
       "test/webhooks/ratelimit.test.ts",

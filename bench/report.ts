@@ -260,6 +260,7 @@ export function writeReport(r: Json): void {
     );
   }
   if (r.dispatch) out.push(...dispatchSection(r.dispatch));
+  if (r.cost) out.push(...costSection(r.cost));
   if (r.metering) {
     const x = r.metering;
     const v1 = r.meteringOneCallPerEvent;
@@ -464,6 +465,45 @@ export function writeReport(r: Json): void {
       "[benchmarks-notes.md](benchmarks-notes.md).",
   );
   writeFileSync(join(REPO_ROOT, "docs/benchmarks.md"), `${fitMarkdown(out.join("\n"))}\n`);
+}
+
+/** The pricing rules' scenarios (bench/cost-scenarios.ts): one row per scenario and customer. */
+function costSection(c: Json): string[] {
+  const usd = (micros: number) => `$${(micros / 1e6).toFixed(4)}`;
+  const rows = ((c.scenarios ?? []) as Json[]).flatMap((s: Json) => [
+    `| ${s.name} | all | ${usd(s.providerCostMicros)} (${s.providerWorkerSeconds} worker-s; ${usd(s.unallocatedMicros)} unallocated) | ` +
+      `${usd(s.providerCostMicros - s.unallocatedMicros)} | ${usd(s.total.execution.meteredMicros)} | ${s.total.execution.recovery} | ` +
+      `${usd(s.total.workerCost.meteredMicros)} | ${s.total.workerCost.recovery} |`,
+    ...(s.customers as Json[]).map(
+      (x: Json) =>
+        `| | ${x.customer} (${x.jobs} jobs, ${x.executionSeconds} s metered) | | ${usd(x.allocatedMicros)} | ` +
+        `${usd(x.execution.meteredMicros)} | ${x.execution.recovery} | ${usd(x.workerCost.meteredMicros)} | ${x.workerCost.recovery} |`,
+    ),
+  ]);
+  return [
+    "## What each pricing rule recovers",
+    "",
+    'The GPU provider\'s bill against what each customer is metered (`make bench BENCH_ARGS="--only cost"`, ' +
+      "`bench/cost-scenarios.ts`). The simulator runs the jobs through its job API and bills worker time as RunPod " +
+      "documents it (cold start, execution, idle timeout 5 s, rounded up per worker run), served as RunPod's billing " +
+      "history; the product's own functions allocate its hourly buckets (`src/billing/cost-allocation.ts`) and meter " +
+      "them (`execution`: `billableSeconds` at the provider's price of a GPU second, the price a team charging cost " +
+      "per second would set; worker cost: `src/billing/worker-cost.ts`). Jobs of 2 s; simulated time " +
+      `${1 / (c.timeScale ?? 0.01)}× real time. Recovery: metered over allocated (per customer) or over the ` +
+      "provider's whole bill (all). See [design](design.md#pricing-rules).",
+    "",
+    "| scenario | customer | provider cost | allocated | `execution` metered | recovery | worker cost metered | recovery |",
+    "|---|---|---:|---:|---:|---:|---:|---:|",
+    ...rows,
+    "",
+    "What the rows say: metering execution seconds at cost price recovers a fraction of a sparse customer's bill " +
+      "(its every job pays a cold start and an idle tail at the provider) and slightly more than a saturated " +
+      "burst's (each attempt's seconds are rounded up, the provider's worker runs are rounded once); the worker-cost " +
+      "rule recovers what was allocated, exactly. The allocation's grain is the provider's: an hourly bucket is " +
+      "shared by execution time, so inside one hour a sparse customer's cold starts are shared with whoever else ran " +
+      "(the mixed scenario), and an hour with no job in it stays unallocated.",
+    "",
+  ];
 }
 
 /** The dispatch scenarios (bench/dispatch.ts): one row per scenario and QUEUE_DELAY reading. */

@@ -11,6 +11,10 @@
 //   --only dispatch [--dispatch-scale 1] [--dispatch-seed 1]: the in-flight window's scenarios on the
 //   simulator's engine and the product's Dispatcher, on a virtual clock (bench/dispatch.ts; no
 //   control plane is started when it runs alone)
+//   --only cost [--cost-sparse 200] [--cost-burst 2000]: what each pricing rule recovers of the GPU
+//   provider's bill, sparse, saturated and mixed (bench/cost-scenarios.ts; no control plane alone)
+//   --only storage [--storage-pipelines 500]: three-step media pipelines through the object store,
+//   then again from the stage cache (bench/storage.ts)
 //   --split-cores: each throughput size again with the control plane on a core of its own
 //   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
 //   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`)
@@ -36,6 +40,8 @@ import { activeJobStatus, finishedJobStatus, productStatuses } from "./jobs.js";
 import { KubeApi, type KubeObject } from "../src/k8s/api.js";
 import { EventRecorder } from "../src/k8s/events.js";
 import { outputFor } from "../tools/simulator/outputs.js";
+import { costBench } from "./cost-scenarios.js";
+import { storageBench } from "./storage.js";
 import { startSimulator } from "../tools/simulator/server.js";
 import { signStripePayload } from "../src/webhooks/signature.js";
 import { freePort } from "../scripts/devstack-lib.js";
@@ -96,6 +102,9 @@ const { values: args } = parseArgs({
     // Each throughput size once more with the control plane on core 0 and everything else (the
     // controller, the sidecar, the simulator, the bare client) on core 1.
     "split-cores": { type: "boolean", default: false },
+    "cost-sparse": { type: "string" },
+    "storage-pipelines": { type: "string", default: "500" },
+    "cost-burst": { type: "string" },
   },
 });
 const only = new Set(args.only!.split(","));
@@ -126,6 +135,22 @@ if (only.has("dispatch")) {
   }
 }
 
+// The pricing rules' scenarios (bench/cost-scenarios.ts): the simulator and the pure allocation, no
+// control plane.
+let cost: Awaited<ReturnType<typeof costBench>> | undefined;
+if (only.has("cost")) {
+  log("cost: what each pricing rule recovers of the provider's bill (sparse, saturated, mixed)...");
+  cost = await costBench({
+    log,
+    ...(args["cost-sparse"] && { sparseJobs: Number(args["cost-sparse"]) }),
+    ...(args["cost-burst"] && { burstJobs: Number(args["cost-burst"]) }),
+  });
+  if (only.size === 1 || (only.size === 2 && only.has("dispatch"))) {
+    saveResults({ cost, ...(dispatch && { dispatch }) });
+    process.exit(0);
+  }
+}
+
 const cp = await startControlPlane({ dataDir: mkdtempSync(join(tmpdir(), "mo-bench-")) });
 const kc = new KubeConfig();
 kc.loadFromFile(cp.kubeconfig);
@@ -137,6 +162,7 @@ const results: Record<string, unknown> = {
   machine,
   date: new Date().toISOString(),
   ...(dispatch && { dispatch }),
+  ...(cost && { cost }),
 };
 
 async function namespace(name: string): Promise<string> {
@@ -1441,6 +1467,10 @@ try {
         `${m.secondsToRecorded} s); meter calls ${JSON.stringify(m.meterCalls)}; ` +
         `identifiers recorded twice ${m.identifiersRecordedTwice}, value mismatches ${m.valueMismatches}`,
     );
+  }
+  if (only.has("storage")) {
+    log("storage: pipelines through the object store, then again from the stage cache...");
+    results.storage = await storageBench({ kc, pipelines: Number(args["storage-pipelines"]), log });
   }
   if (only.has("scale")) {
     log("memory and scaling...");

@@ -23,6 +23,8 @@ export interface AccountUsageView {
   limitSeconds?: number;
   /** The GPU provider's bill allocated to the account this period, micro-USD (status.cost). */
   allocatedMicros?: number;
+  /** Of it, micro-USD metered to the worker-cost meter (status.cost.workerCostMeteredMicros). */
+  workerCostMeteredMicros?: number;
   /** Attempts waiting in the outbox (meter Pending), their seconds, the oldest one's age. */
   unreportedAttempts: number;
   unreportedSeconds: number;
@@ -77,6 +79,8 @@ export function usageViews(
       if (u.limitSeconds !== undefined) v.limitSeconds = u.limitSeconds;
     }
     if (a.status?.cost !== undefined) v.allocatedMicros = a.status.cost.allocatedMicros;
+    if (a.status?.cost?.workerCostMeteredMicros !== undefined)
+      v.workerCostMeteredMicros = a.status.cost.workerCostMeteredMicros;
   }
   for (const job of jobs) {
     const usage = job.status?.usage;
@@ -152,6 +156,7 @@ export async function run(ctx: CliContext): Promise<number> {
         limitSeconds: v.limitSeconds ?? null,
         providerCostMicros: v.allocatedMicros ?? null,
         providerCostPerUsedSecondMicros: costPerSecond(v) ?? null,
+        workerCostMeteredMicros: v.workerCostMeteredMicros ?? null,
         unreportedAttempts: v.unreportedAttempts,
         unreportedSeconds: v.unreportedSeconds,
         oldestUnreportedSeconds:
@@ -167,6 +172,8 @@ export async function run(ctx: CliContext): Promise<number> {
   } else if (views.length === 0) {
     ctx.out.note(`No billing accounts in namespace "${accountNamespace}" and no job billed to one.`);
   } else {
+    // The worker-cost rule's column only where it is in use (USAGE_WORKER_COST_METER_EVENT_NAME).
+    const workerCost = views.some((v) => v.workerCostMeteredMicros !== undefined);
     ctx.out.table(
       [
         "customer",
@@ -179,6 +186,7 @@ export async function run(ctx: CliContext): Promise<number> {
         "refused",
         "provider cost",
         "cost per second",
+        ...(workerCost ? ["worker cost metered"] : []),
       ],
       views.map((v) => [
         v.customer,
@@ -189,6 +197,9 @@ export async function run(ctx: CliContext): Promise<number> {
         ...outboxCells(v),
         v.allocatedMicros === undefined ? "-" : usd(v.allocatedMicros),
         costPerSecond(v) === undefined ? "-" : usd(costPerSecond(v)!),
+        ...(workerCost
+          ? [v.workerCostMeteredMicros === undefined ? "-" : usd(v.workerCostMeteredMicros)]
+          : []),
       ]),
     );
     for (const v of views.filter(accountMissing))

@@ -321,6 +321,11 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     meaning:
       "how often the leader sweeps the media bucket: objects of jobs that are gone are deleted, each namespace's use measured ([design](design.md#retention))",
   },
+  STORAGE_CACHE_TTL_SECONDS: {
+    readBy: ["controller"],
+    meaning:
+      "how long a stage cache entry keeps its outputs reusable, and stored after their job is gone, from when it was written; 0: the cache keeps nothing past its jobs ([design](design.md#the-stage-cache))",
+  },
   STORAGE_ORPHAN_MIN_AGE_SECONDS: {
     readBy: ["controller"],
     meaning: "how old an object of a job the controller does not know must be before the sweep deletes it",

@@ -315,6 +315,8 @@ export const EnvSchema = z.object({
   STORAGE_SWEEP_INTERVAL_SECONDS: seconds(3_600),
   /** How old an object of a job the cache does not show must be before the sweep deletes it. */
   STORAGE_ORPHAN_MIN_AGE_SECONDS: seconds(3_600, 0),
+  /** How long a stage cache entry keeps its outputs reusable (and stored), from when it was written. */
+  STORAGE_CACHE_TTL_SECONDS: seconds(7 * 86_400, 0),
   /**
    * Outputs a worker leaves behind a URL of its own are copied into the store (docs/design.md,
    * "Outputs kept before the provider forgets them"): the hosts the copy may fetch from (comma-

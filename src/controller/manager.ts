@@ -16,6 +16,7 @@ import type { KubeApi, KubeObject } from "../k8s/api.js";
 import { BackgroundEventRecorder, EventRecorder } from "../k8s/events.js";
 import { boundAccounts } from "../mediajob/tenancy.js";
 import type { GpuProviderClient } from "../provider/index.js";
+import { selfHostedBaseUrl } from "../gpuendpoint/plan.js";
 import { Controller } from "../runtime/controller.js";
 import { IdleCompaction, runtimeCollector, type IdleCompactionPolicy } from "../runtime/idle-compaction.js";
 import { Informer } from "../runtime/informer.js";
@@ -254,6 +255,11 @@ export class Manager {
   /** The caches whose stalled watch makes the process unhealthy (runtime/health.ts). */
   get watched(): ReadonlyArray<Informer<MediaJob> | Informer<GpuEndpoint>> {
     return [this.jobs, this.endpoints];
+  }
+
+  /** A self-hosted endpoint's base URL by its endpoint id, from the cache (the provider client's routing). */
+  endpointBaseUrl(endpointId: string): string | undefined {
+    return selfHostedBaseUrl(this.endpoints.list(), endpointId);
   }
 
   /** The accounts the namespace is bound to, from the cache (tenancy.ts). */

@@ -26,7 +26,9 @@ export async function runController(
     timeoutMs: env.KUBE_API_TIMEOUT_SECONDS * 1000,
   });
   const metrics = new ControllerMetrics();
-  // Rebuilt with the current key after a rotation of its file (secret-files.ts).
+  // Rebuilt with the current key after a rotation of its file (secret-files.ts). Its routing to
+  // self-hosted endpoints reads the manager's cache, once the manager exists.
+  const late: { manager?: Manager } = {};
   const provider = rebuiltOnChange(
     () => env.GPU_PROVIDER_API_KEY!,
     (apiKey) =>
@@ -35,11 +37,13 @@ export async function runController(
         managementUrl: managementUrl(env),
         managementApi: env.GPU_PROVIDER_MANAGEMENT_API,
         apiKey,
+        // Self-hosted endpoints (GpuEndpoint spec.baseUrl), read from the manager's cache.
+        endpointBaseUrl: (id) => late.manager?.endpointBaseUrl(id),
         logger: log.child({ component: "gpu-provider" }),
         onCall: metrics.provider.onCall,
       }),
   );
-  const manager = new Manager({
+  const manager: Manager = new Manager({
     api,
     provider,
     env,
@@ -50,6 +54,7 @@ export async function runController(
     renewDeadlineMs: env.LEADER_ELECTION_RENEW_DEADLINE_SECONDS * 1000,
     retryPeriodMs: env.LEADER_ELECTION_RETRY_PERIOD_SECONDS * 1000,
   });
+  late.manager = manager;
   const health = await startControllerHealthServer(manager, env.WEBHOOKS_HOST, env.CONTROLLER_METRICS_PORT);
   await manager.start();
   log.info(

@@ -54,6 +54,18 @@ export const GpuEndpointSpec = z.object({
         "(input._mediaOrchestrator), so a submission whose answer was lost is submitted again at its " +
         "confirmation deadline instead of failing the job. Default false: at most once.",
     ),
+  baseUrl: z
+    .string()
+    .max(2048)
+    .regex(/^https?:\/\/[^\s/?#@]+(\/[^\s?#@]*)?$/)
+    .optional()
+    .describe(
+      "A self-hosted endpoint: the base of its job API, in place of the provider's " +
+        "<GPU_PROVIDER_API_URL>/v2/<endpointId>; jobs go to <baseUrl>/run and <baseUrl>/status/<id>. " +
+        "For a local worker (runpod's `--rp_serve_api`) or a self-hosted RunPod-compatible server. " +
+        "http(s), no query, fragment or credentials. Nothing is managed at the provider, the API key is " +
+        "sent only to GPU_PROVIDER_API_URL's origin, and spec.maxInFlight is required.",
+    ),
   create: EndpointCreation.optional().describe(
     "Create the provider endpoint with these settings when none is found.",
   ),
@@ -94,11 +106,12 @@ export const GpuEndpointStatus = z.object({
   endpointId: z.string().max(256).optional().describe("The provider's id of the endpoint in use."),
   endpointName: z.string().max(256).optional().describe("The provider's name of that endpoint."),
   resolvedBy: z
-    .enum(["spec", "environment", "name", "created"])
+    .enum(["spec", "environment", "name", "created", "baseUrl"])
     .optional()
     .describe(
       "How the endpoint was found: spec (spec.endpointId), environment (GPU_PROVIDER_ENDPOINT_<WORKLOAD>), " +
-        "name (<prefix>-<workload>-<env>) or created (spec.create).",
+        "name (<prefix>-<workload>-<env>), created (spec.create) or baseUrl (self-hosted: spec.endpointId, else " +
+        "the GpuEndpoint's name).",
     ),
   workersMin: z.int().min(0).optional().describe("minWorkers as the provider has it."),
   workersMax: z.int().min(0).optional().describe("maxWorkers as the provider has it."),
@@ -167,6 +180,18 @@ export const gpuEndpointDefinition: ResourceDefinition = {
       field: "spec.maxWorkers",
       expression: "object.spec.maxWorkers >= object.spec.minWorkers",
       message: "spec.maxWorkers must be greater than or equal to spec.minWorkers",
+    },
+    {
+      // A self-hosted endpoint has no provider capacity to size its in-flight window from.
+      field: "spec.maxInFlight",
+      expression: "!has(object.spec.baseUrl) || has(object.spec.maxInFlight)",
+      message: "spec.maxInFlight is required with spec.baseUrl (a self-hosted endpoint)",
+    },
+    {
+      field: "spec.create",
+      expression: "!has(object.spec.baseUrl) || !has(object.spec.create)",
+      message:
+        "spec.create cannot be set with spec.baseUrl: a self-hosted endpoint is not created at the provider",
     },
   ],
   printerColumns: [

@@ -87,6 +87,14 @@ const JobSettings = {
     "Free JSON object handed to the worker as its input: small parameters. spec.input and the " +
       "then[].input together hold at most 512 KiB (keys and strings counted; media goes in media.inputs).",
   ),
+  cache: z
+    .enum(["Reuse", "Never"])
+    .optional()
+    .describe(
+      "Reuse (default): a job whose stage (workload, the endpoint's template, input and media inputs' " +
+        "digests) has outputs stored and checked for this namespace completes from them, reason CacheHit, " +
+        "without a provider call. Never: always run. Only jobs that declare outputs are cached.",
+    ),
   media: Media.optional().describe(
     "Media by reference (needs the installation's object store): inputs the worker reads and " +
       "outputs it writes, through presigned URLs per attempt under input._mediaOrchestrator.",
@@ -362,6 +370,13 @@ export const MediaJobStatus = z.object({
     .boolean()
     .optional()
     .describe("True once the job was reset to Pending (by an operator or the controller)."),
+  stageKey: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .optional()
+    .describe(
+      "The stage cache's key of the attempt (its outputs are reused by later jobs of the same stage).",
+    ),
   output: FreeObject.optional().describe(
     "The worker's output as the provider reported it (over 256 KiB: a truncation marker with a preview).",
   ),

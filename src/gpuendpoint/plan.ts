@@ -9,7 +9,7 @@
 // is, its workers in sync (drift restored), its autoscaler, its workers' health, then Ready, which
 // MediaJobs wait for. The first of these that fails makes Ready False with its reason and fix.
 import { getCondition, setCondition } from "../crds/conditions.js";
-import type { GpuEndpointStatus } from "../crds/gpuendpoint.js";
+import type { GpuEndpoint, GpuEndpointStatus } from "../crds/gpuendpoint.js";
 import {
   credentialsFinding,
   endpointFound,
@@ -76,6 +76,7 @@ const UPDATE_RETRY_MS = 5_000;
 export function planEndpoint(f: EndpointFacts): EndpointPlan {
   const d = new Draft(f, { ...f.endpoint.status }, [], []);
   d.set(warmWorkersFinding(f.mediaEnv, f.endpoint.spec), "byStatus");
+  if (f.endpoint.spec.baseUrl !== undefined) return selfHosted(d, f.endpoint.spec.baseUrl);
   // 1. The key: without it every call fails, so nothing else is looked at.
   if ("failed" in f.key) {
     const c = credentialsFinding(f.key);
@@ -174,6 +175,54 @@ function inSync(d: Draft, live: LiveEndpoint, health: HealthRead | undefined): E
     ...(typeof live.scalerValue === "number" && { scalerValue: live.scalerValue }),
   };
   return d.finish(ready(live));
+}
+
+/**
+ * A self-hosted endpoint (spec.baseUrl): nothing at the provider to find, keep in sync or check, so
+ * it is Ready as soon as it is declared; its in-flight window is spec.maxInFlight (required with
+ * it). Whether its server answers is told by its jobs' submissions, as for any endpoint.
+ */
+function selfHosted(d: Draft, baseUrl: string): EndpointPlan {
+  const ep = d.f.endpoint;
+  const id = selfHostedEndpointId(ep);
+  const {
+    workersMin: _min,
+    workersMax: _max,
+    idleTimeoutSeconds: _idle,
+    executionTimeoutMs: _exec,
+    ...rest
+  } = d.status;
+  const { scalerType: _type, scalerValue: _value, health: _health, ...status } = rest;
+  d.status = { ...status, endpointId: id, endpointName: ep.metadata.name, resolvedBy: "baseUrl" };
+  const origin = new URL(baseUrl).origin;
+  d.set(
+    {
+      type: "EndpointFound",
+      status: "True",
+      reason: "SelfHosted",
+      cause: `self-hosted endpoint at ${origin}`,
+    },
+    "Normal",
+  );
+  d.observe = { endpointId: id };
+  return d.finish({
+    type: "Ready",
+    status: "True",
+    reason: "SelfHosted",
+    cause: `self-hosted endpoint ${id} at ${origin}, up to ${String(ep.spec.maxInFlight ?? 0)} jobs at once`,
+  });
+}
+
+/** The id a self-hosted endpoint's jobs record: spec.endpointId, else the GpuEndpoint's name. */
+const selfHostedEndpointId = (ep: GpuEndpoint): string => ep.spec.endpointId ?? ep.metadata.name;
+
+/**
+ * The base URL of the self-hosted endpoint whose jobs record this endpoint id, from the GpuEndpoints
+ * (the provider client's `endpointBaseUrl`); undefined for a provider endpoint.
+ */
+export function selfHostedBaseUrl(endpoints: readonly GpuEndpoint[], endpointId: string): string | undefined {
+  return endpoints.find((e) => e.spec.baseUrl !== undefined && selfHostedEndpointId(e) === endpointId)?.spec
+    .baseUrl;
 }
 
 /**

@@ -54,7 +54,11 @@ export function withPhaseConditions(
   const byPhase: Record<JobPhase, [Condition["status"], string, string]> = {
     Pending: ["Unknown", "Pending", "waiting to be submitted to the GPU provider"],
     Processing: ["Unknown", "Processing", "running at the GPU provider"],
-    Completed: ["True", "Completed", "the GPU provider completed the job"],
+    // A job completed from the stage cache (stage-cache.ts) was never run: said so in its reason.
+    Completed:
+      getCondition(status.conditions, "OutputsVerified")?.reason === "CacheHit"
+        ? ["True", "CacheHit", "completed from the stage cache: not run at the provider, not billed"]
+        : ["True", "Completed", "the GPU provider completed the job"],
     Failed: ["False", failureReason(status), status.error ?? "the job failed"],
     Cancelled: ["False", "Cancelled", status.error ?? "the job was cancelled"],
   };

@@ -67,6 +67,8 @@ export interface Facts {
    * queued at the provider is cancelled there and held (usage-cap.ts).
    */
   usageCapReached?: boolean;
+  /** The job's endpoint is self-hosted (GpuEndpoint spec.baseUrl): no callback comes, its status read is its result. */
+  selfHosted?: boolean;
   /** Why jobs wait in the queue of a submitted job's endpoint, from its last /health (wait-cause.ts). */
   providerWait?: WaitCause;
   /** The provider's status of the job, read only when providerReadDue said it was due. */
@@ -139,7 +141,9 @@ export type SubmissionOutcome =
   | "intent-conflict"
   | "held-elsewhere"
   /** Not sent: the attempt's presigned URLs could not be signed (the store not open, its credentials unreadable). */
-  | "storage-unavailable";
+  | "storage-unavailable"
+  /** Not sent: the stage cache had the job's outputs (stage-cache.ts); completed from them. */
+  | "cache-hit";
 
 /**
  * A pass's error, as controller-runtime's: retried with backoff, or terminal (not retried; a

@@ -14,6 +14,7 @@ import { cancelledStatus } from "./stop.js";
 import { dequeuedStatus, queuedStatus } from "./queued.js";
 import { planSubmission } from "./write-ahead.js";
 import { attemptIOFor, declaresMedia, mediaRefused, STORAGE_NOT_CONFIGURED } from "./media.js";
+import { stageKey } from "./stage-cache.js";
 
 function withoutAccount(status: MediaJobStatus): MediaJobStatus {
   const { account: _dropped, ...rest } = status;
@@ -148,6 +149,12 @@ export function planPending(job: MediaJob, status: MediaJobStatus, facts: Facts)
       return { status: failed, events, actions: [] };
     }
     submission.io = io.plan;
+    // A stage whose outputs an earlier job of this namespace stored may complete from them.
+    const key = stageKey(job, facts.endpoint);
+    if (key !== undefined) {
+      submission.stageKey = key;
+      submission.intent = { ...submission.intent, stageKey: key };
+    }
   }
   actions.push({ type: "submit", submission });
   return { status, events, actions };

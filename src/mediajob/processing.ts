@@ -29,6 +29,8 @@ import { unconfirmedStatus } from "./write-ahead.js";
  * The provider status read a pass needs, if any: only for a job past its timeout, its start
  * deadline, held by its account's cap or waiting for a new cause (provider-wait.ts), with a known
  * endpoint, not stopped, not suspended and not unconfirmed (its outcome can come only by callback).
+ * A job on a self-hosted endpoint (GpuEndpoint spec.baseUrl) is read at every pass: no callback
+ * comes from it (runpod-python's local API server runs a job when its status is asked).
  */
 export function providerReadDue(
   job: MediaJob,
@@ -36,6 +38,7 @@ export function providerReadDue(
   defaultTimeoutSeconds: number,
   usageCapReached = false,
   providerWait?: WaitCause,
+  selfHosted = false,
 ): { endpointId: string; providerJobId: string } | undefined {
   const status = job.status;
   if (status?.phase !== "Processing" || job.metadata.deletionTimestamp) return undefined;
@@ -50,6 +53,7 @@ export function providerReadDue(
   // Or its account at its plan's cap, the job not seen started (it may be cancelled in the queue).
   // Or its endpoint's queue has a cause its condition does not name yet (provider-wait.ts).
   const due =
+    selfHosted ||
     msUntilStuck(job, nowMs, defaultTimeoutSeconds) <= 0 ||
     msUntilStartDeadline(status, nowMs) <= 0 ||
     (usageCapReached && !startedAtProvider(status) && status.providerJobId !== undefined) ||
@@ -112,7 +116,9 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
   const capHolds = facts.usageCapReached === true && !startedAtProvider(status);
   const read = facts.provider;
   const readStatus = read && "result" in read ? read.result.status : undefined;
-  if (remaining > 0 && untilStart > 0 && !capHolds) {
+  // A self-hosted endpoint sends no callback: the end its status read reports is the job's.
+  const selfHostedEnd = facts.selfHosted === true && TERMINAL_STATUSES.has(readStatus as ProviderJobStatus);
+  if (remaining > 0 && untilStart > 0 && !capHolds && !selfHostedEnd) {
     // Only waiting, perhaps in the provider's queue: why, on the job (a result read here is left to
     // its callback, or to the check at its timeout).
     status = withProviderWait(status, gen, facts.providerWait, readStatus, now);
@@ -192,6 +198,10 @@ export function planProcessing(job: MediaJob, status: MediaJobStatus, facts: Fac
   }
   const applied = applyProviderResult({ ...job, status }, result, now);
   if (!applied) return { status, events, actions: [], requeueAfterMs: facts.settings.tickMs };
+  if (result.status === "COMPLETED" && facts.selfHosted) {
+    events.push(["Normal", "CompletedAtEndpoint", "the self-hosted endpoint reports COMPLETED"]);
+    return { status: applied, events, actions: [] };
+  }
   if (result.status === "COMPLETED") {
     events.push([
       "Normal",

@@ -10,7 +10,13 @@ import { jobAccount } from "./tenancy.js";
 
 /** Where a reason shows: the condition (type=status) that carries it, or the end of the job. */
 type ShownAs =
-  "Admitted=False" | "EndpointReady=False" | "Suspended=True" | "Queued=True" | "Failed" | "Cancelled";
+  | "Admitted=False"
+  | "EndpointReady=False"
+  | "Suspended=True"
+  | "Queued=True"
+  | "Completed"
+  | "Failed"
+  | "Cancelled";
 
 /** The job a fix is written for (its names fill the fix's command lines). */
 export interface FixSubject {
@@ -256,6 +262,16 @@ export const REASONS: Readonly<Record<string, ReasonEntry>> = {
     meaning:
       "the provider no longer knows the job: its policy.ttl (queue plus run) ran out before its end was seen",
     fix: () => "create the job again to run it, with a longer executionTimeoutSeconds if it needs one",
+  },
+  CacheHit: {
+    shownAs: "Completed",
+    by: "end",
+    meaning:
+      "completed from the stage cache: an earlier job of the same namespace ran the same stage (workload, endpoint " +
+      "template, input, media inputs' digests) and its outputs are still stored; not run at the provider, not billed",
+    fix: (s) =>
+      `nothing to fix; to run it anyway, create it again with spec.cache: Never (kubectl get mj ${s.name} -n ${s.namespace} -o yaml shows its outputs)`,
+    byDesign: true,
   },
   OutputMissing: {
     shownAs: "Failed",

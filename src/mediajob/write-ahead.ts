@@ -44,6 +44,11 @@ export interface SubmissionPlan {
    * reconciler into the input's `_mediaOrchestrator` just before /run (src/storage/mint.ts).
    */
   io?: AttemptIOPlan;
+  /**
+   * The stage cache's key (stage-cache.ts): the reconciler looks the stage up before anything is
+   * written, and a job found there completes from it instead (cacheHitStatus).
+   */
+  stageKey?: string;
 }
 
 /** The plan of one submission of a Pending job to its Ready endpoint. */

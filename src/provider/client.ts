@@ -42,6 +42,11 @@ export interface GpuProviderClientOptions {
   /** Which management API manages endpoints. Default "rest" (REST v2). */
   managementApi?: ManagementApi;
   apiKey: string;
+  /**
+   * The base URL of a self-hosted endpoint (GpuEndpoint spec.baseUrl) by its endpoint id, else
+   * undefined: its job API calls go to {base}/run, {base}/status/{id}, ... instead of the provider's.
+   */
+  endpointBaseUrl?: (endpointId: string) => string | undefined;
   /** Per attempt. Default 10000. */
   timeoutMs?: number;
   /** Total time for retries. Default 30000. */
@@ -90,6 +95,7 @@ export class GpuProviderClient {
   /** The management API in use (GPU_PROVIDER_MANAGEMENT_API). */
   readonly management: EndpointManagement;
   readonly #onCall: ((call: ProviderCall) => void) | undefined;
+  readonly #endpointBaseUrl: ((endpointId: string) => string | undefined) | undefined;
 
   constructor(opts: GpuProviderClientOptions) {
     this.#apiUrl = baseUrl(opts.apiUrl, "apiUrl");
@@ -109,6 +115,7 @@ export class GpuProviderClient {
     this.#restApi = new RestManagement(transport);
     this.management = (opts.managementApi ?? "rest") === "rest" ? this.#restApi : this.#graphqlApi;
     this.#onCall = opts.onCall;
+    this.#endpointBaseUrl = opts.endpointBaseUrl;
   }
 
   /**
@@ -128,10 +135,13 @@ export class GpuProviderClient {
     } = {},
   ): Promise<{ id: string; status: ProviderJobStatus }> {
     if (req.id === "") throw new ProviderError("BAD_REQUEST", "GPU provider submit: empty job id");
+    // A self-hosted endpoint gets no webhook (its jobs are polled, providerReadDue): the callback
+    // URL's token stays with the provider, and runpod-python's local server posts no job id to it.
+    const webhook = this.#selfHosted(endpointId) ? undefined : req.webhook;
     const body = {
       id: req.id,
       input: req.input,
-      ...(req.webhook !== undefined && { webhook: req.webhook }),
+      ...(webhook !== undefined && { webhook }),
       ...(req.policy !== undefined && { policy: req.policy }),
     };
     const res = await this.#jobApi({ op: "submit", endpointId }, "POST", `/run`, SubmitResponse, body, {
@@ -144,7 +154,9 @@ export class GpuProviderClient {
 
   async status(endpointId: string, jobId: string): Promise<ProviderJob> {
     const path = `/status/${jobIdSegment(jobId)}`;
-    return this.#jobApi({ op: "status", endpointId, jobId }, "GET", path, ProviderJob);
+    // RunPod documents GET; runpod-python's local API server (rp_fastapi.py) serves POST only.
+    const method = this.#selfHosted(endpointId) ? "POST" : "GET";
+    return this.#jobApi({ op: "status", endpointId, jobId }, method, path, ProviderJob);
   }
 
   async cancel(endpointId: string, jobId: string): Promise<ProviderJob> {
@@ -246,11 +258,15 @@ export class GpuProviderClient {
   ): Promise<z.output<S>> {
     if (ctx.endpointId === "")
       throw new ProviderError("BAD_REQUEST", `GPU provider ${ctx.op}: empty endpoint id`);
-    const url = `${this.#apiUrl}/v2/${enc(ctx.endpointId)}${suffix}`;
+    const selfHosted = this.#selfHosted(ctx.endpointId);
+    const url = selfHosted
+      ? `${selfHosted.base}${suffix}`
+      : `${this.#apiUrl}/v2/${enc(ctx.endpointId)}${suffix}`;
+    const withKey = !selfHosted || selfHosted.providerOrigin;
     return this.#withRetries(
       ctx,
       async (timeoutMs) => {
-        const res = await this.#send(ctx.op, method, url, body, timeoutMs, call.signal);
+        const res = await this.#send(ctx.op, method, url, body, timeoutMs, call.signal, withKey);
         if (res.status < 200 || res.status > 299) {
           throw errorFromResponse(res.status, res.text, {
             op: ctx.op,
@@ -264,6 +280,17 @@ export class GpuProviderClient {
       },
       call.retryIf,
     );
+  }
+
+  /**
+   * A self-hosted endpoint's base, and whether it is at the provider's own origin: the API key is
+   * sent there only (docs/design.md, "Self-hosted endpoints"), never to a URL a GpuEndpoint names.
+   */
+  #selfHosted(endpointId: string): { base: string; providerOrigin: boolean } | undefined {
+    const configured = this.#endpointBaseUrl?.(endpointId);
+    if (configured === undefined) return undefined;
+    const base = baseUrl(configured, "endpoint baseUrl");
+    return { base, providerOrigin: new URL(base).origin === new URL(this.#apiUrl).origin };
   }
 
   readonly #exchange: ManagementExchange = (ctx, method, url, body, handle, opts) =>
@@ -305,6 +332,7 @@ export class GpuProviderClient {
     body: unknown,
     timeoutMs: number,
     signal?: AbortSignal,
+    withKey = true,
   ): Promise<RawAnswer> {
     if (signal?.aborted)
       throw new ProviderError("PROVIDER_UNAVAILABLE", `GPU provider ${op}: aborted before sending`, {
@@ -319,7 +347,7 @@ export class GpuProviderClient {
         agent: poolFor(this.#pools, url),
         method,
         headers: {
-          authorization: `Bearer ${this.#apiKey}`,
+          ...(withKey && { authorization: `Bearer ${this.#apiKey}` }),
           accept: "application/json",
           ...(body !== undefined && { "content-type": "application/json" }),
         },
@@ -381,5 +409,7 @@ function baseUrl(value: string, name: string): string {
   }
   if (url.protocol !== "http:" && url.protocol !== "https:")
     throw new Error(`GPU provider ${name} must be http(s)`);
+  if (url.username !== "" || url.password !== "" || url.search !== "" || url.hash !== "")
+    throw new Error(`GPU provider ${name} may carry no credentials, query or fragment`);
   return url.toString().replace(/\/+$/, "");
 }

@@ -188,6 +188,34 @@ export class StorageClient {
     return read!;
   }
 
+  /** A small object's text (at most `maxBytes`), or undefined when there is no such object. */
+  async getText(key: string, maxBytes = 1 << 20): Promise<string | undefined> {
+    try {
+      const { read } = await this.call(
+        "read",
+        "GET",
+        key,
+        objectUrl(this.config, key),
+        undefined,
+        {},
+        async (body) => {
+          let size = 0;
+          const chunks: Buffer[] = [];
+          for await (const chunk of body) {
+            size += (chunk as Buffer).length;
+            if (size > maxBytes) throw new Error(`over ${maxBytes} bytes`);
+            chunks.push(chunk as Buffer);
+          }
+          return Buffer.concat(chunks).toString("utf8");
+        },
+      );
+      return read!;
+    } catch (err) {
+      if (err instanceof StorageError && err.status === 404) return undefined;
+      throw err;
+    }
+  }
+
   /** Writes a small object in one request (the body's SHA-256 is signed: the store checks it). */
   async put(key: string, body: Buffer, contentType = "application/octet-stream"): Promise<void> {
     await this.call("put", "PUT", key, objectUrl(this.config, key), body, { "content-type": contentType });

@@ -3,7 +3,10 @@
 // (keys.ts); such an object whose job is gone (no MediaJob of that uid in the namespace) is an
 // orphan, and is deleted once it is older than a margin (an upload of a job the cache may not
 // show yet is never touched). Every other key is the tenants' own (their inputs, anywhere under
-// their namespace) and is never deleted, only counted. Pure.
+// their namespace) and is never deleted, only counted; so is a stage cache entry, until it expires,
+// and the attempt objects it names outlive their job while it lives. Pure.
+
+import { parseStageEntryKey } from "./stage-cache.js";
 
 /** One object as the store lists it. */
 export interface StoredObject {
@@ -41,6 +44,29 @@ export function attemptObjectOwner(key: string): { namespace: string; jobUid: st
   return { namespace, jobUid };
 }
 
+/** The "directory" of a key: up to its last `/`, included. */
+export const objectDir = (key: string): string => key.slice(0, key.lastIndexOf("/") + 1);
+
+/**
+ * Of the listed objects, the stage cache entries (stage-cache.ts): the attempt directories
+ * (`<namespace>/<jobUid>/<attempt>/`) the live ones keep, and the entries older than `ttlMs`.
+ */
+export function cacheKeeps(
+  objects: readonly StoredObject[],
+  nowMs: number,
+  ttlMs = Infinity,
+): { kept: Set<string>; expired: StoredObject[] } {
+  const kept = new Set<string>();
+  const expired: StoredObject[] = [];
+  for (const o of objects) {
+    const entry = parseStageEntryKey(o.key);
+    if (!entry) continue;
+    if (nowMs - o.lastModifiedMs < ttlMs) kept.add(`${entry.namespace}/${entry.jobUid}/${entry.attempt}/`);
+    else expired.push(o);
+  }
+  return { kept, expired };
+}
+
 /**
  * The sweep's plan: `liveJobs` holds `<namespace>/<uid>` of every MediaJob the cache shows; an
  * attempt object of any other job is an orphan, deleted once `minAgeMs` old.
@@ -50,9 +76,15 @@ export function planSweep(input: {
   liveJobs: ReadonlySet<string>;
   nowMs: number;
   minAgeMs: number;
+  /** How long a stage cache entry keeps its attempt's objects (stage-cache.ts); default forever. */
+  cacheTtlMs?: number;
 }): SweepPlan {
   const perNamespace = new Map<string, NamespaceStorage>();
   const del: StoredObject[] = [];
+  // A live stage cache entry keeps the objects of the attempt it names, whatever became of its
+  // job; an expired one is deleted, and its attempt's objects are orphans when their job is gone.
+  const { kept, expired } = cacheKeeps(input.objects, input.nowMs, input.cacheTtlMs);
+  del.push(...expired);
   for (const o of input.objects) {
     const namespace = o.key.split("/", 1)[0]!;
     let ns = perNamespace.get(namespace);
@@ -62,6 +94,7 @@ export function planSweep(input: {
     ns.bytes += o.size;
     const owner = attemptObjectOwner(o.key);
     if (!owner || input.liveJobs.has(`${owner.namespace}/${owner.jobUid}`)) continue;
+    if (kept.has(objectDir(o.key))) continue;
     ns.orphans++;
     ns.orphanBytes += o.size;
     if (input.nowMs - o.lastModifiedMs >= input.minAgeMs) del.push(o);

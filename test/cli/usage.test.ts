@@ -82,6 +82,7 @@ describe("kubectl media usage", () => {
             limitSeconds: 3600,
             providerCostMicros: null,
             providerCostPerUsedSecondMicros: null,
+            workerCostMeteredMicros: null,
             unreportedAttempts: 2,
             unreportedSeconds: 20,
             oldestUnreportedSeconds: expect.any(Number) as number,

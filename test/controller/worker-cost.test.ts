@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
-import { eventually, testKubeConfig } from "../support/kube.js";
+import { kubectlMedia } from "../support/cli.js";
+import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
   GPU_SECONDS_METER,
   mediaJob,
@@ -121,5 +122,13 @@ describe("the worker-cost rule", () => {
     // The settled figures are what was metered: settled and metered advance together.
     const sparse = await account("cus_wc_sparse");
     expect(sparse!.status!.cost!.settledMicros).toBe(sum("cus_wc_sparse"));
+    // kubectl media usage shows it, per customer.
+    const shown = await kubectlMedia(["usage", "-o", "json", "-n", stack.ns], {
+      KUBECONFIG: testKubeconfigPath(),
+    });
+    const items = (
+      JSON.parse(shown.stdout) as { items: Array<{ customer: string; workerCostMeteredMicros: number }> }
+    ).items;
+    expect(items.find((i) => i.customer === "cus_wc_busy")?.workerCostMeteredMicros).toBe(sum("cus_wc_busy"));
   }, 180_000);
 });

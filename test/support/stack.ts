@@ -67,13 +67,17 @@ export function startManager(
   extra: Partial<ConstructorParameters<typeof Manager>[0]> = {},
 ): Manager {
   const api = new KubeApi(kc);
+  const late: { manager?: Manager } = {};
   const provider = new GpuProviderClient({
     apiUrl: sim.url,
     apiKey: env.GPU_PROVIDER_API_KEY!,
     timeoutMs: 5_000,
     retryBudgetMs: 5_000,
+    // Self-hosted endpoints (GpuEndpoint spec.baseUrl), as src/controller/run.ts routes them.
+    endpointBaseUrl: (id) => late.manager?.endpointBaseUrl(id),
   });
-  return new Manager({ api, provider, env, log: testLogger(), ...extra });
+  late.manager = new Manager({ api, provider, env, log: testLogger(), ...extra });
+  return late.manager;
 }
 
 type Spec = Record<string, unknown> & { workload: string };

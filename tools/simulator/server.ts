@@ -86,6 +86,8 @@ export interface Simulator {
    * so far), its billed seconds rounded up per run and its amount in micro-USD.
    */
   workerLedger(endpointId?: string): WorkerBill[];
+  /** The provider's wall clock at a simulated instant (its billing buckets are on this clock). */
+  wallAt(simMs: number): number;
   setPaymentWebhook(w: PaymentWebhook): void;
   sendPaymentEvent(event: Record<string, unknown>): Promise<PaymentDelivery>;
   paymentDeliveries(): PaymentDelivery[];
@@ -455,6 +457,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     releaseJob: (id) => engine.release(id),
     stats: () => ({ ...ctx.stats }),
     workerLedger: (endpointId) => engine.workerRuns(endpointId),
+    wallAt: (simMs) => clock.wallAt(simMs),
     setPaymentWebhook: (w) => ctx.payment.setWebhook(w),
     sendPaymentEvent: (event) => ctx.payment.send(event),
     paymentDeliveries: () => ctx.payment.deliveries(),

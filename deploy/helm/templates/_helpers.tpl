@@ -344,6 +344,8 @@ message in the template's name). What install refuses, lint refuses too.
   value: {{ .sweepIntervalSeconds | quote }}
 - name: STORAGE_ORPHAN_MIN_AGE_SECONDS
   value: {{ .orphanMinAgeSeconds | quote }}
+- name: STORAGE_CACHE_TTL_SECONDS
+  value: {{ .cacheTtlSeconds | quote }}
 {{- with .keep }}
 {{- with .allowedHosts }}
 - name: STORAGE_KEEP_ALLOWED_HOSTS

@@ -29,6 +29,8 @@ export async function gatherFacts(
     tickMs: d.tickMs,
     key: { valid: true },
   };
+  // A self-hosted endpoint (spec.baseUrl) has nothing at the provider to read.
+  if (ep.spec.baseUrl !== undefined) return facts;
   // 1. The key (checked once for every endpoint; the health check below uses it every tick).
   try {
     const { accountId } = await d.view.checkKey();

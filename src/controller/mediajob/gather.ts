@@ -61,6 +61,7 @@ export async function gatherFacts(
   const wait =
     ep?.status?.health && providerWaitCause(ep.status.health, ep.status.workersMax ?? ep.spec.maxWorkers);
   if (wait) facts.providerWait = wait;
+  if (ep?.spec.baseUrl !== undefined) facts.selfHosted = true;
   if (job.status?.phase === "Processing" && jobAccount(job))
     facts.usageCapReached = usageCapReached(job, { ...d, plans: settings.plans }, now.getTime());
   const due = providerReadDue(
@@ -69,6 +70,7 @@ export async function gatherFacts(
     settings.defaultTimeoutSeconds,
     facts.usageCapReached,
     facts.providerWait,
+    facts.selfHosted,
   );
   if (due) facts.provider = await readProviderStatus(d, due.endpointId, due.providerJobId);
   if (outputCheckDue(job.status)) {

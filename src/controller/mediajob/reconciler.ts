@@ -3,6 +3,8 @@
 // actions in order. Level-triggered: the same object in the same world always leads to the same
 // actions, so a repeated or concurrent trigger is harmless. Only the write-ahead submission
 // (submit.ts) writes status more than once in a pass, and it does so by name.
+import { describeError } from "../../k8s/errors.js";
+import { stageEntryFor } from "../../mediajob/stage-cache.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import { isAlreadyExists } from "../../k8s/errors.js";
 import type { PlannedEvent } from "../../mediajob/conditions.js";
@@ -228,6 +230,7 @@ export class MediaJobReconciler {
         await this.writes.reportToPipeline(ns, action.first, action.uid, action.condition, now);
         return true;
       case "releaseFinalizer":
+        await this.recordStage(job);
         if (await this.writes.removeFinalizer(job, action.keepForUsage))
           await this.record(job, action.endEvent);
         return true;
@@ -244,6 +247,22 @@ export class MediaJobReconciler {
         await this.writes.deleteExpired(job);
         return false;
     }
+  }
+
+  /**
+   * A completed stage's outputs go into the stage cache (stage-cache.ts) before its finalizer goes:
+   * one PUT to the store, no Kubernetes write. A failure only costs a later job of the same stage
+   * its run; it is logged, never retried at the job's expense.
+   */
+  private async recordStage(job: MediaJob): Promise<void> {
+    const entry = stageEntryFor(job);
+    const store = entry && this.d.store?.();
+    if (!entry || !store) return;
+    await store.client
+      .put(entry.key, Buffer.from(JSON.stringify(entry.body)), "application/json")
+      .catch((err: unknown) =>
+        this.d.log.warn({ job: jobKey(job), err: describeError(err) }, "stage cache entry not written"),
+      );
   }
 
   private async record(job: MediaJob, [type, reason, message]: PlannedEvent): Promise<void> {

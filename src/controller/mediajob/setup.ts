@@ -2,7 +2,7 @@
 // their map functions: a job's own events (less those of our own writes and of jobs at rest), and
 // the waiting jobs an endpoint, a Namespace's binding or a BillingAccount concerns.
 import { Counter } from "prom-client";
-import { holderKey } from "../../callback/holders.js";
+import { ProviderJobIndex } from "./provider-job-index.js";
 import { billingAccountName, customerAccount, type OrphanedRun } from "../../crds/billingaccount.js";
 import { accountRequired } from "../../config/usage.js";
 import type { UsageSettings } from "../../mediajob/usage.js";
@@ -48,6 +48,9 @@ export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
   });
   if (!env.CALLBACK_BASE_URL || !env.CALLBACK_SECRET)
     throw new Error("CALLBACK_BASE_URL and CALLBACK_SECRET are required");
+  // From the cache, which holds every job of the watched scope (a settled one keeps its provider
+  // id): a submission costs no list call, where the apiserver would read every job.
+  const providerJobs = new ProviderJobIndex();
   const reconciler = new MediaJobReconciler({
     api: recordingWrites(ctx.api, "mediajobs", ownWrites),
     jobs,
@@ -82,15 +85,7 @@ export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
     },
     store: deps.store,
     accountJobs,
-    // From the cache, which holds every job of the watched scope (a settled one keeps its
-    // provider id): a submission costs no list call, where the apiserver would read every job.
-    holders: (providerJobId) =>
-      Promise.resolve(
-        jobs
-          .list()
-          .filter((j) => j.status?.providerJobId === providerJobId)
-          .map(holderKey),
-      ),
+    holders: (providerJobId) => Promise.resolve(providerJobs.holders(providerJobId)),
     onTransition: (from, to) => metrics.transitions.inc({ from: from ?? "", to: to ?? "" }),
     onSubmission: (outcome) => metrics.submissions.inc({ outcome }),
     onRecovery: (kind) => metrics.recoveries.inc({ kind }),
@@ -127,6 +122,7 @@ export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
     if (jobEventWorthALook(event, job, old, ours, superseded)) queue.add(key);
   });
   jobs.on((event, job, old) => accountJobs.observe(event, job, old));
+  jobs.on((event, job, old) => providerJobs.note(event, job, old));
   // Counted by the leader only, so a sum across replicas counts each job once.
   jobs.on((event, job, old) => {
     if (ctx.leading()) metrics.resources.observe(event, job, old);

@@ -19,6 +19,8 @@ import { isProviderError, type GpuProviderClient } from "../../provider/index.js
 import { jobKey, type JobWrites } from "./writes.js";
 import type { Store } from "../../storage/index.js";
 import { mintAttemptIO, redactPresigned, withAttemptIO } from "../../storage/mint.js";
+import { lookupStage } from "../../storage/stage-cache.js";
+import { cacheHitStatus } from "../../mediajob/stage-cache.js";
 
 export interface SubmitDeps {
   writes: JobWrites;
@@ -81,6 +83,24 @@ export async function submit(
     const store = d.store?.();
     if (!store)
       return outcome("storage-unavailable", { error: retry("the object store is not open: no submission") });
+    // The stage cache first: a stage this namespace already paid for completes from its outputs.
+    if (p.stageKey !== undefined) {
+      const hit = await lookupStage(store.client, job.metadata.namespace ?? "", p.stageKey).catch(
+        (err: unknown) => {
+          // Not found is not an error; a store that cannot be read now runs the job.
+          d.log.info({ job: key, err: describeError(err) }, "stage cache not read; the job runs");
+          return undefined;
+        },
+      );
+      if (hit) {
+        const done = cacheHitStatus(job, plan.status, hit, store.config.bucket, now);
+        const written = await d.writes.replaceStatus(
+          job,
+          withPhaseConditions(done.status, job.metadata.generation, now),
+        );
+        return outcome("cache-hit", { events: done.events, requeueAfterMs: 0 }, written);
+      }
+    }
     try {
       input = withAttemptIO(input, await mintAttemptIO(p.io, store.signer));
     } catch (err) {

@@ -8,6 +8,8 @@ import { Counter, Gauge } from "prom-client";
 import { describeError } from "../../k8s/errors.js";
 import { openStore, type Store } from "../../storage/index.js";
 import {
+  cacheKeeps,
+  objectDir,
   planSweep,
   STORAGE_USAGE_ANNOTATION,
   storageSummaryText,
@@ -15,6 +17,7 @@ import {
   type StoredObject,
 } from "../../storage/retention.js";
 import { jobObjectPrefix } from "../../storage/keys.js";
+import { CACHE_DIR } from "../../storage/stage-cache.js";
 import type { LoopContext } from "../loop-context.js";
 
 /** Deletions in flight at once (one store call each). */
@@ -84,10 +87,25 @@ export function setupStorage(ctx: LoopContext) {
     if (emptying || !store || gone.size === 0) return;
     const s = store;
     emptying = (async () => {
+      // What the namespaces' live stage cache entries keep stays (stage-cache.ts): read once a pass.
+      const namespaces = new Set([...gone].map((p) => p.slice(0, p.indexOf("/"))));
+      const kept = new Set<string>();
+      for (const ns of namespaces)
+        for (const dir of cacheKeeps(
+          await listAll(s, `${ns}/${CACHE_DIR}/`),
+          Date.now(),
+          env.STORAGE_CACHE_TTL_SECONDS * 1000,
+        ).kept)
+          kept.add(dir);
       for (const prefix of [...gone]) {
         gone.delete(prefix);
         if (!ctx.fence()) return;
-        await deleteAll(s, await listAll(s, prefix), "job_deleted");
+        const objects = await listAll(s, prefix);
+        await deleteAll(
+          s,
+          objects.filter((o) => !kept.has(objectDir(o.key))),
+          "job_deleted",
+        );
       }
     })()
       .catch((err: unknown) => {
@@ -116,6 +134,7 @@ export function setupStorage(ctx: LoopContext) {
         liveJobs,
         nowMs: Date.now(),
         minAgeMs: env.STORAGE_ORPHAN_MIN_AGE_SECONDS * 1000,
+        cacheTtlMs: env.STORAGE_CACHE_TTL_SECONDS * 1000,
       });
       objects.reset();
       bytes.reset();

@@ -101,7 +101,23 @@ export class UsageReporter {
   /** Jobs (uid and customer) already told their BillingAccount is missing. */
   private readonly toldMissing = new Set<string>();
 
+  /**
+   * Keys (namespace/name) of the cached jobs that may have usage to meter or count: a pass reads
+   * these, not every job in the cache (a burst of job ends made each of its passes walk the whole
+   * cache: quadratic). Kept by noteJob from the informer's events, and rebuilt from the cache at
+   * each interval tick, as a resync would, so an event missed is found within an interval.
+   */
+  private readonly candidates = new Set<string>();
+  private rescan = true;
+
   constructor(private readonly d: UsageReporterDeps) {}
+
+  /** Told of each job event (setup.ts), before the pass it may wake. */
+  noteJob(event: "add" | "update" | "delete", job: MediaJob): void {
+    const key = `${job.metadata.namespace}/${job.metadata.name}`;
+    if (event !== "delete" && hasOutstanding(job)) this.candidates.add(key);
+    else this.candidates.delete(key);
+  }
 
   private now(): Date {
     return this.d.now?.() ?? new Date();
@@ -110,7 +126,10 @@ export class UsageReporter {
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
-    this.timer = setInterval(() => this.wake(), this.d.intervalMs);
+    this.timer = setInterval(() => {
+      this.rescan = true;
+      this.wake();
+    }, this.d.intervalMs);
     this.timer.unref();
     this.wake();
   }
@@ -143,16 +162,18 @@ export class UsageReporter {
 
   /** The jobs' attempts whose usage still needs work, billed (the controller's pass bills them). */
   private outstanding(): Outstanding[] {
+    if (this.rescan) {
+      this.rescan = false;
+      this.candidates.clear();
+      for (const job of this.d.jobs.list()) this.noteJob("add", job);
+    }
     const out: Outstanding[] = [];
-    for (const job of this.d.jobs.list()) {
-      const usage = job.status?.usage;
-      if (!usage) continue;
-      for (const attempt of usage.attempts)
-        if (
-          attempt.billedSeconds !== undefined &&
-          (attempt.meter === "Pending" || awaitsCount(usage, attempt))
-        )
-          out.push({ job, attempt });
+    for (const key of this.candidates) {
+      const slash = key.indexOf("/");
+      const job = this.d.jobs.get(key.slice(0, slash), key.slice(slash + 1));
+      const attempts = job ? outstandingAttempts(job) : [];
+      if (attempts.length === 0) this.candidates.delete(key);
+      for (const attempt of attempts) out.push({ job: job!, attempt });
     }
     return out;
   }
@@ -685,3 +706,14 @@ function liveByAccount(work: readonly Outstanding[]): Map<string, Set<string>> {
   }
   return live;
 }
+
+/** A job's billed attempts still to be metered or counted. */
+function outstandingAttempts(job: MediaJob): UsageAttempt[] {
+  const usage = job.status?.usage;
+  if (!usage) return [];
+  return usage.attempts.filter(
+    (a) => a.billedSeconds !== undefined && (a.meter === "Pending" || awaitsCount(usage, a)),
+  );
+}
+
+const hasOutstanding = (job: MediaJob): boolean => outstandingAttempts(job).length > 0;

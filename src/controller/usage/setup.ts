@@ -67,6 +67,7 @@ export function setupUsage(ctx: LoopContext, o: UsageOptions = {}) {
 
   // A job whose usage changed (recorded, billed) has work for the usage reporter.
   jobs.on((event, job, old) => {
+    reporter.noteJob(event, job);
     if (
       ctx.leading() &&
       event !== "delete" &&
