@@ -283,6 +283,8 @@ const common: Record<string, string> = {
   STORAGE_SECRET_ACCESS_KEY: s3.secretAccessKey,
   STORAGE_SWEEP_INTERVAL_SECONDS: "10",
   STORAGE_ORPHAN_MIN_AGE_SECONDS: "5",
+  // Stage cache entries expire within the run: the orphan check then sees every object go.
+  STORAGE_CACHE_TTL_SECONDS: "20",
   // The simulator's hosted outputs are on 127.0.0.1.
   STORAGE_KEEP_ALLOW_PRIVATE: "true",
 };
@@ -716,6 +718,7 @@ const orphanCheck = await checkOrphans({
   client: directStore.client,
   jobs,
   waitMs: 120_000,
+  cacheTtlMs: 20_000,
   listJobs: () => listJobs(api, NAMESPACE),
   // The store down while the jobs go: the cleanup of their objects fails, and the sweep must do it.
   meanwhile: () => storage.outage(4_000),

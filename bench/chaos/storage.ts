@@ -12,13 +12,14 @@
 //   (whatever a stage cache serves, a job's outputs are its tenant's own);
 // - orphanObjects: an attempt object (`<ns>/<uid>/<attempt>/<name>`) of a job that is gone, once
 //   the media jobs were deleted (the store down meanwhile, so the deletion's own cleanup fails for
-//   some and the sweep must find them) and the sweep ran.
+//   some and the sweep must find them) and the sweep ran; the objects a live stage cache entry
+//   keeps are not orphans, and the run's short cache TTL makes every entry expire before the end.
 import { createHash } from "node:crypto";
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { KubeApi } from "../../src/k8s/api.js";
 import type { StorageClient } from "../../src/storage/client.js";
-import { attemptObjectOwner } from "../../src/storage/retention.js";
+import { attemptObjectOwner, cacheKeeps, objectDir, type StoredObject } from "../../src/storage/retention.js";
 import type { Rng } from "./rng.js";
 
 export interface StorageFaults {
@@ -220,6 +221,8 @@ export async function checkOrphans(req: {
   jobs: MediaJob[];
   waitMs: number;
   listJobs: () => Promise<MediaJob[]>;
+  /** STORAGE_CACHE_TTL_SECONDS of the run, ms: a younger stage cache entry keeps its attempt's objects. */
+  cacheTtlMs: number;
   /** Runs while the jobs are deleted (the store's outage: the deletion's cleanup fails, the sweep must act). */
   meanwhile?: () => Promise<void>;
 }): Promise<{ deleted: number; orphans: string[]; mostSeen: number }> {
@@ -235,17 +238,23 @@ export async function checkOrphans(req: {
     const live = await req.listJobs().catch(() => undefined);
     if (live !== undefined) {
       const uids = new Set(live.map((j) => `${j.metadata.namespace}/${j.metadata.uid}`));
-      const objects: string[] = [];
+      const objects: StoredObject[] = [];
       let next: string | undefined;
       do {
         const page = await req.client.list(next, `${req.namespace}/`);
-        objects.push(...page.objects.map((o) => o.key));
+        objects.push(...page.objects);
         next = page.next;
       } while (next !== undefined);
-      orphans = objects.filter((k) => {
-        const owner = attemptObjectOwner(k);
-        return owner !== undefined && !uids.has(`${owner.namespace}/${owner.jobUid}`);
-      });
+      // A live stage cache entry keeps its attempt's objects past their job, as the product's rule says.
+      const { kept } = cacheKeeps(objects, Date.now(), req.cacheTtlMs);
+      orphans = objects
+        .map((o) => o.key)
+        .filter((k) => {
+          const owner = attemptObjectOwner(k);
+          return (
+            owner !== undefined && !uids.has(`${owner.namespace}/${owner.jobUid}`) && !kept.has(objectDir(k))
+          );
+        });
       mostSeen = Math.max(mostSeen, orphans.length);
       const gone = media.every((m) => !live.some((l) => l.metadata.uid === m.metadata.uid));
       if (gone && orphans.length === 0) break;
