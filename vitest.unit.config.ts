@@ -30,6 +30,7 @@ export default defineConfig({
       "test/storage/config.test.ts",
       "test/storage/attempt-io.test.ts",
       "test/storage/output-check.test.ts",
+      "test/storage/kept-outputs.test.ts",
       "test/storage/lazy-signer.test.ts",
     ],
     pool: "forks",

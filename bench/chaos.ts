@@ -13,7 +13,9 @@
 // usage goes to a payment provider that fails and loses answers; customers on plans that cap their
 // GPU seconds and their jobs at once, held at the cap, then upgraded; a burst of low-priority jobs
 // followed by another account's normal jobs; a burst created while no leader runs, so the next
-// leader starts with a backlog. Exit 1 when an invariant
+// leader starts with a backlog; media jobs through a real S3-compatible store behind a front that
+// answers 5xx, holds PUTs, refuses presigned requests as expired and goes down for a while
+// (bench/chaos/storage.ts). Exit 1 when an invariant
 // is broken; the seed is printed first, so a failure can be replayed.
 import { randomBytes } from "node:crypto";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
@@ -71,6 +73,10 @@ import {
   subscriptionEvent,
 } from "./chaos/plans.js";
 import { changeBinding } from "../src/cli/bind.js";
+import { openStore } from "../src/storage/index.js";
+import { startS3Server } from "../test/support/s3server.js";
+import { storeEnv } from "../test/support/s3store.js";
+import { checkOrphans, checkStorage, chaosInput, storeFront, withMedia } from "./chaos/storage.js";
 
 const { values } = parseArgs({
   options: {
@@ -208,6 +214,16 @@ const sim = async <T>(path: string, init?: RequestInit): Promise<T> => {
 };
 await waitUntil("the simulator", async () => (await fetch(`${simulatorUrl}/_sim/stats`)).ok);
 
+// ---- the object store (a real S3-compatible server) behind its faulty front ----
+const STORE_BUCKET = "chaos-media";
+const s3 = await startS3Server();
+const directStore = (await openStore(storeEnv(s3, STORE_BUCKET)))!;
+await directStore.client.createBucket();
+const mediaInput = chaosInput(NAMESPACE);
+await directStore.client.put(mediaInput.key, mediaInput.bytes);
+const storeFaults = { serverErrors: 0.03, expiredUrls: 0.02, slowPuts: 0.1, slowPutMs: 1_500 };
+const storage = await storeFront(s3.endpoint, new Rng(SEED ^ 0x3c6ef372), storeFaults);
+
 // ---- two sidecars behind their Service, two controller replicas ----
 const webhookSecret = `whsec_${randomBytes(18).toString("hex")}`;
 const sidecarPorts = [await freePort(), await freePort()];
@@ -257,6 +273,20 @@ const common: Record<string, string> = {
   TENANCY_REQUIRE_ACCOUNT: "false",
   WEBHOOKS_HOST: "127.0.0.1",
   LOG_LEVEL: "info",
+  // The media store, through its faulty front; the sweep often enough to be seen within the run.
+  STORAGE_BUCKET: STORE_BUCKET,
+  STORAGE_ENDPOINT: storage.url,
+  STORAGE_REGION: s3.region,
+  STORAGE_ADDRESSING: "path",
+  STORAGE_CREDENTIALS: "keys",
+  STORAGE_ACCESS_KEY_ID: s3.accessKeyId,
+  STORAGE_SECRET_ACCESS_KEY: s3.secretAccessKey,
+  STORAGE_SWEEP_INTERVAL_SECONDS: "10",
+  STORAGE_ORPHAN_MIN_AGE_SECONDS: "5",
+  // Stage cache entries expire within the run: the orphan check then sees every object go.
+  STORAGE_CACHE_TTL_SECONDS: "20",
+  // The simulator's hosted outputs are on 127.0.0.1.
+  STORAGE_KEEP_ALLOW_PRIVATE: "true",
 };
 sidecarPorts.forEach((port, i) =>
   sidecars.push(
@@ -319,6 +349,12 @@ say(`${elapsed()} stack up: simulator, 2 sidecars, 2 controllers (leader ${(awai
 const customers = meteredCustomers(SEED, Math.max(2, Math.min(5, Math.round(JOBS / 100))));
 await createMeteredAccounts(api, NAMESPACE, customers, [PRICES.open]);
 const planned = planJobs(rng, JOBS, customers);
+// A quarter of the single-step jobs move media (from a generator of their own: older seeds replay).
+const mediaPlan = withMedia(new Rng(SEED ^ 0x7f4a7c15), planned, 0.25, {
+  uri: `s3://${STORE_BUCKET}/${mediaInput.key}`,
+  sha256: mediaInput.sha256,
+  size: mediaInput.bytes.length,
+});
 const pipelines = planned.filter((j) => j.pipeline).length;
 // Two more accounts' bursts (fair share), from a generator of their own: the run's other draws,
 // and so the replay of an older seed, stay as they were.
@@ -533,7 +569,19 @@ async function drift(): Promise<void> {
   }
 }
 
+/** The store unreachable twice during the run, a few seconds each. */
+async function storeOutages(): Promise<void> {
+  const outageRng = new Rng(SEED ^ 0x510e527f);
+  for (const at of [outageRng.between(0.2, 0.4), outageRng.between(0.5, 0.7)]) {
+    while (progress() < at && !settled) await sleep(250);
+    say(`${elapsed()} object store unreachable (progress ${(progress() * 100).toFixed(0)} %)`);
+    await storage.outage(outageRng.between(3_000, 6_000));
+    say(`${elapsed()} object store back`);
+  }
+}
+
 const observing = observe();
+const storeDown = storeOutages();
 const disrupting = disrupt();
 const drifting = drift();
 const holding = planLimits.run(() => settled);
@@ -568,7 +616,7 @@ if (settled) {
 const settledInTime = settled;
 settled = true;
 clearInterval(progressLog);
-await Promise.all([observing, drifting, holding]);
+await Promise.all([observing, drifting, holding, storeDown]);
 await disrupting;
 const traffic = await paying;
 say(`${elapsed()} ${settledInTime ? "every job terminal" : "deadline passed"}; checking`);
@@ -661,6 +709,24 @@ const waitCheck = checkWaitBound(
   isFirstStep,
 );
 const paymentCheck = await checkPayments(api, NAMESPACE, payments);
+// The store itself, past the front: every Completed job's outputs, then the media jobs deleted and
+// the store left with no object of a job that is gone (the deletion's cleanup, else the sweep).
+const storageCheck = await checkStorage(jobs, directStore.client);
+const orphanCheck = await checkOrphans({
+  api,
+  namespace: NAMESPACE,
+  client: directStore.client,
+  jobs,
+  waitMs: 120_000,
+  cacheTtlMs: 20_000,
+  listJobs: () => listJobs(api, NAMESPACE),
+  // The store down while the jobs go: the cleanup of their objects fails, and the sweep must do it.
+  meanwhile: () => storage.outage(4_000),
+});
+say(
+  `${elapsed()} ${orphanCheck.deleted} media jobs deleted; up to ${orphanCheck.mostSeen} of their objects seen ` +
+    `left after the deletion, ${orphanCheck.orphans.length} after the sweep`,
+);
 const selfExits =
   [...controllers, ...sidecars].reduce((n, p) => n + p.exits, 0) -
   counts.controllerKills -
@@ -723,6 +789,14 @@ const result: ChaosResult = {
   usageLimitCountLagSeconds: planCheck.usageLimitCountLagSeconds,
   concurrencyOverPlan: planCheck.concurrencyOverPlan,
   planMaxRunning: planCheck.maxRunning,
+  mediaStorageJobs: mediaPlan.media,
+  mediaHostedJobs: mediaPlan.hosted,
+  mediaCompleted: storageCheck.mediaCompleted,
+  hostedCompleted: storageCheck.hostedCompleted,
+  outputsMissing: storageCheck.outputsMissing.length,
+  orphanObjects: orphanCheck.orphans.length,
+  orphansBeforeSweep: orphanCheck.mostSeen,
+  crossTenantCacheHits: storageCheck.crossTenantCacheHits.length,
   byPhase: jobCheck.byPhase,
   faults: {
     controllerKills: counts.controllerKills,
@@ -738,6 +812,7 @@ const result: ChaosResult = {
     selfExits,
     paymentPosts: traffic.posts,
     paymentAnswers: traffic.answers,
+    storage: { ...storage.stats, outages: storage.outages },
   },
   broken: [],
   examples: {
@@ -757,6 +832,9 @@ const result: ChaosResult = {
     executionSecondsDiff: meteringCheck.perCustomer.filter((c) => c.executionMs !== c.providerExecutionMs),
     jobsOverWaitBound: waitCheck.overBound.slice(0, 20),
     plans: planCheck.perCustomer,
+    outputsMissing: storageCheck.outputsMissing.slice(0, 20),
+    orphanObjects: orphanCheck.orphans.slice(0, 20),
+    crossTenantCacheHits: storageCheck.crossTenantCacheHits.slice(0, 20),
   },
 };
 result.broken = INVARIANTS.filter((k) => result[k] !== 0);
@@ -769,11 +847,17 @@ if (result.leaderStartBacklog < 1) result.broken.push("leaderStartBacklog");
 if (simulatorDied) result.broken.push("simulatorExited");
 // Plans that no customer reached prove nothing about their limits.
 if (result.usageLimitReached < 1) result.broken.push("usageLimitReached");
+// Media that never completed, or a store that was never faulty, proves nothing about storage.
+if (result.mediaCompleted < 1) result.broken.push("mediaCompleted");
+if (result.hostedCompleted < 1) result.broken.push("hostedCompleted");
+if (storage.outages < 1 || storage.stats.serverErrors < 1) result.broken.push("storageFaults");
 
 // ---- shut down, report ----
 await Promise.all([...controllers, ...sidecars].map((p) => p.stop()));
 await simulator.stop();
-await Promise.all([service.close(), front.close()]);
+await Promise.all([service.close(), front.close(), storage.close()]);
+directStore.client.close();
+await s3.stop();
 await controlPlane.stop();
 rmSync(join(workDir, "controlplane"), { recursive: true, force: true });
 if (result.broken.length === 0 && values["keep-logs"] !== true)

@@ -95,6 +95,20 @@ export interface ChaosResult {
   jobsOverWaitBound: number;
   /** The largest wait over its bound (under 1: every job kept it). */
   worstWaitOverBound: number;
+  /** Single-step jobs with a tenant's input and a declared output, through the object store. */
+  mediaStorageJobs: number;
+  /** Of those, jobs whose worker left its output at the provider (kept by the controller). */
+  mediaHostedJobs: number;
+  mediaCompleted: number;
+  hostedCompleted: number;
+  /** Declared outputs of Completed jobs not in the store with their recorded size and digest: invariant 0. */
+  outputsMissing: number;
+  /** Attempt objects of jobs that are gone, after their deletion and the sweep: invariant 0. */
+  orphanObjects: number;
+  /** The most of those seen while waiting for the sweep (the deletion's cleanup failed for them). */
+  orphansBeforeSweep: number;
+  /** status.outputs keys of Completed jobs outside their namespace's prefix: invariant 0. */
+  crossTenantCacheHits: number;
   byPhase: Record<string, number>;
   faults: {
     controllerKills: number;
@@ -111,6 +125,15 @@ export interface ChaosResult {
     selfExits: number;
     paymentPosts: number;
     paymentAnswers: Record<string, number>;
+    /** The object store's front: requests, 5xx, presigned requests refused as expired, slow PUTs, outages. */
+    storage: {
+      requests: number;
+      serverErrors: number;
+      expiredUrls: number;
+      slowPuts: number;
+      refused: number;
+      outages: number;
+    };
   };
   /** The invariants that failed, empty when the run passed. */
   broken: string[];
@@ -137,6 +160,9 @@ export const INVARIANTS = [
   "jobsOverWaitBound",
   "usageLimitOvershootSeconds",
   "concurrencyOverPlan",
+  "outputsMissing",
+  "orphanObjects",
+  "crossTenantCacheHits",
 ] as const;
 
 export function table(r: ChaosResult): string {
@@ -240,6 +266,18 @@ export function table(r: ChaosResult): string {
       r.concurrencyOverPlan,
       `invariant: 0 (most at once: ${r.planMaxRunning})`,
     ],
+    [
+      "media outputs missing from the store",
+      r.outputsMissing,
+      `invariant: 0 (${r.mediaStorageJobs} media jobs, ${r.mediaCompleted} completed; ` +
+        `${r.mediaHostedJobs} left their output at the provider, ${r.hostedCompleted} kept and completed)`,
+    ],
+    [
+      "objects of deleted jobs left in the store",
+      r.orphanObjects,
+      `invariant: 0 (after the sweep; up to ${r.orphansBeforeSweep} left by the deletion during the store's outage)`,
+    ],
+    ["outputs outside their namespace's prefix", r.crossTenantCacheHits, "invariant: 0"],
     ["faults: controller leader SIGKILLs", r.faults.controllerKills, ""],
     ["faults: sidecar SIGKILLs", r.faults.sidecarKills, ""],
     ["faults: control plane restarts", r.faults.controlPlaneRestarts, "same data directory"],
@@ -254,6 +292,12 @@ export function table(r: ChaosResult): string {
       "faults: processes that exited on their own",
       r.faults.selfExits,
       `restarted${selfExitReasons(r.examples.selfExits)}`,
+    ],
+    [
+      "faults: object store",
+      r.faults.storage.outages,
+      `outages; ${r.faults.storage.serverErrors} 5xx, ${r.faults.storage.expiredUrls} presigned requests refused as expired, ` +
+        `${r.faults.storage.slowPuts} slow PUTs, ${r.faults.storage.refused} connections reset, of ${r.faults.storage.requests}`,
     ],
     [
       "payment posts (20 per delivery, 2 sidecars)",

@@ -356,6 +356,27 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
     meaning:
       "`keys`: the access keys below (a Secret's files); `pod`: the pod's cloud identity (EKS Pod Identity, else IRSA's web identity token)",
   },
+  STORAGE_KEEP_ALLOWED_HOSTS: {
+    readBy: ["controller"],
+    default: "none: any public https host",
+    meaning:
+      "hosts the controller may copy a worker's hosted output from, comma-separated, `.example.com` for a domain ([design](design.md#outputs-kept-before-the-provider-forgets-them))",
+  },
+  STORAGE_KEEP_ALLOW_PRIVATE: {
+    readBy: ["controller"],
+    meaning:
+      "`true` lets that copy use plain http and private, loopback and link-local addresses: tests and dev only (SSRF)",
+  },
+  STORAGE_KEEP_MAX_BYTES: {
+    readBy: ["controller"],
+    meaning:
+      "the largest hosted output the controller copies into the store, bytes (at most S3's single PUT, 5 GiB)",
+  },
+  STORAGE_KEEP_TIMEOUT_SECONDS: {
+    readBy: ["controller"],
+    meaning:
+      "the longest one hosted output's copy may take; a copy cut short is tried again while the provider keeps the result",
+  },
   STORAGE_ACCESS_KEY_ID: { readBy: ["controller"], meaning: "the store's access key id (secret file)" },
   STORAGE_SECRET_ACCESS_KEY: {
     readBy: ["controller"],

@@ -317,6 +317,23 @@ export const EnvSchema = z.object({
   STORAGE_ORPHAN_MIN_AGE_SECONDS: seconds(3_600, 0),
   /** How long a stage cache entry keeps its outputs reusable (and stored), from when it was written. */
   STORAGE_CACHE_TTL_SECONDS: seconds(7 * 86_400, 0),
+  /**
+   * Outputs a worker leaves behind a URL of its own are copied into the store (docs/design.md,
+   * "Outputs kept before the provider forgets them"): the hosts the copy may fetch from (comma-
+   * separated, `.suffix` for a domain; empty: any public https host), whether plain http and
+   * private, loopback and link-local addresses are allowed (tests and dev only), the largest
+   * output kept and the longest one copy may take.
+   */
+  STORAGE_KEEP_ALLOWED_HOSTS: optionalText,
+  STORAGE_KEEP_ALLOW_PRIVATE: bool.default(false),
+  /** S3's largest single PUT (5 GiB) by default. */
+  STORAGE_KEEP_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(5 * 1024 ** 3)
+    .default(5 * 1024 ** 3),
+  STORAGE_KEEP_TIMEOUT_SECONDS: seconds(900),
   STORAGE_ACCESS_KEY_ID: optionalText,
   STORAGE_SECRET_ACCESS_KEY: optionalText,
   /** A temporary session's token, with temporary keys. */

@@ -3,7 +3,13 @@
 // deadline's do, so the reason survives a retry's return to Pending and shows once the job fails.
 
 /** A COMPLETED attempt whose declared outputs were not stored as reported: failed, retried by policy. */
-export const OUTPUT_FAILURES = ["OutputMissing", "OutputSizeMismatch", "OutputDigestMismatch"] as const;
+export const OUTPUT_FAILURES = [
+  "OutputMissing",
+  "OutputSizeMismatch",
+  "OutputDigestMismatch",
+  // An output the worker left behind a URL of its own could not be copied into the store (kept-outputs.ts).
+  "OutputNotKept",
+] as const;
 
 /** Why no attempt of a job with media can be sent: final, the spec or the installation must change. */
 export const MEDIA_REFUSALS = [

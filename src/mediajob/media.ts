@@ -139,7 +139,17 @@ export function afterOutputCheck(
   bucket: string,
   now: string,
 ): { status: MediaJobStatus; events: PlannedEvent[] } {
-  const verdict: OutputVerdict = verifyOutputs(stored, reportedOf(status));
+  return afterOutputVerdict(job, status, verifyOutputs(stored, reportedOf(status)), bucket, now);
+}
+
+/** The attempt's end once its outputs' verdict is known (afterOutputCheck; an output not kept). */
+export function afterOutputVerdict(
+  job: MediaJob,
+  status: MediaJobStatus,
+  verdict: OutputVerdict,
+  bucket: string,
+  now: string,
+): { status: MediaJobStatus; events: PlannedEvent[] } {
   const gen = job.metadata.generation;
   if (verdict.ok) {
     const outputs = (job.spec.media?.outputs ?? []).map(({ name }) => {

@@ -6,6 +6,7 @@ import type { GpuEndpoint } from "../crds/gpuendpoint.js";
 import type { StoredOutput } from "../storage/output-check.js";
 import type { MediaJobStatus } from "../crds/mediajob.js";
 import type { PlannedEvent } from "./conditions.js";
+import type { NotKept } from "./kept-outputs.js";
 import type { ProviderResult } from "./job.js";
 import type { SlotFact } from "./queued.js";
 import type { Plans } from "./plans.js";
@@ -88,9 +89,10 @@ export interface Facts {
   unrecorded?: { attempt: number; providerJobId: string };
   /**
    * A COMPLETED attempt's declared outputs as the store holds them (media.ts), gathered only when
-   * their check is due: the facts, or why the store could not be read (the check is retried).
+   * their check is due: the facts, or why the store could not be read (the check is retried), or
+   * why an output the worker left behind a URL of its own was not kept (kept-outputs.ts).
    */
-  outputs?: { stored: StoredOutput[] } | { error: string };
+  outputs?: { stored: StoredOutput[] } | { error: string } | { notKept: NotKept };
 }
 
 /** A Pending job's account as its plan sees it. */

@@ -8,7 +8,8 @@ import { EXPIRED, expiredStatus, msUntilDeadline, pastProviderTtl } from "./dead
 import { currentProviderJobId } from "./job.js";
 import { retry, type Facts, type Plan } from "./pass.js";
 import { applyProviderResult } from "./provider-result.js";
-import { afterOutputCheck, outputCheckDue } from "./media.js";
+import { afterOutputCheck, afterOutputVerdict, outputCheckDue } from "./media.js";
+import { decideNotKept } from "./kept-outputs.js";
 import { afterProviderLostJob, msUntilStuck, resetToPending } from "./recovery.js";
 import { planFollow, planStop, stopFollowed } from "./stop.js";
 import {
@@ -292,5 +293,17 @@ function planOutputCheck(job: MediaJob, status: MediaJobStatus, facts: Facts): P
     };
   }
   const now = facts.now.toISOString();
+  if ("notKept" in read) {
+    const decision = decideNotKept(read.notKept);
+    if ("retry" in decision)
+      return {
+        status,
+        events: [["Warning", "OutputNotKeptYet", decision.retry]],
+        actions: [],
+        error: retry(decision.retry),
+      };
+    const verdict = { ok: false as const, ...decision.fail };
+    return { ...afterOutputVerdict(job, status, verdict, bucket, now), actions: [] };
+  }
   return { ...afterOutputCheck(job, status, read.stored, bucket, now), actions: [] };
 }

@@ -5,6 +5,7 @@ import { deadlineExceeded, msUntilDeadline, suspendedStatus } from "./deadline.j
 import { msUntilStartDeadline, startDeadlineExceeded } from "./start-deadline.js";
 import { heldForUsage, heldStatus } from "./usage-cap.js";
 import { awaitingOutputCheck, declaresOutputs } from "./media.js";
+import { redactOutputUrls } from "./kept-outputs.js";
 import {
   ERROR_MAX_CHARS,
   type ProviderResult,
@@ -131,9 +132,10 @@ export function applyProviderResult(
       const { error: _drop, ...rest } = base;
       // Declared outputs are checked in the store before the job is Completed (media.ts): the
       // controller, which holds the store's credentials, does it at its next pass.
-      if (declaresOutputs(job.spec))
-        return awaitingOutputCheck(job, { ...rest, output: storedOutput(result.output) }, now);
-      return { ...rest, phase: "Completed", output: storedOutput(result.output), completedAt: now };
+      // A URL a worker reported for an output is a secret: status keeps the report without it.
+      const output = storedOutput(redactOutputUrls(result.output));
+      if (declaresOutputs(job.spec)) return awaitingOutputCheck(job, { ...rest, output }, now);
+      return { ...rest, phase: "Completed", output, completedAt: now };
     }
     case "FAILED":
     case "TIMED_OUT": {

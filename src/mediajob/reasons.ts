@@ -298,6 +298,17 @@ export const REASONS: Readonly<Record<string, ReasonEntry>> = {
       "a declared output's stored bytes do not have the SHA-256 the worker reported: retried as OutputMissing",
     fix: () => "the worker must report the hex SHA-256 of the bytes it uploaded",
   },
+  OutputNotKept: {
+    shownAs: "Failed",
+    by: "end",
+    meaning:
+      "the worker reported a declared output behind a URL of its own, and it could not be copied into the object " +
+      "store (a 404, a refused address, over the size bound, or the provider forgot the result first): retried " +
+      "while maxAttempts allows",
+    fix: () =>
+      "the worker must report an https URL that answers 200 with a Content-Length while the provider keeps the " +
+      "result (docs/provider.md, outputs left at the provider), or PUT the output to its URL",
+  },
   StorageNotConfigured: {
     shownAs: "Failed",
     by: "end",

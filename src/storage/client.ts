@@ -47,6 +47,8 @@ export interface ObjectHead {
   etag?: string;
   /** The object's SHA-256 (base64) when the uploader sent one (x-amz-checksum-sha256). */
   checksumSha256?: string;
+  /** The length a kept output's copy announced (keep.ts's x-amz-meta-kept-bytes), when it is one. */
+  keptBytes?: number;
 }
 
 const EMPTY_SHA256 = createHash("sha256").digest("hex");
@@ -154,7 +156,10 @@ export class StorageClient {
       const size = Number(headers["content-length"]);
       const etag = headers.etag;
       const sum = headers["x-amz-checksum-sha256"];
+      const kept = Number(headers["x-amz-meta-kept-bytes"]);
       return {
+        ...(Number.isSafeInteger(kept) &&
+          headers["x-amz-meta-kept-bytes"] !== undefined && { keptBytes: kept }),
         size: Number.isFinite(size) ? size : 0,
         ...(typeof etag === "string" && { etag }),
         ...(typeof sum === "string" && { checksumSha256: sum }),
@@ -214,6 +219,15 @@ export class StorageClient {
   /** Writes a small object in one request (the body's SHA-256 is signed: the store checks it). */
   async put(key: string, body: Buffer, contentType = "application/octet-stream"): Promise<void> {
     await this.call("put", "PUT", key, objectUrl(this.config, key), body, { "content-type": contentType });
+  }
+
+  /** The signed headers of a PUT of `key` whose body is streamed by the caller (unsigned payload). */
+  async signedPut(
+    key: string,
+    headers: Record<string, string>,
+  ): Promise<{ url: URL; headers: Record<string, string> }> {
+    const url = objectUrl(this.config, key);
+    return { url, headers: await this.signer.signHeaders("PUT", url, "UNSIGNED-PAYLOAD", headers) };
   }
 
   /** Deletes an object; an absent one is no error (S3 answers 204 either way). */

@@ -16,6 +16,17 @@ export type StorageEnv = Pick<
   | "STORAGE_SESSION_TOKEN"
 >;
 
+/** The copy of hosted outputs (foreign-url.ts), defaulted when a caller (a CLI, a test) leaves them out. */
+export type KeepEnv = Partial<
+  Pick<
+    Env,
+    | "STORAGE_KEEP_ALLOWED_HOSTS"
+    | "STORAGE_KEEP_ALLOW_PRIVATE"
+    | "STORAGE_KEEP_MAX_BYTES"
+    | "STORAGE_KEEP_TIMEOUT_SECONDS"
+  >
+>;
+
 export interface StorageConfig {
   bucket: string;
   /** Without a trailing slash, e.g. https://s3.eu-west-1.amazonaws.com or http://127.0.0.1:7070. */

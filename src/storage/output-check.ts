@@ -26,7 +26,11 @@ interface VerifiedOutput {
 
 export type OutputVerdict =
   | { ok: true; outputs: Record<string, VerifiedOutput> }
-  | { ok: false; reason: "OutputMissing" | "OutputSizeMismatch" | "OutputDigestMismatch"; message: string };
+  | {
+      ok: false;
+      reason: "OutputMissing" | "OutputSizeMismatch" | "OutputDigestMismatch" | "OutputNotKept";
+      message: string;
+    };
 
 /** The digests and sizes a worker reported, from its output; anything malformed counts as not reported. */
 export function reportedOutputs(output: unknown): ReportedOutputs {

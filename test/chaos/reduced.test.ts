@@ -56,6 +56,9 @@ describe("make chaos, reduced", () => {
         "jobsOverWaitBound",
         "usageLimitOvershootSeconds",
         "concurrencyOverPlan",
+        "outputsMissing",
+        "orphanObjects",
+        "crossTenantCacheHits",
       ])
         expect(result[invariant], invariant).toBe(0);
       expect(result.faults.controllerKills).toBeGreaterThanOrEqual(2);

@@ -11,6 +11,7 @@ import {
   withMediaOutput,
   type MediaIOResult,
 } from "./media-io.js";
+import type { HostedObjects } from "./hosted.js";
 import { chance, unit, type Rng } from "./random.js";
 import { scale, type ScalerType } from "./scaler.js";
 import { priceFor, WorkerLedger, type WorkerRun } from "./worker-ledger.js";
@@ -131,6 +132,8 @@ export interface EngineDeps {
   onTerminal: (job: Job) => void;
   /** Called when the provider loses a job (forget, TTL, endpoint removal): pending callbacks stop. */
   onForget: (jobId: string) => void;
+  /** The provider's storage for outputs a worker leaves there (hosted.ts). */
+  hosted?: HostedObjects;
   log?: Logger;
 }
 
@@ -539,7 +542,8 @@ export class Engine {
           : "COMPLETED";
       if (status !== "COMPLETED" || job.mediaRead === undefined) return this.#finish(job, status);
       // The worker uploads its outputs before it reports COMPLETED (media-io.ts).
-      void finishMediaIO(job.input, job.mediaRead, outputFor(ep.config.workload, job.input)).then((r) => {
+      const output = outputFor(ep.config.workload, job.input);
+      void finishMediaIO(job.input, job.mediaRead, output, this.#d.hosted).then((r) => {
         if (job.status !== "IN_PROGRESS" || job.workerId !== w.id) return;
         job.mediaResult = r;
         this.#finish(job, r.ok ? "COMPLETED" : "FAILED");

@@ -5,8 +5,10 @@
 // SHA-256 and size in its own output under `_mediaOrchestrator.outputs`. A refused or failed
 // transfer fails the job, as a real handler's exception would, with a message naming the object,
 // never its URL. `simulate.skipOutputs: true` in the input makes a worker that completes without
-// uploading anything (what the controller must catch).
+// uploading anything (what the controller must catch); `simulate.hostOutputs` one that leaves its
+// outputs at the provider and reports their URLs instead (hosted.ts).
 import { createHash } from "node:crypto";
+import { hostMode, type HostedObjects } from "./hosted.js";
 
 interface Transfer {
   url: string;
@@ -86,14 +88,24 @@ function outputBytes(name: string, output: unknown): Buffer {
 async function writeOutputs(
   input: Record<string, unknown>,
   output: unknown,
+  hosted?: HostedObjects,
   timeoutMs = 30_000,
 ): Promise<MediaIOResult> {
   const urls = attemptUrls(input);
   const simulate = input.simulate as { skipOutputs?: unknown } | undefined;
   if (urls === undefined || simulate?.skipOutputs === true) return { ok: true };
-  const written: Record<string, { sha256: string; size: number }> = {};
+  const written: Record<string, { sha256: string; size: number; url?: string }> = {};
+  const mode = hosted === undefined ? undefined : hostMode(input);
   for (const [name, t] of Object.entries(urls.outputs)) {
     const body = outputBytes(name, output);
+    if (mode !== undefined) {
+      // Left at the provider (hosted.ts): the URL of its copy there, for the controller to keep.
+      const url = hosted!.host(body, mode === "missing");
+      const reported =
+        mode === "wrongDigest" ? sha256(Buffer.concat([body, Buffer.from("x")])) : sha256(body);
+      written[name] = { url, sha256: reported, size: body.byteLength };
+      continue;
+    }
     try {
       const res = await fetch(t.url, { method: "PUT", body, signal: AbortSignal.timeout(timeoutMs) });
       if (res.status !== 200)
@@ -112,9 +124,10 @@ export async function finishMediaIO(
   input: Record<string, unknown>,
   read: Promise<MediaIOResult>,
   output: unknown,
+  hosted?: HostedObjects,
 ): Promise<MediaIOResult> {
   const r = await read;
-  return r.ok ? writeOutputs(input, output) : r;
+  return r.ok ? writeOutputs(input, output, hosted) : r;
 }
 
 /** The job's output with what the worker wrote beside it, as the worker contract asks. */

@@ -10,6 +10,7 @@ import { Engine, type JobTimeline } from "./engine.js";
 import { BadJson, BodyTooLarge, json, readJson, requestKey, writeReply, type Reply } from "./http.js";
 import { applyEndpoint, countRequest, endpointView, handleInspection, jobView } from "./inspection.js";
 import { handleJobApi } from "./jobapi.js";
+import { HostedObjects } from "./hosted.js";
 import { JobApiLimits } from "./limits.js";
 import { GRAPHQL_RETIRED_MESSAGE, handleGraphQL } from "./management.js";
 import {
@@ -148,7 +149,9 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     dispatcher: agent,
     ...(log && { log }),
   });
+  const hosted = new HostedObjects();
   const engine = new Engine({
+    hosted,
     clock,
     rng: new Rng(opts.seed),
     opts,
@@ -379,6 +382,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   };
 
   const onRequest = async (req: IncomingMessage, res: ServerResponse) => {
+    const hostedPath = /^\/hosted\/([0-9a-f]{32})(\?|$)/.exec(req.url ?? "");
+    if (hostedPath && req.method === "GET") return hosted.serve(hostedPath[1]!, res);
     let reply: Reply;
     try {
       const url = new URL(req.url ?? "/", "http://127.0.0.1");
@@ -413,6 +418,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   });
   const port = (server.address() as AddressInfo).port;
   const url = `http://127.0.0.1:${port}`;
+  hosted.base = url;
   log?.info({ url, endpoints: engine.endpoints().map((e) => e.id) }, "GPU provider simulator listening");
 
   const view = (id: string) => {

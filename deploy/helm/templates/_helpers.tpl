@@ -346,6 +346,16 @@ message in the template's name). What install refuses, lint refuses too.
   value: {{ .orphanMinAgeSeconds | quote }}
 - name: STORAGE_CACHE_TTL_SECONDS
   value: {{ .cacheTtlSeconds | quote }}
+{{- with .keep }}
+{{- with .allowedHosts }}
+- name: STORAGE_KEEP_ALLOWED_HOSTS
+  value: {{ join "," . | quote }}
+{{- end }}
+- name: STORAGE_KEEP_MAX_BYTES
+  value: {{ .maxBytes | int64 | quote }}
+- name: STORAGE_KEEP_TIMEOUT_SECONDS
+  value: {{ .timeoutSeconds | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 # The credentials are files in this directory, each container's own (secretsVolume below).

@@ -67,6 +67,8 @@ export interface MediaJobDeps {
    * it signs an attempt's URLs and answers the check of its outputs. Undefined: not open.
    */
   store?: () => Store | undefined;
+  /** A hosted output's copy ended: kept, not kept, or cut short and retried (keep-outputs.ts; metrics). */
+  onOutputKept?: (outcome: "kept" | "not_kept" | "retried") => void;
   /** Running jobs per account, for the plans' concurrency cap; needed when plans are configured. */
   accountJobs?: AccountJobs;
 }

@@ -15,6 +15,7 @@ import { providerWaitCause } from "../../mediajob/wait-cause.js";
 import { isProviderError } from "../../provider/index.js";
 import { outputCheckDue, outputKeys, reportedOf } from "../../mediajob/media.js";
 import { inspectOutputs } from "../../storage/output-check.js";
+import { keepHostedOutputs } from "./keep-outputs.js";
 import { accountFacts, usageCapReached } from "../account-facts.js";
 import type { MediaJobDeps } from "./deps.js";
 import { jobKey } from "./writes.js";
@@ -175,9 +176,14 @@ async function readStoredOutputs(d: MediaJobDeps, job: MediaJob): Promise<Facts[
   const store = d.store?.();
   if (!store || !job.status) return undefined;
   try {
-    return {
-      stored: await inspectOutputs(store.client, outputKeys(job, job.status), reportedOf(job.status)),
-    };
+    const keys = outputKeys(job, job.status);
+    const reported = reportedOf(job.status);
+    // Outputs the worker left behind a URL of its own are copied in first (keep-outputs.ts).
+    const read = (endpointId: string, providerJobId: string) =>
+      readProviderStatus(d, endpointId, providerJobId);
+    const notKept = await keepHostedOutputs(d, read, store, job, keys, reported);
+    if (notKept) return { notKept };
+    return { stored: await inspectOutputs(store.client, keys, reported) };
   } catch (err) {
     // A StorageError names the operation, key, status and S3's code: never a URL or a credential.
     return { error: describeError(err) };

@@ -1,6 +1,7 @@
 // The MediaJob loop's setup: its reconciler and settings, its controller, and its watches with
 // their map functions: a job's own events (less those of our own writes and of jobs at rest), and
 // the waiting jobs an endpoint, a Namespace's binding or a BillingAccount concerns.
+import { Counter } from "prom-client";
 import { ProviderJobIndex } from "./provider-job-index.js";
 import { billingAccountName, customerAccount, type OrphanedRun } from "../../crds/billingaccount.js";
 import { accountRequired } from "../../config/usage.js";
@@ -37,6 +38,14 @@ export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
   const { accountJobs, dispatcher, usage } = deps;
   /** resourceVersions of our own writes, whose watch events are not a reason to reconcile. */
   const ownWrites = new OwnWrites();
+  const outputsKept = new Counter({
+    name: "media_orchestrator_storage_outputs_kept_total",
+    help:
+      "Outputs a worker left behind a URL of its own: copied into the store (kept), refused or failed (not_kept), " +
+      "or cut short and tried again (retried)",
+    labelNames: ["outcome"] as const,
+    registers: [metrics.registry],
+  });
   if (!env.CALLBACK_BASE_URL || !env.CALLBACK_SECRET)
     throw new Error("CALLBACK_BASE_URL and CALLBACK_SECRET are required");
   // From the cache, which holds every job of the watched scope (a settled one keeps its provider
@@ -81,6 +90,7 @@ export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
     onSubmission: (outcome) => metrics.submissions.inc({ outcome }),
     onRecovery: (kind) => metrics.recoveries.inc({ kind }),
     onUsageDropped: (seconds) => usage.metrics.droppedSeconds.inc(seconds),
+    onOutputKept: (outcome) => outputsKept.inc({ outcome }),
     recordOrphan: usage.recordOrphan,
     onRunLeft: (followed) => usage.metrics.runsLeft.inc({ followed: String(followed) }),
     ...(dispatcher && { dispatcher }),

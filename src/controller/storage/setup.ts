@@ -110,6 +110,9 @@ export function setupStorage(ctx: LoopContext) {
     })()
       .catch((err: unknown) => {
         sweepFailures.inc();
+        // Left to the sweep, all of them: trying the rest again at once would call a store that is
+        // down in a loop without pause (the cache entries' listing fails before any prefix is taken).
+        gone.clear();
         log.warn({ err: describeError(err) }, "a deleted job's objects were not deleted; the sweep retries");
       })
       .finally(() => {
