@@ -1,6 +1,7 @@
 // The leader's dispatcher: per provider endpoint, how many of our jobs may be submitted and not yet
 // finished (the in-flight window, src/mediajob/window.ts), and which waiting jobs get the slots as
-// they free (weighted fair share between accounts, src/mediajob/fair-share.ts).
+// they free (weighted fair share between accounts, src/mediajob/fair-share.ts). Which jobs get the
+// free slots is decided by src/mediajob/grant-policy.ts; this class holds the state and the timers.
 //
 // Everything here is memory, rebuilt from the informer cache: which jobs are in flight (Processing
 // at an endpoint) is read from the cache's events on every replica; the window, the fair-share
@@ -15,18 +16,16 @@ import type { MediaJob } from "../../crds/mediajob.js";
 import {
   DEFAULT_ACCOUNT,
   fairShareState,
-  pickNext,
   type FairShareState,
   type Priority,
   type WaitingJob,
   type AccountWeights,
 } from "../../mediajob/fair-share.js";
 import { windowWait, type SlotFact } from "../../mediajob/queued.js";
+import { decideGrants, lowRoom, RUN_LIMIT_WINDOW_MS } from "../../mediajob/grant-policy.js";
 import {
   ceiling,
-  freeSlots,
   initialWindow,
-  lowPriorityRoom,
   onAccepted,
   onThrottled,
   scalerOf,
@@ -402,52 +401,27 @@ export class Dispatcher {
     const nowMs = this.now();
     const ttl = this.o.grantTtlMs ?? 30_000;
     for (const [key, at] of d.granted) if (nowMs - at > ttl && !d.inFlight.has(key)) d.granted.delete(key);
-    const ceil = this.ceilingOf(d, id);
-    const win = this.windowOf(d);
     // RunPod's /run limit per endpoint (https://docs.runpod.io/serverless/endpoints/send-requests#rate-limits):
     // the grants of the last 10 s, each one /run, stay under it (a window of thousands refilled
     // at once, or jobs that end at once, would otherwise exceed it).
     while (d.recentGrants.length > 0 && nowMs - d.recentGrants[0]! >= RUN_LIMIT_WINDOW_MS)
       d.recentGrants.shift();
-    const paced = RUN_LIMIT - d.recentGrants.length;
-    const free = Math.min(freeSlots(win, ceil, d.used(), nowMs), paced);
-    if (free <= 0) {
-      if (nowMs < win.notBefore) this.pumpAt(id, d, win.notBefore - nowMs);
-      else if (paced <= 0) this.pumpAt(id, d, d.recentGrants[0]! + RUN_LIMIT_WINDOW_MS - nowMs);
-      return;
-    }
-    // Normal and high priority jobs of every account first: a low-priority job never holds one
-    // back. Then low-priority jobs, only into the room the workers up leave them (lowFree).
-    const normal: WaitingJob[] = [];
-    const low: WaitingJob[][] = [];
-    for (const q of d.waiting.values()) {
-      const [n, l] = partition(q.values(), (j) => j.priority !== "low");
-      // Within an account the pick takes at most `free` jobs: only those can come first.
-      normal.push(...firstOf(n, free));
-      if (l.length) low.push(l);
-    }
-    const picked = this.pick(d, normal, free);
-    this.give(d, picked, nowMs, asking);
-    const lowFree = Math.min(free - picked.length, this.lowFree(d));
-    if (lowFree <= 0 || low.length === 0) return;
-    this.give(
-      d,
-      this.pick(
-        d,
-        low.flatMap((l) => firstOf(l, lowFree)),
-        lowFree,
-      ),
-      nowMs,
-      asking,
-    );
-  }
-
-  private pick(d: EndpointDispatch, candidates: WaitingJob[], n: number): WaitingJob[] {
-    if (candidates.length === 0 || n <= 0) return [];
     d.fair ??= fairShareState(this.inFlightByAccount(d), this.o.weights);
-    const { picked, state } = pickNext({ waiting: candidates, n, weights: this.o.weights, state: d.fair });
-    d.fair = state;
-    return picked;
+    const lowUsed = d.lowUsed();
+    const decision = decideGrants({
+      nowMs,
+      window: this.windowOf(d),
+      ceiling: this.ceilingOf(d, id),
+      used: { normal: d.used() - lowUsed, low: lowUsed },
+      recentGrants: d.recentGrants,
+      waiting: [...d.waiting.values()].map((q) => q.values()),
+      ...this.roomInputs(d),
+      fair: d.fair,
+      ...(this.o.weights && { weights: this.o.weights }),
+    });
+    d.fair = decision.fair;
+    this.give(d, decision.granted, nowMs, asking);
+    if (decision.recheckInMs !== undefined) this.pumpAt(id, d, decision.recheckInMs);
   }
 
   private give(d: EndpointDispatch, picked: WaitingJob[], nowMs: number, asking?: string): void {
@@ -460,17 +434,16 @@ export class Dispatcher {
     }
   }
 
-  /** How many more low-priority jobs the endpoint may take now (window.ts, lowPriorityRoom). */
+  /** How many more low-priority jobs the endpoint may take now (grant-policy.ts, lowRoom). */
   private lowFree(d: EndpointDispatch): number {
     const lowUsed = d.lowUsed();
+    return lowRoom({ used: { normal: d.used() - lowUsed, low: lowUsed }, ...this.roomInputs(d) });
+  }
+
+  /** The workers up at the last look, and the work there that is not ours. */
+  private roomInputs(d: EndpointDispatch): { workersIdle: number; workersRunning: number; foreign: number } {
     const foreign = d.capacity ? Math.max(0, d.capacity.inQueue + d.capacity.inProgress - d.ownAtHealth) : 0;
-    const room = lowPriorityRoom({
-      workersIdle: d.workersUp.idle,
-      workersRunning: d.workersUp.running,
-      normalInFlight: d.used() - lowUsed,
-      foreign,
-    });
-    return room - lowUsed;
+    return { workersIdle: d.workersUp.idle, workersRunning: d.workersUp.running, foreign };
   }
 
   private inFlightByAccount(d: EndpointDispatch): Map<string, number> {
@@ -536,39 +509,6 @@ export class Dispatcher {
   get isLeading(): boolean {
     return this.leading;
   }
-}
-
-/** RunPod allows 1,000 /run per 10 s per endpoint; the dispatcher grants at most 900, for retries. */
-const RUN_LIMIT = 900;
-const RUN_LIMIT_WINDOW_MS = 10_000;
-
-const RANK: Record<Priority, number> = { high: 0, normal: 1, low: 2 };
-const byPriorityThenAge = (a: WaitingJob, b: WaitingJob): number =>
-  RANK[a.priority ?? "normal"] - RANK[b.priority ?? "normal"] || a.createdAt - b.createdAt;
-
-/** The first `n` jobs by priority then age: a scan for the usual one or few slots, else a sort. */
-function firstOf(jobs: Iterable<WaitingJob>, n: number): WaitingJob[] {
-  const all = [...jobs];
-  if (n >= 8 || n >= all.length) return all.sort(byPriorityThenAge).slice(0, n);
-  const best: WaitingJob[] = [];
-  for (const job of all) {
-    if (best.length < n) {
-      best.push(job);
-      best.sort(byPriorityThenAge);
-    } else if (byPriorityThenAge(job, best[n - 1]!) < 0) {
-      best[n - 1] = job;
-      best.sort(byPriorityThenAge);
-    }
-  }
-  return best;
-}
-
-/** The jobs that pass `test`, and the others. */
-function partition<T>(items: Iterable<T>, test: (item: T) => boolean): [T[], T[]] {
-  const yes: T[] = [];
-  const no: T[] = [];
-  for (const item of items) (test(item) ? yes : no).push(item);
-  return [yes, no];
 }
 
 /**
