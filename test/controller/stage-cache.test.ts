@@ -4,13 +4,14 @@
 // earlier ones complete from the cache (CacheHit, nothing billed); a job with spec.cache: Never
 // always runs; the cache's outputs outlive the jobs that made them through the sweep while their
 // entry lives.
+import type { ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { openStore, type Store } from "../../src/storage/index.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
-import { startS3Server, type S3Server } from "../support/s3server.js";
+import { spawnS3Server, startS3Server, type S3Server } from "../support/s3server.js";
 import { storeEnv } from "../support/s3store.js";
 import {
   condition,
@@ -26,6 +27,8 @@ const BUCKET = "media-cache";
 let server: S3Server;
 let store: Store;
 let stack: ControllerStack;
+/** The S3 server started again on the same directory, port and keys (the store-down test). */
+let respawned: ChildProcess | undefined;
 const audio = Buffer.from("RIFF....WAVE the episode's audio, for the cache");
 const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 
@@ -53,6 +56,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
   store?.client.close();
+  respawned?.kill("SIGKILL");
   await server?.stop();
 });
 
@@ -154,4 +158,32 @@ describe("the stage cache", () => {
     await waitForPhase(api, stack.ns, "third-2-render", "Completed", 60_000);
     expect(runs()).toBe(before); // all three stages from the cache
   }, 180_000);
+  // Last: it stops the store.
+  it("leaves a job Pending while the store cannot say whether its stage is cached; runs it once it can", async () => {
+    const before = runs();
+    process.kill(server.pid, "SIGKILL");
+    await api.create("mediajobs", stack.ns, pipeline("store-down"));
+    await eventually(
+      async () =>
+        (await api.get<MediaJob>("mediajobs", stack.ns, "store-down"))?.status?.conditions?.some(
+          (c) => c.type === "Admitted" && c.status === "True",
+        ) || undefined,
+      { timeoutMs: 30_000 },
+    );
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect((await api.get<MediaJob>("mediajobs", stack.ns, "store-down"))?.status?.phase ?? "Pending").toBe(
+      "Pending",
+    );
+    expect(runs()).toBe(before); // not run past a stage the cache may hold
+    respawned = spawnS3Server({
+      dir: server.dir,
+      port: Number(new URL(server.endpoint).port),
+      region: server.region,
+      accessKeyId: server.accessKeyId,
+      secretAccessKey: server.secretAccessKey,
+    });
+    const done = await waitForPhase(api, stack.ns, "store-down", "Completed", 60_000);
+    expect(done.status?.reason).toBe("CacheHit");
+    expect(runs()).toBe(before);
+  }, 120_000);
 });
