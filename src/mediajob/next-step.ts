@@ -36,14 +36,16 @@ export function afterNextStep(
   answer: CreateAnswer,
   now: string,
 ): Plan {
-  if ("created" in answer)
-    return {
-      status: { ...status, nextJob: name },
-      events: [["Normal", "NextStepCreated", `created MediaJob ${name} for the next pipeline step`]],
-      actions: [],
-    };
+  const created: PlannedEvent = [
+    "Normal",
+    "NextStepCreated",
+    `created MediaJob ${name} for the next pipeline step`,
+  ];
+  if ("created" in answer) return { status: { ...status, nextJob: name }, events: [created], actions: [] };
+  // Ours, created by a pass whose status write did not land: its Events were not recorded either
+  // (they follow the write), so this pass tells of the step.
   if (answer.existing?.metadata.ownerReferences?.some((o) => o.uid === job.metadata.uid))
-    return { status: { ...status, nextJob: name }, events: [], actions: [] };
+    return { status: { ...status, nextJob: name }, events: [created], actions: [] };
   const message = `MediaJob ${name} already exists and does not belong to this pipeline`;
   const events: PlannedEvent[] = [];
   return {

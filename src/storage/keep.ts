@@ -11,13 +11,14 @@
 // followed, and no error, log or result ever carries it. The digest is checked afterwards against
 // the store's own bytes (output-check.ts), like a worker's PUT.
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
-import { request as httpRequest, type IncomingMessage, type ClientRequest } from "node:http";
+import type { IncomingMessage, ClientRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { LookupFunction } from "node:net";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { StorageError } from "./client.js";
 import { addressAllowed, foreignUrlVerdict, type KeepPolicy } from "./foreign-url.js";
+import { nodeHttp } from "../http/node-http.js";
 
 /** The metadata header a kept object carries: the bytes its copy announced. */
 export const KEPT_BYTES_HEADER = "x-amz-meta-kept-bytes";
@@ -50,7 +51,7 @@ function guardedLookup(policy: KeepPolicy): LookupFunction {
 
 function open(url: URL, policy: KeepPolicy, signal: AbortSignal): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
-    const req = (url.protocol === "https:" ? httpsRequest : httpRequest)(url, {
+    const req = (url.protocol === "https:" ? httpsRequest : nodeHttp.request)(url, {
       method: "GET",
       // No pool: every copy resolves (and judges) the name itself.
       agent: false,
@@ -128,7 +129,7 @@ export async function keepForeignOutput(req: {
     source.destroy();
     throw new StorageError("keep", req.key, 0, "SigningFailed");
   }
-  const sink: ClientRequest = (put.url.protocol === "https:" ? httpsRequest : httpRequest)(put.url, {
+  const sink: ClientRequest = (put.url.protocol === "https:" ? httpsRequest : nodeHttp.request)(put.url, {
     method: "PUT",
     agent: false,
     headers: { ...put.headers, "content-length": String(length) },

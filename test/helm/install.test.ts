@@ -259,10 +259,13 @@ describe("installing per environment", () => {
       "kind: ClusterRole",
       "kind: ClusterRole",
       ...CRDS.map(() => "kind: CustomResourceDefinition"),
-      // Each resource's rules policy and the account-binding policy, with their bindings.
+      // Each resource's rules policy, the account-binding policy and the MediaJob's inline-input
+      // limits (a policy of its own, which fails open), with their bindings.
       ...CRDS.map(() => "kind: ValidatingAdmissionPolicy"),
       "kind: ValidatingAdmissionPolicy",
+      "kind: ValidatingAdmissionPolicy",
       ...CRDS.map(() => "kind: ValidatingAdmissionPolicyBinding"),
+      "kind: ValidatingAdmissionPolicyBinding",
       "kind: ValidatingAdmissionPolicyBinding",
     ]);
   });

@@ -70,6 +70,8 @@ describe("the chart's storage values", () => {
       STORAGE_SWEEP_INTERVAL_SECONDS: "3600",
       STORAGE_ORPHAN_MIN_AGE_SECONDS: "3600",
       STORAGE_CACHE_TTL_SECONDS: "604800",
+      STORAGE_KEEP_MAX_BYTES: "5368709120",
+      STORAGE_KEEP_TIMEOUT_SECONDS: "900",
     });
     expect(r.keyFiles("controller")).toEqual(["STORAGE_ACCESS_KEY_ID", "STORAGE_SECRET_ACCESS_KEY"]);
     expect(r.keyFiles("webhooks")).toEqual([]);

@@ -370,9 +370,13 @@ describe("answers read by the domain", () => {
       name: "clip-1-tts",
       ownerReferences: [{ apiVersion: API_VERSION, kind: "MediaJob", name: "clip", uid: "uid-1" }],
     });
-    expect(
-      afterNextStep(j, j.status!, "clip-1-tts", { existing: ours }, NOW.toISOString()).status.nextJob,
-    ).toBe("clip-1-tts");
+    const adopted = afterNextStep(j, j.status!, "clip-1-tts", { existing: ours }, NOW.toISOString());
+    expect(adopted.status.nextJob).toBe("clip-1-tts");
+    // The pass that created it did not record it (its status write conflicted, its Events with it):
+    // the adopting pass tells of the step, so a pipeline's history always says it was created.
+    expect(adopted.events).toEqual([
+      ["Normal", "NextStepCreated", "created MediaJob clip-1-tts for the next pipeline step"],
+    ]);
   });
 });
 
