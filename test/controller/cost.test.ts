@@ -7,13 +7,8 @@ import { billingAccountName, type BillingAccount } from "../../src/crds/billinga
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { eventually, testKubeConfig } from "../support/kube.js";
-import {
-  mediaJob,
-  SIM_KEY,
-  startControllerStack,
-  waitForPhase,
-  type ControllerStack,
-} from "../support/stack.js";
+import { providerBuckets } from "../support/provider-billing.js";
+import { mediaJob, startControllerStack, waitForPhase, type ControllerStack } from "../support/stack.js";
 
 const kc = testKubeConfig();
 const api = new KubeApi(kc);
@@ -34,16 +29,10 @@ afterAll(async () => stack?.stop());
 
 const account = (c: string) => api.get<BillingAccount>("billingaccounts", stack.ns, billingAccountName(c));
 
-/** The provider's own record: its billing history for the endpoint, micro-USD per bucket. */
+/** The provider's own record: its billing history for the endpoint over the last day, micro-USD. */
 async function providerTotalMicros(endpointId: string): Promise<number> {
-  const from = new Date(Math.floor(Date.now() / H) * H - 24 * H).toISOString();
-  const to = new Date(Math.ceil(Date.now() / H) * H).toISOString();
-  const res = await fetch(
-    `${stack.sim.url}/v2/billing/serverless?bucketSize=hour&startTime=${from}&endTime=${to}&serverlessId=${endpointId}`,
-    { headers: { authorization: `Bearer ${SIM_KEY}` } },
-  );
-  const body = (await res.json()) as { records: Array<{ totalAmount: number }> };
-  return body.records.reduce((n, r) => n + Math.round(r.totalAmount * 1e6), 0);
+  const buckets = await providerBuckets(stack.sim.url, endpointId, Date.now() - 24 * H, Date.now());
+  return [...buckets.values()].reduce((n, m) => n + m, 0);
 }
 
 describe("cost allocated from the provider's billing", () => {

@@ -8,12 +8,12 @@ import { billingAccountName, type BillingAccount } from "../../src/crds/billinga
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { kubectlMedia } from "../support/cli.js";
+import { providerBuckets } from "../support/provider-billing.js";
 import { eventually, testKubeConfig, testKubeconfigPath } from "../support/kube.js";
 import {
   GPU_SECONDS_METER,
   mediaJob,
   meteredStackOptions,
-  SIM_KEY,
   startControllerStack,
   waitForPhase,
   type ControllerStack,
@@ -52,18 +52,6 @@ afterAll(async () => stack?.stop());
 const account = (c: string) => api.get<BillingAccount>("billingaccounts", stack.ns, billingAccountName(c));
 const workerCostEvents = () =>
   stack.sim.meterEvents().filter((e) => e.eventName === WORKER_COST_METER.event_name);
-
-/** The provider's own record: its billing history for the endpoint, micro-USD per hourly bucket. */
-async function providerBuckets(endpointId: string): Promise<Map<number, number>> {
-  const from = new Date(Math.floor(Date.now() / H) * H - 2 * H).toISOString();
-  const to = new Date(Math.ceil(Date.now() / H) * H + H).toISOString();
-  const res = await fetch(
-    `${stack.sim.url}/v2/billing/serverless?bucketSize=hour&startTime=${from}&endTime=${to}&serverlessId=${endpointId}`,
-    { headers: { authorization: `Bearer ${SIM_KEY}` } },
-  );
-  const body = (await res.json()) as { records: Array<{ startTime: string; totalAmount: number }> };
-  return new Map(body.records.map((r) => [Date.parse(r.startTime), Math.round(r.totalAmount * 1e6)]));
-}
 
 describe("the worker-cost rule", () => {
   it("meters each account's share of a settled hour once, the shares adding up to the provider's bill", async () => {
@@ -114,7 +102,7 @@ describe("the worker-cost rule", () => {
     expect(await metered("cus_wc_sparse")).toBe(sum("cus_wc_sparse"));
     expect(await metered("cus_wc_busy")).toBe(sum("cus_wc_busy"));
     // Against the provider's record: the hours the jobs ran in, billed whole to the two accounts.
-    const billed = await providerBuckets(endpointId);
+    const billed = await providerBuckets(stack.sim.url, endpointId, Date.now() - 2 * H, Date.now() + H);
     const ranIn = new Set(done.map((j) => Math.floor(Date.parse(j.status!.completedAt!) / H) * H));
     const providerAmount = [...ranIn].reduce((n, start) => n + (billed.get(start) ?? 0), 0);
     expect(providerAmount).toBeGreaterThan(0);

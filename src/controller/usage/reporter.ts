@@ -310,10 +310,20 @@ export class UsageReporter {
     const uncounted = list.flatMap(({ job, attempt }) => countEntries(job, attempt));
     // Attempts of this account counted in a pass whose job writes the cache has not shown yet stay
     // listed (`live`): only an attempt its job shows counted (or whose job is gone) leaves `counting`.
+    if (!(await this.writeCounts(customer, uncounted, live))) return;
+    for (const { job, attempt } of list) await this.writeAttempt(job, attempt.attempt, markCounted(attempt));
+  }
+
+  /** One write of the account's period usage with `uncounted` counted; whether it was written. */
+  private async writeCounts(
+    customer: string,
+    uncounted: Parameters<typeof countedUsage>[0]["uncounted"],
+    live: ReadonlySet<string>,
+  ): Promise<boolean> {
     const res = await this.d.api.updateStatusWithRetry<BillingAccount>(
       "billingaccounts",
-      ns,
-      name,
+      this.d.accountNamespace,
+      billingAccountName(customer),
       (cur) =>
         customerAccount(cur, customer) && {
           ...cur,
@@ -329,8 +339,7 @@ export class UsageReporter {
           },
         },
     );
-    if (!res.written) return;
-    for (const { job, attempt } of list) await this.writeAttempt(job, attempt.attempt, markCounted(attempt));
+    return res.written;
   }
 
   // ---- meters
@@ -478,26 +487,7 @@ export class UsageReporter {
       const live = liveByAccount(this.outstanding()).get(customer) ?? new Set<string>();
       for (const u of uncounted) live.add(u.id);
       try {
-        const res = await this.d.api.updateStatusWithRetry<BillingAccount>(
-          "billingaccounts",
-          ns,
-          name,
-          (cur) =>
-            customerAccount(cur, customer) && {
-              ...cur,
-              status: {
-                ...cur.status,
-                usage: countedUsage({
-                  current: cur.status?.usage,
-                  uncounted,
-                  live,
-                  now: this.now(),
-                  subscriptionPeriod: cur.status?.subscriptionPeriod,
-                }),
-              },
-            },
-        );
-        counted = res.written;
+        counted = await this.writeCounts(customer, uncounted, live);
       } catch (err) {
         this.d.log.warn({ account: customer, err: describeError(err) }, "could not count reported usage");
       }
