@@ -36,13 +36,21 @@ export interface AccountCostInput {
 const HOUR_MS = 3_600_000;
 const iso = (ms: number) => new Date(ms).toISOString();
 
+/** The account's figures when they are for its current period (a new period starts over). */
+const currentOf = (a: AccountCostInput): AccountCost | undefined =>
+  a.current !== undefined && Date.parse(a.current.periodStart) === a.periodStartMs ? a.current : undefined;
+
+/** Where an account's settled figures end: the buckets it settles next start there. */
+export function settledFrom(a: AccountCostInput): number {
+  const current = currentOf(a);
+  return current ? Date.parse(current.settledUntil) : a.periodStartMs;
+}
+
 /** Where each account's settled figures end and its open buckets begin. */
 function bounds(a: AccountCostInput, nowMs: number, settleAfterMs: number) {
-  const current =
-    a.current !== undefined && Date.parse(a.current.periodStart) === a.periodStartMs ? a.current : undefined;
-  const from = current ? Date.parse(current.settledUntil) : a.periodStartMs;
+  const from = settledFrom(a);
   const to = Math.max(from, Math.floor((nowMs - settleAfterMs) / HOUR_MS) * HOUR_MS);
-  return { current, from, to };
+  return { current: currentOf(a), from, to };
 }
 
 /** The earliest instant any account still needs buckets from: where the provider is read from. */
@@ -92,6 +100,10 @@ export function planAccountCosts(input: {
       settledExecutionMs,
       allocatedMicros: settledMicros + openMicros,
       executionMs: settledExecutionMs + openMs,
+      // Metered by the cost loop (worker-cost.ts) as buckets settle: carried, never recomputed.
+      ...(current?.workerCostMeteredMicros !== undefined && {
+        workerCostMeteredMicros: current.workerCostMeteredMicros,
+      }),
     });
   }
   return out;

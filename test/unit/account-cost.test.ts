@@ -1,7 +1,12 @@
 // status.cost per account: settled buckets counted once (a deleted job's share stays), open ones
 // recomputed, a new period from 0.
 import { describe, expect, it } from "vitest";
-import { costWindowStart, planAccountCosts, type AccountCost } from "../../src/billing/account-cost.js";
+import {
+  costWindowStart,
+  planAccountCosts,
+  settledFrom,
+  type AccountCost,
+} from "../../src/billing/account-cost.js";
 
 const H = 3_600_000;
 const P = Date.parse("2026-11-01T00:00:00Z");
@@ -87,5 +92,33 @@ describe("planAccountCosts", () => {
       settledMicros: 0,
       allocatedMicros: 100,
     });
+  });
+});
+
+describe("the worker-cost figure and where settling resumes", () => {
+  const current: AccountCost = {
+    periodStart: "2026-11-01T00:00:00.000Z",
+    settledUntil: "2026-11-01T03:00:00.000Z",
+    settledMicros: 100,
+    settledExecutionMs: 1_000,
+    allocatedMicros: 100,
+    executionMs: 1_000,
+    workerCostMeteredMicros: 100,
+  };
+  it("carries what was metered through the period, and starts over with a new one", () => {
+    const plan = (periodStartMs: number) =>
+      planAccountCosts({
+        accounts: [{ account: "a", periodStartMs, current }],
+        buckets: [],
+        spans: [],
+        nowMs: P + 5 * H,
+        settleAfterMs: H,
+      }).get("a")!;
+    expect(plan(P).workerCostMeteredMicros).toBe(100);
+    expect(plan(P + 30 * 24 * H).workerCostMeteredMicros).toBeUndefined();
+  });
+  it("resumes where the settled figures end, or at a new period's start", () => {
+    expect(settledFrom({ account: "a", periodStartMs: P, current })).toBe(P + 3 * H);
+    expect(settledFrom({ account: "a", periodStartMs: P + 30 * 24 * H, current })).toBe(P + 30 * 24 * H);
   });
 });

@@ -6,7 +6,12 @@
 // (USAGE_WORKER_COST_METER_EVENT_NAME), the buckets an account settles are metered to that meter
 // first, and its settled figures advance only once the payment provider took every event.
 import { Counter, Gauge } from "prom-client";
-import { costWindowStart, planAccountCosts, type AccountCost } from "../../billing/account-cost.js";
+import {
+  costWindowStart,
+  planAccountCosts,
+  settledFrom,
+  type AccountCost,
+} from "../../billing/account-cost.js";
 import { allocate, usdToMicros, type ProviderBucket } from "../../billing/cost-allocation.js";
 import { periodAt } from "../../billing/period.js";
 import { planWorkerCostEvents } from "../../billing/worker-cost.js";
@@ -108,19 +113,10 @@ export function setupCost(ctx: LoopContext, spans: CostSpans, o: CostLoopOptions
     unallocated.reset();
     for (const id of endpointIds) unallocated.set({ endpoint: id }, open.get(id) ?? 0);
     let settledFloor = Infinity;
-    for (const acct of list) {
+    for (const [i, acct] of list.entries()) {
       const customer = acct.spec.customerId;
-      const prev = acct.status?.cost;
-      const samePeriod =
-        prev !== undefined && Date.parse(prev.periodStart) === Date.parse(plan.get(customer)!.periodStart);
-      let cost: AccountCost = {
-        ...plan.get(customer)!,
-        ...(samePeriod &&
-          prev.workerCostMeteredMicros !== undefined && {
-            workerCostMeteredMicros: prev.workerCostMeteredMicros,
-          }),
-      };
-      const fromMs = samePeriod ? Date.parse(prev.settledUntil) : Date.parse(cost.periodStart);
+      let cost = plan.get(customer)!;
+      const fromMs = settledFrom(inputs[i]!);
       if (o.workerCostEventName !== undefined) {
         const metered = await meterWorkerCost(
           customer,
