@@ -4,6 +4,7 @@
 // its input and its media inputs' digests, and the names of the outputs it declares; the same
 // stage in another namespace is another entry (src/storage/stage-cache.ts), never shared. Pure.
 import { createHash } from "node:crypto";
+import { stableJson } from "../stable-json.js";
 import { getCondition } from "../crds/conditions.js";
 import type { GpuEndpoint } from "../crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
@@ -11,18 +12,6 @@ import { stageEntryKey, type StageEntry } from "../storage/stage-cache.js";
 import { withCondition, type PlannedEvent } from "./conditions.js";
 
 const CACHE_HIT = "CacheHit";
-
-/** JSON with every object's keys sorted: the same value always hashes the same. */
-function canonical(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
-  if (v !== null && typeof v === "object")
-    return `{${Object.keys(v)
-      .sort()
-      .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
-      .join(",")}}`;
-  return JSON.stringify(v);
-}
 
 /**
  * The input as it decides the stage's result: a pipeline step's `previous` (the step before it) by
@@ -55,7 +44,7 @@ export function stageKey(job: MediaJob, endpoint: GpuEndpoint | undefined): stri
     inputs: inputs.map((i) => [i.name, i.sha256]).sort(([a], [b]) => (a! < b! ? -1 : 1)),
     outputs: media.outputs.map((o) => o.name).sort(),
   };
-  return createHash("sha256").update(canonical(stage)).digest("hex");
+  return createHash("sha256").update(stableJson(stage)).digest("hex");
 }
 
 /**
