@@ -127,6 +127,20 @@ export function outputKeys(job: MediaJob, status: MediaJobStatus): Array<{ name:
 /** What the worker reported of its outputs (digest, size), from the output status keeps. */
 export const reportedOf = (status: MediaJobStatus) => reportedOutputs(status.output);
 
+/** One entry of status.outputs: a stored object's key, its reference in the bucket, size and digest. */
+export function storedOutput(
+  bucket: string,
+  o: { name: string; key: string; size: number; sha256?: string | undefined },
+): NonNullable<MediaJobStatus["outputs"]>[number] {
+  return {
+    name: o.name,
+    uri: `s3://${bucket}/${o.key}`,
+    key: o.key,
+    size: o.size,
+    ...(o.sha256 && { sha256: o.sha256 }),
+  };
+}
+
 /**
  * The attempt's end once its outputs were looked at: Completed with status.outputs (keys and
  * references, never URLs), or a failed attempt with the verdict's reason, back to Pending while
@@ -152,16 +166,9 @@ export function afterOutputVerdict(
 ): { status: MediaJobStatus; events: PlannedEvent[] } {
   const gen = job.metadata.generation;
   if (verdict.ok) {
-    const outputs = (job.spec.media?.outputs ?? []).map(({ name }) => {
-      const v = verdict.outputs[name]!;
-      return {
-        name,
-        uri: `s3://${bucket}/${v.key}`,
-        key: v.key,
-        size: v.size,
-        ...(v.sha256 && { sha256: v.sha256 }),
-      };
-    });
+    const outputs = (job.spec.media?.outputs ?? []).map(({ name }) =>
+      storedOutput(bucket, { name, ...verdict.outputs[name]! }),
+    );
     const { error: _drop, ...rest } = status;
     const verified = withCondition(
       rest,

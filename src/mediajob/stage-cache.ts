@@ -10,6 +10,7 @@ import type { GpuEndpoint } from "../crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { stageEntryKey, type StageEntry } from "../storage/stage-cache.js";
 import { withCondition, type PlannedEvent } from "./conditions.js";
+import { storedOutput } from "./media.js";
 
 const CACHE_HIT = "CacheHit";
 
@@ -58,13 +59,7 @@ export function cacheHitStatus(
   bucket: string,
   now: string,
 ): { status: MediaJobStatus; events: PlannedEvent[] } {
-  const outputs = hit.outputs.map((o) => ({
-    name: o.name,
-    uri: `s3://${bucket}/${o.key}`,
-    key: o.key,
-    size: o.size,
-    ...(o.sha256 !== undefined && { sha256: o.sha256 }),
-  }));
+  const outputs = hit.outputs.map((o) => storedOutput(bucket, o));
   const message = `completed from the stage cache: ${outputs.length} output(s) stored by an earlier job of the same stage; not run, not billed`;
   const { error: _e, submission: _s, providerJobId: _p, ...rest } = status;
   const verified = withCondition(
