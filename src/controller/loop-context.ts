@@ -54,6 +54,7 @@ export interface LoopContext {
     name: string;
     reconcile: Reconciler;
     concurrency: number;
+    baseDelayMs?: number;
     maxDelayMs?: number;
   }) => Controller;
 }

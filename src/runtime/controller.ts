@@ -14,7 +14,8 @@ export interface ControllerOptions {
   reconcile: Reconciler;
   /** Workers at once: controller-runtime's MaxConcurrentReconciles. */
   concurrency: number;
-  /** The longest backoff of a failing key (the work queue's default unless given). */
+  /** The first and the longest backoff of a failing key (the work queue's defaults unless given). */
+  baseDelayMs?: number;
   maxDelayMs?: number;
   log: Logger;
   metrics: { reconcile: ReconcileMetrics; workqueue: WorkQueueMetrics };
@@ -31,6 +32,7 @@ export class Controller {
     const { name, log, metrics } = o;
     this.name = name;
     this.queue = new WorkQueue({
+      ...(o.baseDelayMs !== undefined && { baseDelayMs: o.baseDelayMs }),
       ...(o.maxDelayMs !== undefined && { maxDelayMs: o.maxDelayMs }),
       // An error the reconcile returned was planned (its cause is in the object's conditions): info.
       // One it threw was not: warn.

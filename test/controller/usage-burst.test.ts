@@ -129,7 +129,7 @@ describe("one customer's burst, metered through the v2 stream", () => {
     stack.sim.setFaults({ paymentServerErrors: 1 });
     await grown("serverErrors", 2);
     // Then a rate limit that refuses most calls with 429.
-    stack.sim.setFaults({ paymentRateLimit: { requestsPerSecond: 0.5 } });
+    stack.sim.setFaults({ paymentRateLimit: { requestsPerSecond: 0.2 } });
     await allReported("faulty");
     stack.sim.setFaults({});
     expectRecordedOnce(expected);

@@ -15,7 +15,7 @@ import type { MediaJob, UsageAttempt } from "../../src/crds/mediajob.js";
 import type { KubeApi } from "../../src/k8s/api.js";
 import type { EventSink } from "../../src/k8s/events.js";
 import type { MeterEvent, MeterSender, MeterSendResult } from "../../src/controller/usage/meter-client.js";
-import { UsageReporter } from "../../src/controller/usage/reporter.js";
+import { usageLoop } from "../support/usage-loop.js";
 
 const NOW = new Date("2026-01-02T00:00:00.000Z");
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();
@@ -105,7 +105,7 @@ function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult, account
       events.push({ reason, message });
     },
   });
-  const reporter = new UsageReporter({
+  const loop = usageLoop({
     api,
     jobs: strict("jobs", { list: () => [job], get: () => job }),
     accounts: strict("accounts", {
@@ -116,16 +116,15 @@ function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult, account
     meter,
     events: sink,
     log: pino({ level: "silent" }),
-    intervalMs: 60_000,
     synced: () => true,
     leading: () => true,
     now: () => NOW,
   });
-  /** One pass of the started reporter, until `writes` were made; stop() awaits the pass under way. */
+  /** The loop started, until `writes` were made; stop() awaits the reconciles under way. */
   const pass = async (writesMade: number) => {
-    reporter.start();
+    loop.start();
     await vi.waitFor(() => expect(writes.length).toBeGreaterThanOrEqual(writesMade));
-    await reporter.stop();
+    await loop.stop();
   };
   return { pass, writes, accountWrites, sent, events };
 }
@@ -285,7 +284,7 @@ describe("the usage reporter's pass over a customer's burst", () => {
       }) as unknown as KubeApi["updateStatusWithRetry"],
     });
     const recorded: string[] = [];
-    const reporter = new UsageReporter({
+    const loop = usageLoop({
       api,
       jobs: strict("jobs", { list: () => [...jobs.values()], get: (_ns: string, n: string) => jobs.get(n) }),
       accounts: strict("accounts", { list: () => [account], get: () => account }),
@@ -302,16 +301,15 @@ describe("the usage reporter's pass over a customer's burst", () => {
       }),
       events: strict<EventSink>("events", {}),
       log: pino({ level: "silent" }),
-      intervalMs: 60_000,
       synced: () => true,
       leading: () => true,
       now: () => NOW,
     });
-    reporter.start();
+    loop.start();
     await vi.waitFor(() =>
       expect([...jobs.values()].every((j) => j.status?.usage?.attempts[0]?.countedReported)).toBe(true),
     );
-    await reporter.stop();
+    await loop.stop();
     expect(refusedAccountWrites).toBe(0);
     expect(new Set(recorded).size).toBe(600);
     expect(recorded).toHaveLength(600);

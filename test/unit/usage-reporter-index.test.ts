@@ -1,7 +1,7 @@
-// The usage reporter reads only the jobs that may have usage to meter or count: a burst of job
-// events (each wakes a pass) does not walk the whole informer cache at each pass, which made a
-// burst's cost grow with the square of the cache. The cache is walked again at each interval tick
-// (a resync), so a job whose event was missed is still found.
+// The usage loop reads only the jobs that may have usage to meter or count: a burst of job events
+// (each a reconcile of its key) does not walk the whole informer cache at each reconcile, which
+// made a burst's cost grow with the square of the cache. The cache is walked again at each
+// interval tick (a resync), so a job whose event was missed is still found.
 import pino from "pino";
 import { describe, expect, it, vi } from "vitest";
 import { makeMediaJob } from "../support/builders.js";
@@ -9,7 +9,7 @@ import type { MediaJob } from "../../src/crds/mediajob.js";
 import type { KubeApi } from "../../src/k8s/api.js";
 import type { EventSink } from "../../src/k8s/events.js";
 import type { MeterEvent, MeterSender } from "../../src/controller/usage/meter-client.js";
-import { UsageReporter } from "../../src/controller/usage/reporter.js";
+import { usageLoop } from "../support/usage-loop.js";
 
 const NOW = new Date("2026-01-02T00:00:00.000Z");
 
@@ -67,54 +67,55 @@ function setup(intervalMs: number) {
       return { outcome: "recorded", duplicate: false };
     },
   };
-  const reporter = new UsageReporter({
-    api,
-    jobs: {
-      list: () => {
-        lists++;
-        return [...jobs.values()];
+  const loop = usageLoop(
+    {
+      api,
+      jobs: {
+        list: () => {
+          lists++;
+          return [...jobs.values()];
+        },
+        get: (_ns: string, name: string) => jobs.get(name),
       },
-      get: (_ns: string, name: string) => jobs.get(name),
+      accounts: { list: () => [], get: () => undefined },
+      accountNamespace: "billing",
+      meter,
+      events: { record: async () => {} } as unknown as EventSink,
+      log: pino({ level: "silent" }),
+      synced: () => true,
+      leading: () => true,
+      now: () => NOW,
     },
-    accounts: { list: () => [], get: () => undefined },
-    accountNamespace: "billing",
-    meter,
-    events: { record: async () => {} } as unknown as EventSink,
-    log: pino({ level: "silent" }),
-    intervalMs,
-    synced: () => true,
-    leading: () => true,
-    now: () => NOW,
-  });
-  /** A job's new state reaches the cache, and the informer tells the reporter, which wakes. */
+    { tickMs: intervalMs },
+  );
+  /** A job's new state reaches the cache, and the informer tells the loop, which reconciles its key. */
   const arrive = (job: MediaJob) => {
     jobs.set(job.metadata.name, job);
-    reporter.noteJob("add", job);
-    reporter.wake();
+    loop.reporter.noteJob("add", job, true);
   };
-  return { reporter, arrive, sent, lists: () => lists, jobs };
+  return { loop, arrive, sent, lists: () => lists, jobs };
 }
 
-describe("the usage reporter's passes over a large cache", () => {
+describe("the usage loop over a large cache", () => {
   it("reads the cache once, then only the jobs its events name, through a burst of job ends", async () => {
-    const { reporter, arrive, sent, lists } = setup(3_600_000);
-    reporter.start();
+    const { loop, arrive, sent, lists } = setup(3_600_000);
+    loop.start();
     for (let i = 0; i < 30; i++) {
       arrive(metered(`m-${i}`));
       await vi.waitFor(() => expect(sent.length).toBe(i + 1));
     }
-    await reporter.stop();
+    await loop.stop();
     expect(sent.map((e) => e.identifier)).toEqual(Array.from({ length: 30 }, (_, i) => `mj_m-${i}_1`));
-    // The first pass walks the 5,000 cached jobs; the passes of the 30 job ends do not.
+    // The resync at the start walks the 5,000 cached jobs; the reconciles of the 30 job ends do not.
     expect(lists()).toBe(1);
   });
 
   it("finds a job whose event it was not told of at the next interval tick", async () => {
-    const { reporter, sent, jobs, lists } = setup(50);
-    reporter.start();
+    const { loop, sent, jobs, lists } = setup(50);
+    loop.start();
     await vi.waitFor(() => expect(lists()).toBeGreaterThanOrEqual(1));
     jobs.set("missed", metered("missed")); // in the cache, no event told
     await vi.waitFor(() => expect(sent.map((e) => e.identifier)).toEqual(["mj_missed_1"]));
-    await reporter.stop();
+    await loop.stop();
   });
 });

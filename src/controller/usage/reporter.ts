@@ -1,26 +1,29 @@
-// The usage reporter: the leader's loop that turns billed usage on MediaJobs into meter events
-// and BillingAccount period usage. The job's status.usage is the outbox: an attempt in it with
-// meter=Pending is sent, then marked Reported, so a crash, a lost answer or a leader change sends
-// the same identifier again (the payment provider keeps one event per identifier), never a second
-// event. docs/design.md, "Usage and plans", states the guarantees and the one residual window.
-// One piece: its pass, sends and counts share the backoff per customer and meter and the sets
-// of what was told; what each step decides is the billing domain's (src/billing).
+// The usage loop's executor: one reconcile per key, a customer's meter, on the shared runtime's
+// work queue (setup.ts). It gathers the key's outbox attempts from the cache, asks the billing
+// domain what to do (src/billing/usage-plan.ts) and does it: account writes, job writes, meter
+// calls. The job's status.usage is the outbox: an attempt with meter=Pending is sent, then marked
+// Reported, so a crash, a lost answer or a leader change sends the same identifier again (the
+// payment provider keeps one event per identifier), never a second event. The work queue runs
+// one reconcile per key at a time (one meter call at a time per customer and meter, as Stripe
+// asks) and backs a failing key off. docs/design.md, "Usage and plans", states the guarantees.
+// One piece: the reconcile's steps share the Events already told and the writes' helpers.
 import type { Logger } from "pino";
 import { billingAccountName, customerAccount, type BillingAccount } from "../../crds/billingaccount.js";
 import type { MediaJob, MediaJobStatus, UsageAttempt } from "../../crds/mediajob.js";
 import type { KubeApi } from "../../k8s/api.js";
 import { describeError } from "../../k8s/errors.js";
 import type { EventSink } from "../../k8s/events.js";
-import { attemptIdentifier, reportedCountId } from "../../billing/identifier.js";
+import { attemptIdentifier } from "../../billing/identifier.js";
 import {
   acceptedCounts,
-  countEntries as owedCounts,
+  countEntries,
   liveCountIds,
   markCounted,
   markRefused,
   markReported,
   markReportedCounted,
   stampFirstSent,
+  type AttemptChange,
 } from "../../billing/outbox.js";
 import { countedUsage, periodAt, type UncountedAttempt } from "../../billing/period.js";
 import {
@@ -28,9 +31,23 @@ import {
   DEFAULT_INVOICE_GRACE_SECONDS,
   usageAfterInvoice,
 } from "../../billing/invoice-grace.js";
-import { FORGOTTEN_IDENTIFIER, usageNotReported } from "../../billing/refusals.js";
-import { awaitsCount, meterSendVerdict } from "../../mediajob/usage.js";
+import { usageNotReported } from "../../billing/refusals.js";
+import {
+  afterSend,
+  countOnBackOff,
+  parseUsageKey,
+  planUsageKey,
+  usageKeyString,
+  type MeterAnswer,
+  type OutboxEntry,
+  type Send,
+  type UsageKey,
+  type UsageKeyPlan,
+} from "../../billing/usage-plan.js";
+import { awaitsCount } from "../../mediajob/usage.js";
+import type { Reconciler } from "../../runtime/workqueue.js";
 import type { MeterEvent, MeterSender } from "./meter-client.js";
+import { OutboxIndex, outstandingAttempts } from "./outbox-index.js";
 import { STREAM_BATCH_MAX } from "./stream-batch.js";
 import type { UsageMetrics } from "./metrics.js";
 
@@ -40,286 +57,311 @@ interface Cache<T> {
   get(namespace: string, name: string): T | undefined;
 }
 
+/** The part of the runtime's work queue the loop adds its keys with. */
+interface UsageQueue {
+  add(key: string): void;
+  addAfter(key: string, delayMs: number): void;
+  addUnlessBackingOff(key: string): void;
+  isBackingOff(key: string): boolean;
+}
+
 export interface UsageReporterDeps {
   api: KubeApi;
   jobs: Cache<MediaJob>;
   accounts: Cache<BillingAccount>;
   accountNamespace: string;
   /** Undefined: metering is off (accounts' period usage is still kept). */
-  meter?: MeterSender;
+  meter?: MeterSender | undefined;
   events: EventSink;
   log: Logger;
   metrics?: UsageMetrics;
-  intervalMs: number;
+  /** The loop's work queue (the runtime controller's, made with this reporter's reconcile). */
+  queue: () => UsageQueue;
   /** Whether the caches have synced: counting before then could count an attempt twice. */
   synced: () => boolean;
-  /** Whether this process still leads: checked before every send. */
+  /** Whether this process still leads and holds its Lease: checked before every side effect. */
   leading: () => boolean;
   now?: () => Date;
-  /** Customer+event groups sent to at once. */
-  concurrency?: number;
   /** Why an event name's usage is held (its meter misconfigured, meter-check.ts); undefined: send. */
   held?: (eventName: string) => string | undefined;
   /** The payment provider's invoice finalization grace period (USAGE_INVOICE_GRACE_SECONDS). */
   invoiceGraceSeconds?: number;
 }
 
-const BACKOFF_MIN_MS = 1_000;
-// A payment provider down for hours is asked about once every 5 minutes per customer and meter.
-/** Calls tried again at once after a passing fault, and the pause before each. */
+/** Calls tried again at once after a passing fault, and the pause before each (as Stripe's clients do). */
 const QUICK_RETRIES = 2;
 const QUICK_RETRY_MS = 250;
-/** Passes asked for while one runs are made this long after it. */
-const PASS_GAP_MS = 250;
-const BACKOFF_MAX_MS = 5 * 60_000;
 /** Job status writes made at once for one batch (its firstSentAt stamps, its Reported marks). */
 const WRITE_CONCURRENCY = 16;
-/** Attempts counted into one account per write (its `counting` list holds at most 1,000). */
+/** Attempts counted into one account per write (its `counting` list holds at most 1,000 ids). */
 const COUNT_BATCH = 500;
-
-interface Outstanding {
-  job: MediaJob;
-  attempt: UsageAttempt;
-}
-
-/** An attempt the payment provider accepted; `fresh`: by this send (not a duplicate, not found counted). */
-interface Accepted {
-  w: Outstanding;
-  event: MeterEvent;
-  fresh: boolean;
-}
+/** After a write that listed ids in `counting`, the account's own key drops them once the jobs show their marks. */
+const DRAIN_AFTER_MS = 2_000;
 
 export class UsageReporter {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
-  private again = false;
-  private stopped = true;
-  /** Per customer and event name: when it may be tried again, and the next backoff. */
-  private readonly backoff = new Map<string, { until: number; delayMs: number }>();
+  private readonly index = new OutboxIndex();
   /** Identifiers whose refusal was already told as an Event. */
   private readonly told = new Set<string>();
   /** Jobs (uid and customer) already told their BillingAccount is missing. */
   private readonly toldMissing = new Set<string>();
-
-  /**
-   * Keys (namespace/name) of the cached jobs that may have usage to meter or count: a pass reads
-   * these, not every job in the cache (a burst of job ends made each of its passes walk the whole
-   * cache: quadratic). Kept by noteJob from the informer's events, and rebuilt from the cache at
-   * each interval tick, as a resync would, so an event missed is found within an interval.
-   */
-  private readonly candidates = new Set<string>();
-  private rescan = true;
+  /** Per customer, the last account write queued (writeCounts: one at a time). */
+  private readonly accountWrites = new Map<string, Promise<void>>();
 
   constructor(private readonly d: UsageReporterDeps) {}
-
-  /** Told of each job event (setup.ts), before the pass it may wake. */
-  noteJob(event: "add" | "update" | "delete", job: MediaJob): void {
-    const key = `${job.metadata.namespace}/${job.metadata.name}`;
-    if (event !== "delete" && hasOutstanding(job)) this.candidates.add(key);
-    else this.candidates.delete(key);
-  }
 
   private now(): Date {
     return this.d.now?.() ?? new Date();
   }
 
-  start(): void {
-    if (!this.stopped) return;
-    this.stopped = false;
-    this.timer = setInterval(() => {
-      this.rescan = true;
-      this.wake();
-    }, this.d.intervalMs);
-    this.timer.unref();
-    this.wake();
+  /**
+   * Told of each job event (setup.ts): the job is listed under its keys, and, when its usage
+   * changed, they are reconciled (a key backing off is left to wait; its customer's own key counts
+   * the new attempt meanwhile).
+   */
+  noteJob(event: "add" | "update" | "delete", job: MediaJob, changed: boolean): void {
+    const keys = this.index.note(event, job);
+    if (changed && this.d.leading()) for (const key of keys) this.enqueue(key);
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running;
+  /** An account appeared or changed: its keys are reconciled (usage waiting for it is counted). */
+  noteAccount(customer: string): void {
+    if (!this.d.leading()) return;
+    for (const key of this.index.keysOfCustomer(customer)) this.enqueue(key);
+    this.enqueue(usageKeyString({ customer, eventName: "" }));
   }
 
-  /** Runs a pass now, or right after the one under way. */
-  wake(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
+  /**
+   * The interval tick (a resync): the index is rebuilt from the cache and every key with work is
+   * reconciled, with the account keys that have ids to drop or a period to start.
+   */
+  resync(): void {
+    this.index.rebuild(this.d.jobs.list());
+    if (!this.d.leading()) return;
+    for (const key of this.index.keys()) this.enqueue(key);
+    const nowMs = this.now().getTime();
+    for (const acct of this.d.accounts.list(this.d.accountNamespace)) {
+      const u = acct.status?.usage;
+      if (u?.counting?.length || (u?.periodEnd !== undefined && nowMs >= Date.parse(u.periodEnd)))
+        this.d.queue().addUnlessBackingOff(usageKeyString({ customer: acct.spec.customerId, eventName: "" }));
     }
-    this.running = this.pass()
-      .catch((err: unknown) => this.d.log.warn({ err: describeError(err) }, "usage report pass failed"))
-      .finally(() => {
-        this.running = undefined;
-        if (this.again && !this.stopped) {
-          this.again = false;
-          // A little later: a burst of job events makes one more pass, not one per event.
-          setTimeout(() => this.wake(), PASS_GAP_MS).unref();
-        }
-      });
+    this.observeBacklog();
   }
 
-  /** The jobs' attempts whose usage still needs work, billed (the controller's pass bills them). */
-  private outstanding(): Outstanding[] {
-    if (this.rescan) {
-      this.rescan = false;
-      this.candidates.clear();
-      for (const job of this.d.jobs.list()) this.noteJob("add", job);
+  private enqueue(key: string): void {
+    const q = this.d.queue();
+    if (!q.isBackingOff(key)) return q.add(key);
+    q.addUnlessBackingOff(usageKeyString({ customer: parseUsageKey(key).customer, eventName: "" }));
+  }
+
+  // ---- the reconcile: gather, plan, act
+
+  readonly reconcile: Reconciler = async (key) => {
+    if (!this.d.synced()) return { result: { requeueAfterMs: 1_000 } };
+    if (!this.d.leading()) return;
+    const k = parseUsageKey(key);
+    const { facts, jobs } = this.gather(k);
+    const plan = planUsageKey(facts);
+    try {
+      return await this.act(k, plan, jobs);
+    } finally {
+      this.observeBacklog();
     }
-    const out: Outstanding[] = [];
-    for (const key of this.candidates) {
-      const slash = key.indexOf("/");
-      const job = this.d.jobs.get(key.slice(0, slash), key.slice(slash + 1));
-      const attempts = job ? outstandingAttempts(job) : [];
-      if (attempts.length === 0) this.candidates.delete(key);
-      for (const attempt of attempts) out.push({ job: job!, attempt });
+  };
+
+  private gather(k: UsageKey) {
+    const customer = k.customer;
+    const keys = [usageKeyString(k)];
+    // The account's own key also counts the attempts of its meters backing off.
+    if (k.eventName === "")
+      for (const other of this.index.keysOfCustomer(customer))
+        if (other !== keys[0] && this.d.queue().isBackingOff(other)) keys.push(other);
+    const jobs = new Map<string, MediaJob>();
+    const entries: OutboxEntry[] = [];
+    for (const key of keys)
+      for (const e of this.entriesOf(key, customer)) {
+        entries.push(e.entry);
+        jobs.set(e.entry.id, e.job);
+      }
+    const account = this.account(customer);
+    const nowMs = this.now().getTime();
+    const periodEnd = account?.status?.usage?.periodEnd;
+    const meter = this.d.meter;
+    const facts = {
+      key: k,
+      entries,
+      account: account && {
+        counting: new Set(account.status?.usage?.counting),
+        periodEnded: periodEnd !== undefined && nowMs >= Date.parse(periodEnd),
+      },
+      live: this.liveIds(customer),
+      metering: meter !== undefined,
+      held: k.eventName === "" ? undefined : this.d.held?.(k.eventName),
+      batchMax: meter && streams(meter) ? STREAM_BATCH_MAX : 1,
+      nowS: Math.floor(nowMs / 1000),
+    };
+    return { facts, jobs };
+  }
+
+  private entriesOf(key: string, customer: string): Array<{ entry: OutboxEntry; job: MediaJob }> {
+    const out: Array<{ entry: OutboxEntry; job: MediaJob }> = [];
+    const { eventName } = parseUsageKey(key);
+    for (const jobKey of this.index.jobsOf(key)) {
+      const slash = jobKey.indexOf("/");
+      const job = this.d.jobs.get(jobKey.slice(0, slash), jobKey.slice(slash + 1));
+      const usage = job?.status?.usage;
+      if (!job || usage?.account !== customer) continue;
+      for (const attempt of outstandingAttempts(job)) {
+        if ((attempt.eventName ?? "") !== eventName) continue;
+        const id = attemptIdentifier(job.metadata.uid, attempt);
+        const { namespace = "", name, uid = "" } = job.metadata;
+        out.push({
+          entry: { job: { namespace, name, uid }, attempt, id, awaitsCount: awaitsCount(usage, attempt) },
+          job,
+        });
+      }
     }
     return out;
   }
 
-  /** One pass: account usage counted, then the outbox sent. Also the metrics of the backlog. */
-  async pass(): Promise<void> {
-    if (!this.d.synced() || !this.d.leading()) return;
-    const work = this.outstanding();
-    this.observeBacklog(work);
-    await this.countAll(work, this.sentThisPass(work));
-    if (this.d.meter) await this.sendAll(work.filter((w) => w.attempt.meter === "Pending"));
-    this.observeBacklog(this.outstanding());
-  }
-
-  private observeBacklog(work: Outstanding[]): void {
-    const m = this.d.metrics;
-    if (!m) return;
-    const pending = work.filter((w) => w.attempt.meter === "Pending");
-    const nowMs = this.now().getTime();
-    const oldest = pending.reduce((min, w) => Math.min(min, Date.parse(w.attempt.endedAt)), Infinity);
-    m.backlog.set(pending.length);
-    m.backlogOldestSeconds.set(Number.isFinite(oldest) ? Math.max(0, (nowMs - oldest) / 1000) : 0);
-    m.accountMissing.set(work.filter((w) => this.accountMissing(w)).length);
-  }
-
-  /** Whether an attempt waits to be counted into a BillingAccount that does not exist. */
-  private accountMissing({ job, attempt }: Outstanding): boolean {
-    const usage = job.status!.usage!;
-    return (
-      usage.account !== undefined &&
-      awaitsCount(usage, attempt) &&
-      !customerAccount(
-        this.d.accounts.get(this.d.accountNamespace, billingAccountName(usage.account)),
-        usage.account,
-      )
-    );
-  }
-
   /**
-   * Attempts whose BillingAccount is gone wait for it (counted when it is back: the sidecar
-   * recreates it from the customer's next subscription event, or an operator applies it), their
-   * jobs kept (the TTL waits), never silently: a Warning Event on each job, once per process, a log
-   * line per account, and the gauge media_orchestrator_usage_account_missing.
+   * Every count id the customer's outstanding attempts may have listed in its `counting` without
+   * the mark on the job yet (liveCountIds), as the cache shows them: what an account write may
+   * keep listed. An id leaves only once the cache shows its job marked (or gone), so no later
+   * reconcile, which reads the same cache, finds the attempt uncounted while its id is unlisted.
    */
-  private async tellAccountMissing(customer: string, list: Outstanding[]): Promise<void> {
-    const name = billingAccountName(customer);
-    const fresh = list.filter(({ job }) => !this.toldMissing.has(`${job.metadata.uid}\u0000${customer}`));
-    if (fresh.length === 0) return;
-    if (this.toldMissing.size >= 10_000) this.toldMissing.clear(); // bounded: at worst told twice
-    this.d.log.warn(
-      { account: customer, billingAccount: name, namespace: this.d.accountNamespace, jobs: fresh.length },
-      "usage waits for a BillingAccount that does not exist",
+  private liveIds(customer: string): Set<string> {
+    const live = new Set<string>();
+    for (const key of this.index.keysOfCustomer(customer))
+      for (const { entry } of this.entriesOf(key, customer))
+        for (const id of liveCountIds(entry.id, entry.attempt)) live.add(id);
+    return live;
+  }
+
+  private account(customer: string): BillingAccount | undefined {
+    return customerAccount(
+      this.d.accounts.get(this.d.accountNamespace, billingAccountName(customer)),
+      customer,
     );
-    for (const { job } of fresh) {
-      this.toldMissing.add(`${job.metadata.uid}\u0000${customer}`);
-      const seconds = job
-        .status!.usage!.attempts.filter((a) => awaitsCount(job.status!.usage!, a))
-        .reduce((sum, a) => sum + (a.billedSeconds ?? 0), 0);
-      await this.d.events.record(
-        job,
-        "Warning",
-        "UsageAccountMissing",
-        `${seconds} GPU seconds wait to be counted into BillingAccount ${name} (customer ${customer}), ` +
-          `which does not exist in namespace ${this.d.accountNamespace}: they are counted when it is back; ` +
-          "until then the job is kept (its TTL waits)",
-      );
+  }
+
+  private async act(k: UsageKey, plan: UsageKeyPlan, jobs: Map<string, MediaJob>): ReturnType<Reconciler> {
+    const customer = k.customer;
+    const jobOf = (e: OutboxEntry) => jobs.get(e.id)!;
+    let listed = false;
+    if (plan.accountMissing.length > 0) await this.tellAccountMissing(customer, plan.accountMissing, jobOf);
+    if (plan.count.length > 0 || plan.touchAccount) {
+      listed = (await this.count(customer, plan.count, jobOf)) || listed;
+    }
+    if (plan.found.length > 0)
+      listed =
+        (await this.settleAccepted(
+          customer,
+          plan.found.map((entry) => ({
+            send: { entry, timestamp: seconds(entry.attempt.endedAt) },
+            fresh: false,
+          })),
+          jobOf,
+        )) || listed;
+    for (const { entry, reason } of plan.refuse) await this.refuse(jobOf(entry), entry.attempt, reason);
+    try {
+      for (const [i, planned] of plan.batches.entries()) {
+        if (!this.d.leading()) return;
+        const batch = await this.stamp(planned, jobs);
+        const backOff = await this.sendBatch(customer, batch, jobOf);
+        if (backOff === undefined) {
+          listed ||= batch.length > 0;
+          continue;
+        }
+        // Not taken now: the unsent attempts' used seconds are counted all the same (they hold
+        // the customer's plan), and the key backs off (the runtime's exponential backoff).
+        const unsent = countOnBackOff(plan, i);
+        if (unsent.length > 0 && this.account(customer))
+          listed = (await this.count(customer, unsent, jobOf)) || listed;
+        return {
+          error: { message: `meter ${k.eventName} of customer ${customer}: ${backOff}`, terminal: false },
+        };
+      }
+    } finally {
+      if (listed) this.d.queue().addAfter(usageKeyString({ customer, eventName: "" }), DRAIN_AFTER_MS);
     }
   }
 
   // ---- accounts
 
   /**
-   * The Pending attempts this pass sends (metering on, their customer and meter neither backing off
-   * nor held, their account there): their seconds are counted in the account's write after the
-   * provider's answer, with the reported seconds, so the job is written once for both.
+   * One write of the account's period usage with the entries counted (in batches), then their
+   * jobs marked counted; whether a write listed ids. An account missing waits (told).
    */
-  private sentThisPass(work: Outstanding[]): ReadonlySet<Outstanding> {
-    const out = new Set<Outstanding>();
-    if (!this.d.meter) return out;
-    const nowMs = this.now().getTime();
-    for (const w of work) {
-      const account = w.job.status!.usage!.account;
-      if (w.attempt.meter !== "Pending" || account === undefined) continue;
-      if ((this.backoff.get(groupKey(w))?.until ?? 0) > nowMs) continue;
-      if (this.d.held?.(w.attempt.eventName ?? "") !== undefined) continue;
-      if (
-        !customerAccount(this.d.accounts.get(this.d.accountNamespace, billingAccountName(account)), account)
-      )
-        continue;
-      out.add(w);
-    }
-    return out;
-  }
-
-  /** `sending`: attempts counted after their send instead (sentThisPass), unless it does not happen. */
-  private async countAll(work: Outstanding[], sending: ReadonlySet<Outstanding>): Promise<void> {
-    const byAccount = new Map<string, Outstanding[]>();
-    const live = liveByAccount(work);
-    for (const w of work) {
-      const account = w.job.status!.usage!.account;
-      if (account === undefined || !awaitsCount(w.job.status!.usage!, w.attempt) || sending.has(w)) continue;
-      const list = byAccount.get(account) ?? [];
-      list.push(w);
-      byAccount.set(account, list);
-    }
-    // An account still listing attempts between its two writes gets a write that drops them once
-    // their jobs show them counted (or are gone), so `counting` empties when the work is done; one
-    // whose period has ended gets the write that starts the next at 0, so a customer held at its
-    // plan's limit is admitted again when the period rolls over, with no job ending to trigger it.
-    const nowMs = this.now().getTime();
-    for (const acct of this.d.accounts.list(this.d.accountNamespace)) {
-      const u = acct.status?.usage;
-      const ended = u?.periodEnd !== undefined && nowMs >= Date.parse(u.periodEnd);
-      if ((u?.counting?.length || ended) && !byAccount.has(acct.spec.customerId))
-        byAccount.set(acct.spec.customerId, []);
-    }
-    for (const [account, list] of byAccount) {
-      if (!this.d.leading()) return;
-      try {
-        await this.countInto(account, list.slice(0, COUNT_BATCH), live.get(account) ?? new Set());
-      } catch (err) {
-        this.d.log.warn({ account, err: describeError(err) }, "could not count usage into the account");
-      }
-    }
-  }
-
-  private async countInto(customer: string, list: Outstanding[], live: ReadonlySet<string>): Promise<void> {
-    const name = billingAccountName(customer);
-    const ns = this.d.accountNamespace;
-    if (!customerAccount(this.d.accounts.get(ns, name), customer))
-      return this.tellAccountMissing(customer, list);
+  private async count(
+    customer: string,
+    entries: readonly OutboxEntry[],
+    jobOf: (e: OutboxEntry) => MediaJob,
+  ): Promise<boolean> {
     // Back (or never gone): should it go again, its jobs are told again.
-    for (const { job } of list) this.toldMissing.delete(`${job.metadata.uid}\u0000${customer}`);
-    const uncounted = list.flatMap(({ job, attempt }) => countEntries(job, attempt));
-    // Attempts of this account counted in a pass whose job writes the cache has not shown yet stay
-    // listed (`live`): only an attempt its job shows counted (or whose job is gone) leaves `counting`.
-    if (!(await this.writeCounts(customer, uncounted, live))) return;
-    for (const { job, attempt } of list) await this.writeAttempt(job, attempt.attempt, markCounted(attempt));
+    for (const e of entries) this.toldMissing.delete(`${e.job.uid}\u0000${customer}`);
+    let listed = false;
+    for (let i = 0; i === 0 || i < entries.length; i += COUNT_BATCH) {
+      const batch = entries.slice(i, i + COUNT_BATCH);
+      const write = await this.writeCounts(customer, batch, countEntries);
+      if (!write.written) return listed;
+      listed ||= write.listed;
+      await eachLimited(write.seen, WRITE_CONCURRENCY, async ({ entry, attempt }) => {
+        await this.writeAttempt(jobOf(entry), attempt.attempt, markCounted(attempt));
+      });
+    }
+    return listed;
   }
 
-  /** One write of the account's period usage with `uncounted` counted; whether it was written. */
+  /**
+   * One write of the account's period usage with what the entries owe counted (`owes`, from each
+   * attempt as the cache shows it when the write is made). What stays listed in `counting`: the
+   * ids the jobs do not show marked in the cache (liveIds: the marks of earlier batches that it
+   * shows leave, so a burst of many batches does not fill it), and the ones this write adds.
+   *
+   * One write at a time per customer: an id leaves `counting` once the cache shows its job marked,
+   * so what a write owes must be read after any such drop, never before it (a settle that read an
+   * attempt uncounted, then wrote after a drop of its id, would count it twice).
+   */
   private async writeCounts(
     customer: string,
+    entries: readonly OutboxEntry[],
+    owes: (id: string, a: UsageAttempt) => UncountedAttempt[],
+  ): Promise<{
+    written: boolean;
+    listed: boolean;
+    seen: Array<{ entry: OutboxEntry; attempt: UsageAttempt }>;
+  }> {
+    const prior = this.accountWrites.get(customer) ?? Promise.resolve();
+    let release!: () => void;
+    const mine = new Promise<void>((r) => (release = r));
+    const chain = prior.then(() => mine);
+    this.accountWrites.set(customer, chain);
+    await prior;
+    try {
+      const seen = entries.map((entry) => ({ entry, attempt: this.cachedAttempt(entry) ?? entry.attempt }));
+      const uncounted = seen.flatMap(({ entry, attempt }) => owes(entry.id, attempt));
+      if (!this.d.leading()) return { written: false, listed: false, seen };
+      const written = await this.writeUsage(customer, uncounted);
+      return { written, listed: uncounted.length > 0, seen };
+    } finally {
+      release();
+      if (this.accountWrites.get(customer) === chain) this.accountWrites.delete(customer);
+    }
+  }
+
+  /** The attempt as the cache shows it now (the same object), or undefined when its job is gone. */
+  private cachedAttempt(entry: OutboxEntry): UsageAttempt | undefined {
+    const job = this.d.jobs.get(entry.job.namespace, entry.job.name);
+    if (job?.metadata.uid !== entry.job.uid) return undefined;
+    return job.status?.usage?.attempts.find((a) => a.attempt === entry.attempt.attempt);
+  }
+
+  private async writeUsage(
+    customer: string,
     uncounted: Parameters<typeof countedUsage>[0]["uncounted"],
-    live: ReadonlySet<string>,
   ): Promise<boolean> {
+    const live = this.liveIds(customer);
+    for (const u of uncounted) live.add(u.id);
     const res = await this.d.api.updateStatusWithRetry<BillingAccount>(
       "billingaccounts",
       this.d.accountNamespace,
@@ -342,165 +384,161 @@ export class UsageReporter {
     return res.written;
   }
 
-  // ---- meters
-
-  private async sendAll(pending: Outstanding[]): Promise<void> {
-    const groups = new Map<string, Outstanding[]>();
-    for (const w of pending) {
-      const key = groupKey(w);
-      const list = groups.get(key) ?? [];
-      list.push(w);
-      groups.set(key, list);
-    }
-    // One call at a time per customer and meter (Stripe refuses a second with 429); groups in parallel.
-    const queue = [...groups.entries()];
-    const workers = Array.from({ length: Math.min(queue.length, this.d.concurrency ?? 8) }, async () => {
-      for (let next = queue.shift(); next; next = queue.shift()) await this.sendGroup(next[0], next[1]);
-    });
-    await Promise.all(workers);
-  }
-
-  private async sendGroup(key: string, list: Outstanding[]): Promise<void> {
-    const b = this.backoff.get(key);
-    if (b && b.until > this.now().getTime()) return;
-    // Held: nothing stamped or sent (the attempts stay Pending) until the meter is fixed.
-    if (this.d.held?.(list[0]?.attempt.eventName ?? "") !== undefined) return;
-    // An attempt whose reported count its account lists was accepted (that count is written only
-    // after the provider's acceptance): a write before its job's was lost (a crash, a leader
-    // change). It is settled as accepted, never sent again nor refused.
-    const customer = list[0]!.job.status!.usage!.account!;
-    const counting = new Set(
-      this.d.accounts.get(this.d.accountNamespace, billingAccountName(customer))?.status?.usage?.counting,
+  /**
+   * Attempts waiting for a BillingAccount that is gone wait for it (counted when it is back: the
+   * sidecar recreates it from the customer's next subscription event, or an operator applies it),
+   * their jobs kept (the TTL waits), never silently: a Warning Event on each job, once per process,
+   * a log line per account, and the gauge media_orchestrator_usage_account_missing.
+   */
+  private async tellAccountMissing(
+    customer: string,
+    entries: readonly OutboxEntry[],
+    jobOf: (e: OutboxEntry) => MediaJob,
+  ): Promise<void> {
+    const name = billingAccountName(customer);
+    const fresh = entries.filter((e) => !this.toldMissing.has(`${e.job.uid}\u0000${customer}`));
+    if (fresh.length === 0) return;
+    if (this.toldMissing.size >= 10_000) this.toldMissing.clear(); // bounded: at worst told twice
+    this.d.log.warn(
+      { account: customer, billingAccount: name, namespace: this.d.accountNamespace, jobs: fresh.length },
+      "usage waits for a BillingAccount that does not exist",
     );
-    const found = list.filter((w) => counting.has(reportedCountId(this.idOf(w))));
-    if (found.length > 0) {
-      list = list.filter((w) => !found.includes(w));
-      const at = (w: Outstanding) => seconds(w.attempt.endedAt)!;
-      await this.settleAccepted(
-        customer,
-        found.map((w) => ({ w, event: this.eventOf(w.job, w.attempt, at(w)), fresh: false })),
+    for (const e of fresh) {
+      const told = `${e.job.uid}\u0000${customer}`;
+      if (this.toldMissing.has(told)) continue; // another attempt of the same job
+      this.toldMissing.add(told);
+      const job = jobOf(e);
+      const usage = job.status!.usage!;
+      const seconds = usage.attempts
+        .filter((a) => awaitsCount(usage, a))
+        .reduce((s, a) => s + (a.billedSeconds ?? 0), 0);
+      await this.d.events.record(
+        job,
+        "Warning",
+        "UsageAccountMissing",
+        `${seconds} GPU seconds wait to be counted into BillingAccount ${name} (customer ${customer}), ` +
+          `which does not exist in namespace ${this.d.accountNamespace}: they are counted when it is back; ` +
+          "until then the job is kept (its TTL waits)",
       );
     }
-    list.sort((x, y) => Date.parse(x.attempt.endedAt) - Date.parse(y.attempt.endedAt));
-    // More than one waiting: batches of up to 100 through the v2 stream, one call at a time; a
-    // batch the stream will not take is sent one event at a time through v1, whose answer says.
-    let unstreamable: Outstanding[] = [];
-    while (list.length > 0) {
-      if (this.stopped || !this.d.leading()) return;
-      let ok: boolean;
-      if (list.length > 1 && this.d.meter!.sendBatch) {
-        const batch = list.splice(0, STREAM_BATCH_MAX);
-        const sent = await this.sendBatch(batch);
-        if (sent === "unstreamable") {
-          unstreamable = unstreamable.concat(batch);
-          continue;
-        }
-        ok = sent;
-      } else ok = await this.sendOne(list.shift()!);
-      if (!ok) return this.backOff(key);
-      this.backoff.delete(key);
-    }
-    for (const w of unstreamable) {
-      if (this.stopped || !this.d.leading()) return;
-      if (!(await this.sendOne(w))) return this.backOff(key);
-      this.backoff.delete(key);
-    }
   }
 
-  private backOff(key: string): void {
-    // Doubling while the failures follow one another; a success starts it over.
-    const prior = this.backoff.get(key)?.delayMs ?? 0;
-    const delayMs = Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_MIN_MS, prior * 2));
-    const waitMs = delayMs + Math.random() * delayMs * 0.2;
-    this.backoff.set(key, { until: this.now().getTime() + waitMs, delayMs });
-    // Tried again when the backoff ends, not at the next tick.
-    setTimeout(() => this.wake(), waitMs).unref();
+  // ---- meters
+
+  /** Before the first send of each: the outbox records that a send may have happened, and since when. */
+  private async stamp(batch: readonly Send[], jobs: Map<string, MediaJob>): Promise<Send[]> {
+    const at = this.now().toISOString();
+    const ready: Send[] = [];
+    await eachLimited(batch, WRITE_CONCURRENCY, async (s) => {
+      if (s.entry.attempt.firstSentAt !== undefined) return void ready.push(s);
+      const stamped = await this.writeAttempt(
+        jobs.get(s.entry.id)!,
+        s.entry.attempt.attempt,
+        stampFirstSent(at),
+      );
+      if (!stamped) return; // changed or gone meanwhile: the next reconcile sees it as it is
+      jobs.set(s.entry.id, stamped);
+      ready.push(s);
+    });
+    return ready.sort((x, y) => batch.indexOf(x) - batch.indexOf(y));
   }
 
   /**
-   * Sends attempts of one customer and event name as one v2 stream batch: each stamped firstSentAt
-   * before the call (the outbox knows a send may have happened), each marked Reported after the
-   * 200. False when the group must back off; "unstreamable" when v1 must send them one by one.
+   * Sends one planned batch (one event alone through v1, more through the v2 stream) and does what
+   * its answer means (afterSend). Undefined when done; the reason when the key must back off.
    */
-  private async sendBatch(batch: Outstanding[]): Promise<boolean | "unstreamable"> {
-    const nowMs = this.now().getTime();
-    const nowS = Math.floor(nowMs / 1000);
-    const ready: Array<{ w: Outstanding; event: MeterEvent }> = [];
-    await eachLimited(batch, WRITE_CONCURRENCY, async (w) => {
-      const { job, attempt } = w;
-      const verdict = meterSendVerdict(seconds(attempt.endedAt)!, seconds(attempt.firstSentAt), nowS);
-      if (verdict.send !== "now") {
-        await this.sendOne(w); // refused (too old, or past the dedup window) with its reason
-        return;
-      }
-      let current = job;
-      if (attempt.firstSentAt === undefined) {
-        const stamped = await this.writeAttempt(
-          job,
-          attempt.attempt,
-          stampFirstSent(new Date(nowMs).toISOString()),
-        );
-        if (!stamped) return; // changed or gone meanwhile: the next pass sees it as it is
-        current = stamped;
-      }
-      ready.push({ w: { job: current, attempt }, event: this.eventOf(job, attempt, verdict.timestamp) });
-    });
-    if (ready.length === 0) return true;
-    const events = ready.map((r) => r.event);
-    const result = await this.withQuickRetries(() => this.d.meter!.sendBatch!(events), events.length);
-    if (!result) return false;
-    if (result.outcome === "unstreamable") {
-      this.d.log.info({ reason: result.reason, events: events.length }, "meter events sent one by one");
-      return "unstreamable";
-    }
-    if (result.outcome === "retry") {
-      this.d.metrics?.sends.inc({ outcome: "retry" }, events.length);
+  private async sendBatch(
+    customer: string,
+    batch: readonly Send[],
+    jobOf: (e: OutboxEntry) => MediaJob,
+  ): Promise<string | undefined> {
+    if (batch.length === 0) return undefined;
+    const events = batch.map((s) => this.eventOf(customer, s));
+    const answer = await this.call(events);
+    if (!answer) return "this process no longer leads";
+    const next = afterSend(batch, answer);
+    if (next.accepted.length > 0) await this.settleAccepted(customer, next.accepted, jobOf);
+    for (const { entry, reason } of next.refuse) await this.refuse(jobOf(entry), entry.attempt, reason);
+    if (next.oneByOne.length > 0)
       this.d.log.info(
-        { events: events.length, reason: result.reason },
-        "meter event batch not recorded yet; retrying with backoff",
+        { reason: answer.outcome === "unstreamable" && answer.reason, events: events.length },
+        "meter events sent one by one",
       );
-      return false;
+    for (const one of next.oneByOne) {
+      const backOff = await this.sendBatch(customer, [one], jobOf);
+      if (backOff !== undefined) return backOff;
     }
-    this.d.metrics?.sends.inc({ outcome: "recorded" }, ready.length);
-    await this.settleAccepted(
-      ready[0]!.event.customer,
-      ready.map((r) => ({ ...r, fresh: true })),
-    );
-    return true;
+    return next.backOff;
+  }
+
+  /**
+   * One meter call, and again at once after a passing fault, QUICK_RETRIES times (the same
+   * identifiers, so never twice). Undefined when this process lost the lead meanwhile.
+   */
+  private async call(events: readonly MeterEvent[]): Promise<MeterAnswer | undefined> {
+    const meter = this.d.meter!;
+    const once = async (): Promise<MeterAnswer> =>
+      events.length === 1 || !streams(meter) ? meter.send(events[0]!) : meter.sendBatch!(events);
+    let answer = await once();
+    for (let retry = 0; answer.outcome === "retry" && retry < QUICK_RETRIES; retry++) {
+      this.d.metrics?.sends.inc({ outcome: "retry" }, events.length);
+      await new Promise((r) => setTimeout(r, QUICK_RETRY_MS * (retry + 1) * (0.5 + Math.random())));
+      if (!this.d.leading()) return undefined;
+      answer = await once();
+    }
+    const outcome = answer.outcome === "recorded" && answer.duplicate === true ? "duplicate" : answer.outcome;
+    if (outcome !== "unstreamable") this.d.metrics?.sends.inc({ outcome }, events.length);
+    if (answer.outcome === "retry")
+      this.d.log.info(
+        { events: events.length, reason: answer.reason },
+        "meter events not recorded yet; retrying with backoff",
+      );
+    return answer;
+  }
+
+  private eventOf(customer: string, s: Send): MeterEvent {
+    return {
+      eventName: s.entry.attempt.eventName!,
+      customer,
+      value: s.entry.attempt.billedSeconds!,
+      identifier: s.entry.id,
+      timestamp: s.timestamp,
+    };
   }
 
   /**
    * After the provider accepted these attempts of one customer: one write of its account counting
    * what each still owes (its used seconds if not counted yet, and its reported seconds), then one
    * write per job marking it Reported and counted. Without the account or its write: Reported
-   * alone, and the count pass counts it later, as any uncounted attempt.
+   * alone, and a later reconcile counts it, as any uncounted attempt. Whether ids were listed.
    */
-  private async settleAccepted(customer: string, accepted: Accepted[]): Promise<void> {
-    const ns = this.d.accountNamespace;
-    const name = billingAccountName(customer);
+  private async settleAccepted(
+    customer: string,
+    accepted: ReadonlyArray<{ send: Send; fresh: boolean }>,
+    jobOf: (e: OutboxEntry) => MediaJob,
+  ): Promise<boolean> {
     let counted = false;
-    if (customerAccount(this.d.accounts.get(ns, name), customer)) {
-      const uncounted = accepted.flatMap(({ w }) => acceptedCounts(this.idOf(w), w.attempt));
-      // What stays listed: the ids the jobs do not show marked in the cache now (the earlier
-      // batches' marks that it shows leave, so a pass of many batches does not fill `counting`),
-      // and the ones this write adds.
-      const live = liveByAccount(this.outstanding()).get(customer) ?? new Set<string>();
-      for (const u of uncounted) live.add(u.id);
+    if (this.account(customer)) {
       try {
-        counted = await this.writeCounts(customer, uncounted, live);
+        counted = (
+          await this.writeCounts(
+            customer,
+            accepted.map((a) => a.send.entry),
+            acceptedCounts,
+          )
+        ).written;
       } catch (err) {
         this.d.log.warn({ account: customer, err: describeError(err) }, "could not count reported usage");
       }
     }
     const reportedAt = this.now();
-    await eachLimited(accepted, WRITE_CONCURRENCY, async ({ w, event, fresh }) => {
-      const written = await this.markReported(w.job, w.attempt, event, reportedAt, counted);
-      if (written && fresh) this.d.metrics?.meteredSeconds.inc({ event_name: event.eventName }, event.value);
+    await eachLimited(accepted, WRITE_CONCURRENCY, async ({ send, fresh }) => {
+      const written = await this.markReported(jobOf(send.entry), customer, send, reportedAt, counted);
+      const e = send.entry.attempt;
+      if (written && fresh)
+        this.d.metrics?.meteredSeconds.inc({ event_name: e.eventName! }, e.billedSeconds!);
     });
-  }
-
-  private idOf({ job, attempt }: Outstanding): string {
-    return attemptIdentifier(job.metadata.uid, attempt);
+    return counted;
   }
 
   /**
@@ -510,117 +548,39 @@ export class UsageReporter {
    */
   private async markReported(
     job: MediaJob,
-    attempt: UsageAttempt,
-    event: MeterEvent,
+    customer: string,
+    send: Send,
     reportedAt: Date,
     counted: boolean,
   ): Promise<MediaJob | undefined> {
     const graceSeconds = this.d.invoiceGraceSeconds ?? DEFAULT_INVOICE_GRACE_SECONDS;
-    const subscriptionPeriod = this.d.accounts.get(
-      this.d.accountNamespace,
-      billingAccountName(event.customer),
-    )?.status?.subscriptionPeriod;
-    const eventAt = new Date(event.timestamp * 1000);
+    const subscriptionPeriod = this.account(customer)?.status?.subscriptionPeriod;
+    const eventAt = new Date(send.timestamp * 1000);
     const late = acceptedAfterInvoice({ eventAt, acceptedAt: reportedAt, subscriptionPeriod, graceSeconds });
-    const written = await this.writeAttempt(
-      job,
-      attempt.attempt,
-      (counted ? markReportedCounted : markReported)(reportedAt.toISOString(), late),
-    );
+    const change = (counted ? markReportedCounted : markReported)(reportedAt.toISOString(), late);
+    const written = await this.writeAttempt(job, send.entry.attempt.attempt, change);
     if (written && late) {
-      this.d.metrics?.afterInvoice.inc({ event_name: event.eventName }, event.value);
+      const seconds = send.entry.attempt.billedSeconds ?? 0;
+      this.d.metrics?.afterInvoice.inc({ event_name: send.entry.attempt.eventName! }, seconds);
       const { periodEnd } = periodAt(eventAt, subscriptionPeriod);
       void this.d.events.record(
         written,
         "Warning",
         "UsageAfterInvoice",
-        usageAfterInvoice(event.value, periodEnd, graceSeconds),
+        usageAfterInvoice(seconds, periodEnd, graceSeconds),
       );
     }
     return written;
   }
 
-  private eventOf(job: MediaJob, attempt: UsageAttempt, timestamp: number): MeterEvent {
-    return {
-      eventName: attempt.eventName!,
-      customer: job.status!.usage!.account!,
-      value: attempt.billedSeconds!,
-      identifier: attemptIdentifier(job.metadata.uid, attempt),
-      timestamp,
-    };
-  }
-
-  /** Sends one attempt's usage; false when the group must back off (429, 5xx, no answer). */
-  private async sendOne({ job, attempt }: Outstanding): Promise<boolean> {
-    const nowMs = this.now().getTime();
-    const verdict = meterSendVerdict(
-      seconds(attempt.endedAt)!,
-      seconds(attempt.firstSentAt),
-      Math.floor(nowMs / 1000),
-    );
-    if (verdict.send === "never") return this.refuse(job, attempt, verdict.reason);
-    if (verdict.send === "reconcileFirst") return this.refuse(job, attempt, FORGOTTEN_IDENTIFIER);
-    let current = job;
-    if (attempt.firstSentAt === undefined) {
-      // Written before the call: the outbox knows a send may have happened, and since when.
-      const stamped = await this.writeAttempt(
-        job,
-        attempt.attempt,
-        stampFirstSent(new Date(nowMs).toISOString()),
-      );
-      if (!stamped) return true; // changed or gone meanwhile: the next pass sees it as it is
-      current = stamped;
-    }
-    const event = this.eventOf(job, attempt, verdict.timestamp);
-    // A passing fault (a 5xx, a reset connection) is tried again at once, twice, as Stripe's own
-    // clients do, before the customer's queue backs off: the same identifier, so never twice.
-    const result = await this.withQuickRetries(() => this.d.meter!.send(event), 1);
-    if (!result) return false;
-    this.d.metrics?.sends.inc({
-      outcome: result.outcome === "recorded" && result.duplicate ? "duplicate" : result.outcome,
-    });
-    if (result.outcome === "retry") {
-      this.d.log.info(
-        { job: keyOf(job), attempt: attempt.attempt, reason: result.reason },
-        "meter event not recorded yet; retrying with backoff",
-      );
-      return false;
-    }
-    if (result.outcome === "refused") return this.refuse(current, attempt, result.reason);
-    await this.settleAccepted(event.customer, [
-      { w: { job: current, attempt }, event, fresh: !result.duplicate },
-    ]);
-    return true;
-  }
-
-  /**
-   * Calls the meter, and again at once after a passing fault, QUICK_RETRIES times (the same
-   * identifiers, so never twice). Undefined when this process stopped or lost the lead meanwhile.
-   */
-  private async withQuickRetries<R extends { outcome: string }>(
-    call: () => Promise<R>,
-    events: number,
-  ): Promise<R | undefined> {
-    let result = await call();
-    for (let retry = 0; result.outcome === "retry" && retry < QUICK_RETRIES; retry++) {
-      this.d.metrics?.sends.inc({ outcome: "retry" }, events);
-      await new Promise((r) => setTimeout(r, QUICK_RETRY_MS * (retry + 1) * (0.5 + Math.random())));
-      if (this.stopped || !this.d.leading()) return undefined;
-      result = await call();
-    }
-    return result;
-  }
-
-  private async refuse(job: MediaJob, attempt: UsageAttempt, reason: string): Promise<boolean> {
+  private async refuse(job: MediaJob, attempt: UsageAttempt, reason: string): Promise<void> {
     const written = await this.writeAttempt(job, attempt.attempt, markRefused(reason));
     const id = attemptIdentifier(job.metadata.uid, attempt);
-    if (written && !this.told.has(id)) {
-      if (this.told.size >= 10_000) this.told.clear(); // bounded: at worst an Event told twice
-      this.told.add(id);
-      this.d.metrics?.refused.inc();
-      void this.d.events.record(written, "Warning", "UsageNotReported", usageNotReported(attempt, reason));
-    }
-    return true;
+    if (!written || this.told.has(id)) return;
+    if (this.told.size >= 10_000) this.told.clear(); // bounded: at worst an Event told twice
+    this.told.add(id);
+    this.d.metrics?.refused.inc();
+    void this.d.events.record(written, "Warning", "UsageNotReported", usageNotReported(attempt, reason));
   }
 
   /**
@@ -630,8 +590,9 @@ export class UsageReporter {
   private async writeAttempt(
     job: MediaJob,
     attempt: number,
-    change: (a: UsageAttempt) => UsageAttempt | undefined,
+    change: AttemptChange,
   ): Promise<MediaJob | undefined> {
+    if (!this.d.leading()) return undefined;
     const res = await this.d.api.updateStatusWithRetry<MediaJob>(
       "mediajobs",
       job.metadata.namespace!,
@@ -643,18 +604,51 @@ export class UsageReporter {
         if (!usage || i < 0) return undefined;
         const next = change(usage.attempts[i]!);
         if (!next) return undefined;
-        const attempts = usage.attempts.with(i, next);
-        const status: MediaJobStatus = { ...cur.status, usage: { ...usage, attempts } };
+        const status: MediaJobStatus = {
+          ...cur.status,
+          usage: { ...usage, attempts: usage.attempts.with(i, next) },
+        };
         return { ...cur, status };
       },
       5,
     );
     return res.written ? res.object : undefined;
   }
+
+  // ---- metrics
+
+  /** The backlog's gauges, from the index: attempts waiting to be sent, the oldest, those without an account. */
+  private observeBacklog(): void {
+    const m = this.d.metrics;
+    if (!m) return;
+    let pending = 0;
+    let missing = 0;
+    let oldest = Infinity;
+    const customers = new Set<string>();
+    for (const key of this.index.keys()) customers.add(parseUsageKey(key).customer);
+    for (const customer of customers) {
+      const hasAccount = this.account(customer) !== undefined;
+      for (const key of this.index.keysOfCustomer(customer))
+        for (const { entry } of this.entriesOf(key, customer)) {
+          if (entry.attempt.meter === "Pending") {
+            pending++;
+            oldest = Math.min(oldest, Date.parse(entry.attempt.endedAt));
+          }
+          if (!hasAccount && entry.awaitsCount) missing++;
+        }
+    }
+    m.backlog.set(pending);
+    m.backlogOldestSeconds.set(
+      Number.isFinite(oldest) ? Math.max(0, (this.now().getTime() - oldest) / 1000) : 0,
+    );
+    m.accountMissing.set(missing);
+  }
 }
 
-const seconds = (iso: string | undefined): number | undefined =>
-  iso === undefined ? undefined : Math.floor(Date.parse(iso) / 1000);
+/** Whether the meter takes batches (the v2 stream); asked with `in`, so a sender without one is never read for it. */
+const streams = (m: MeterSender): boolean => "sendBatch" in m && m.sendBatch !== undefined;
+
+const seconds = (iso: string): number => Math.floor(Date.parse(iso) / 1000);
 
 /** Runs fn over the items, at most `limit` at a time. */
 async function eachLimited<T>(
@@ -668,42 +662,3 @@ async function eachLimited<T>(
   });
   await Promise.all(workers);
 }
-
-const keyOf = (job: MediaJob): string => `${job.metadata.namespace}/${job.metadata.name}`;
-
-/** The counts an attempt still owes its account, under its meter identifier. */
-const countEntries = (job: MediaJob, a: UsageAttempt): UncountedAttempt[] =>
-  owedCounts(attemptIdentifier(job.metadata.uid, a), a);
-
-/** A customer's meter: its sends go one call at a time, and back off together. */
-const groupKey = (w: Outstanding): string =>
-  `${w.job.status!.usage!.account ?? ""}\u0000${w.attempt.eventName ?? ""}`;
-
-/**
- * Per account, every count id its outstanding attempts may have listed in its `counting` without
- * the mark on the job yet (liveCountIds), as the cache shows them: what an account write may keep
- * listed. An id leaves only once the cache shows its job marked (or gone), so no later pass, which
- * reads the same cache, can find the attempt uncounted while its id is no longer listed.
- */
-function liveByAccount(work: readonly Outstanding[]): Map<string, Set<string>> {
-  const live = new Map<string, Set<string>>();
-  for (const { job, attempt } of work) {
-    const account = job.status!.usage!.account;
-    if (account === undefined) continue;
-    const ids = live.get(account) ?? new Set<string>();
-    for (const id of liveCountIds(attemptIdentifier(job.metadata.uid, attempt), attempt)) ids.add(id);
-    live.set(account, ids);
-  }
-  return live;
-}
-
-/** A job's billed attempts still to be metered or counted. */
-function outstandingAttempts(job: MediaJob): UsageAttempt[] {
-  const usage = job.status?.usage;
-  if (!usage) return [];
-  return usage.attempts.filter(
-    (a) => a.billedSeconds !== undefined && (a.meter === "Pending" || awaitsCount(usage, a)),
-  );
-}
-
-const hasOutstanding = (job: MediaJob): boolean => outstandingAttempts(job).length > 0;

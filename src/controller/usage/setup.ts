@@ -9,6 +9,7 @@ import { usageSettings } from "../../config/usage.js";
 import { describeError } from "../../k8s/errors.js";
 import { ACCOUNTS_USAGE_ANNOTATION, accountsSummary, boundAccounts } from "../../mediajob/tenancy.js";
 import { AccountLimits } from "../account-limits.js";
+import type { Controller } from "../../runtime/controller.js";
 import type { LoopContext } from "../loop-context.js";
 import type { MeterCheck } from "./meter-check.js";
 import type { MeterSender } from "./meter-client.js";
@@ -44,40 +45,47 @@ export function setupUsage(ctx: LoopContext, o: UsageOptions = {}) {
     onFollowed: (count) => metrics.runsFollowed.set(count),
   });
   let orphanPass: Promise<void> | undefined;
+  // The reporter's keys (a customer's meter) on the runtime's work queue: one reconcile per key at
+  // a time (one meter call at a time per customer and meter, as Stripe asks), a failing key backed
+  // off from a second up to 5 minutes (a payment provider down for hours is asked about once every
+  // 5 minutes per customer and meter).
   const reporter = new UsageReporter({
     api,
     jobs,
     accounts,
     accountNamespace,
-    // Read per pass: undefined until start() has loaded the client, and always without metering.
+    // Read per reconcile: undefined until start() has loaded the client, and always without metering.
     get meter() {
       return meter;
     },
     events: ctx.events,
     log: log.child({ component: "usage-reporter" }),
     metrics,
-    intervalMs: env.USAGE_REPORT_INTERVAL_SECONDS * 1000,
+    queue: () => controller.queue,
     synced: ctx.synced,
     leading: ctx.fence,
     held: (eventName) => meterCheck?.held(eventName),
     invoiceGraceSeconds: env.USAGE_INVOICE_GRACE_SECONDS,
   });
+  const controller: Controller = ctx.controller({
+    name: "usage",
+    reconcile: reporter.reconcile,
+    concurrency: 8,
+    baseDelayMs: 1_000,
+    maxDelayMs: 5 * 60_000,
+  });
+  let tick: NodeJS.Timeout | undefined;
   /** Keeps each account's shown plan limit (status.usage.limitSeconds) equal to its plan. */
   const accountLimits = new AccountLimits(api, env.MEDIA_PLANS, log.child({ component: "account-limits" }));
 
   // A job whose usage changed (recorded, billed) has work for the usage reporter.
   jobs.on((event, job, old) => {
-    reporter.noteJob(event, job);
-    if (
-      ctx.leading() &&
-      event !== "delete" &&
-      job.status?.usage !== undefined &&
-      job.status.usage !== old?.status?.usage
-    )
-      reporter.wake();
+    reporter.noteJob(event, job, event === "delete" || job.status?.usage !== old?.status?.usage);
   });
   accounts.on((event, acct) => {
-    if (ctx.leading() && event !== "delete") void accountLimits.sync(acct);
+    if (!ctx.leading() || event === "delete") return;
+    void accountLimits.sync(acct);
+    if (event === "add") reporter.noteAccount(acct.spec.customerId);
   });
 
   /** A pass over the runs left at the provider (orphans.ts), one at a time. */
@@ -157,7 +165,7 @@ export function setupUsage(ctx: LoopContext, o: UsageOptions = {}) {
           misconfigured: metrics.meterMisconfigured,
           accounts: { api, cache: accounts, namespace: accountNamespace },
           leading: ctx.fence,
-          onFixed: () => reporter.wake(),
+          onFixed: () => reporter.resync(),
           ...(o.meterRecheckMs !== undefined && { recheckMs: o.meterRecheckMs }),
         });
         meter = meterCheck.gate(new MeterClient({ baseUrl: env.PAYMENT_PROVIDER_API_URL, apiKey }));
@@ -165,7 +173,9 @@ export function setupUsage(ctx: LoopContext, o: UsageOptions = {}) {
       meterCheck?.start();
     },
     lead(): void {
-      reporter.start();
+      reporter.resync();
+      tick = setInterval(() => reporter.resync(), env.USAGE_REPORT_INTERVAL_SECONDS * 1000);
+      tick.unref();
     },
     /** The tick: accounts' limits, runs left at the provider, the Namespaces' summaries. */
     resync(): void {
@@ -174,10 +184,11 @@ export function setupUsage(ctx: LoopContext, o: UsageOptions = {}) {
       summarizeBindings();
     },
     stopLeading(): void {
-      void reporter.stop();
+      if (tick) clearInterval(tick);
+      tick = undefined;
     },
     async stop(): Promise<void> {
-      await reporter.stop();
+      if (tick) clearInterval(tick);
       await meterCheck?.stop();
       await orphanPass;
     },
