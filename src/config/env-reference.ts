@@ -304,7 +304,8 @@ export const ENV_REFERENCE: Record<keyof typeof EnvSchema.shape, EnvReference> =
   },
   USAGE_REPORT_INTERVAL_SECONDS: {
     readBy: ["controller"],
-    meaning: "how often the usage reporter looks for unreported usage (a job's end also wakes it)",
+    meaning:
+      "how often the usage loop resyncs: every customer's meter with unreported or uncounted usage is reconciled (a job's end also enqueues its own)",
   },
   USAGE_SETTLE_WAIT_SECONDS: {
     readBy: ["controller"],
