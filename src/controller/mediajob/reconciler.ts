@@ -1,8 +1,9 @@
 // The MediaJob executor: gathers the facts of one job (the caches, the clock, a provider status
 // only when one is due), asks the domain for the pass (src/mediajob/plan.ts), takes the endpoint
-// window's slot its plan read (gather.ts, takeSlot), and carries out its actions in order. Level-triggered: the same object in the same world always leads to the same
-// actions, so a repeated or concurrent trigger is harmless. Only the write-ahead submission
-// (submit.ts) writes status more than once in a pass, and it does so by name.
+// window's slot its plan read (gather.ts, takeSlot), and carries out its actions in order.
+// Level-triggered: the same object in the same world always leads to the same actions, so a
+// repeated or concurrent trigger is harmless. Only the write-ahead submission (submit.ts) writes
+// status more than once in a pass, and it does so by name.
 import { describeError } from "../../k8s/errors.js";
 import { stageEntryFor } from "../../mediajob/stage-cache.js";
 import type { MediaJob } from "../../crds/mediajob.js";
