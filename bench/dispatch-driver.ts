@@ -190,11 +190,17 @@ export class ControllerStandIn {
     else if (r.job.status?.phase === "Processing") this.#processing(key, r);
   }
 
-  /** A Pending job (pending.ts): the window's gate (gather.ts askSlot), then the submission. */
+  /**
+   * A Pending job (pending.ts): the window's answer gathered (gather.ts addPlaces: wouldGrant), the
+   * slot taken after the plan (takeSlot: gate), then the submission.
+   */
   #pending(key: string, r: JobRecord): void {
     const ep = this.endpoint();
     if (this.dispatcher) {
+      const read = this.dispatcher.wouldGrant(r.job, ep);
       const slot = this.dispatcher.gate(r.job, ep);
+      // The clock does not move between the read and the take: an answer that changed is a bug.
+      if (slot.granted !== read.granted) throw new Error(`${key}: the window's take disagreed with its read`);
       if (!slot.granted) {
         this.waits.set(slot.reason, (this.waits.get(slot.reason) ?? 0) + 1);
         return; // waits Pending, Queued=True: woken when granted, else the next resync

@@ -15,13 +15,18 @@ import { freeSlots, lowPriorityRoom, type WindowState } from "./window.js";
 export const RUN_LIMIT = 900;
 export const RUN_LIMIT_WINDOW_MS = 10_000;
 
+/** Our jobs in flight or granted at an endpoint, normal/high and low priority. */
+export interface GrantUse {
+  normal: number;
+  low: number;
+}
+
 export interface GrantInput {
   nowMs: number;
   window: WindowState;
   /** The most jobs the endpoint may have in flight (window.ts, ceiling). */
   ceiling: number;
-  /** Our jobs in flight or granted at the endpoint, normal/high and low priority. */
-  used: { normal: number; low: number };
+  used: GrantUse;
   /** When each grant of the last RUN_LIMIT_WINDOW_MS was made, oldest first. */
   recentGrants: readonly number[];
   /** The waiting jobs, one list per account (any order within it). */

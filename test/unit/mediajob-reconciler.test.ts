@@ -11,6 +11,7 @@ import { withPhaseConditions } from "../../src/mediajob/conditions.js";
 import { AccountJobs } from "../../src/controller/account-jobs.js";
 import { Dispatcher } from "../../src/controller/dispatch/dispatcher.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
+import type { SlotFact } from "../../src/mediajob/queued.js";
 import {
   harness,
   kubeError,
@@ -600,6 +601,87 @@ describe("MediaJob reconciler, without a control plane", () => {
     await h.reconciler.pass("ns/second");
     h.done();
     expect(dispatcher.view("ep-1")).toMatchObject({ window: 1, waiting: { "": 1 } });
+  });
+
+  it("the pass reads the window while it gathers and takes its slot after its plan", async () => {
+    const taken: string[] = [];
+    const dispatcher = new (class extends Dispatcher {
+      override wouldGrant(j: MediaJob, ep: GpuEndpoint): SlotFact {
+        taken.push(`read ${this.view("ep-1").waiting[""] ?? 0} waiting`);
+        return super.wouldGrant(j, ep);
+      }
+      override gate(j: MediaJob, ep: GpuEndpoint): SlotFact {
+        taken.push("take");
+        return super.gate(j, ep);
+      }
+    })({ wake: () => undefined, jobSeconds: 30, tickSeconds: 2 });
+    dispatcher.lead();
+    const windowOfNone = { ...endpoint, spec: { ...endpoint.spec, maxInFlight: 0 } } as GpuEndpoint;
+    const h = harness({
+      now: NOW,
+      jobs: [job({ meta: withFinalizer })],
+      endpoints: [windowOfNone],
+      dispatcher,
+      kube: [
+        writes((s) => expect(cond(s, "Queued")).toMatchObject({ status: "True", reason: "NoCapacity" })),
+      ],
+    });
+    await h.reconciler.pass("ns/clip");
+    h.done();
+    // The read found no job waiting (it queued nothing); the take queued the job, which waits to be woken.
+    expect(taken).toEqual(["read 0 waiting", "take"]);
+    expect(dispatcher.view("ep-1").waiting).toEqual({ "": 1 });
+  });
+
+  it("a take that answers otherwise than the read the plan used submits nothing and is requeued", async () => {
+    /** A dispatcher whose read-only answer is `read` while it is set, whatever gate() answers then. */
+    class Misread extends Dispatcher {
+      read: SlotFact | undefined;
+      override wouldGrant(j: MediaJob, ep: GpuEndpoint): SlotFact {
+        return this.read ?? super.wouldGrant(j, ep);
+      }
+    }
+    const windowOfOne = { ...endpoint, spec: { ...endpoint.spec, maxInFlight: 1 } } as GpuEndpoint;
+    const full = new Misread({ wake: () => undefined, jobSeconds: 30, tickSeconds: 2 });
+    full.lead();
+    full.gate(job({ meta: { name: "other", uid: "uid-0" } }), windowOfOne);
+    full.read = { granted: true };
+    // Read granted, taken WindowFull: no intent, no /run, no status write; the job waits in the queue.
+    const h = harness({
+      now: NOW,
+      jobs: [job({ meta: withFinalizer })],
+      endpoints: [windowOfOne],
+      dispatcher: full,
+    });
+    expect(await h.reconciler.pass("ns/clip")).toEqual({ result: { requeueAfterMs: 50 } });
+    h.done();
+    expect(full.view("ep-1").waiting).toEqual({ "": 1 });
+
+    // Read WindowFull, taken granted: no Queued write; the slot stays the job's and its next pass submits.
+    const free = new Misread({ wake: () => undefined, jobSeconds: 30, tickSeconds: 2 });
+    free.lead();
+    free.read = { granted: false, reason: "WindowFull", message: "full" };
+    const h2 = harness({
+      now: NOW,
+      jobs: [job({ meta: withFinalizer })],
+      endpoints: [windowOfOne],
+      dispatcher: free,
+      kube: [
+        writes((s) => expect(s.phase).toBe("Processing"), "3"),
+        writes((s) => expect(s.providerJobId).toBe("p-9"), "4"),
+      ],
+      provider: [{ call: "submit", answer: () => ({ id: "p-9", status: "IN_QUEUE" }) }],
+    });
+    expect(await h2.reconciler.pass("ns/clip")).toEqual({ result: { requeueAfterMs: 50 } });
+    expect(h2.submissions).toEqual([]);
+    expect(free.wouldGrant(job({ meta: { name: "other", uid: "uid-0" } }), windowOfOne)).toMatchObject({
+      granted: false,
+      reason: "WindowFull",
+    });
+    free.read = undefined;
+    await h2.reconciler.pass("ns/clip");
+    h2.done();
+    expect(h2.submissions).toEqual(["accepted"]);
   });
 
   it("a Pending job past its deadline takes no place in its endpoint's window queue (the admission chain's order)", async () => {

@@ -6,11 +6,13 @@
 // Everything here is memory, rebuilt from the informer cache: which jobs are in flight (Processing
 // at an endpoint) is read from the cache's events on every replica; the window, the fair-share
 // tags, the waiting jobs and the grants not yet used are the leader's and start afresh when a
-// replica starts leading (lead()). The dispatcher never submits anything itself: a job's own
-// reconcile asks it (gate()) and, granted, submits through the write-ahead protocol, which is what
-// keeps a submission from happening twice across leader changes. One piece: the windows, the
-// fair-share tags, the waiting jobs and the grants are one state that the gate, the informer's
-// events and the ticks change together.
+// replica starts leading (lead()). The dispatcher never submits anything itself: a job's pass reads
+// what the window would answer it (wouldGrant(), which changes nothing) while it gathers its facts,
+// takes the slot (gate()) once its plan is made and, granted, submits through the write-ahead
+// protocol, which is what keeps a submission from happening twice across leader changes. Both
+// answers come from one step (consider()): gate() is that step put in place. One piece: the
+// windows, the fair-share tags, the waiting jobs and the grants are one state that the gate, the
+// informer's events and the ticks change together.
 import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import {
@@ -35,6 +37,15 @@ import {
 } from "../../mediajob/window.js";
 import { isTerminal } from "../../mediajob/job.js";
 import { objectKey } from "../../runtime/informer.js";
+import {
+  EndpointDispatch,
+  roomInputs,
+  usedOf,
+  waitingWith,
+  type EndpointNumbers,
+  type GateStep,
+  type Round,
+} from "./endpoint-dispatch.js";
 import { jobAccount } from "../../mediajob/tenancy.js";
 import { isPending } from "../../mediajob/job.js";
 
@@ -69,49 +80,6 @@ export interface EndpointDispatchView {
 export interface ScalerSetting {
   scalerType?: string;
   scalerValue?: number;
-}
-
-class EndpointDispatch {
-  /** Jobs Processing at this endpoint in the cache: submitted and not finished. */
-  readonly inFlight = new Set<string>();
-  /** Jobs given a slot whose submission the cache does not show yet, with when. */
-  readonly granted = new Map<string, number>();
-  /** Jobs that asked and wait, by account, in arrival order (sorted lazily for a pick). */
-  readonly waiting = new Map<string, Map<string, WaitingJob>>();
-  window?: WindowState;
-  fair?: FairShareState;
-  /** The endpoint's capacity at the last look (GpuEndpoint reconcile), and our own count then. */
-  capacity?: EndpointCapacity;
-  ownAtHealth = 0;
-  /**
-   * The most jobs we had in flight since the look before last, and since the last one: the
-   * /health report a look uses was fetched in that time (it is shared for up to a tick), so our
-   * count when it was read is at most this, and what it counts beyond this is surely not ours.
-   */
-  ownMaxBefore = 0;
-  ownMax = 0;
-  maxInFlight?: number;
-  /** When each grant of the last RUN_LIMIT_WINDOW_MS was made, oldest first. */
-  readonly recentGrants: number[] = [];
-  /** Account of each in-flight job, for a fair-share state rebuilt from them. */
-  readonly accountOf = new Map<string, string>();
-  /** Jobs in flight or granted that are low priority (policy.lowPriority: they never scale the endpoint). */
-  readonly low = new Set<string>();
-  /** The workers /health showed up at the last look: what low-priority jobs may take. */
-  workersUp = { idle: 0, running: 0 };
-  holdTimer?: NodeJS.Timeout;
-
-  used(): number {
-    let n = this.inFlight.size;
-    for (const key of this.granted.keys()) if (!this.inFlight.has(key)) n++;
-    return n;
-  }
-
-  lowUsed(): number {
-    let n = 0;
-    for (const key of this.low) if (this.inFlight.has(key) || this.granted.has(key)) n++;
-    return n;
-  }
 }
 
 const priorityOf = (job: MediaJob): Priority => job.spec.priority ?? "normal";
@@ -296,30 +264,33 @@ export class Dispatcher {
     };
   }
 
-  /** The capacity is read from the endpoint the first time a job asks (a new leader's backlog). */
-  private seeCapacity(d: EndpointDispatch, ep: GpuEndpoint, id: string): void {
-    d.maxInFlight = maxInFlightOf(ep);
-    d.workersUp = workersUpOf(ep);
-    if (d.capacity !== undefined) return;
-    const capacity = this.capacityOf(ep, id);
-    if (!capacity) return;
-    d.capacity = capacity;
-    d.ownAtHealth = d.inFlight.size;
+  /**
+   * The endpoint's numbers once `ep` is read: its spec.maxInFlight and workers up each time, its
+   * capacity the first time a job asks (a new leader's backlog).
+   */
+  private numbersSeen(d: EndpointDispatch, ep: GpuEndpoint, id: string): EndpointNumbers {
+    const fresh = d.capacity === undefined ? this.capacityOf(ep, id) : undefined;
+    return {
+      capacity: d.capacity ?? fresh,
+      ownAtHealth: fresh ? d.inFlight.size : d.ownAtHealth,
+      maxInFlight: maxInFlightOf(ep),
+      workersUp: workersUpOf(ep),
+    };
   }
 
-  private ceilingOf(d: EndpointDispatch, _id: string): number {
-    if (!d.capacity && d.maxInFlight === undefined) return 0;
+  private ceilingOf(n: EndpointNumbers): number {
+    if (!n.capacity && n.maxInFlight === undefined) return 0;
     return ceiling({
-      capacity: d.capacity ?? {
+      capacity: n.capacity ?? {
         workersMax: 0,
         scaler: { type: "QUEUE_DELAY", seconds: 4 },
         inQueue: 0,
         inProgress: 0,
       },
-      ownInFlight: d.ownAtHealth,
+      ownInFlight: n.ownAtHealth,
       jobSeconds: this.jobSeconds,
       tickSeconds: this.o.tickSeconds,
-      ...(d.maxInFlight !== undefined && { maxInFlight: d.maxInFlight }),
+      ...(n.maxInFlight !== undefined && { maxInFlight: n.maxInFlight }),
     });
   }
 
@@ -329,53 +300,121 @@ export class Dispatcher {
   }
 
   /**
-   * A Pending job that may be submitted now asks for a slot of its endpoint. Granted once, it
-   * keeps its grant until its submission shows in the cache (or the grant expires unused).
+   * A Pending job that may be submitted now takes a slot of its endpoint: it joins the endpoint's
+   * waiting jobs (once: a job already waiting there keeps its place) and the free slots are handed
+   * out. Granted once, it keeps its grant until its submission shows in the cache (or the grant
+   * expires unused). The answer is wouldGrant()'s: the same step, put in place.
    */
   gate(job: MediaJob, ep: GpuEndpoint): SlotFact {
-    const id = ep.status!.endpointId!;
-    const key = objectKey(job);
-    const d = this.at(id);
-    this.seeCapacity(d, ep, id);
-    if (d.inFlight.has(key) || d.granted.has(key)) return { granted: true };
-    this.enqueue(job, key, id, d);
-    const position = this.positionAt.get(key) ?? 0;
-    this.grant(id, d, key);
-    if (d.granted.has(key)) return { granted: true };
-    if (!d.capacity && d.maxInFlight === undefined)
-      return windowWait.scalerUnknown(id, ep.status?.scalerType, ep.status?.scalerValue);
-    const ceil = this.ceilingOf(d, id);
-    const win = windowSize(this.windowOf(d), ceil, this.now());
-    const held = d.window && this.now() < d.window.notBefore;
-    if (!held && ceil > 0 && priorityOf(job) === "low" && this.lowFree(d) <= 0)
-      return windowWait.lowPriority(id, {
-        up: d.workersUp.idle + d.workersUp.running,
-        normal: d.used() - d.lowUsed(),
-        low: d.lowUsed(),
-      });
-    if (held) return windowWait.throttled(id, new Date(d.window!.notBefore).toISOString());
-    if (ceil === 0) return windowWait.noCapacity(id);
-    return windowWait.windowFull(id, d.used(), win, position);
+    const step = this.consider(job, ep);
+    this.take(step);
+    return step.fact;
   }
 
-  /** The job waits for a slot of endpoint `id` (once: a job already waiting there keeps its place). */
-  private enqueue(job: MediaJob, key: string, id: string, d: EndpointDispatch): void {
-    if (this.waitingAt.get(key) === id) return;
-    this.unwait(key);
+  /**
+   * What gate() would answer now, with nothing changed: no job joins the waiting jobs, no grant is
+   * made or expires, no timer is set, no job is woken. The pass gathers this; it takes the slot
+   * with gate() once its plan is made.
+   */
+  wouldGrant(job: MediaJob, ep: GpuEndpoint): SlotFact {
+    return this.consider(job, ep).fact;
+  }
+
+  /**
+   * gate()'s step, read from the state and left out of it: the endpoint's numbers from `ep`, the
+   * job joining the waiting jobs, the grant round on a waiting list that includes it (on copies of
+   * the grants), and the answer from the state that would follow.
+   */
+  private consider(job: MediaJob, ep: GpuEndpoint): GateStep {
+    const id = ep.status!.endpointId!;
+    const key = objectKey(job);
+    const d = this.endpoints.get(id) ?? new EndpointDispatch();
+    const numbers = this.numbersSeen(d, ep, id);
+    const step = { id, key, d, numbers };
+    if (d.inFlight.has(key) || d.granted.has(key)) return { ...step, holds: true, fact: { granted: true } };
+    const nowMs = this.now();
+    const join = this.waitingAt.get(key) === id ? undefined : this.joining(job, key, d, nowMs);
+    const round = this.leading ? this.round(d, numbers, nowMs, waitingWith(d.waiting, join?.job)) : undefined;
+    const position = join?.position ?? this.positionAt.get(key) ?? 0;
+    const fact = this.answer(job, ep, { ...step, nowMs, slots: round ?? d, position });
+    return { ...step, holds: false, ...(join && { join }), ...(round && { round }), fact };
+  }
+
+  /** The gate's answer from the state after the step: granted, or why the job waits. */
+  private answer(
+    job: MediaJob,
+    ep: GpuEndpoint,
+    a: {
+      id: string;
+      key: string;
+      d: EndpointDispatch;
+      numbers: EndpointNumbers;
+      /** The grants after the round (the endpoint's own when no round runs). */
+      slots: Pick<Round, "granted" | "low">;
+      nowMs: number;
+      position: number;
+    },
+  ): SlotFact {
+    const { id, numbers, nowMs } = a;
+    if (a.slots.granted.has(a.key)) return { granted: true };
+    if (!numbers.capacity && numbers.maxInFlight === undefined)
+      return windowWait.scalerUnknown(id, ep.status?.scalerType, ep.status?.scalerValue);
+    const used = usedOf(a.d.inFlight, a.slots.granted, a.slots.low);
+    const ceil = this.ceilingOf(numbers);
+    const window = a.d.window ?? initialWindow();
+    const held = nowMs < window.notBefore;
+    if (!held && ceil > 0 && priorityOf(job) === "low" && lowRoom({ used, ...roomInputs(numbers) }) <= 0)
+      return windowWait.lowPriority(id, {
+        up: numbers.workersUp.idle + numbers.workersUp.running,
+        normal: used.normal,
+        low: used.low,
+      });
+    if (held) return windowWait.throttled(id, new Date(window.notBefore).toISOString());
+    if (ceil === 0) return windowWait.noCapacity(id);
+    return windowWait.windowFull(id, used.normal + used.low, windowSize(window, ceil, nowMs), a.position);
+  }
+
+  /** gate()'s step put in place: the numbers, the job's place among the waiting jobs, the round. */
+  private take(step: GateStep): void {
+    const { id, key, d } = step;
+    if (!this.endpoints.has(id)) this.endpoints.set(id, d);
+    Object.assign(d, step.numbers);
+    if (step.holds) return;
+    if (step.join) this.enqueue(d, id, step.join.job, step.join.position);
+    if (step.round) this.commit(id, d, step.round, key);
+  }
+
+  /** How `job` would join the endpoint's waiting jobs, and how many of its account wait before it. */
+  private joining(
+    job: MediaJob,
+    key: string,
+    d: EndpointDispatch,
+    nowMs: number,
+  ): { job: WaitingJob; position: number } {
+    const account = accountKey(job);
+    return {
+      job: {
+        id: key,
+        account,
+        priority: priorityOf(job),
+        createdAt: Date.parse(String(job.metadata.creationTimestamp ?? "")) || nowMs,
+      },
+      position: d.waiting.get(account)?.size ?? 0,
+    };
+  }
+
+  /** The job waits for a slot of endpoint `id`, at the end of its account's waiting jobs. */
+  private enqueue(d: EndpointDispatch, id: string, job: WaitingJob, position: number): void {
+    this.unwait(job.id);
     // The tags start from the jobs in flight when the first job waits, not when a slot frees:
     // by then the jobs that held the slots may have finished.
-    d.fair ??= fairShareState(this.inFlightByAccount(d), this.o.weights);
-    const account = accountKey(job);
+    d.fair ??= this.initialFair(d);
+    const account = job.account ?? DEFAULT_ACCOUNT;
     let q = d.waiting.get(account);
     if (!q) d.waiting.set(account, (q = new Map()));
-    this.positionAt.set(key, q.size);
-    q.set(key, {
-      id: key,
-      account,
-      priority: priorityOf(job),
-      createdAt: Date.parse(String(job.metadata.creationTimestamp ?? "")) || this.now(),
-    });
-    this.waitingAt.set(key, id);
+    this.positionAt.set(job.id, position);
+    q.set(job.id, job);
+    this.waitingAt.set(job.id, id);
   }
 
   /**
@@ -390,60 +429,79 @@ export class Dispatcher {
     if (!ep || !id) return;
     const d = this.at(id);
     if (d.granted.has(key)) return;
-    this.seeCapacity(d, ep, id);
-    this.enqueue(job, key, id, d);
+    Object.assign(d, this.numbersSeen(d, ep, id));
+    const { job: waiting, position } = this.joining(job, key, d, this.now());
+    this.enqueue(d, id, waiting, position);
     this.grant(id, d);
   }
 
-  /** Hands the free slots of an endpoint to the next waiting jobs; wakes those other than `asking`. */
-  private grant(id: string, d: EndpointDispatch, asking?: string): void {
+  /** Hands the free slots of an endpoint to the next waiting jobs, and wakes them. */
+  private grant(id: string, d: EndpointDispatch): void {
     if (!this.leading) return;
-    const nowMs = this.now();
+    const waiting = [...d.waiting.values()].map((q) => q.values());
+    this.commit(id, d, this.round(d, d, this.now(), waiting));
+  }
+
+  /**
+   * A grant round, on copies of the endpoint's grants: those unused past their TTL expire, the
+   * /run limit's window moves on, and the free slots go to `waiting` (grant-policy.ts).
+   */
+  private round(
+    d: EndpointDispatch,
+    n: EndpointNumbers,
+    nowMs: number,
+    waiting: Iterable<Iterable<WaitingJob>>,
+  ): Round {
     const ttl = this.o.grantTtlMs ?? 30_000;
-    for (const [key, at] of d.granted) if (nowMs - at > ttl && !d.inFlight.has(key)) d.granted.delete(key);
+    const granted = new Map(d.granted);
+    for (const [key, at] of d.granted) if (nowMs - at > ttl && !d.inFlight.has(key)) granted.delete(key);
     // RunPod's /run limit per endpoint (https://docs.runpod.io/serverless/endpoints/send-requests#rate-limits):
     // the grants of the last 10 s, each one /run, stay under it (a window of thousands refilled
     // at once, or jobs that end at once, would otherwise exceed it).
-    while (d.recentGrants.length > 0 && nowMs - d.recentGrants[0]! >= RUN_LIMIT_WINDOW_MS)
-      d.recentGrants.shift();
-    d.fair ??= fairShareState(this.inFlightByAccount(d), this.o.weights);
-    const lowUsed = d.lowUsed();
+    let past = 0;
+    while (past < d.recentGrants.length && nowMs - d.recentGrants[past]! >= RUN_LIMIT_WINDOW_MS) past++;
+    const recentGrants = d.recentGrants.slice(past);
+    const low = new Set(d.low);
     const decision = decideGrants({
       nowMs,
-      window: this.windowOf(d),
-      ceiling: this.ceilingOf(d, id),
-      used: { normal: d.used() - lowUsed, low: lowUsed },
-      recentGrants: d.recentGrants,
-      waiting: [...d.waiting.values()].map((q) => q.values()),
-      ...this.roomInputs(d),
-      fair: d.fair,
+      window: d.window ?? initialWindow(),
+      ceiling: this.ceilingOf(n),
+      used: usedOf(d.inFlight, granted, low),
+      recentGrants,
+      waiting,
+      ...roomInputs(n),
+      fair: d.fair ?? this.initialFair(d),
       ...(this.o.weights && { weights: this.o.weights }),
     });
-    d.fair = decision.fair;
-    this.give(d, decision.granted, nowMs, asking);
-    if (decision.recheckInMs !== undefined) this.pumpAt(id, d, decision.recheckInMs);
-  }
-
-  private give(d: EndpointDispatch, picked: WaitingJob[], nowMs: number, asking?: string): void {
-    for (const job of picked) {
-      d.granted.set(job.id, nowMs);
-      if (job.priority === "low") d.low.add(job.id);
-      d.recentGrants.push(nowMs);
-      this.unwait(job.id);
-      if (job.id !== asking) this.o.wake(job.id);
+    for (const job of decision.granted) {
+      granted.set(job.id, nowMs);
+      if (job.priority === "low") low.add(job.id);
+      recentGrants.push(nowMs);
     }
+    return {
+      granted,
+      low,
+      recentGrants,
+      fair: decision.fair,
+      picked: decision.granted,
+      ...(decision.recheckInMs !== undefined && { recheckInMs: decision.recheckInMs }),
+    };
   }
 
-  /** How many more low-priority jobs the endpoint may take now (grant-policy.ts, lowRoom). */
-  private lowFree(d: EndpointDispatch): number {
-    const lowUsed = d.lowUsed();
-    return lowRoom({ used: { normal: d.used() - lowUsed, low: lowUsed }, ...this.roomInputs(d) });
+  /** A round put in place: the picked jobs wait no more and are woken (all but `asking`). */
+  private commit(id: string, d: EndpointDispatch, r: Round, asking?: string): void {
+    d.granted = r.granted;
+    d.low = r.low;
+    d.recentGrants = r.recentGrants;
+    d.fair = r.fair;
+    for (const job of r.picked) this.unwait(job.id);
+    for (const job of r.picked) if (job.id !== asking) this.o.wake(job.id);
+    if (r.recheckInMs !== undefined) this.pumpAt(id, d, r.recheckInMs);
   }
 
-  /** The workers up at the last look, and the work there that is not ours. */
-  private roomInputs(d: EndpointDispatch): { workersIdle: number; workersRunning: number; foreign: number } {
-    const foreign = d.capacity ? Math.max(0, d.capacity.inQueue + d.capacity.inProgress - d.ownAtHealth) : 0;
-    return { workersIdle: d.workersUp.idle, workersRunning: d.workersUp.running, foreign };
+  /** The fair-share tags of the jobs in flight at the endpoint. */
+  private initialFair(d: EndpointDispatch): FairShareState {
+    return fairShareState(this.inFlightByAccount(d), this.o.weights);
   }
 
   private inFlightByAccount(d: EndpointDispatch): Map<string, number> {
@@ -477,21 +535,21 @@ export class Dispatcher {
   /** The provider accepted a submission: the window grows back towards its ceiling. */
   accepted(endpointId: string): void {
     const d = this.at(endpointId);
-    const ceil = this.ceilingOf(d, endpointId);
+    const ceil = this.ceilingOf(d);
     d.window = onAccepted(this.windowOf(d), ceil);
   }
 
   /** The provider answered 429: the window halves, and nothing goes before Retry-After. */
   throttled(endpointId: string, retryAfterMs?: number): void {
     const d = this.at(endpointId);
-    const ceil = this.ceilingOf(d, endpointId);
+    const ceil = this.ceilingOf(d);
     d.window = onThrottled(this.windowOf(d), ceil, this.now(), retryAfterMs ?? 1_000);
   }
 
   /** The endpoint as `kubectl media queue`, the metrics and the GpuEndpoint status show it. */
   view(endpointId: string): EndpointDispatchView {
     const d = this.at(endpointId);
-    const ceil = this.ceilingOf(d, endpointId);
+    const ceil = this.ceilingOf(d);
     const waiting: Record<string, number> = {};
     for (const [account, q] of d.waiting) waiting[account] = q.size;
     return {

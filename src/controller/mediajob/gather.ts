@@ -2,6 +2,7 @@
 // status only when one is due, and the account's and the endpoint window's places it may take.
 import { randomBytes } from "node:crypto";
 import { findAccount } from "../../crds/billingaccount.js";
+import type { GpuEndpoint } from "../../crds/gpuendpoint.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import { describeError } from "../../k8s/errors.js";
 import { pickEndpoint } from "../../mediajob/admission.js";
@@ -80,31 +81,41 @@ export async function gatherFacts(
   return facts;
 }
 
+/** A job's request for a slot of its endpoint's window: read while gathering, taken after the plan. */
+export interface SlotAsk {
+  /** The job as the dispatcher sees it: with the account its namespace's binding supplies. */
+  job: MediaJob;
+  endpoint: GpuEndpoint;
+}
+
 /**
- * The account's running jobs and the endpoint window's slot, added to the facts with no await
- * before the plan and the reservation: two passes of one account cannot both take its last
- * concurrent slot, and a window's slot is asked for only by a job its plan admits.
+ * The account's running jobs and the endpoint window's answer, added to the facts with no await
+ * before the plan, the reservation and the slot's take: two passes of one account cannot both take
+ * its last concurrent slot, and the slot the plan reads is the one the pass takes. Reads only: the
+ * window is asked what it would answer (wouldGrant); the returned request is taken with takeSlot
+ * once the plan is made.
  */
-export function addPlaces(d: MediaJobDeps, job: MediaJob, facts: Facts, nowMs: number): void {
+export function addPlaces(d: MediaJobDeps, job: MediaJob, facts: Facts, nowMs: number): SlotAsk | undefined {
   const billed = billedAccount(job, facts.boundAccounts ?? [], d.settings.accountRequired ?? false);
   const name = "account" in billed ? billed.account : undefined;
   const account = accountFacts(job, name, { ...d, plans: d.settings.plans }, nowMs);
   if (account) facts.account = account;
-  const slot = askSlot(d, job, facts, billed);
-  if (slot) facts.slot = slot;
+  const ask = slotAsk(d, job, facts, billed);
+  if (ask) facts.slot = d.dispatcher!.wouldGrant(ask.job, ask.endpoint);
+  return ask;
 }
 
 /**
- * The window's gate, asked only of a job the admission chain lets go now (not cancelled,
- * suspended or past its deadline, admitted by its account and its plan, its endpoint Ready), so
- * no slot is held by a job that would not use it.
+ * A slot is asked for only by a job the admission chain lets go now (not cancelled, suspended or
+ * past its deadline, admitted by its account and its plan, its endpoint Ready), so no slot is held
+ * and no place in the waiting jobs taken by a job that would not use it.
  */
-function askSlot(
+function slotAsk(
   d: MediaJobDeps,
   job: MediaJob,
   facts: Facts,
   billed: AccountResolution,
-): SlotFact | undefined {
+): SlotAsk | undefined {
   const ep = facts.endpoint;
   if (!d.dispatcher || !ep) return undefined;
   const eligible = mayTakeSlot({
@@ -122,7 +133,17 @@ function askSlot(
   const account = "account" in billed ? billed.account : undefined;
   if (account !== undefined && jobAccount(job) === undefined)
     job = { ...job, status: { ...job.status, account } };
-  return d.dispatcher.gate(job, ep);
+  return { job, endpoint: ep };
+}
+
+/**
+ * The slot taken, once the plan is made: the job joins its endpoint's waiting jobs (a job that
+ * waits is woken when a slot is granted to it later) and gets a free slot if fair share gives it
+ * one. The answer is the dispatcher's; the pass compares it with the one its plan read.
+ */
+export function takeSlot(d: MediaJobDeps, ask: SlotAsk | undefined): SlotFact | undefined {
+  if (!ask || !d.dispatcher) return undefined;
+  return d.dispatcher.gate(ask.job, ask.endpoint);
 }
 
 /**
@@ -152,12 +173,13 @@ export function reserveAccountPlace(
 export function settleSlot(
   d: MediaJobDeps,
   key: string,
-  facts: Facts,
+  ask: SlotAsk | undefined,
+  slot: SlotFact | undefined,
   submitted: SubmissionOutcome | undefined,
 ): void {
   const dispatcher = d.dispatcher;
-  const endpointId = facts.endpoint?.status?.endpointId;
-  if (!dispatcher || !endpointId || !facts.slot?.granted) return;
+  const endpointId = ask?.endpoint.status?.endpointId;
+  if (!dispatcher || !endpointId || !slot?.granted) return;
   switch (submitted) {
     case "accepted":
       return dispatcher.accepted(endpointId);

@@ -1,13 +1,15 @@
 // The MediaJob executor: gathers the facts of one job (the caches, the clock, a provider status
-// only when one is due), asks the domain for the pass (src/mediajob/plan.ts), and carries out its
-// actions in order. Level-triggered: the same object in the same world always leads to the same
-// actions, so a repeated or concurrent trigger is harmless. Only the write-ahead submission
-// (submit.ts) writes status more than once in a pass, and it does so by name.
+// only when one is due), asks the domain for the pass (src/mediajob/plan.ts), takes the endpoint
+// window's slot its plan read (gather.ts, takeSlot), and carries out its actions in order.
+// Level-triggered: the same object in the same world always leads to the same actions, so a
+// repeated or concurrent trigger is harmless. Only the write-ahead submission (submit.ts) writes
+// status more than once in a pass, and it does so by name.
 import { describeError } from "../../k8s/errors.js";
 import { stageEntryFor } from "../../mediajob/stage-cache.js";
 import type { MediaJob } from "../../crds/mediajob.js";
 import { isAlreadyExists } from "../../k8s/errors.js";
 import type { PlannedEvent } from "../../mediajob/conditions.js";
+import type { SlotFact } from "../../mediajob/queued.js";
 import { afterNextStep, type CreateAnswer } from "../../mediajob/next-step.js";
 import { writtenStatus, planFinish, planJob, type FinishAction } from "../../mediajob/plan.js";
 import { retry, type Action, type Plan, type SubmissionOutcome } from "../../mediajob/pass.js";
@@ -18,9 +20,19 @@ import { StaleCacheGuard } from "../../runtime/stale-cache.js";
 import type { MediaJobDeps, PassResult } from "./deps.js";
 import { cancelAtProvider } from "./cancel.js";
 import { finalize, type Finalizer } from "./finalize.js";
-import { addPlaces, gatherFacts, reserveAccountPlace, settleSlot, type Unrecorded } from "./gather.js";
+import {
+  addPlaces,
+  gatherFacts,
+  reserveAccountPlace,
+  settleSlot,
+  takeSlot,
+  type Unrecorded,
+} from "./gather.js";
 import { heldElsewhere, refuseHeldAnswer, submit } from "./submit.js";
 import { JobWrites, jobKey } from "./writes.js";
+
+/** A pass whose take disagreed with its plan runs again this soon (not at once: no busy loop). */
+const SLOT_MOVED_REQUEUE_MS = 50;
 
 interface Step {
   job: MediaJob;
@@ -77,9 +89,11 @@ export class MediaJobReconciler {
     const now = nowDate.toISOString();
     const before = job.status;
     const facts = await gatherFacts(this.d, job, nowDate, this.unrecorded);
-    // Places taken, planned and reserved with no await between (gather.ts, addPlaces).
-    addPlaces(this.d, job, facts, nowDate.getTime());
+    // Places read, planned on, taken and reserved with no await between (gather.ts, addPlaces).
+    const ask = addPlaces(this.d, job, facts, nowDate.getTime());
     let plan = planJob(job, facts);
+    const slot = takeSlot(this.d, ask);
+    if (slot && slot.granted !== facts.slot?.granted) return this.slotMoved(key, slot);
     const reservation = reserveAccountPlace(this.d, job, plan);
     let written: MediaJob | undefined;
     let submitted: SubmissionOutcome | undefined;
@@ -95,7 +109,7 @@ export class MediaJobReconciler {
       // until the cache shows the job, or its retried pass decides again and gives it back.
       if (reservation && !threw && written?.status?.phase !== "Processing")
         this.d.accountJobs?.release(...reservation);
-      settleSlot(this.d, key, facts, submitted);
+      settleSlot(this.d, key, ask, slot, submitted);
     }
     if (plan.submission) this.d.onSubmission?.(plan.submission);
     if (plan.recovery) this.d.onRecovery?.(plan.recovery);
@@ -124,6 +138,17 @@ export class MediaJobReconciler {
       kept && finish.requeueAfterMs !== undefined ? { requeueAfterMs: finish.requeueAfterMs } : undefined;
     return { ...(result && { result }), ...(plan.error && { error: plan.error }) };
   };
+
+  /**
+   * The window answered the take otherwise than the plan read it (nothing awaits between them, so
+   * this is a guard): the plan is dropped, nothing is written or submitted, and the job's next pass
+   * decides again. A slot the take granted stays the job's for that pass (the grant's TTL bounds
+   * it); a job the take left waiting keeps its place among the waiting jobs and is woken when granted.
+   */
+  private slotMoved(key: string, slot: SlotFact): PassResult {
+    this.d.log.warn({ job: key, granted: slot.granted }, "the window's answer changed between plan and take");
+    return { result: { requeueAfterMs: SLOT_MOVED_REQUEUE_MS } };
+  }
 
   /** One planned action; an action with an answer hands it to the domain for the rest of the pass. */
   private async execute(job: MediaJob, plan: Plan, action: Action, now: string): Promise<Step> {
