@@ -10,12 +10,6 @@ import { REFUSAL_MAX } from "./refusals.js";
 
 export type AttemptChange = (a: UsageAttempt) => UsageAttempt | undefined;
 
-/** Before the first send: the outbox records that a send may have happened, and since when. */
-export const stampFirstSent =
-  (at: string): AttemptChange =>
-  (a) =>
-    a.meter === "Pending" && a.firstSentAt === undefined ? { ...a, firstSentAt: at } : undefined;
-
 /**
  * The payment provider accepted the event (or already had it); `afterInvoice` when its period's
  * invoice was already finalized (invoice-grace.ts): accepted, and on no invoice.

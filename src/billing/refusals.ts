@@ -3,9 +3,9 @@
 
 /** Why a send is held back once its identifier may have left the provider's deduplication window. */
 export const FORGOTTEN_IDENTIFIER =
-  "first sent more than 23 hours ago and not confirmed: the payment provider may have recorded it and " +
+  "may have been sent first more than 23 hours ago and is not confirmed: the payment provider may have recorded it and " +
   "forgotten its identifier since, so it is not sent again blindly; compare the meter's event " +
-  "summaries for the customer, then set meter to Reported (it was recorded), or to Pending without firstSentAt (send it again)";
+  "summaries for the customer, then set meter to Reported (it was recorded), or to Pending with firstSentAt set to now (send it again)";
 
 /** The longest refusal kept in an attempt's message. */
 export const REFUSAL_MAX = 1024;

@@ -42,6 +42,8 @@ export interface OutboxEntry {
   id: string;
   /** Whether its seconds still wait to be counted into its account (mediajob/usage.ts, awaitsCount). */
   awaitsCount: boolean;
+  /** When this process first called the meter with it, unix seconds (undefined: never). */
+  triedAt?: number | undefined;
 }
 
 export interface UsageKeyFacts {
@@ -58,7 +60,33 @@ export interface UsageKeyFacts {
   held: string | undefined;
   /** Events per call the meter takes at once; 1: one by one (no stream). */
   batchMax: number;
+  /** When this process began to lead, unix seconds (sendWindowStart). */
+  leadingSinceS: number;
   nowS: number;
+}
+
+/**
+ * Attempts that ended (our clocks) less than this after this process began to lead may have been
+ * written before it led, and so sent by an earlier leader: the margin covers the clocks of the
+ * controller's and the sidecar's pods, which write endedAt.
+ */
+const EARLIER_LEADER_MARGIN_S = 5 * 60;
+
+/**
+ * Since when a send of the attempt may have happened, unix seconds, or undefined when none can have
+ * (the payment provider keeps an identifier at least 24 hours from its first receipt, so this
+ * bounds how long the same identifier may be sent again blindly): `firstSentAt` when an operator
+ * set it; else this process's own first call; else, for an attempt an earlier leader may have sent
+ * (ended before this process led, with a margin), its end, the earliest any send can have been;
+ * else none (only this process sends it, and never has). No write is needed before a send: this
+ * bound is as safe as a stamp written before each first call.
+ */
+export function sendWindowStart(entry: OutboxEntry, leadingSinceS: number): number | undefined {
+  const a = entry.attempt;
+  if (a.firstSentAt !== undefined) return seconds(a.firstSentAt);
+  if (entry.triedAt !== undefined) return entry.triedAt;
+  const ended = seconds(a.endedAt);
+  return ended < leadingSinceS + EARLIER_LEADER_MARGIN_S ? ended : undefined;
 }
 
 /** An attempt to send, at the timestamp its event carries. */
@@ -108,7 +136,7 @@ export function planUsageKey(f: UsageKeyFacts): UsageKeyPlan {
       plan.found.push(entry);
       continue;
     }
-    const verdict = meterSendVerdict(seconds(a.endedAt), optSeconds(a.firstSentAt), f.nowS);
+    const verdict = meterSendVerdict(seconds(a.endedAt), sendWindowStart(entry, f.leadingSinceS), f.nowS);
     if (verdict.send === "never") plan.refuse.push({ entry, reason: verdict.reason });
     else if (verdict.send === "reconcileFirst") plan.refuse.push({ entry, reason: FORGOTTEN_IDENTIFIER });
     else toSend.push({ entry, timestamp: verdict.timestamp });
@@ -176,5 +204,3 @@ export const countOnBackOff = (plan: UsageKeyPlan, fromBatch: number): OutboxEnt
     .filter((e) => e.awaitsCount);
 
 const seconds = (iso: string): number => Math.floor(Date.parse(iso) / 1000);
-const optSeconds = (iso: string | undefined): number | undefined =>
-  iso === undefined ? undefined : seconds(iso);

@@ -268,7 +268,9 @@ export const UsageAttempt = z.object({
     ),
   eventName: z.string().max(100).optional().describe("The meter event name it is reported under."),
   identifier: z.string().max(100).optional().describe("The meter event identifier (one per attempt)."),
-  firstSentAt: Timestamp.optional().describe("When a send was first tried (before the call)."),
+  firstSentAt: Timestamp.optional().describe(
+    "Set by an operator sending a Refused report again (with meter Pending): its deduplication window starts then.",
+  ),
   reportedAt: Timestamp.optional().describe("When the payment provider accepted it."),
   afterInvoice: z
     .boolean()

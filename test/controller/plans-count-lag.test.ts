@@ -55,9 +55,11 @@ describe("a plan's seconds while the account's count lags", () => {
       mediaJob("busy", { workload: "asr", account: "cus_busy" }) as never,
     );
     await waitForPhase(api, stack.ns, "busy", "Completed");
-    await eventually(
-      async () => (await getJob("busy"))?.status?.usage?.attempts[0]?.firstSentAt !== undefined,
-    );
+    // Its attempt billed and Pending: the usage loop calls the meter now.
+    await eventually(async () => {
+      const a = (await getJob("busy"))?.status?.usage?.attempts[0];
+      return a?.meter === "Pending" && a.billedSeconds !== undefined;
+    });
     const sending = Date.now();
 
     // Meanwhile the tiny plan's customer creates two jobs: one at a time, the first to run

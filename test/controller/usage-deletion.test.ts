@@ -34,14 +34,17 @@ const gone = (name: string, timeoutMs = 60_000) =>
   });
 const meteredFor = (job: MediaJob) =>
   stack.sim.meterEvents().filter((e) => e.identifier === `mj_${job.metadata.uid}_1`);
-/** The job as the reporter left it once a send was tried and failed (its outbox stamped). */
+/**
+ * The job as the usage loop left it once a send was tried and failed: still Pending, its used
+ * seconds counted (a key backing off counts what it could not send), the provider's 5xx seen.
+ */
 const tried = async (name: string): Promise<MediaJob> => {
   let job: MediaJob | undefined;
   await eventually(
     async () => {
       job = await getJob(name);
       const a = job?.status?.usage?.attempts[0];
-      return a?.meter === "Pending" && a.firstSentAt !== undefined;
+      return a?.meter === "Pending" && a.counted === true && stack.sim.billingStats().serverErrors > 0;
     },
     { timeoutMs: 30_000 },
   );

@@ -22,7 +22,7 @@ export function usageLoop(
     /** Starts the workers and resyncs, as the manager does when it starts leading. */
     start(): void {
       running = queue.run(2, reporter.reconcile);
-      reporter.resync();
+      reporter.lead();
       if (o.tickMs !== undefined) tick = setInterval(() => reporter.resync(), o.tickMs);
     },
     async stop(): Promise<void> {

@@ -12,7 +12,6 @@ import {
   markRefused,
   markReported,
   markReportedCounted,
-  stampFirstSent,
 } from "../../src/billing/outbox.js";
 import { FORGOTTEN_IDENTIFIER, REFUSAL_MAX, usageNotReported } from "../../src/billing/refusals.js";
 
@@ -32,10 +31,6 @@ const attempt = (o: Partial<UsageAttempt> = {}): UsageAttempt => ({
 
 describe("outbox transitions", () => {
   const rows: Array<[string, UsageAttempt, AttemptChange, UsageAttempt | undefined]> = [
-    ["first send stamps a Pending attempt", attempt(), stampFirstSent(T1), attempt({ firstSentAt: T1 })],
-    ["first send keeps an earlier stamp", attempt({ firstSentAt: T0 }), stampFirstSent(T1), undefined],
-    ["first send leaves a Reported attempt", attempt({ meter: "Reported" }), stampFirstSent(T1), undefined],
-    ["first send leaves a Refused attempt", attempt({ meter: "Refused" }), stampFirstSent(T1), undefined],
     [
       "accepted: Pending becomes Reported with its time",
       attempt({ firstSentAt: T0 }),
@@ -242,7 +237,9 @@ describe("count ids an attempt keeps listed in its account", () => {
 
 describe("refusal texts", () => {
   it("tell the user how to settle a send past the deduplication window", () => {
-    expect(FORGOTTEN_IDENTIFIER).toMatch(/set meter to Reported .* or to Pending without firstSentAt/);
+    expect(FORGOTTEN_IDENTIFIER).toMatch(
+      /set meter to Reported .* or to Pending with firstSentAt set to now/,
+    );
     expect(FORGOTTEN_IDENTIFIER.length).toBeLessThanOrEqual(REFUSAL_MAX);
   });
   it("name the attempt and its seconds in the Event", () => {

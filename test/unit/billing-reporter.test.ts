@@ -130,9 +130,9 @@ function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult, account
 }
 
 describe("the usage reporter's pass over one outbox attempt", () => {
-  it("stamps the first send, sends the recorded identifier once, then marks it Reported", async () => {
+  it("sends the recorded identifier once, then marks it Reported: one job write, none before the call", async () => {
     const { pass, writes, sent, events } = setup({}, { outcome: "recorded", duplicate: false });
-    await pass(2);
+    await pass(1);
     expect(sent).toEqual([
       {
         eventName: "gpu_seconds",
@@ -143,8 +143,7 @@ describe("the usage reporter's pass over one outbox attempt", () => {
       },
     ]);
     expect(writes.map((a) => [a.meter, a.firstSentAt, a.reportedAt])).toEqual([
-      ["Pending", NOW.toISOString(), undefined],
-      ["Reported", NOW.toISOString(), NOW.toISOString()],
+      ["Reported", undefined, NOW.toISOString()],
     ]);
     expect(events).toEqual([]);
   });
@@ -159,9 +158,9 @@ describe("the usage reporter's pass over one outbox attempt", () => {
 
   it("keeps the provider's refusal on the attempt and tells it in one Event", async () => {
     const { pass, writes, sent, events } = setup({}, { outcome: "refused", reason: "no such customer" });
-    await pass(2);
+    await pass(1);
     expect(sent).toHaveLength(1);
-    expect(writes.map((a) => a.meter)).toEqual(["Pending", "Refused"]);
+    expect(writes.map((a) => a.meter)).toEqual(["Refused"]);
     expect(events).toEqual([
       {
         reason: "UsageNotReported",
@@ -177,12 +176,11 @@ describe("the usage reporter's pass over one outbox attempt", () => {
       { outcome: "recorded", duplicate: false },
       { ...period, usedSeconds: 0, reportedSeconds: 0 },
     );
-    await pass(2);
+    await pass(1);
     expect(sent.map((e) => e.identifier)).toEqual(["mj_uid-1_1"]);
-    // The stamp before the call, then the one write after it: no count write of the job before the send.
+    // The one write after the call: no count write of the job before the send.
     expect(writes.map((a) => [a.meter, a.firstSentAt, a.counted, a.countedReported])).toEqual([
-      ["Pending", NOW.toISOString(), undefined, undefined],
-      ["Reported", NOW.toISOString(), true, true],
+      ["Reported", undefined, true, true],
     ]);
     expect(accountWrites).toEqual([
       { ...period, usedSeconds: 42, reportedSeconds: 42, counting: ["mj_uid-1_1", "mj_uid-1_1+reported"] },
@@ -313,8 +311,108 @@ describe("the usage reporter's pass over a customer's burst", () => {
     expect(refusedAccountWrites).toBe(0);
     expect(new Set(recorded).size).toBe(600);
     expect(recorded).toHaveLength(600);
-    // The first-send stamp, then Reported with both counts: two writes per job.
-    expect([...jobWrites.values()].every((n) => n === 2)).toBe(true);
+    // Reported with both counts: one write per job.
+    expect([...jobWrites.values()].every((n) => n === 1)).toBe(true);
     expect(account.status?.usage).toMatchObject({ usedSeconds: 1200, reportedSeconds: 1200 });
   });
+});
+
+describe("the usage reporter's key while the payment provider fails", () => {
+  it("is tried again when its backoff ends, not at once when its own count writes wake it", async () => {
+    const period = { periodStart: "2026-01-01T00:00:00.000Z", periodEnd: "2026-02-01T00:00:00.000Z" };
+    const jobs = new Map<string, MediaJob>();
+    for (let i = 0; i < 3; i++) {
+      const job = makeMediaJob(`clip-${i}`)
+        .ns("ns")
+        .uid(`uid-${i}`)
+        .resourceVersion("1")
+        .status({
+          phase: "Completed",
+          usage: {
+            account: "cus_1",
+            workload: "asr",
+            attempts: [
+              {
+                attempt: 1,
+                providerJobId: `p-${i}`,
+                providerStatus: "COMPLETED",
+                endedAt: ago(60),
+                billedSeconds: 2,
+                meter: "Pending",
+                eventName: "gpu_seconds",
+                identifier: `mj_uid-${i}_1`,
+              },
+            ],
+          },
+        } as MediaJob["status"])
+        .build();
+      jobs.set(job.metadata.name, job);
+    }
+    let account: BillingAccount = {
+      apiVersion: "media-orchestrator.io/v1alpha1",
+      kind: "BillingAccount",
+      metadata: { name: billingAccountName("cus_1"), namespace: "billing", uid: "acct-1" },
+      spec: { customerId: "cus_1" },
+      status: { subscriptionStatus: "active", usage: { ...period, usedSeconds: 0, reportedSeconds: 0 } },
+    };
+    const failures: Array<{ at: number; delayMs: number }> = [];
+    const BASE_DELAY_MS = 2_000;
+    // eslint-disable-next-line prefer-const -- the informer's handler below needs the loop
+    let loop: ReturnType<typeof usageLoop>;
+    const api = strict<KubeApi>("api", {
+      updateStatusWithRetry: (async (
+        plural: string,
+        _ns: string,
+        name: string,
+        change: (c: MediaJob | BillingAccount) => MediaJob | BillingAccount | undefined | false,
+      ) => {
+        if (plural === "billingaccounts") {
+          const next = change(account) as BillingAccount | false | undefined;
+          if (!next) return { object: account, written: false, conflicts: 0 };
+          account = next;
+          return { object: next, written: true, conflicts: 0 };
+        }
+        const old = jobs.get(name)!;
+        const next = change(old) as MediaJob | undefined;
+        if (!next) return { object: old, written: false, conflicts: 0 };
+        jobs.set(name, next);
+        // The informer tells the loop of each write, as setup.ts wires it.
+        loop.reporter.noteJob("update", next, old);
+        return { object: next, written: true, conflicts: 0 };
+      }) as unknown as KubeApi["updateStatusWithRetry"],
+    });
+    loop = usageLoop(
+      {
+        api,
+        jobs: strict("jobs", {
+          list: () => [...jobs.values()],
+          get: (_ns: string, n: string) => jobs.get(n),
+        }),
+        accounts: strict("accounts", { list: () => [account], get: () => account }),
+        accountNamespace: "billing",
+        // Down: every call is answered 5xx (retried at once twice, then the key backs off).
+        meter: strict<MeterSender>("meter", { send: async () => ({ outcome: "retry", reason: "500" }) }),
+        events: strict<EventSink>("events", {}),
+        log: pino({ level: "silent" }),
+        synced: () => true,
+        leading: () => true,
+        now: () => NOW,
+      },
+      {
+        baseDelayMs: BASE_DELAY_MS,
+        onError: (key, err) => {
+          if (key.endsWith("gpu_seconds"))
+            failures.push({ at: Date.now(), delayMs: BASE_DELAY_MS * 2 ** failures.length });
+          void err;
+        },
+      },
+    );
+    loop.start();
+    await vi.waitFor(() => expect(failures.length).toBeGreaterThanOrEqual(2), { timeout: 15_000 });
+    await loop.stop();
+    // The first failing pass counted the unsent attempts (account and job writes): still, the
+    // second pass began only once the first backoff ended.
+    expect(jobs.get("clip-0")?.status?.usage?.attempts[0]?.counted).toBe(true);
+    expect(failures[1]!.at - failures[0]!.at).toBeGreaterThanOrEqual(BASE_DELAY_MS - 20);
+  }, 20_000);
 });

@@ -8,6 +8,7 @@ import {
   countOnBackOff,
   parseUsageKey,
   planUsageKey,
+  sendWindowStart,
   usageKeyString,
   type OutboxEntry,
   type UsageKeyFacts,
@@ -44,6 +45,8 @@ function facts(over: Partial<UsageKeyFacts> = {}): UsageKeyFacts {
     metering: true,
     held: undefined,
     batchMax: 100,
+    // This process has led for a day: an attempt that ended in the last day is its own.
+    leadingSinceS: NOW_S - 24 * 3600,
     nowS: NOW_S,
     ...over,
   };
@@ -121,6 +124,71 @@ describe("planUsageKey: what becomes of each outbox attempt of a key", () => {
       count: ids(plan.count),
       missing: ids(plan.accountMissing),
     }).toEqual(want);
+  });
+
+  it.each<[string, OutboxEntry, number, number | undefined]>([
+    [
+      "an operator's firstSentAt",
+      entry(1, { firstSentAt: ago(3600), endedAt: ago(7200) }),
+      NOW_S,
+      NOW_S - 3600,
+    ],
+    [
+      "this process's own first call",
+      { ...entry(1, { endedAt: ago(60) }), triedAt: NOW_S - 30 },
+      NOW_S - 600,
+      NOW_S - 30,
+    ],
+    [
+      "ended before this process led: an earlier leader may have sent it since its end",
+      entry(1, { endedAt: ago(7200) }),
+      NOW_S - 600,
+      NOW_S - 7200,
+    ],
+    [
+      "ended within the clocks' margin after it began to lead: the same",
+      entry(1, { endedAt: ago(500) }),
+      NOW_S - 600,
+      NOW_S - 500,
+    ],
+    [
+      "ended well after it began to lead and never tried: no send can have happened",
+      entry(1, { endedAt: ago(60) }),
+      NOW_S - 3600,
+      undefined,
+    ],
+  ])("the deduplication window's start: %s", (_name, e, leadingSinceS, start) => {
+    expect(sendWindowStart(e, leadingSinceS)).toBe(start);
+  });
+
+  it.each<[string, OutboxEntry, number, "send" | "refuse"]>([
+    [
+      "an earlier leader's attempt that ended 24 hours ago is held for the operator",
+      entry(1, { endedAt: ago(24 * 3600) }),
+      NOW_S - 600,
+      "refuse",
+    ],
+    [
+      "its own attempt never tried, ended 24 hours ago (its meter was held), is sent",
+      entry(1, { endedAt: ago(24 * 3600) }),
+      NOW_S - 48 * 3600,
+      "send",
+    ],
+    [
+      "its own attempt first tried 24 hours ago is held",
+      { ...entry(1, { endedAt: ago(25 * 3600) }), triedAt: NOW_S - 24 * 3600 },
+      NOW_S - 48 * 3600,
+      "refuse",
+    ],
+    [
+      "an operator's fresh firstSentAt sends it again",
+      entry(1, { endedAt: ago(30 * 3600), firstSentAt: ago(60) }),
+      NOW_S - 600,
+      "send",
+    ],
+  ])("%s", (_name, e, leadingSinceS, want) => {
+    const plan = planUsageKey(facts({ entries: [e], leadingSinceS }));
+    expect(plan.batches.length > 0 ? "send" : plan.refuse.length > 0 ? "refuse" : "none").toBe(want);
   });
 
   it("keeps each refusal's reason for the user", () => {

@@ -5,7 +5,8 @@
 import pino from "pino";
 import { describe, expect, it, vi } from "vitest";
 import { makeMediaJob } from "../support/builders.js";
-import type { MediaJob } from "../../src/crds/mediajob.js";
+import type { MediaJob, UsageAttempt } from "../../src/crds/mediajob.js";
+import { keysWoken } from "../../src/controller/usage/outbox-index.js";
 import type { KubeApi } from "../../src/k8s/api.js";
 import type { EventSink } from "../../src/k8s/events.js";
 import type { MeterEvent, MeterSender } from "../../src/controller/usage/meter-client.js";
@@ -90,8 +91,9 @@ function setup(intervalMs: number) {
   );
   /** A job's new state reaches the cache, and the informer tells the loop, which reconciles its key. */
   const arrive = (job: MediaJob) => {
+    const old = jobs.get(job.metadata.name);
     jobs.set(job.metadata.name, job);
-    loop.reporter.noteJob("add", job, true);
+    loop.reporter.noteJob(old ? "update" : "add", job, old);
   };
   return { loop, arrive, sent, lists: () => lists, jobs };
 }
@@ -117,5 +119,81 @@ describe("the usage loop over a large cache", () => {
     jobs.set("missed", metered("missed")); // in the cache, no event told
     await vi.waitFor(() => expect(sent.map((e) => e.identifier)).toEqual(["mj_missed_1"]));
     await loop.stop();
+  });
+});
+
+describe("which usage keys a job's change wakes", () => {
+  const attempt = (a: Partial<UsageAttempt>): UsageAttempt => ({
+    attempt: 1,
+    providerJobId: "p-1",
+    providerStatus: "COMPLETED",
+    endedAt: "2026-01-01T00:00:00.000Z",
+    billedSeconds: 4,
+    meter: "Pending",
+    eventName: "gpu_seconds",
+    identifier: "mj_u_1",
+    ...a,
+  });
+  const jobWith = (account: string | undefined, ...attempts: UsageAttempt[]): MediaJob =>
+    makeMediaJob("clip")
+      .ns("ns")
+      .uid("u")
+      .status({ phase: "Completed", usage: { account, workload: "asr", attempts } } as MediaJob["status"])
+      .build();
+  const key = (customer: string, eventName = "gpu_seconds") => `${customer}\u0000${eventName}`;
+  it.each<[string, MediaJob | undefined, MediaJob, string[]]>([
+    ["a new job with an attempt in the outbox", undefined, jobWith("cus_1", attempt({})), [key("cus_1")]],
+    [
+      "an attempt billed",
+      jobWith("cus_1", attempt({ billedSeconds: undefined })),
+      jobWith("cus_1", attempt({})),
+      [key("cus_1")],
+    ],
+    [
+      "a second attempt billed",
+      jobWith("cus_1", attempt({ meter: "Reported", counted: true, countedReported: true })),
+      jobWith(
+        "cus_1",
+        attempt({ meter: "Reported", counted: true, countedReported: true }),
+        attempt({ attempt: 2, identifier: "mj_u_2" }),
+      ),
+      [key("cus_1")],
+    ],
+    [
+      "an operator sends a refused attempt again",
+      jobWith("cus_1", attempt({ meter: "Refused", counted: true, countedReported: true })),
+      jobWith("cus_1", attempt({ meter: "Pending", counted: true, firstSentAt: "2026-01-02T00:00:00.000Z" })),
+      [key("cus_1")],
+    ],
+    [
+      "an attempt without a meter, to count",
+      undefined,
+      jobWith("cus_1", attempt({ eventName: undefined, meter: "NotMetered" })),
+      [key("cus_1", "")],
+    ],
+    [
+      "the loop's own count mark",
+      jobWith("cus_1", attempt({})),
+      jobWith("cus_1", attempt({ counted: true })),
+      [],
+    ],
+    [
+      "the loop's Reported with both counts",
+      jobWith("cus_1", attempt({ counted: true })),
+      jobWith("cus_1", attempt({ meter: "Reported", counted: true, countedReported: true })),
+      [],
+    ],
+    [
+      "a change outside usage",
+      jobWith("cus_1", attempt({})),
+      {
+        ...jobWith("cus_1", attempt({})),
+        metadata: { name: "clip", namespace: "ns", uid: "u", labels: { a: "b" } },
+      },
+      [],
+    ],
+    ["a job of no account", undefined, jobWith(undefined, attempt({})), []],
+  ])("%s", (_name, old, job, woken) => {
+    expect(keysWoken(old, job)).toEqual(woken);
   });
 });

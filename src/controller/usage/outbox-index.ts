@@ -78,6 +78,28 @@ export function outstandingAttempts(job: MediaJob): UsageAttempt[] {
   );
 }
 
+/**
+ * The usage keys a job's change gives work to: those of its outstanding attempts that are new, or
+ * changed in what a send or a count reads (meter state, seconds, identifier, firstSentAt). The
+ * loop's own marks (counted, an attempt leaving the outbox) leave nothing to do: woken by them, a
+ * key would run a pass per write it makes (and, failing, call the provider again at once).
+ */
+export function keysWoken(old: MediaJob | undefined, job: MediaJob): string[] {
+  const before = new Set(Array.from(outboxFacts(old), ([fact]) => fact));
+  const woken = new Set<string>();
+  for (const [fact, key] of outboxFacts(job)) if (!before.has(fact)) woken.add(key);
+  return [...woken];
+}
+
+function* outboxFacts(job: MediaJob | undefined): Generator<[fact: string, key: string]> {
+  const customer = job?.status?.usage?.account;
+  if (job === undefined || customer === undefined) return;
+  for (const a of outstandingAttempts(job)) {
+    const key = usageKeyString(keyOfAttempt(customer, a));
+    yield [[key, a.attempt, a.meter, a.billedSeconds, a.identifier, a.firstSentAt].join("\u0001"), key];
+  }
+}
+
 function usageKeysOf(job: MediaJob): string[] {
   const customer = job.status?.usage?.account;
   if (customer === undefined) return [];

@@ -22,7 +22,6 @@ import {
   markRefused,
   markReported,
   markReportedCounted,
-  stampFirstSent,
   type AttemptChange,
 } from "../../billing/outbox.js";
 import { countedUsage, periodAt, type UncountedAttempt } from "../../billing/period.js";
@@ -47,7 +46,7 @@ import {
 import { awaitsCount } from "../../mediajob/usage.js";
 import type { Reconciler } from "../../runtime/workqueue.js";
 import type { MeterEvent, MeterSender } from "./meter-client.js";
-import { OutboxIndex, outstandingAttempts } from "./outbox-index.js";
+import { keysWoken, OutboxIndex, outstandingAttempts } from "./outbox-index.js";
 import { STREAM_BATCH_MAX } from "./stream-batch.js";
 import type { UsageMetrics } from "./metrics.js";
 
@@ -63,6 +62,8 @@ interface UsageQueue {
   addAfter(key: string, delayMs: number): void;
   addUnlessBackingOff(key: string): void;
   isBackingOff(key: string): boolean;
+  failuresOf(key: string): number;
+  forget(key: string): void;
 }
 
 export interface UsageReporterDeps {
@@ -104,6 +105,22 @@ export class UsageReporter {
   private readonly told = new Set<string>();
   /** Jobs (uid and customer) already told their BillingAccount is missing. */
   private readonly toldMissing = new Set<string>();
+  /**
+   * When this process first called the meter with each identifier still outstanding, unix seconds:
+   * the start of its deduplication window as far as this process knows (usage-plan.ts,
+   * sendWindowStart). Kept in memory: a successor bounds it by the attempt's end instead.
+   */
+  private readonly tried = new Map<string, number>();
+  /** When this process began to lead, unix seconds; until then every attempt may be an earlier leader's. */
+  private leadingSinceS = Number.POSITIVE_INFINITY;
+  /** Keys in a pass now. */
+  private readonly inPass = new Set<string>();
+  /**
+   * Keys woken during their pass or their backoff: added then, a key would call the payment
+   * provider again right after a failing pass (its own count writes wake it) or before its backoff
+   * ends. Its next pass gathers what woke it; after a pass that succeeds it runs again at once.
+   */
+  private readonly wokenLate = new Set<string>();
   /** Per customer, the last account write queued (writeCounts: one at a time). */
   private readonly accountWrites = new Map<string, Promise<void>>();
 
@@ -114,13 +131,14 @@ export class UsageReporter {
   }
 
   /**
-   * Told of each job event (setup.ts): the job is listed under its keys, and, when its usage
-   * changed, they are reconciled (a key backing off is left to wait; its customer's own key counts
-   * the new attempt meanwhile).
+   * Told of each job event (setup.ts) with the job as it was: the job is listed under its keys, and
+   * the keys its change gives work to are reconciled (keysWoken; a key backing off is left to
+   * wait, its customer's own key counting the new attempt meanwhile).
    */
-  noteJob(event: "add" | "update" | "delete", job: MediaJob, changed: boolean): void {
+  noteJob(event: "add" | "update" | "delete", job: MediaJob, old?: MediaJob): void {
     const keys = this.index.note(event, job);
-    if (changed && this.d.leading()) for (const key of keys) this.enqueue(key);
+    if (!this.d.leading()) return;
+    for (const key of event === "delete" ? keys : keysWoken(old, job)) this.enqueue(key);
   }
 
   /** An account appeared or changed: its keys are reconciled (usage waiting for it is counted). */
@@ -130,12 +148,23 @@ export class UsageReporter {
     this.enqueue(usageKeyString({ customer, eventName: "" }));
   }
 
+  /** This process leads from now on: a resync, and the attempts written from now on are its own. */
+  lead(): void {
+    this.leadingSinceS = Math.floor(this.now().getTime() / 1000);
+    this.resync();
+  }
+
   /**
    * The interval tick (a resync): the index is rebuilt from the cache and every key with work is
    * reconciled, with the account keys that have ids to drop or a period to start.
    */
   resync(): void {
     this.index.rebuild(this.d.jobs.list());
+    // Identifiers no longer outstanding (reported, refused, their jobs gone) are forgotten.
+    const outstanding = new Set<string>();
+    for (const key of this.index.keys())
+      for (const { entry } of this.entriesOf(key, parseUsageKey(key).customer)) outstanding.add(entry.id);
+    for (const id of this.tried.keys()) if (!outstanding.has(id)) this.tried.delete(id);
     if (!this.d.leading()) return;
     for (const key of this.index.keys()) this.enqueue(key);
     const nowMs = this.now().getTime();
@@ -149,7 +178,8 @@ export class UsageReporter {
 
   private enqueue(key: string): void {
     const q = this.d.queue();
-    if (!q.isBackingOff(key)) return q.add(key);
+    if (!this.inPass.has(key) && q.failuresOf(key) === 0) return q.add(key);
+    this.wokenLate.add(key);
     q.addUnlessBackingOff(usageKeyString({ customer: parseUsageKey(key).customer, eventName: "" }));
   }
 
@@ -159,11 +189,17 @@ export class UsageReporter {
     if (!this.d.synced()) return { result: { requeueAfterMs: 1_000 } };
     if (!this.d.leading()) return;
     const k = parseUsageKey(key);
+    this.wokenLate.delete(key); // this pass gathers what woke it
+    this.inPass.add(key);
     const { facts, jobs } = this.gather(k);
     const plan = planUsageKey(facts);
     try {
-      return await this.act(k, plan, jobs);
+      const outcome = await this.act(k, plan, jobs);
+      this.inPass.delete(key);
+      if (!outcome?.error && this.wokenLate.delete(key)) this.d.queue().add(key);
+      return outcome;
     } finally {
+      this.inPass.delete(key);
       this.observeBacklog();
     }
   };
@@ -197,6 +233,7 @@ export class UsageReporter {
       metering: meter !== undefined,
       held: k.eventName === "" ? undefined : this.d.held?.(k.eventName),
       batchMax: meter && streams(meter) ? STREAM_BATCH_MAX : 1,
+      leadingSinceS: this.leadingSinceS,
       nowS: Math.floor(nowMs / 1000),
     };
     return { facts, jobs };
@@ -215,7 +252,13 @@ export class UsageReporter {
         const id = attemptIdentifier(job.metadata.uid, attempt);
         const { namespace = "", name, uid = "" } = job.metadata;
         out.push({
-          entry: { job: { namespace, name, uid }, attempt, id, awaitsCount: awaitsCount(usage, attempt) },
+          entry: {
+            job: { namespace, name, uid },
+            attempt,
+            id,
+            awaitsCount: awaitsCount(usage, attempt),
+            triedAt: this.tried.get(id),
+          },
           job,
         });
       }
@@ -266,10 +309,9 @@ export class UsageReporter {
     try {
       for (const [i, planned] of plan.batches.entries()) {
         if (!this.d.leading()) return;
-        const batch = await this.stamp(planned, jobs);
-        const backOff = await this.sendBatch(customer, batch, jobOf);
+        const backOff = await this.sendBatch(customer, planned, jobOf);
         if (backOff === undefined) {
-          listed ||= batch.length > 0;
+          listed ||= planned.length > 0;
           continue;
         }
         // Not taken now: the unsent attempts' used seconds are counted all the same (they hold
@@ -277,6 +319,8 @@ export class UsageReporter {
         const unsent = countOnBackOff(plan, i);
         if (unsent.length > 0 && this.account(customer))
           listed = (await this.count(customer, unsent, jobOf)) || listed;
+        // A batch taken before this one: the meter is back, and the backoff starts over.
+        if (i > 0) this.d.queue().forget(usageKeyString(k));
         return {
           error: { message: `meter ${k.eventName} of customer ${customer}: ${backOff}`, terminal: false },
         };
@@ -425,24 +469,6 @@ export class UsageReporter {
 
   // ---- meters
 
-  /** Before the first send of each: the outbox records that a send may have happened, and since when. */
-  private async stamp(batch: readonly Send[], jobs: Map<string, MediaJob>): Promise<Send[]> {
-    const at = this.now().toISOString();
-    const ready: Send[] = [];
-    await eachLimited(batch, WRITE_CONCURRENCY, async (s) => {
-      if (s.entry.attempt.firstSentAt !== undefined) return void ready.push(s);
-      const stamped = await this.writeAttempt(
-        jobs.get(s.entry.id)!,
-        s.entry.attempt.attempt,
-        stampFirstSent(at),
-      );
-      if (!stamped) return; // changed or gone meanwhile: the next reconcile sees it as it is
-      jobs.set(s.entry.id, stamped);
-      ready.push(s);
-    });
-    return ready.sort((x, y) => batch.indexOf(x) - batch.indexOf(y));
-  }
-
   /**
    * Sends one planned batch (one event alone through v1, more through the v2 stream) and does what
    * its answer means (afterSend). Undefined when done; the reason when the key must back off.
@@ -477,6 +503,9 @@ export class UsageReporter {
    */
   private async call(events: readonly MeterEvent[]): Promise<MeterAnswer | undefined> {
     const meter = this.d.meter!;
+    // Before the call: from now on a send may have happened (the window's start, sendWindowStart).
+    const nowS = Math.floor(this.now().getTime() / 1000);
+    for (const e of events) if (!this.tried.has(e.identifier)) this.tried.set(e.identifier, nowS);
     const once = async (): Promise<MeterAnswer> =>
       events.length === 1 || !streams(meter) ? meter.send(events[0]!) : meter.sendBatch!(events);
     let answer = await once();

@@ -79,9 +79,7 @@ export function setupUsage(ctx: LoopContext, o: UsageOptions = {}) {
   const accountLimits = new AccountLimits(api, env.MEDIA_PLANS, log.child({ component: "account-limits" }));
 
   // A job whose usage changed (recorded, billed) has work for the usage reporter.
-  jobs.on((event, job, old) => {
-    reporter.noteJob(event, job, event === "delete" || job.status?.usage !== old?.status?.usage);
-  });
+  jobs.on((event, job, old) => reporter.noteJob(event, job, old));
   accounts.on((event, acct) => {
     if (!ctx.leading() || event === "delete") return;
     void accountLimits.sync(acct);
@@ -173,7 +171,7 @@ export function setupUsage(ctx: LoopContext, o: UsageOptions = {}) {
       meterCheck?.start();
     },
     lead(): void {
-      reporter.resync();
+      reporter.lead();
       tick = setInterval(() => reporter.resync(), env.USAGE_REPORT_INTERVAL_SECONDS * 1000);
       tick.unref();
     },
