@@ -129,9 +129,9 @@ export function writeReport(r: Json): void {
     }
     if (r.throughput.some((t: Json) => t.controlPlaneCpuMsPerJob !== undefined)) {
       out.push(
-        "Where the CPU went, per job (from /proc), and what the apiserver served per job (its own `apiserver_request_total` and `apiserver_watch_events_total`). Beside the controller's CPU, what its five writes per job (finalizer, intent, provider id, Submitted Event, finalizer removal) cost the ceiling's bare client in the same run: its CPU per write through the same client, times five. The control-plane cost ratio is the ceiling's control-plane CPU per job over the product's: the throughput ratio the product would reach if the control plane had its own cores, which here it shares with the controller, the sidecar and the simulator.",
+        "Where the CPU went, per job (from /proc), and what the apiserver served per job (its own `apiserver_request_total` and `apiserver_watch_events_total`). Beside the controller's CPU, what its six writes per job (finalizer, intent, provider id, Submitted Event, Completed Event, finalizer removal) cost the ceiling's bare client in the same run: its CPU per write through the same client, times six. The control-plane cost ratio is the ceiling's control-plane CPU per job over the product's: the throughput ratio the product would reach if the control plane had its own cores, which here it shares with the controller, the sidecar and the simulator.",
         "",
-        "| jobs | controller ms | a bare client's ms for the controller's 5 writes | sidecar ms | control plane ms (product / ceiling) | control-plane cost ratio | apiserver per job, product | apiserver per job, ceiling |",
+        "| jobs | controller ms | a bare client's ms for the controller's 6 writes | sidecar ms | control plane ms (product / ceiling) | control-plane cost ratio | apiserver per job, product | apiserver per job, ceiling |",
         "|---:|---:|---:|---:|---:|---:|---|---|",
       );
       const served = (x: Record<string, number> | undefined) =>

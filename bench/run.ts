@@ -36,6 +36,7 @@ import { changeBinding } from "../src/cli/bind.js";
 import { callbackUrl } from "../src/callback/token.js";
 import { FINALIZER } from "../src/mediajob/job.js";
 import { withPhaseConditions } from "../src/mediajob/conditions.js";
+import { endEvent } from "../src/mediajob/stop.js";
 import { activeJobStatus, finishedJobStatus, productStatuses } from "./jobs.js";
 import { KubeApi, type KubeObject } from "../src/k8s/api.js";
 import { EventRecorder } from "../src/k8s/events.js";
@@ -275,22 +276,22 @@ const completedOf = (job: MediaJob, now: string) =>
   );
 
 /**
- * Of the ceiling's seven writes per job, the controller's: the finalizer, the intent, the provider's
- * id, the Submitted Event and the finalizer's removal (the create is the user's, Completed the
- * sidecar's).
+ * Of the ceiling's eight writes per job, the controller's: the finalizer, the intent, the provider's
+ * id, the Submitted Event, the Completed Event and the finalizer's removal (the create is the
+ * user's, the Completed status the sidecar's).
  */
-const CONTROLLER_WRITES_PER_JOB = 5;
+const CONTROLLER_WRITES_PER_JOB = 6;
 
 /**
  * The Kubernetes writes the product makes per job, by a client with no controller logic: the
  * create, the finalizer, the submission's intent (written before /run), the provider's id with
- * Processing, the Submitted Event, the sidecar's Completed, the finalizer's removal. The statuses
- * and the Event are the product's own (productStatuses, the product's EventRecorder), the output
- * the simulator's for the job's input.
+ * Processing, the Submitted Event, the sidecar's Completed, the Completed Event and the finalizer's
+ * removal. The statuses and the Events are the product's own (productStatuses, endEvent, the
+ * product's EventRecorder), the output the simulator's for the job's input.
  */
 const ceiling = (n: number): Promise<Ceiling> => {
   const events = new EventRecorder(api, "controller", pino({ level: "silent" }));
-  return bareClient("ceiling", n, 7, async (ns, name) => {
+  return bareClient("ceiling", n, 8, async (ns, name) => {
     const created = await api.create<MediaJob>("mediajobs", ns, job(name)); // 1 create
     const withFinalizer = await api.mergePatch<MediaJob>("mediajobs", ns, name, {
       metadata: { finalizers: [FINALIZER], resourceVersion: created.metadata.resourceVersion },
@@ -321,9 +322,10 @@ const ceiling = (n: number): Promise<Ceiling> => {
       ...processing,
       status: statuses.completed,
     }); // 6 status (the sidecar's)
+    await events.record(completed, ...endEvent(completed.status!)); // 7 event
     await api.mergePatch("mediajobs", ns, name, {
       metadata: { finalizers: [], resourceVersion: completed.metadata.resourceVersion },
-    }); // 7
+    }); // 8
   });
 };
 
@@ -466,9 +468,9 @@ async function productThroughput(n: number, label = "product", metered = false) 
       await new Promise((r) => setTimeout(r, 200));
     }
     // A job's work is done once its last write is: the finalizer comes off after Completed and
-    // the Submitted Event is written in the background, so the clock runs until the apiserver has
-    // served both for every job (its own request counters, read 4 times a second), as the
-    // ceiling's clock runs until its seventh write.
+    // the Events are written in the background, so the clock runs until the apiserver has
+    // served them all for every job (its own request counters, read 4 times a second), as the
+    // ceiling's clock runs until its eighth write.
     // Events are best effort (the controller drops them when its buffer is full, as client-go's
     // broadcaster does): once the finalizers are all off, Events that stopped arriving are done.
     // The clock stops when the counters last moved.
@@ -1352,7 +1354,7 @@ try {
           2,
         ),
         ceilingTotalCpuMsPerJob: round(c.controlPlaneCpuMsPerJob + c.driverCpuMsPerJob, 2),
-        // The controller's CPU per job beside what its five writes alone cost the bare client in
+        // The controller's CPU per job beside what its six writes alone cost the bare client in
         // the same run (its CPU per write, through the same KubeApi): the floor of the controller's
         // figure while it makes those writes, before its watch, its /run and its own logic.
         controllerWritesBareClientCpuMsPerJob: round(
