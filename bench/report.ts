@@ -78,7 +78,21 @@ const METERED_WRITES = [
   "- `Reported` with both counts (the job's status, after the answer): the attempt leaves the outbox, its used and reported seconds marked counted in the same write, so no later pass adds them again;",
   "- the account's count (its BillingAccount's status, one write per batch of up to 100 events of a customer, so a fraction of a write per job): the period's usage that plans admit by, the batch's count ids listed in it so a crash before the jobs' writes adds nothing twice.",
   "",
-  "Not a write more: the meter decision (`meter: Pending`, in the sidecar's write of the result); the start of the identifier's deduplication window (no stamp before the call: the leader keeps its first call in memory, and bounds an earlier leader's by the attempt's end, [the send rule](design.md#meter-events)); and the finalizer: the run's finalizer waits up to 30 s (`USAGE_SETTLE_WAIT_SECONDS`) for the report and then goes in one write, as on a plain job; only a report still waiting then hands over to `media-orchestrator.io/usage-report` (a write to put it in, in the one that lets go of the run's, and one to remove it): the share of jobs whose report waited that long is the `PATCH mediajobs` above 2 per job below, which grows with the reporter's backlog on a loaded machine. A plain job's own writes: its create, the finalizer, the submission's intent, Processing with the provider's id, the Submitted Event, Completed, the finalizer's removal and the Completed Event.",
+  "Not a write more: the meter decision (`meter: Pending`, in the sidecar's write of the result); the start of the identifier's deduplication window (no stamp before the call: the leader keeps its first call in memory, and bounds an earlier leader's by the attempt's end, [the send rule](design.md#meter-events)); and the finalizer: the run's finalizer waits up to 30 s (`USAGE_SETTLE_WAIT_SECONDS`) for the report and then goes in one write, as on a plain job; only a report still waiting then hands over to `media-orchestrator.io/usage-report` (a write to put it in, in the one that lets go of the run's, and one to remove it): the share of jobs whose report waited that long is the `PATCH mediajobs` above 2 per job below, which grows with the reporter's backlog on a loaded machine.",
+];
+
+/** The writes a plain job makes, and why each is needed (docs/design.md). */
+const PLAIN_WRITES = [
+  "- the create (the user's);",
+  "- the finalizer (a patch): a job deleted while it runs is cancelled at the provider before it goes, so no GPU runs for an object nobody sees;",
+  "- the submission's intent (a status write before `/run`): at most once, since RunPod gives each `/run` an id of its own, so a job sent twice runs and bills twice: no intent written, no submission, and a submission whose answer was lost (a crash, a timeout) is adopted by its callback, never sent again ([Submission](design.md#submission));",
+  "- Processing with the provider's id (a status write after `/run`): what the sidecar's callback, the status checks and a cancel address;",
+  "- the Submitted Event: `kubectl describe` and `kubectl get events` show when and where a job went (written in the background, dropped first under pressure, as client-go's broadcaster does);",
+  "- Completed (the sidecar's status write from the provider's callback): the result, its outputs and the provider's times;",
+  "- the Completed Event (or Failed, Cancelled): how the job ended, for the same readers as Submitted;",
+  "- the finalizer's removal (a patch): the finished job can be deleted (its TTL, or the user) without the controller.",
+  "",
+  "Not a write: the admission (the dispatcher's grant is in memory; a new leader counts the intents in the cache, [Fair share](design.md#fair-share)), the conditions (in the same status writes), the usage's meter decision (in Completed). The `409 Conflict` share is a write refused because another writer (the sidecar's callback racing Processing) wrote first; it is read again and written once more.",
 ];
 
 export function writeReport(r: Json): void {
@@ -94,7 +108,7 @@ export function writeReport(r: Json): void {
   if (r.throughput) {
     out.push("## End-to-end job throughput", "");
     out.push(
-      "N MediaJobs created at once; the controller submits them to the simulator (each job runs 250 ms at the provider, callbacks on), the sidecar applies the callbacks; the product's time runs until the last job's last write (its finalizer's removal and its Submitted Event included). The ceiling is a bare client making the same Kubernetes writes per job as the product, with the product's own statuses and Event (create, finalizer, the submission's intent, Processing with the provider's id, the Submitted Event, Completed, finalizer removal: 7) at the same concurrency (`--concurrency`, 32 by default: 32 writers for the ceiling and the job creation, `MAX_CONCURRENT_RECONCILES=32` for the controller), against the same control plane, measured before and after the product; the better of the two is the ceiling. The second ratio is against the fewest writes any job needs (create, Processing, Completed: 3), measured once after.",
+      "N MediaJobs created at once; the controller submits them to the simulator (each job runs 250 ms at the provider, callbacks on), the sidecar applies the callbacks; the product's time runs until the last job's last write (its finalizer's removal and its Submitted Event included). The ceiling is a bare client making the same Kubernetes writes per job as the product, with the product's own statuses and Events (create, finalizer, the submission's intent, Processing with the provider's id, the Submitted Event, Completed, the Completed Event, finalizer removal: 8) at the same concurrency (`--concurrency`, 32 by default: 32 writers for the ceiling and the job creation, `MAX_CONCURRENT_RECONCILES=32` for the controller), against the same control plane, measured before and after the product; the better of the two is the ceiling. The second ratio is against the fewest writes any job needs (create, Processing, Completed: 3), measured once after.",
       "",
     );
     out.push(
@@ -106,7 +120,7 @@ export function writeReport(r: Json): void {
         `| ${t.jobs} | ${t.jobsPerSecond} | ${t.ceilingJobsPerSecond} (${t.ceilingWritesPerJob ?? t.writesPerJob ?? 6} writes) | ${t.ratio} | ${t.minimalCeilingJobsPerSecond ?? "not measured"} | ${t.ratioToMinimal ?? "not measured"} | ${t.createToSubmittedMs.p50} / ${t.createToSubmittedMs.p99} | ${t.submittedToCompletedMs.p50} / ${t.submittedToCompletedMs.p99} | ${t.executionsPerJob} | ${t.completedBeforeSubmissionRecorded ?? "not measured"} | ${t.controllerCpuSeconds} | ${t.controllerCpuMsPerJob ?? round2((1000 * t.controllerCpuSeconds) / t.jobs)} |`,
       );
     }
-    out.push("");
+    out.push("", "A plain job's writes, and why each is needed:", "", ...PLAIN_WRITES, "");
     if (r.throughput.some((t: Json) => t.writesPerMeteredJob !== undefined)) {
       out.push(
         "Kubernetes writes per job, from the apiserver's own `apiserver_request_total` (creates, updates, patches and deletes of every resource, Events included, less the writes it refused with 409), over the whole run: a plain job's in the run above, and a metered job's in a second run of the product (`metered`: each job names a customer with an active BillingAccount, metering on against the simulator's payment API; the run lasts until every job's usage is reported, counted into the account and its finalizer off). A metered job's writes beyond a plain job's:",

@@ -89,7 +89,12 @@ describe("cost allocated from the provider's billing", () => {
     expect(cb).toBeGreaterThan(0);
     const share = executionMs("cus_cost_a") / (executionMs("cus_cost_a") + executionMs("cus_cost_b"));
     expect(Math.abs(ca - share * (ca + cb))).toBeLessThanOrEqual(3);
-    // At rest, nothing is written again.
+    // At rest, nothing is written again: once the usage loop has dropped the jobs' count ids from
+    // the account (its drain, a couple of seconds after the jobs are marked counted), the account
+    // is not written by either loop.
+    await eventually(async () => !(await account("cus_cost_a"))?.status?.usage?.counting?.length, {
+      timeoutMs: 15_000,
+    });
     const rv = (await account("cus_cost_a"))!.metadata.resourceVersion;
     await new Promise((r) => setTimeout(r, 2_500));
     expect((await account("cus_cost_a"))!.metadata.resourceVersion).toBe(rv);

@@ -40,10 +40,11 @@ describe("a job no worker starts within its start deadline", () => {
     expect(failed.status?.usage?.attempts).toEqual([
       expect.objectContaining({ providerStatus: "CANCELLED", executionTimeMs: 0 }),
     ]);
-    const events = (await eventsOf(kc, s.ns, "never-started")).filter(
-      (e) => e.reason === "StartDeadlineExceeded",
-    );
-    expect(events).toHaveLength(1);
+    // The Event is written in the background, after the status: once it shows, it is the only one.
+    const deadlineEvents = async () =>
+      (await eventsOf(kc, s.ns, "never-started")).filter((e) => e.reason === "StartDeadlineExceeded");
+    await eventually(async () => (await deadlineEvents()).length > 0, { timeoutMs: 10_000 });
+    expect(await deadlineEvents()).toHaveLength(1);
     const j = await api.get<MediaJob>("mediajobs", s.ns, "never-started");
     expect(j?.status?.attempts).toBe(1);
   }, 60_000);
