@@ -40,7 +40,7 @@ export interface OutboxEntry {
   attempt: UsageAttempt;
   /** The meter identifier it is sent and counted under (identifier.ts, attemptIdentifier). */
   id: string;
-  /** Whether its seconds still wait to be counted into its account (mediajob/usage.ts, awaitsCount). */
+  /** Whether its seconds still wait to be counted into its account (mediajob/usage-hold.ts, awaitsCount). */
   awaitsCount: boolean;
   /** When this process first called the meter with it, unix seconds (undefined: never). */
   triedAt?: number | undefined;

@@ -15,7 +15,7 @@
 import { GROUP } from "./common.js";
 import { ACCOUNTS_ANNOTATION } from "../mediajob/tenancy.js";
 import { FINALIZER } from "../mediajob/job.js";
-import { USAGE_FINALIZER } from "../mediajob/usage.js";
+import { USAGE_FINALIZER } from "../mediajob/usage-hold.js";
 
 const ADMISSION = "admissionregistration.k8s.io/v1";
 /** The product's own annotations and labels: set by the controller, the CLI's operators, the chart. */

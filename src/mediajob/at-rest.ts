@@ -3,7 +3,7 @@
 // a pass per job.
 import type { MediaJob } from "../crds/mediajob.js";
 import { FINALIZER, isTerminal } from "./job.js";
-import { USAGE_FINALIZER, usageOutstanding } from "./usage.js";
+import { USAGE_FINALIZER, usageOutstanding } from "./usage-hold.js";
 
 /**
  * Failed, Cancelled, or Completed with its next pipeline step created (or none to create), and no

@@ -7,14 +7,8 @@ import { FINALIZER, SKIP_CANCEL_ANNOTATION } from "./job.js";
 import type { OrphanedRun } from "../crds/billingaccount.js";
 import { orphanOf } from "./orphan.js";
 import { deletedStepPipelineCondition, pipelineFirstOf } from "./pipeline.js";
-import {
-  DEFAULT_USAGE_SETTINGS,
-  unsettledUsage,
-  USAGE_FINALIZER,
-  usageHoldsJob,
-  withBilledUsage,
-  type UsageSettings,
-} from "./usage.js";
+import { DEFAULT_USAGE_SETTINGS, withBilledUsage, type UsageSettings } from "./usage.js";
+import { unsettledUsage, USAGE_FINALIZER, usageHoldsJob } from "./usage-hold.js";
 
 /** How long a deletion waits for an unconfirmed submission's provider id, to cancel it. */
 const CANCEL_WAIT_FOR_ID_MS = 60_000;

@@ -20,14 +20,8 @@ import { ownPipelineCondition, pipelineFirstOf, stepPipelineCondition } from "./
 import { planProcessing } from "./processing.js";
 import { endEvent } from "./stop.js";
 import { msUntilExpiry } from "./ttl.js";
-import {
-  DEFAULT_USAGE_SETTINGS,
-  msUntilUsageSettleWaitEnds,
-  USAGE_FINALIZER,
-  usageHoldsJob,
-  withBilledUsage,
-  type UsageSettings,
-} from "./usage.js";
+import { DEFAULT_USAGE_SETTINGS, withBilledUsage, type UsageSettings } from "./usage.js";
+import { msUntilUsageSettleWaitEnds, USAGE_FINALIZER, usageHoldsJob } from "./usage-hold.js";
 
 /**
  * The status a pass writes: usage recorded by any writer of a result billed under the rule, in the

@@ -1,7 +1,7 @@
 // How long a finished MediaJob is kept (spec.ttlSecondsAfterFinished, as batch/v1 Job's).
 import type { MediaJob } from "../crds/mediajob.js";
 import { isTerminal } from "./job.js";
-import { usageOutstanding } from "./usage.js";
+import { usageOutstanding } from "./usage-hold.js";
 
 /**
  * Milliseconds until a finished job is deleted for spec.ttlSecondsAfterFinished (<= 0: now), or

@@ -8,7 +8,7 @@ import { billingAccountName, type BillingAccount } from "../../src/crds/billinga
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
 import { SKIP_USAGE_REPORT_ANNOTATION } from "../../src/mediajob/deletion.js";
-import { USAGE_FINALIZER } from "../../src/mediajob/usage.js";
+import { USAGE_FINALIZER } from "../../src/mediajob/usage-hold.js";
 import { activeAccount } from "../support/accounts.js";
 import { eventsOf, eventually, testKubeConfig } from "../support/kube.js";
 import { controllerStackForTests, mediaJob, meteredStackOptions, waitForPhase } from "../support/stack.js";

@@ -13,7 +13,8 @@ import {
 } from "../../src/mediajob/deletion.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
 import { planFinish } from "../../src/mediajob/plan.js";
-import { DEFAULT_USAGE_SETTINGS, USAGE_FINALIZER, type UsageSettings } from "../../src/mediajob/usage.js";
+import { DEFAULT_USAGE_SETTINGS, type UsageSettings } from "../../src/mediajob/usage.js";
+import { USAGE_FINALIZER } from "../../src/mediajob/usage-hold.js";
 
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();

@@ -9,12 +9,8 @@ import { type Facts } from "../../src/mediajob/pass.js";
 import { applyProviderResult } from "../../src/mediajob/provider-result.js";
 import { afterStop } from "../../src/mediajob/stop.js";
 import { msUntilExpiry } from "../../src/mediajob/ttl.js";
-import {
-  DEFAULT_USAGE_SETTINGS,
-  usageOutstanding,
-  withBilledUsage,
-  type UsageSettings,
-} from "../../src/mediajob/usage.js";
+import { DEFAULT_USAGE_SETTINGS, withBilledUsage, type UsageSettings } from "../../src/mediajob/usage.js";
+import { usageOutstanding } from "../../src/mediajob/usage-hold.js";
 
 const NOW = new Date("2026-01-01T01:00:00.000Z");
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000).toISOString();

@@ -14,7 +14,8 @@ import {
 } from "../../src/mediajob/deletion.js";
 import { FINALIZER, SKIP_CANCEL_ANNOTATION } from "../../src/mediajob/job.js";
 import { STEP_LABEL } from "../../src/mediajob/pipeline.js";
-import { DEFAULT_USAGE_SETTINGS, USAGE_FINALIZER } from "../../src/mediajob/usage.js";
+import { DEFAULT_USAGE_SETTINGS } from "../../src/mediajob/usage.js";
+import { USAGE_FINALIZER } from "../../src/mediajob/usage-hold.js";
 import { type MediaJobBuilder, makeMediaJob, submittedStatus } from "../support/builders.js";
 
 const NOW = Date.parse("2026-01-01T01:00:00.000Z");

@@ -7,7 +7,7 @@ import type { PlannedEvent } from "../../src/mediajob/conditions.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
 import { planFinish, type Finish } from "../../src/mediajob/plan.js";
 import { STEP_LABEL } from "../../src/mediajob/pipeline.js";
-import { USAGE_FINALIZER, USAGE_SETTLE_WAIT_MS } from "../../src/mediajob/usage.js";
+import { USAGE_FINALIZER, USAGE_SETTLE_WAIT_MS } from "../../src/mediajob/usage-hold.js";
 import { makeMediaJob, type MediaJobBuilder } from "../support/builders.js";
 
 const NOW = Date.parse("2026-01-01T01:00:00.000Z");

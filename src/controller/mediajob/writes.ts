@@ -10,7 +10,7 @@ import { isConflict, isNotFound } from "../../k8s/errors.js";
 import { withPhaseConditions } from "../../mediajob/conditions.js";
 import { FINALIZER } from "../../mediajob/job.js";
 import { pipelineReportStatus } from "../../mediajob/pipeline.js";
-import { USAGE_FINALIZER } from "../../mediajob/usage.js";
+import { USAGE_FINALIZER } from "../../mediajob/usage-hold.js";
 import type { StaleCacheGuard } from "../../runtime/stale-cache.js";
 
 export type JobApi = Pick<

@@ -5,7 +5,7 @@
 // tick, so an event missed is found within an interval.
 import { keyOfAttempt, usageKeyString } from "../../billing/usage-plan.js";
 import type { MediaJob, UsageAttempt } from "../../crds/mediajob.js";
-import { awaitsCount } from "../../mediajob/usage.js";
+import { awaitsCount } from "../../mediajob/usage-hold.js";
 
 export class OutboxIndex {
   /** Usage key → keys (namespace/name) of the jobs with work under it. */

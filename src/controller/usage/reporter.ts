@@ -43,7 +43,7 @@ import {
   type UsageKey,
   type UsageKeyPlan,
 } from "../../billing/usage-plan.js";
-import { awaitsCount } from "../../mediajob/usage.js";
+import { awaitsCount } from "../../mediajob/usage-hold.js";
 import type { Reconciler } from "../../runtime/workqueue.js";
 import type { MeterEvent, MeterSender } from "./meter-client.js";
 import { keysWoken, OutboxIndex, outstandingAttempts } from "./outbox-index.js";
