@@ -434,8 +434,9 @@ export async function runAttacks(stack: AttackStack, scale: AttackScale): Promis
       const orphanAdopted = secondAfter?.status?.providerJobId === orphanProviderJobId;
       const orphanMarked =
         secondAfter?.status?.conditions?.find((c) => c.type === "Submitted")?.reason === "AdoptedByCallback";
-      stack.sim.releaseJob(second.job.status!.jobId!);
-      stack.sim.releaseJob(unconfirmed.job.status!.jobId!);
+      // Held by the id each was sent with (no webhook): release() lets either key go.
+      jobs.release(second.job);
+      jobs.release(unconfirmed.job);
       await jobs.finished(unconfirmed.job);
       const own = await post(
         url,
