@@ -129,6 +129,50 @@ function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult, account
   return { pass, writes, accountWrites, sent, events };
 }
 
+const PERIOD = { periodStart: "2026-01-01T00:00:00.000Z", periodEnd: "2026-02-01T00:00:00.000Z" };
+
+/** `n` finished jobs of cus_1, each one attempt of 2 s in the outbox (meter Pending, not counted). */
+function pendingJobs(n: number): Map<string, MediaJob> {
+  const jobs = new Map<string, MediaJob>();
+  for (let i = 0; i < n; i++) {
+    const job = makeMediaJob(`clip-${i}`)
+      .ns("ns")
+      .uid(`uid-${i}`)
+      .resourceVersion("1")
+      .status({
+        phase: "Completed",
+        usage: {
+          account: "cus_1",
+          workload: "asr",
+          attempts: [
+            {
+              attempt: 1,
+              providerJobId: `p-${i}`,
+              providerStatus: "COMPLETED",
+              endedAt: ago(60),
+              billedSeconds: 2,
+              meter: "Pending",
+              eventName: "gpu_seconds",
+              identifier: `mj_uid-${i}_1`,
+            },
+          ],
+        },
+      } as MediaJob["status"])
+      .build();
+    jobs.set(job.metadata.name, job);
+  }
+  return jobs;
+}
+
+/** cus_1's BillingAccount, active, nothing counted yet this period. */
+const freshAccount = (): BillingAccount => ({
+  apiVersion: "media-orchestrator.io/v1alpha1",
+  kind: "BillingAccount",
+  metadata: { name: billingAccountName("cus_1"), namespace: "billing", uid: "acct-1" },
+  spec: { customerId: "cus_1" },
+  status: { subscriptionStatus: "active", usage: { ...PERIOD, usedSeconds: 0, reportedSeconds: 0 } },
+});
+
 describe("the usage reporter's pass over one outbox attempt", () => {
   it("sends the recorded identifier once, then marks it Reported: one job write, none before the call", async () => {
     const { pass, writes, sent, events } = setup({}, { outcome: "recorded", duplicate: false });
@@ -218,42 +262,8 @@ describe("the usage reporter's pass over one outbox attempt", () => {
 
 describe("the usage reporter's pass over a customer's burst", () => {
   it("counts 600 attempts in batches, each job written once after its send, its account's counting within 1,000 ids", async () => {
-    const period = { periodStart: "2026-01-01T00:00:00.000Z", periodEnd: "2026-02-01T00:00:00.000Z" };
-    const jobs = new Map<string, MediaJob>();
-    for (let i = 0; i < 600; i++) {
-      const job = makeMediaJob(`clip-${i}`)
-        .ns("ns")
-        .uid(`uid-${i}`)
-        .resourceVersion("1")
-        .status({
-          phase: "Completed",
-          usage: {
-            account: "cus_1",
-            workload: "asr",
-            attempts: [
-              {
-                attempt: 1,
-                providerJobId: `p-${i}`,
-                providerStatus: "COMPLETED",
-                endedAt: ago(60),
-                billedSeconds: 2,
-                meter: "Pending",
-                eventName: "gpu_seconds",
-                identifier: `mj_uid-${i}_1`,
-              },
-            ],
-          },
-        } as MediaJob["status"])
-        .build();
-      jobs.set(job.metadata.name, job);
-    }
-    let account: BillingAccount = {
-      apiVersion: "media-orchestrator.io/v1alpha1",
-      kind: "BillingAccount",
-      metadata: { name: billingAccountName("cus_1"), namespace: "billing", uid: "acct-1" },
-      spec: { customerId: "cus_1" },
-      status: { subscriptionStatus: "active", usage: { ...period, usedSeconds: 0, reportedSeconds: 0 } },
-    };
+    const jobs = pendingJobs(600);
+    let account = freshAccount();
     const jobWrites = new Map<string, number>();
     let refusedAccountWrites = 0;
     const api = strict<KubeApi>("api", {
@@ -319,42 +329,8 @@ describe("the usage reporter's pass over a customer's burst", () => {
 
 describe("the usage reporter's key while the payment provider fails", () => {
   it("is tried again when its backoff ends, not at once when its own count writes wake it", async () => {
-    const period = { periodStart: "2026-01-01T00:00:00.000Z", periodEnd: "2026-02-01T00:00:00.000Z" };
-    const jobs = new Map<string, MediaJob>();
-    for (let i = 0; i < 3; i++) {
-      const job = makeMediaJob(`clip-${i}`)
-        .ns("ns")
-        .uid(`uid-${i}`)
-        .resourceVersion("1")
-        .status({
-          phase: "Completed",
-          usage: {
-            account: "cus_1",
-            workload: "asr",
-            attempts: [
-              {
-                attempt: 1,
-                providerJobId: `p-${i}`,
-                providerStatus: "COMPLETED",
-                endedAt: ago(60),
-                billedSeconds: 2,
-                meter: "Pending",
-                eventName: "gpu_seconds",
-                identifier: `mj_uid-${i}_1`,
-              },
-            ],
-          },
-        } as MediaJob["status"])
-        .build();
-      jobs.set(job.metadata.name, job);
-    }
-    let account: BillingAccount = {
-      apiVersion: "media-orchestrator.io/v1alpha1",
-      kind: "BillingAccount",
-      metadata: { name: billingAccountName("cus_1"), namespace: "billing", uid: "acct-1" },
-      spec: { customerId: "cus_1" },
-      status: { subscriptionStatus: "active", usage: { ...period, usedSeconds: 0, reportedSeconds: 0 } },
-    };
+    const jobs = pendingJobs(3);
+    let account = freshAccount();
     const failures: Array<{ at: number; delayMs: number }> = [];
     const BASE_DELAY_MS = 2_000;
     // eslint-disable-next-line prefer-const -- the informer's handler below needs the loop
