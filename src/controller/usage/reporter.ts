@@ -195,7 +195,6 @@ export class UsageReporter {
     const plan = planUsageKey(facts);
     try {
       const outcome = await this.act(k, plan, jobs);
-      this.inPass.delete(key);
       if (!outcome?.error && this.wokenLate.delete(key)) this.d.queue().add(key);
       return outcome;
     } finally {
