@@ -5,7 +5,7 @@ import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { pastProviderTtl } from "../mediajob/deadline.js";
 import { isTerminal } from "../mediajob/job.js";
 import { processingSinceMs } from "../mediajob/recovery.js";
-import { isProviderWait } from "../mediajob/wait-cause.js";
+import { recordedWaitCause } from "../mediajob/wait-cause.js";
 import { getCondition } from "../crds/conditions.js";
 import type { CliContext } from "./context.js";
 import { humanDuration } from "./duration.js";
@@ -112,12 +112,12 @@ export function verdict(
       const s = view.job.status;
       // Queued there for a cause the controller named on the job (provider-wait.ts): that cause,
       // a problem to fix when the workers cannot run it, a wait for capacity otherwise.
-      const queued = getCondition(job.status?.conditions, "Queued");
-      if (s === "IN_QUEUE" && isProviderWait(queued)) {
+      const cause = recordedWaitCause(getCondition(job.status?.conditions, "Queued"));
+      if (s === "IN_QUEUE" && cause) {
         return {
           // Waits that last until someone acts need attention; the others pass as workers start.
-          attention: !isByDesign(queued!.reason),
-          summary: `the job waits in the provider's queue (${queued!.reason}): ${queued!.message.replace(/^waiting in the provider's queue: /, "")}`,
+          attention: !isByDesign(cause.reason),
+          summary: `the job waits in the provider's queue (${cause.reason}): ${cause.message}`,
         };
       }
       if (s === "IN_QUEUE" || s === "IN_PROGRESS") {

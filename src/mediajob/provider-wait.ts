@@ -17,7 +17,7 @@ import { getCondition } from "../crds/conditions.js";
 import type { MediaJobStatus } from "../crds/mediajob.js";
 import { withCondition } from "./conditions.js";
 import { startedAtProvider, startedStatus } from "./start-deadline.js";
-import { isProviderWait, type WaitCause } from "./wait-cause.js";
+import { PROVIDER_WAIT_PREFIX, isProviderWait, type WaitCause } from "./wait-cause.js";
 
 /**
  * Whether the job's status at the provider is to be read for its wait: confirmed (its provider id
@@ -58,7 +58,7 @@ export function withProviderWait(
       type: "Queued",
       status: "True",
       reason: cause.reason,
-      message: `waiting in the provider's queue: ${cause.message}`,
+      message: `${PROVIDER_WAIT_PREFIX}${cause.message}`,
     },
     now,
   );

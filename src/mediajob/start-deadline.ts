@@ -7,7 +7,7 @@ import { getCondition } from "../crds/conditions.js";
 import type { MediaJob, MediaJobStatus } from "../crds/mediajob.js";
 import { withCondition } from "./conditions.js";
 import { START_DEADLINE_EXCEEDED } from "./deadline.js";
-import { isProviderWait, type WaitCause } from "./wait-cause.js";
+import { isProviderWait, recordedWaitCause, type WaitCause } from "./wait-cause.js";
 import { ERROR_MAX_CHARS, clip, maxAttempts } from "./job.js";
 
 /**
@@ -114,6 +114,18 @@ export function startedStatus(
 }
 
 /**
+ * Why the attempt never started, as the job recorded it: the pass at the deadline names the
+ * endpoint's cause on Started=False; the callback of that pass's cancel can reach the sidecar
+ * before the pass writes it, and then the cause an earlier pass named on Queued is the one known.
+ */
+function deadlineCause(status: MediaJobStatus): WaitCause | undefined {
+  const started = getCondition(status.conditions, "Started");
+  if (started?.status === "False" && started.reason !== "NotYetStarted")
+    return { reason: started.reason, message: started.message ?? "" };
+  return recordedWaitCause(getCondition(status.conditions, "Queued"));
+}
+
+/**
  * The attempt never started within its start deadline and was cancelled at the provider (where a
  * queued job costs nothing): counted as a failure, it goes back to Pending while spec.maxAttempts
  * allows another try, else ends Failed, reason StartDeadlineExceeded.
@@ -128,11 +140,8 @@ export function startDeadlineExceeded(
   const since = Date.parse(status.submission?.startedAt ?? "");
   const by = Date.parse(status.submission?.startBy ?? "");
   const seconds = Number.isNaN(since) || Number.isNaN(by) ? "?" : String(Math.round((by - since) / 1000));
-  const started = getCondition(status.conditions, "Started");
-  const cause =
-    started?.status === "False" && started.reason !== "NotYetStarted"
-      ? `; at the endpoint: ${started.reason}: ${started.message}`
-      : "";
+  const known = deadlineCause(status);
+  const cause = known ? `; at the endpoint: ${known.reason}: ${known.message}` : "";
   const error = clip(
     `${START_DEADLINE_EXCEEDED}: the job waited in the provider's queue past its start deadline ` +
       `(${seconds} s) without a worker starting it (${what})${cause}`,

@@ -30,6 +30,19 @@ const PROVIDER_WAIT_REASONS: ReadonlySet<string> = new Set([
 export const isProviderWait = (c: Condition | undefined): boolean =>
   c?.type === "Queued" && c.status === "True" && PROVIDER_WAIT_REASONS.has(c.reason);
 
+/** How a job's Queued condition words a provider-side cause: this, then the cause's message. */
+export const PROVIDER_WAIT_PREFIX = "waiting in the provider's queue: ";
+
+/** The provider-side cause a job's Queued condition names, as the endpoint's reading gave it. */
+export function recordedWaitCause(c: Condition | undefined): WaitCause | undefined {
+  if (!c || !isProviderWait(c)) return undefined;
+  const message = c.message ?? "";
+  return {
+    reason: c.reason,
+    message: message.startsWith(PROVIDER_WAIT_PREFIX) ? message.slice(PROVIDER_WAIT_PREFIX.length) : message,
+  };
+}
+
 export interface WaitCause {
   /** CamelCase, as a condition reason. */
   reason: string;

@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { trackedJob } from "../support/builders.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
-import { withPhaseConditions } from "../../src/mediajob/conditions.js";
+import { withCondition, withPhaseConditions } from "../../src/mediajob/conditions.js";
 import { planJob } from "../../src/mediajob/plan.js";
 import { type Facts } from "../../src/mediajob/pass.js";
 import { providerReadDue } from "../../src/mediajob/processing.js";
@@ -210,5 +210,27 @@ describe("past the start deadline", () => {
     );
     expect(next).toMatchObject({ phase: "Failed" });
     expect(next?.error).toMatch(/^StartDeadlineExceeded: /);
+  });
+
+  it("that callback, beating the controller's own write, still names the cause the job's wait recorded", () => {
+    // An earlier pass named the endpoint's cause on the Queued condition; the pass at the deadline
+    // cancelled, and the cancel's callback reached the sidecar before that pass wrote Started=False.
+    const waiting = withCondition(
+      queued(61),
+      1,
+      {
+        type: "Queued",
+        status: "True",
+        reason: "WorkersUnhealthy",
+        message: "waiting in the provider's queue: 2 worker(s) are unhealthy: they crash as they start",
+      },
+      NOW.toISOString(),
+    );
+    const next = applyProviderResult(
+      job({}, waiting),
+      { id: "p-1", status: "CANCELLED", delayTime: 61_000 },
+      NOW.toISOString(),
+    );
+    expect(next?.error).toMatch(/at the endpoint: WorkersUnhealthy: 2 worker\(s\) are unhealthy: they crash/);
   });
 });

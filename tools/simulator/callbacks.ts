@@ -41,8 +41,8 @@ interface Callback {
   generation: number;
 }
 
-// Simulated ms between a callback and its injected duplicate; the reorder window, and the gap
-// between the reordered releases (so the receiver sees them in that order).
+// Simulated ms between a callback and its injected duplicate unless the faults say; the reorder
+// window, and the gap between the reordered releases (so the receiver sees them in that order).
 const DUPLICATE_GAP_MS = 1_000;
 const REORDER_WINDOW_MS = 2_000;
 const REORDER_GAP_MS = 250;
@@ -102,7 +102,7 @@ export class CallbackSender {
     const copies = chance(f.duplicateCallback, seed, job.id, "duplicate", seq) ? 2 : 1;
     const send = () => {
       for (let copy = 0; copy < copies; copy++) {
-        this.#schedule(cb, (f.delayCallbackMs ?? 0) + copy * DUPLICATE_GAP_MS, 1, copy);
+        this.#schedule(cb, (f.delayCallbackMs ?? 0) + copy * (f.duplicateGapMs ?? DUPLICATE_GAP_MS), 1, copy);
       }
     };
     if (!f.reorderCallbacks) return send();

@@ -14,6 +14,11 @@ export const FaultsSchema = z.strictObject({
   dropCallback: rate.optional(),
   /** Probability that a job's callback is sent twice (each copy with its own retries). */
   duplicateCallback: rate.optional(),
+  /**
+   * Simulated ms between a callback and its duplicate. Default 1000; 0 sends both copies at once,
+   * so the second reaches the receiver while the first is still being handled.
+   */
+  duplicateGapMs: z.number().min(0).optional(),
   /** Extra delay before every callback, simulated ms. */
   delayCallbackMs: z.number().min(0).optional(),
   /** Hold callbacks for a short window and send them in reverse order of their terminal states. */
