@@ -29,26 +29,72 @@ function validation(rule: AdmissionRule): Record<string, unknown> {
 }
 
 /**
- * The policies and their bindings for one resource, or none when it has no rules: its rules, and
+ * The policies and their bindings for one resource, or none when it has no rules: its spec rules,
  * its fail-open limits apart (`media-orchestrator-<singular>-limits`, failurePolicy Ignore: an
  * object a limit cannot judge within CEL's cost limit is admitted, and etcd's own limit still
- * holds). They match the resource and its status subresource: a status write (the reset of a
- * job) is checked too.
+ * holds), and its status rules (`media-orchestrator-<singular>-status-rules`: the reset of a job).
+ *
+ * Each policy matches only the writes its rules can refuse. The API server plans every validation
+ * of a matching policy anew at each request (it tracks CEL's cost per evaluation), whatever the
+ * expression then short-circuits to: a spec rule matched on status writes made every status write
+ * plan tens of KB of CEL, the larger part of the API server's CPU for a job. So spec rules match the
+ * resource (a status write cannot change the spec) and, through a match condition, only a create
+ * or a write that changes the spec (a finalizer or a label leaves nothing to judge again); status
+ * rules match the status subresource, the only place a status changes.
  */
 export function rulesPolicy(def: ResourceDefinition): Record<string, unknown>[] {
   const rules = def.admissionRules ?? [];
-  const strict = rules.filter((r) => !r.failOpen);
-  const limits = rules.filter((r) => r.failOpen);
+  const onStatus = (r: AdmissionRule) => r.field.startsWith("status");
+  const spec = rules.filter((r) => !onStatus(r));
   return [
-    ...policyOf(def, rulesPolicyName(def), "Fail", strict),
-    ...policyOf(def, `media-orchestrator-${def.singular}-limits`, "Ignore", limits),
+    ...policyOf(
+      rulesPolicyName(def),
+      "Fail",
+      SPEC_WRITES(def),
+      spec.filter((r) => !r.failOpen),
+    ),
+    ...policyOf(
+      `media-orchestrator-${def.singular}-limits`,
+      "Ignore",
+      SPEC_WRITES(def),
+      spec.filter((r) => r.failOpen),
+    ),
+    ...policyOf(
+      `media-orchestrator-${def.singular}-status-rules`,
+      "Fail",
+      STATUS_WRITES(def),
+      rules.filter(onStatus),
+    ),
   ];
 }
 
+interface Match {
+  matchConstraints: Record<string, unknown>;
+  matchConditions?: Array<{ name: string; expression: string }>;
+}
+
+const writesTo = (resource: string) => ({
+  resourceRules: [
+    { apiGroups: [GROUP], apiVersions: ["*"], operations: ["CREATE", "UPDATE"], resources: [resource] },
+  ],
+});
+
+/** A create, or an update that changes the spec: the writes a spec rule can refuse. */
+const SPEC_WRITES = (def: ResourceDefinition): Match => ({
+  matchConstraints: writesTo(def.plural),
+  matchConditions: [
+    { name: "spec-written", expression: "request.operation == 'CREATE' || object.spec != oldObject.spec" },
+  ],
+});
+
+const STATUS_WRITES = (def: ResourceDefinition): Match => ({
+  matchConstraints: writesTo(`${def.plural}/status`),
+});
+
 function policyOf(
-  def: ResourceDefinition,
   name: string,
   failurePolicy: "Fail" | "Ignore",
+  match: Match,
   rules: AdmissionRule[],
 ): Record<string, unknown>[] {
   if (!rules.length) return [];
@@ -57,20 +103,7 @@ function policyOf(
       apiVersion: ADMISSION,
       kind: "ValidatingAdmissionPolicy",
       metadata: { name },
-      spec: {
-        failurePolicy,
-        matchConstraints: {
-          resourceRules: [
-            {
-              apiGroups: [GROUP],
-              apiVersions: ["*"],
-              operations: ["CREATE", "UPDATE"],
-              resources: [def.plural, `${def.plural}/status`],
-            },
-          ],
-        },
-        validations: rules.map(validation),
-      },
+      spec: { failurePolicy, ...match, validations: rules.map(validation) },
     },
     {
       apiVersion: ADMISSION,

@@ -512,8 +512,8 @@ describe("helm template, options", () => {
       "ClusterRole",
       "ClusterRole",
       "ClusterRole",
-      ...Array<string>(6).fill("ValidatingAdmissionPolicy"),
-      ...Array<string>(6).fill("ValidatingAdmissionPolicyBinding"),
+      ...Array<string>(7).fill("ValidatingAdmissionPolicy"),
+      ...Array<string>(7).fill("ValidatingAdmissionPolicyBinding"),
     ]);
     // Each resource's rules as src/crds/rules-policy.ts writes them.
     const rules = allRulesPolicies() as Manifest[];
@@ -606,7 +606,9 @@ describe("helm template, options", () => {
       "media-orchestrator-account-binding",
       ...["billingaccount", "gpuendpoint"].map((k) => `media-orchestrator-${k}-rules`),
       "media-orchestrator-mediajob-limits",
-      ...["mediajob", "paymentevent"].map((k) => `media-orchestrator-${k}-rules`),
+      "media-orchestrator-mediajob-rules",
+      "media-orchestrator-mediajob-status-rules",
+      "media-orchestrator-paymentevent-rules",
     ]);
   });
 
