@@ -125,16 +125,22 @@ export class KubeApi {
     });
   }
 
+  /**
+   * `fromCache`: served from the API server's watch cache (resourceVersion=0), no etcd read, but
+   * possibly behind the latest write: for a reader that checks what it read (a write with its
+   * resourceVersion, or a second read when the cached object does not settle the question).
+   */
   async get<T extends KubeObject>(
     plural: Plural,
     namespace: string,
     name: string,
-    opts?: CallOptions,
+    opts?: CallOptions & { fromCache?: boolean },
   ): Promise<T | undefined> {
+    const path = this.objectPath(plural, namespace, name);
     try {
       return await this.rawJson<T>(
         "GET",
-        this.objectPath(plural, namespace, name),
+        opts?.fromCache ? `${path}?resourceVersion=0` : path,
         undefined,
         undefined,
         opts,

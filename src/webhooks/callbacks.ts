@@ -7,7 +7,8 @@
 // must not depend on what a caller sends, so everything that can refuse a request is decided before
 // its body is read. In order:
 //   1. onRequest, no I/O: the token, its key and its expiry (401); then the route's rate limit;
-//   2. onRequest, one read of the MediaJob: a job that is gone (404), re-created or of another
+//   2. onRequest, one read of the MediaJob (from the API server's watch cache when that settles
+//      it, src/callback/read.ts; else from etcd): a job that is gone (404), re-created or of another
 //      attempt (401), or finished (200, a duplicate) is answered at once, its body never read. A
 //      submission seen finished is remembered (FinishedSubmissions), so its duplicates, and the
 //      requests of whoever holds a leaked URL of it, cost no read at all;
@@ -21,7 +22,7 @@
 //      selectable field .status.providerJobId), and only that answer is written. An adopted id is
 //      marked (AdoptedByCallback, a Warning Event, a metric) and holds the next pipeline step back;
 //   6. the result is written with the lifecycle shared with the controller and the CLI
-//      (writeProviderResult) over the read of step 3, with its resourceVersion; on a conflict it is
+//      (writeProviderResult) over the read of step 2, with its resourceVersion; on a conflict it is
 //      read again and retried. One read and one write per callback.
 // One piece: the token check, the replay memory and the status patch share one callback's state.
 import type { IncomingMessage } from "node:http";
@@ -41,6 +42,7 @@ import { isProviderError, type GpuProviderClient } from "../provider/index.js";
 import { PROVIDER_JOB_ID } from "../provider/job-id.js";
 import { ProviderJobStatusSchema, type ProviderJob } from "../provider/schemas.js";
 import { holderKey, providerJobHolders } from "../callback/holders.js";
+import { readCallbackJob } from "../callback/read.js";
 import { discardBody, readCallbackHint } from "./callback-body.js";
 import type { WebhookMetrics } from "./metrics.js";
 import type { TokenBuckets, VerifyThenLimit } from "./ratelimit.js";
@@ -229,7 +231,7 @@ export function registerCallbackRoute(app: FastifyInstance, deps: CallbackRouteD
     if (!t.ok)
       return early(req, reply, refuse(429, "rate_limited", { "retry-after": String(t.retryAfterSeconds) }));
 
-    const job = await deps.api.get<MediaJob>("mediajobs", target.namespace, target.name);
+    const job = await readCallbackJob(deps.api, target.namespace, target.name, submissionOf(target));
     if (!job) {
       req.log.info(who, "gpu callback for a MediaJob that no longer exists");
       return early(req, reply, refuse(404, "not_found"));
