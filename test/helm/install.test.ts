@@ -259,14 +259,13 @@ describe("installing per environment", () => {
       "kind: ClusterRole",
       "kind: ClusterRole",
       ...CRDS.map(() => "kind: CustomResourceDefinition"),
-      // Each resource's rules policy, the account-binding policy and the MediaJob's inline-input
-      // limits (a policy of its own, which fails open), with their bindings.
+      // Each resource's rules policy, the account-binding policy, the MediaJob's inline-input
+      // limits (a policy of its own, which fails open) and its status rules (the reset, on the
+      // status subresource only), with their bindings.
       ...CRDS.map(() => "kind: ValidatingAdmissionPolicy"),
-      "kind: ValidatingAdmissionPolicy",
-      "kind: ValidatingAdmissionPolicy",
+      ...Array<string>(3).fill("kind: ValidatingAdmissionPolicy"),
       ...CRDS.map(() => "kind: ValidatingAdmissionPolicyBinding"),
-      "kind: ValidatingAdmissionPolicyBinding",
-      "kind: ValidatingAdmissionPolicyBinding",
+      ...Array<string>(3).fill("kind: ValidatingAdmissionPolicyBinding"),
     ]);
   });
 
