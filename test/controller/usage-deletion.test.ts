@@ -3,7 +3,7 @@
 // (the payment provider failing) stays until the report lands, then goes, its event recorded once;
 // a running job's deletion waits for the usage its cancel recorded; an annotation lets an operator
 // delete without waiting, told by a Warning naming the seconds lost.
-import { afterAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { billingAccountName, type BillingAccount } from "../../src/crds/billingaccount.js";
 import type { MediaJob } from "../../src/crds/mediajob.js";
 import { KubeApi } from "../../src/k8s/api.js";
@@ -23,8 +23,8 @@ const stack = controllerStackForTests(
   meteredStackOptions("usage-deletion", { accounts: [CUSTOMER], env: { USAGE_SETTLE_WAIT_SECONDS: "1" } }),
 );
 
-// Runs before the stack stops (hooks after a file's run go last-registered first).
-afterAll(() => stack.sim?.setFaults({}));
+// A case that fails leaves no payment outage to the next (each sets its own faults).
+afterEach(() => stack.sim?.setFaults({}));
 
 const getJob = (name: string) => api.get<MediaJob>("mediajobs", stack.ns, name);
 const gone = (name: string, timeoutMs = 60_000) =>

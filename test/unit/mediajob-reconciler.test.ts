@@ -11,6 +11,8 @@ import { withPhaseConditions } from "../../src/mediajob/conditions.js";
 import { AccountJobs } from "../../src/controller/account-jobs.js";
 import { Dispatcher } from "../../src/controller/dispatch/dispatcher.js";
 import { FINALIZER } from "../../src/mediajob/job.js";
+import { SKIP_USAGE_REPORT_ANNOTATION } from "../../src/mediajob/deletion.js";
+import { DEFAULT_USAGE_SETTINGS } from "../../src/mediajob/usage.js";
 import type { SlotFact } from "../../src/mediajob/queued.js";
 import {
   harness,
@@ -744,6 +746,52 @@ describe("MediaJob reconciler, without a control plane", () => {
     expect(await again.reconciler.pass("ns/clip")).toEqual({ result: { requeueAfterMs: 1_000 } });
     again.done();
     expect(accountJobs.count("acme", "ns/other")).toBe(0);
+  });
+
+  it("usage dropped on deletion is counted once, when the finalizer goes, however often the pass runs", async () => {
+    const skipped = job({
+      meta: {
+        ...withFinalizer,
+        deletionTimestamp: ago(10),
+        annotations: { [SKIP_USAGE_REPORT_ANNOTATION]: "true" },
+      },
+      spec: { account: "acme" },
+      status: {
+        ...processing(),
+        phase: "Completed",
+        completedAt: ago(20),
+        usage: {
+          workload: "asr",
+          billedSeconds: 42,
+          attempts: [
+            {
+              attempt: 1,
+              providerJobId: "p-1",
+              providerStatus: "COMPLETED",
+              executionTimeMs: 41_200,
+              endedAt: ago(20),
+              billedSeconds: 42,
+              meter: "Pending",
+              eventName: "gpu_seconds",
+              identifier: "mj_uid-1_1",
+            },
+          ],
+        },
+      },
+    });
+    // The finalizer's removal meets a conflict (another writer changed the job): the pass is
+    // retried, and its Event with it; the seconds are counted by the pass whose removal lands.
+    const h = harness({
+      now: NOW,
+      jobs: [skipped],
+      settings: { usage: { ...DEFAULT_USAGE_SETTINGS, metering: true } },
+      kube: [{ ...releases, answer: () => Promise.reject(kubeError(409, "Conflict")) }, releases],
+    });
+    await expect(h.reconciler.pass("ns/clip")).rejects.toThrow(/409/);
+    expect(h.dropped).toEqual([]);
+    expect(await h.reconciler.pass("ns/clip")).toEqual({});
+    h.done();
+    expect(h.dropped).toEqual([42]);
   });
 
   it("a job no longer in the cache: nothing happens", async () => {

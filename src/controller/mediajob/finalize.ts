@@ -38,15 +38,19 @@ export async function finalize(f: Finalizer, job: MediaJob): Promise<PassResult>
   const usage = d.settings.usage ?? DEFAULT_USAGE_SETTINGS;
   const settings = { cancelGiveUpMs: d.settings.cancelGiveUpMs, usage, usageWaitMs: d.settings.usageWaitMs };
   const plan = planDeletion(job, f.now().getTime(), settings);
+  // Usage let go of is counted by the pass whose finalizer removal lands: a pass retried after a
+  // conflict tells its Event again, but the seconds are dropped once.
+  let dropped: number | undefined;
   for (const step of plan.steps) {
     if (step.type === "event") {
       await f.record(job, step.event);
-      if (step.droppedSeconds !== undefined) d.onUsageDropped?.(step.droppedSeconds);
+      if (step.droppedSeconds !== undefined) dropped = step.droppedSeconds;
     } else if (step.type === "billUsage") job = await writes.replaceStatus(job, step.status);
     else if (step.type === "leaveRunning")
       await leaveRunning(f, job, step.orphan, `as ${SKIP_CANCEL_ANNOTATION} asks`);
-    else if (step.type === "removeFinalizer") await writes.removeFinalizer(job);
-    else if (step.type === "reportToPipeline")
+    else if (step.type === "removeFinalizer") {
+      if ((await writes.removeFinalizer(job)) && dropped !== undefined) d.onUsageDropped?.(dropped);
+    } else if (step.type === "reportToPipeline")
       await writes.reportToPipeline(
         job.metadata.namespace!,
         step.first,
@@ -85,7 +89,7 @@ export async function finalize(f: Finalizer, job: MediaJob): Promise<PassResult>
         const wait = deletionUsageWait(job, nowDate.getTime(), settings);
         if (wait.event) await f.record(job, wait.event);
         if (wait.wait) return { result: { requeueAfterMs: wait.requeueAfterMs } };
-        if (wait.droppedSeconds !== undefined) d.onUsageDropped?.(wait.droppedSeconds);
+        if (wait.droppedSeconds !== undefined) dropped = wait.droppedSeconds;
       } catch (err) {
         if (isProviderError(err, "JOB_NOT_FOUND") || isProviderError(err, "ENDPOINT_NOT_FOUND")) continue;
         await f.record(job, cancelFailedEvent(step.providerJobId, describeError(err), step.giveUp));

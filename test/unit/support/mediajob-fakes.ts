@@ -83,6 +83,7 @@ export function harness(w: World) {
   const events: Array<[string, string, string]> = [];
   const submissions: string[] = [];
   const recoveries: string[] = [];
+  const dropped: number[] = [];
   const leader = w.leader ?? true;
   const deps: MediaJobDeps = {
     api: {
@@ -123,6 +124,7 @@ export function harness(w: World) {
     now: () => w.now,
     onSubmission: (o) => submissions.push(o),
     onRecovery: (k) => recoveries.push(k),
+    onUsageDropped: (seconds) => dropped.push(seconds),
     ...(w.dispatcher && { dispatcher: w.dispatcher }),
     ...(w.accountJobs && { accountJobs: w.accountJobs }),
   };
@@ -134,6 +136,8 @@ export function harness(w: World) {
     events,
     submissions,
     recoveries,
+    /** GPU seconds counted as dropped on deletion (the metric). */
+    dropped,
     done: () => {
       kube.done();
       provider.done();
