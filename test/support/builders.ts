@@ -21,6 +21,7 @@ import {
   type MediaJobStatus,
   type ObjectMeta,
   type SubscriptionStatus,
+  type UsageAttempt,
   Workload as WorkloadSchema,
   type Workload,
 } from "../../src/crds/index.js";
@@ -275,4 +276,29 @@ export const submittedStatus = (at: string, more: Partial<MediaJobStatus> = {}):
   startedAt: at,
   submission: { attempt: 1, id: "s-1", startedAt: at, state: "Accepted" },
   ...more,
+});
+
+/**
+ * A completed job's status whose one attempt was billed to cus_1 and waits for its report (meter
+ * Pending): attempt 1 of provider job p-1, 42 s, identifier mj_uid-1_1, with `attempt` over it.
+ */
+export const meteredStatus = (endedAt: string, attempt: Partial<UsageAttempt> = {}): MediaJobStatus => ({
+  phase: "Completed",
+  usage: {
+    account: "cus_1",
+    workload: "asr",
+    attempts: [
+      {
+        attempt: 1,
+        providerJobId: "p-1",
+        providerStatus: "COMPLETED",
+        endedAt,
+        billedSeconds: 42,
+        meter: "Pending",
+        eventName: "gpu_seconds",
+        identifier: "mj_uid-1_1",
+        ...attempt,
+      },
+    ],
+  },
 });

@@ -4,7 +4,7 @@
 // refused attempt, one Event per refusal).
 import pino from "pino";
 import { describe, expect, it, vi } from "vitest";
-import { makeMediaJob } from "../support/builders.js";
+import { makeMediaJob, meteredStatus } from "../support/builders.js";
 import { FORGOTTEN_IDENTIFIER } from "../../src/billing/refusals.js";
 import {
   billingAccountName,
@@ -36,27 +36,7 @@ function setup(attempt: Partial<UsageAttempt>, answer?: MeterSendResult, account
     .ns("ns")
     .uid("uid-1")
     .resourceVersion("1")
-    .status({
-      phase: "Completed",
-      usage: {
-        account: "cus_1",
-        workload: "asr",
-        attempts: [
-          {
-            attempt: 1,
-            providerJobId: "p-1",
-            providerStatus: "COMPLETED",
-            endedAt: ago(60),
-            billedSeconds: 42,
-            meter: "Pending",
-            eventName: "gpu_seconds",
-            identifier: "mj_uid-1_1",
-            counted: true,
-            ...attempt,
-          },
-        ],
-      },
-    } as MediaJob["status"])
+    .status(meteredStatus(ago(60), { counted: true, ...attempt }))
     .build();
   const writes: UsageAttempt[] = [];
   /** The BillingAccount of cus_1 when `accountUsage` is given, and its status.usage as written. */
@@ -139,25 +119,9 @@ function pendingJobs(n: number): Map<string, MediaJob> {
       .ns("ns")
       .uid(`uid-${i}`)
       .resourceVersion("1")
-      .status({
-        phase: "Completed",
-        usage: {
-          account: "cus_1",
-          workload: "asr",
-          attempts: [
-            {
-              attempt: 1,
-              providerJobId: `p-${i}`,
-              providerStatus: "COMPLETED",
-              endedAt: ago(60),
-              billedSeconds: 2,
-              meter: "Pending",
-              eventName: "gpu_seconds",
-              identifier: `mj_uid-${i}_1`,
-            },
-          ],
-        },
-      } as MediaJob["status"])
+      .status(
+        meteredStatus(ago(60), { providerJobId: `p-${i}`, billedSeconds: 2, identifier: `mj_uid-${i}_1` }),
+      )
       .build();
     jobs.set(job.metadata.name, job);
   }

@@ -3,7 +3,13 @@
 // list (test/unit/support/mediajob-fakes.ts). What only a real apiserver shows (conflicts between
 // writers, watches, leases) stays in test/controller.
 import { describe, expect, it } from "vitest";
-import { makeBillingAccount, makeGpuEndpoint, makeMediaJob, submittedStatus } from "../support/builders.js";
+import {
+  makeBillingAccount,
+  makeGpuEndpoint,
+  makeMediaJob,
+  meteredStatus,
+  submittedStatus,
+} from "../support/builders.js";
 import type { GpuEndpoint } from "../../src/crds/gpuendpoint.js";
 import type { MediaJob, MediaJobStatus } from "../../src/crds/mediajob.js";
 import type { BillingAccount, SubscriptionStatus } from "../../src/crds/billingaccount.js";
@@ -755,29 +761,8 @@ describe("MediaJob reconciler, without a control plane", () => {
         deletionTimestamp: ago(10),
         annotations: { [SKIP_USAGE_REPORT_ANNOTATION]: "true" },
       },
-      spec: { account: "acme" },
-      status: {
-        ...processing(),
-        phase: "Completed",
-        completedAt: ago(20),
-        usage: {
-          workload: "asr",
-          billedSeconds: 42,
-          attempts: [
-            {
-              attempt: 1,
-              providerJobId: "p-1",
-              providerStatus: "COMPLETED",
-              executionTimeMs: 41_200,
-              endedAt: ago(20),
-              billedSeconds: 42,
-              meter: "Pending",
-              eventName: "gpu_seconds",
-              identifier: "mj_uid-1_1",
-            },
-          ],
-        },
-      },
+      spec: { account: "cus_1" },
+      status: { ...processing(), ...meteredStatus(ago(20)), completedAt: ago(20) },
     });
     // The finalizer's removal meets a conflict (another writer changed the job): the pass is
     // retried, and its Event with it; the seconds are counted by the pass whose removal lands.

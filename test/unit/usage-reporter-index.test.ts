@@ -4,7 +4,7 @@
 // interval tick (a resync), so a job whose event was missed is still found.
 import pino from "pino";
 import { describe, expect, it, vi } from "vitest";
-import { makeMediaJob } from "../support/builders.js";
+import { makeMediaJob, meteredStatus } from "../support/builders.js";
 import type { MediaJob, UsageAttempt } from "../../src/crds/mediajob.js";
 import { keysWoken } from "../../src/controller/usage/outbox-index.js";
 import type { KubeApi } from "../../src/k8s/api.js";
@@ -22,26 +22,14 @@ function metered(name: string): MediaJob {
     .ns("ns")
     .uid(`uid-${name}`)
     .resourceVersion("1")
-    .status({
-      phase: "Completed",
-      usage: {
-        account: "cus_1",
-        workload: "asr",
-        attempts: [
-          {
-            attempt: 1,
-            providerJobId: `p-${name}`,
-            providerStatus: "COMPLETED",
-            endedAt: new Date(NOW.getTime() - 60_000).toISOString(),
-            billedSeconds: 3,
-            meter: "Pending",
-            eventName: "gpu_seconds",
-            identifier: `mj_${name}_1`,
-            counted: true,
-          },
-        ],
-      },
-    } as MediaJob["status"])
+    .status(
+      meteredStatus(new Date(NOW.getTime() - 60_000).toISOString(), {
+        providerJobId: `p-${name}`,
+        billedSeconds: 3,
+        identifier: `mj_${name}_1`,
+        counted: true,
+      }),
+    )
     .build();
 }
 
