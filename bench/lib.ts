@@ -1,7 +1,7 @@
 // Small measuring tools for the benchmarks: percentiles, process RSS/CPU from /proc, processes
 // of the product started the way `make run` starts them.
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request, type RequestOptions } from "node:https";
 import { join } from "node:path";
 import { Watch, type KubeConfig } from "@kubernetes/client-node";
@@ -198,6 +198,29 @@ export async function apiserverMetrics(kc: KubeConfig): Promise<string> {
     req.on("error", reject);
     req.end();
   });
+}
+
+/**
+ * The control plane's Go CPU profile over the next `seconds` (its /debug/pprof/profile), written to
+ * `file` for `go tool pprof`: where the apiserver's and etcd's CPU went while a run was under way.
+ */
+export async function controlPlaneProfile(kc: KubeConfig, seconds: number, file: string): Promise<void> {
+  const opts: RequestOptions = {};
+  await kc.applyToHTTPSOptions(opts);
+  const url = new URL(
+    `${kc.getCurrentCluster()!.server.replace(/\/+$/, "")}/debug/pprof/profile?seconds=${seconds}`,
+  );
+  const body = await new Promise<Buffer>((resolve, reject) => {
+    const req = request(url, { ...opts, method: "GET" }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve(Buffer.concat(chunks)));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end();
+  });
+  writeFileSync(file, body);
 }
 
 /**

@@ -16,8 +16,10 @@
 //   --only storage [--storage-pipelines 500]: three-step media pipelines through the object store,
 //   then again from the stage cache (bench/storage.ts)
 //   --split-cores: each throughput size again with the control plane on a core of its own
+//   --warmup 200: jobs each product run puts through before its clock starts (0: measured cold)
 //   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
-//   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`)
+//   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`), and the control
+//   plane's Go CPU profile of each run's first 15 s lands beside them (`go tool pprof -top <file>`)
 // Results: bench/results/latest.json and docs/benchmarks.md (+ docs/benchmarks/*.svg).
 import { execFileSync } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
@@ -52,6 +54,7 @@ import { waitForServed } from "../test/support/kube.js";
 import {
   apiserverMetrics,
   apiserverRequestCounts,
+  controlPlaneProfile,
   cpuSeconds,
   requestsPerJob,
   writesBetween,
@@ -103,6 +106,8 @@ const { values: args } = parseArgs({
     // Each throughput size once more with the control plane on core 0 and everything else (the
     // controller, the sidecar, the simulator, the bare client) on core 1.
     "split-cores": { type: "boolean", default: false },
+    // Jobs each product run puts through the controller and the sidecar before it is measured.
+    warmup: { type: "string", default: "200" },
     "cost-sparse": { type: "string" },
     "storage-pipelines": { type: "string", default: "500" },
     "cost-burst": { type: "string" },
@@ -227,6 +232,15 @@ const apiserverCounts = async () => apiserverRequestCounts(await apiserverMetric
 const controlPlaneCpu = () => cpuSeconds(cp.process.pid!);
 
 /** n jobs' writes made by a bare client at the benchmark's concurrency, in a namespace of their own. */
+const PROFILES = join(REPO_ROOT, ".local/logs/bench/profiles");
+
+/** With --profile, the control plane's CPU profile of a run's first 15 s (awaited when it ends). */
+const profileControlPlane = (label: string): Promise<void> =>
+  args.profile
+    ? (mkdirSync(PROFILES, { recursive: true }),
+      controlPlaneProfile(kc, 15, join(PROFILES, `controlplane-${label}.pprof`)))
+    : Promise.resolve();
+
 /** This process's CPU since `before`, in ms per job. */
 function ownCpuMsPerJob(before: NodeJS.CpuUsage, n: number): number {
   const used = process.cpuUsage(before);
@@ -256,6 +270,7 @@ async function bareClient(
       )
     : undefined;
   const requestsBefore = await apiserverCounts();
+  const profiled = profileControlPlane(ns);
   const started = Date.now();
   const cpuBefore = controlPlaneCpu();
   const driverBefore = process.cpuUsage();
@@ -266,6 +281,7 @@ async function bareClient(
   );
   watch?.abort();
   const seconds = (Date.now() - started) / 1000;
+  await profiled;
   const cpMs = (1000 * (controlPlaneCpu() - cpuBefore)) / n;
   return {
     jobsPerSecond: round(n / seconds),
@@ -396,6 +412,42 @@ function meteredSettled(items: MediaJob[], account: BillingAccount | undefined):
 }
 
 /**
+ * The warm-up of a product run: `--warmup` jobs (named `w-<i>`, the measured ones are `j-<i>`)
+ * created and waited for until they are done (Completed, finalizers off, a metered job's usage
+ * reported and counted) and the apiserver's write counters have stood still for 2 s, so nothing of
+ * them is left to run into the measured window. Returns how many ran.
+ */
+async function warmUp(ns: string, metered: boolean): Promise<number> {
+  const count = Number(args.warmup);
+  if (!count) return 0;
+  const names = Array.from({ length: count }, (_, i) => `w-${i}`);
+  await pool(names, CONCURRENCY, async (name) => {
+    await api.create("mediajobs", ns, job(name, metered ? METERED_CUSTOMER : undefined));
+  });
+  const started = Date.now();
+  for (;;) {
+    const items = (await api.list<MediaJob>("mediajobs", ns)).items;
+    const done = metered
+      ? meteredSettled(
+          items,
+          await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(METERED_CUSTOMER)),
+        )
+      : items.length === count &&
+        items.every((j) => j.status?.phase === "Completed" && (j.metadata.finalizers?.length ?? 0) === 0);
+    if (done) break;
+    if (Date.now() - started > 10 * 60_000) throw new Error("the warm-up's jobs were not done after 10 min");
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  let counts = await apiserverCounts();
+  for (let still = Date.now(); Date.now() - still < 2_000;) {
+    await new Promise((r) => setTimeout(r, 500));
+    const now = await apiserverCounts();
+    if (writesBetween(counts, now) !== 0) [counts, still] = [now, Date.now()];
+  }
+  return count;
+}
+
+/**
  * The product end to end, as `productThroughput`; `metered`: each job names a customer whose
  * BillingAccount is active and metering is on, so each job's usage is also billed, counted into the
  * account and reported to the simulator's payment API, and the run lasts until all of that is done.
@@ -432,13 +484,7 @@ async function productThroughput(n: number, label = "product", metered = false) 
     await api.replaceStatus("billingaccounts", { ...account, status: { subscriptionStatus: "active" } });
   }
   const profileArgs = (name: string) =>
-    args.profile
-      ? [
-          "--cpu-prof",
-          `--cpu-prof-dir=${join(REPO_ROOT, ".local/logs/bench/profiles")}`,
-          `--cpu-prof-name=${name}.cpuprofile`,
-        ]
-      : [];
+    args.profile ? ["--cpu-prof", `--cpu-prof-dir=${PROFILES}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
   const tag = label === "product" ? `${n}` : `${label}-${n}`;
   const webhooks = startProcess(`webhooks-${tag}`, "webhooks", env, profileArgs(`webhooks-${tag}`));
   const controller = startProcess(`controller-${tag}`, "controller", env, profileArgs(`controller-${tag}`));
@@ -458,12 +504,22 @@ async function productThroughput(n: number, label = "product", metered = false) 
       if (ep?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) break;
       await new Promise((r) => setTimeout(r, 200));
     }
+    // The product is measured warm, as a controller that has been running is, and as the bare
+    // client is by the time it runs (this process has made its writes before): a first batch of
+    // jobs goes through first, not counted. What that batch cost the controller is the cold start's
+    // figure, reported beside the warm one.
+    const warmupCpuBefore = cpuSeconds(controller.pid!);
+    const warm = await warmUp(ns, metered);
+    const coldControllerCpuMsPerJob = warm
+      ? round((1000 * (cpuSeconds(controller.pid!) - warmupCpuBefore)) / warm, 2)
+      : undefined;
     const createdAt = new Map<string, number>();
     const cpuBefore = cpuSeconds(controller.pid!);
     const hooksCpuBefore = cpuSeconds(webhooks.pid!);
     const requestsBefore = await apiserverCounts();
     const cpCpuBefore = controlPlaneCpu();
     const driverBefore = process.cpuUsage();
+    const profiled = profileControlPlane(ns);
     const started = Date.now();
     await pool(
       Array.from({ length: n }, (_, i) => `j-${i}`),
@@ -479,7 +535,7 @@ async function productThroughput(n: number, label = "product", metered = false) 
     // run does not do: nothing is listed until the simulator has had every callback answered 2xx
     // (the sidecar answers after its write).
     for (;;) {
-      const answered = sim.deliveries().filter((d) => d.ok).length;
+      const answered = sim.deliveries().filter((d) => d.ok).length - warm;
       if (answered >= n) break;
       if (Date.now() - started > 30 * 60_000)
         throw new Error(`only ${answered}/${n} callbacks answered after 30 min`);
@@ -529,7 +585,7 @@ async function productThroughput(n: number, label = "product", metered = false) 
     }
     let items: MediaJob[] = [];
     for (;;) {
-      items = (await api.list<MediaJob>("mediajobs", ns)).items;
+      items = (await api.list<MediaJob>("mediajobs", ns)).items.filter((j) => createdAt.has(j.metadata.name));
       const done = items.filter((j) => j.status?.phase === "Completed").length;
       if (done === n) break;
       if (Date.now() - started > 30 * 60_000) throw new Error(`only ${done}/${n} completed after 30 min`);
@@ -547,6 +603,7 @@ async function productThroughput(n: number, label = "product", metered = false) 
     );
     const seconds = (Math.max(lastCompleted, writesDoneAt) - started) / 1000;
     const controllerCpu = cpuSeconds(controller.pid!) - cpuBefore;
+    await profiled;
     return {
       jobs: n,
       seconds: round(seconds),
@@ -559,6 +616,9 @@ async function productThroughput(n: number, label = "product", metered = false) 
       controllerRssMiB: round(rssMiB(controller.pid!)),
       controllerCpuSeconds: round(controllerCpu),
       controllerCpuMsPerJob: round((1000 * controllerCpu) / n, 2),
+      // The warm-up's jobs, the first after the controller started: its cold figure.
+      warmupJobs: warm,
+      ...(coldControllerCpuMsPerJob !== undefined && { coldControllerCpuMsPerJob }),
       sidecarCpuMsPerJob: round((1000 * (cpuSeconds(webhooks.pid!) - hooksCpuBefore)) / n, 2),
       // Includes this process's creates and its one list of the namespace.
       controlPlaneCpuMsPerJob: round((1000 * (controlPlaneCpu() - cpCpuBefore)) / n, 2),
@@ -570,7 +630,7 @@ async function productThroughput(n: number, label = "product", metered = false) 
       // counted): the job's create, the controller's, the sidecar's and their Events; for a
       // metered run also the usage reporter's, the BillingAccount's included.
       writesPerJob: round(writesBetween(requestsBefore, writesDone) / n, 2),
-      callbacksDelivered: sim.deliveries().filter((d) => d.ok).length,
+      callbacksDelivered: sim.deliveries().filter((d) => d.ok).length - warm,
       providerExecutionMs: PROVIDER_EXECUTION_MS,
     };
   } finally {
@@ -1390,7 +1450,7 @@ try {
       log(
         `  product ${p.jobsPerSecond} jobs/s (${runs.at(-1)!.ratio} of the same-writes ceiling, ` +
           `${runs.at(-1)!.ratioToMinimal} of the minimal write set's ${minimal.jobsPerSecond}); ` +
-          `controller CPU ${runs.at(-1)!.controllerCpuMsPerJob} ms per job (a bare client's for its ` +
+          `controller CPU ${runs.at(-1)!.controllerCpuMsPerJob} ms per job (cold: ${p.coldControllerCpuMsPerJob ?? "–"}; a bare client's for its ` +
           `${CONTROLLER_WRITES_PER_JOB} writes: ${runs.at(-1)!.controllerWritesBareClientCpuMsPerJob}), sidecar ${p.sidecarCpuMsPerJob}; ` +
           `control plane ${p.controlPlaneCpuMsPerJob} ms per job (ceiling ${c.controlPlaneCpuMsPerJob}: ` +
           `cost ratio ${runs.at(-1)!.controlPlaneCostRatio}); all CPU per job ${runs.at(-1)!.totalCpuMsPerJob} ms ` +
