@@ -10,6 +10,7 @@ import type { Informer } from "../runtime/informer.js";
 import { objectKey } from "../runtime/informer.js";
 import { jobAccount } from "../mediajob/tenancy.js";
 import { isPending } from "../mediajob/job.js";
+import { sameStatus } from "../runtime/same-status.js";
 
 export interface AccountSources {
   accounts: Pick<Informer<BillingAccount>, "get">;
@@ -61,4 +62,30 @@ export function accountFacts(
       src.accountJobs.uncountedSeconds(account, status?.usage, nowMs, status?.subscriptionPeriod),
     runningJobs: src.accountJobs.count(account, objectKey(job)),
   };
+}
+
+/**
+ * Whether a BillingAccount's change can change a MediaJob's pass: the account appearing or going,
+ * its customer, its subscription's state (a Pending job's admission), and, with plans configured,
+ * what the plans read (its prices, its period and its usage). The usage reporter writes the
+ * account's usage with every batch it counts; with no plans no pass reads it, so those writes
+ * wake no job (each used to send every job of the account that is not at rest through a pass).
+ */
+export function accountChangeConcernsJobs(
+  old: BillingAccount | undefined,
+  now: BillingAccount,
+  plansOn: boolean,
+): boolean {
+  if (!old) return true;
+  const a = old.status;
+  const b = now.status;
+  return (
+    old.spec.customerId !== now.spec.customerId ||
+    a?.subscriptionStatus !== b?.subscriptionStatus ||
+    (plansOn &&
+      !sameStatus(
+        [a?.priceIds, a?.subscriptionPeriod, a?.usage],
+        [b?.priceIds, b?.subscriptionPeriod, b?.usage],
+      ))
+  );
 }

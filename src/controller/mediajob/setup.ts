@@ -11,6 +11,7 @@ import { atRest, settled } from "../../mediajob/at-rest.js";
 import { boundAccounts, jobAccount } from "../../mediajob/tenancy.js";
 import { objectKey } from "../../runtime/informer.js";
 import { OwnWrites, recordingWrites } from "../../runtime/own-writes.js";
+import { accountChangeConcernsJobs } from "../account-facts.js";
 import type { AccountJobs } from "../account-jobs.js";
 import type { Dispatcher } from "../dispatch/dispatcher.js";
 import { jobEventWorthALook } from "../job-at-rest.js";
@@ -147,8 +148,11 @@ export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
     for (const job of jobs.list(namespace.metadata.name))
       if (isPending(job.status) && !atRest(job)) queue.add(objectKey(job));
   });
-  // An account's change concerns every job that names it and is not at rest.
-  accounts.on((_event, acct) => {
+  // An account's change concerns every job that names it and is not at rest, when it changes what
+  // a pass reads of it (a usage count does not, without plans).
+  const plansOn = Object.keys(env.MEDIA_PLANS ?? {}).length > 0;
+  accounts.on((event, acct, old) => {
+    if (event !== "delete" && !accountChangeConcernsJobs(old, acct, plansOn)) return;
     for (const job of jobs.list()) {
       if (atRest(job)) continue;
       const account = jobAccount(job);
