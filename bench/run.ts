@@ -231,7 +231,6 @@ const apiserverCounts = async () => apiserverRequestCounts(await apiserverMetric
 /** CPU seconds of the control plane process so far. */
 const controlPlaneCpu = () => cpuSeconds(cp.process.pid!);
 
-/** n jobs' writes made by a bare client at the benchmark's concurrency, in a namespace of their own. */
 const PROFILES = join(REPO_ROOT, ".local/logs/bench/profiles");
 
 /** With --profile, the control plane's CPU profile of a run's first 15 s (awaited when it ends). */
@@ -251,6 +250,7 @@ function ownCpuMsPerJob(before: NodeJS.CpuUsage, n: number): number {
 const better = (before: Ceiling, after: Ceiling): Ceiling =>
   after.jobsPerSecond > before.jobsPerSecond ? after : before;
 
+/** n jobs' writes made by a bare client at the benchmark's concurrency, in a namespace of their own. */
 async function bareClient(
   label: string,
   n: number,
@@ -411,6 +411,24 @@ function meteredSettled(items: MediaJob[], account: BillingAccount | undefined):
   );
 }
 
+/** The apiserver's request counters once no write has moved them for `quietMs` (read every 500 ms). */
+async function countsOnceStill(quietMs: number): Promise<Map<string, number>> {
+  let counts = await apiserverCounts();
+  for (let still = Date.now(); Date.now() - still < quietMs;) {
+    await new Promise((r) => setTimeout(r, 500));
+    const now = await apiserverCounts();
+    if (writesBetween(counts, now) !== 0) [counts, still] = [now, Date.now()];
+  }
+  return counts;
+}
+
+/** meteredSettled for the jobs of `ns` and the metered customer's account, as the apiserver has them. */
+const meteredRunSettled = async (ns: string): Promise<boolean> =>
+  meteredSettled(
+    (await api.list<MediaJob>("mediajobs", ns)).items,
+    await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(METERED_CUSTOMER)),
+  );
+
 /**
  * The warm-up of a product run: `--warmup` jobs (named `w-<i>`, the measured ones are `j-<i>`)
  * created and waited for until they are done (Completed, finalizers off, a metered job's usage
@@ -426,24 +444,16 @@ async function warmUp(ns: string, metered: boolean): Promise<number> {
   });
   const started = Date.now();
   for (;;) {
-    const items = (await api.list<MediaJob>("mediajobs", ns)).items;
     const done = metered
-      ? meteredSettled(
-          items,
-          await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(METERED_CUSTOMER)),
-        )
-      : items.length === count &&
-        items.every((j) => j.status?.phase === "Completed" && (j.metadata.finalizers?.length ?? 0) === 0);
+      ? await meteredRunSettled(ns)
+      : (await api.list<MediaJob>("mediajobs", ns)).items.every(
+          (j) => j.status?.phase === "Completed" && (j.metadata.finalizers?.length ?? 0) === 0,
+        );
     if (done) break;
     if (Date.now() - started > 10 * 60_000) throw new Error("the warm-up's jobs were not done after 10 min");
     await new Promise((r) => setTimeout(r, 1000));
   }
-  let counts = await apiserverCounts();
-  for (let still = Date.now(); Date.now() - still < 2_000;) {
-    await new Promise((r) => setTimeout(r, 500));
-    const now = await apiserverCounts();
-    if (writesBetween(counts, now) !== 0) [counts, still] = [now, Date.now()];
-  }
+  await countsOnceStill(2_000);
   return count;
 }
 
@@ -553,10 +563,7 @@ async function productThroughput(n: number, label = "product", metered = false) 
     // then, as for a plain run, the clock stops when the write counters last moved.
     for (let settled = !metered; !settled;) {
       await new Promise((r) => setTimeout(r, 2000));
-      settled = meteredSettled(
-        (await api.list<MediaJob>("mediajobs", ns)).items,
-        await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(METERED_CUSTOMER)),
-      );
+      settled = await meteredRunSettled(ns);
       if (Date.now() - started > 30 * 60_000) throw new Error("usage not reported and counted after 30 min");
     }
     let seen = "";
@@ -577,12 +584,7 @@ async function productThroughput(n: number, label = "product", metered = false) 
       await new Promise((r) => setTimeout(r, 250));
     }
     // The writes counted: once the counters stop moving (the last end Events land after the clock).
-    let writesDone = await apiserverCounts();
-    for (let still = Date.now(); Date.now() - still < 3_000;) {
-      await new Promise((r) => setTimeout(r, 500));
-      const now = await apiserverCounts();
-      if (writesBetween(writesDone, now) !== 0) [writesDone, still] = [now, Date.now()];
-    }
+    const writesDone = await countsOnceStill(3_000);
     let items: MediaJob[] = [];
     for (;;) {
       items = (await api.list<MediaJob>("mediajobs", ns)).items.filter((j) => createdAt.has(j.metadata.name));
