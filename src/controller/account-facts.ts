@@ -65,7 +65,8 @@ export function accountFacts(
 }
 
 /**
- * Whether a BillingAccount's change can change a MediaJob's pass: the account appearing or going,
+ * Whether a BillingAccount's change can change a MediaJob's pass: the account appearing or going
+ * (no `old`: an add, or a delete, which the informer tells with the object alone),
  * its customer, its subscription's state (a Pending job's admission), and, with plans configured,
  * what the plans read (its prices, its period and its usage). The usage reporter writes the
  * account's usage with every batch it counts; with no plans no pass reads it, so those writes
@@ -74,9 +75,10 @@ export function accountFacts(
 export function accountChangeConcernsJobs(
   old: BillingAccount | undefined,
   now: BillingAccount,
-  plansOn: boolean,
+  plans: Plans | undefined,
 ): boolean {
   if (!old) return true;
+  const plansOn = plans !== undefined && Object.keys(plans).length > 0;
   const a = old.status;
   const b = now.status;
   return (

@@ -6,10 +6,6 @@
 
 /** Semantic equality of two statuses, as their JSON: key order ignored, undefined members absent. */
 export function sameStatus(a: unknown, b: unknown): boolean {
-  return sameJson(a, b);
-}
-
-function sameJson(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) {
     // JSON writes a non-finite number as null.
@@ -20,7 +16,7 @@ function sameJson(a: unknown, b: unknown): boolean {
     if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
     // JSON writes an undefined element (or a function) of an array as null.
     const item = (v: unknown) => (v === undefined || typeof v === "function" ? null : v);
-    return a.every((v, i) => sameJson(item(v), item(b[i])));
+    return a.every((v, i) => sameStatus(item(v), item(b[i])));
   }
   const x = a as Record<string, unknown>;
   const y = b as Record<string, unknown>;
@@ -28,5 +24,5 @@ function sameJson(a: unknown, b: unknown): boolean {
     Object.keys(o).filter((k) => o[k] !== undefined && typeof o[k] !== "function");
   const keys = present(x);
   if (keys.length !== present(y).length) return false;
-  return keys.every((k) => Object.hasOwn(y, k) && y[k] !== undefined && sameJson(x[k], y[k]));
+  return keys.every((k) => Object.hasOwn(y, k) && y[k] !== undefined && sameStatus(x[k], y[k]));
 }

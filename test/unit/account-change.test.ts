@@ -3,6 +3,9 @@
 import { describe, expect, it } from "vitest";
 import type { BillingAccount } from "../../src/crds/billingaccount.js";
 import { accountChangeConcernsJobs } from "../../src/controller/account-facts.js";
+import type { Plans } from "../../src/mediajob/plans.js";
+
+const PLANS: Plans = { price_a: { gpuSecondsPerPeriod: 3600, maxExecutionTimeoutMs: 600_000 } };
 
 const account = (status: NonNullable<BillingAccount["status"]>, customerId = "cus_1"): BillingAccount => ({
   apiVersion: "media-orchestrator.io/v1alpha1",
@@ -32,6 +35,13 @@ describe("accountChangeConcernsJobs", () => {
     ],
     ["the customer", active, account({ ...active.status! }, "cus_2"), false, true],
     ["the usage count, no plans", active, account({ ...active.status, usage: usage(20) }), false, false],
+    [
+      "the usage count, an empty plan table",
+      active,
+      account({ ...active.status, usage: usage(20) }),
+      "empty",
+      false,
+    ],
     ["the usage count, with plans", active, account({ ...active.status, usage: usage(20) }), true, true],
     ["the prices, no plans", active, account({ ...active.status, priceIds: ["price_b"] }), false, false],
     ["the prices, with plans", active, account({ ...active.status, priceIds: ["price_b"] }), true, true],
@@ -54,6 +64,8 @@ describe("accountChangeConcernsJobs", () => {
     ],
     ["nothing, with plans", active, account({ ...active.status! }), true, false],
   ] as const)("%s", (_name, old, now, plansOn, concerns) => {
-    expect(accountChangeConcernsJobs(old, now, plansOn)).toBe(concerns);
+    expect(accountChangeConcernsJobs(old, now, plansOn === "empty" ? {} : plansOn ? PLANS : undefined)).toBe(
+      concerns,
+    );
   });
 });

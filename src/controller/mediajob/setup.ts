@@ -150,9 +150,8 @@ export function setupMediaJob(ctx: LoopContext, deps: MediaJobLoopDeps) {
   });
   // An account's change concerns every job that names it and is not at rest, when it changes what
   // a pass reads of it (a usage count does not, without plans).
-  const plansOn = Object.keys(env.MEDIA_PLANS ?? {}).length > 0;
-  accounts.on((event, acct, old) => {
-    if (event !== "delete" && !accountChangeConcernsJobs(old, acct, plansOn)) return;
+  accounts.on((_event, acct, old) => {
+    if (!accountChangeConcernsJobs(old, acct, env.MEDIA_PLANS)) return;
     for (const job of jobs.list()) {
       if (atRest(job)) continue;
       const account = jobAccount(job);
