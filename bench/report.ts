@@ -115,7 +115,8 @@ export function writeReport(r: Json): void {
       "| jobs | product jobs/s | same-writes ceiling jobs/s | ratio | minimal-writes ceiling jobs/s | ratio to minimal | create→submitted p50 / p99 (ms) | submitted→completed p50 / p99 (ms) | executions per job | jobs without a recorded submission | controller CPU s | controller CPU ms per job |",
     );
     out.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (const t of r.throughput) {
+    // A size measured with `--only split` alone has no row here.
+    for (const t of r.throughput.filter((t: Json) => t.createToSubmittedMs)) {
       out.push(
         `| ${t.jobs} | ${t.jobsPerSecond} | ${t.ceilingJobsPerSecond} (${t.ceilingWritesPerJob ?? t.writesPerJob ?? 6} writes) | ${t.ratio} | ${t.minimalCeilingJobsPerSecond ?? "not measured"} | ${t.ratioToMinimal ?? "not measured"} | ${t.createToSubmittedMs.p50} / ${t.createToSubmittedMs.p99} | ${t.submittedToCompletedMs.p50} / ${t.submittedToCompletedMs.p99} | ${t.executionsPerJob} | ${t.completedBeforeSubmissionRecorded ?? "not measured"} | ${t.controllerCpuSeconds} | ${t.controllerCpuMsPerJob ?? round2((1000 * t.controllerCpuSeconds) / t.jobs)} |`,
       );
@@ -177,18 +178,18 @@ export function writeReport(r: Json): void {
     }
     if (r.throughput.some((t: Json) => t.splitCores)) {
       out.push(
-        "With the control plane on a core of its own (`--split-cores`: the apiserver and etcd pinned to core 0, the controller, the sidecar, the simulator and the bare client to core 1, as in a cluster where the operator runs on a worker node and never takes the apiserver's CPU); the same ceiling method, before and after the product.",
+        "With the control plane on a core of its own (`--split-cores`: the apiserver and etcd pinned to core 0, the controller, the sidecar, the simulator and the bare client to core 1, as in a cluster where the operator runs on a worker node and never takes the apiserver's CPU). The runs alternate, ceiling, product, ceiling, product, ceiling: each product run is compared with the ceiling runs on either side of it, and the ratio is the mean of those pairs. Beside it, the mean product run against the best ceiling run.",
         "",
         "The watched ceiling makes the same writes with a watch open on them, as the controller's informer is: the apiserver sends it each write's event. It says how much of the gap is the watch every controller holds, and how much is the product's own work.",
         "",
-        "| jobs | product jobs/s | same-writes ceiling jobs/s | ratio | watched ceiling jobs/s | ratio to it | control plane ms per job (product / ceiling / watched) | controller ms per job | sidecar ms per job | executions per job |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| jobs | product jobs/s (runs) | same-writes ceiling jobs/s (runs) | ratio (pairs) | ratio to the best ceiling run | watched ceiling jobs/s | ratio to it | control plane ms per job (product / ceiling / watched) | controller ms per job | sidecar ms per job | executions per job |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
       );
       for (const t of r.throughput)
         if (t.splitCores) {
           const x = t.splitCores;
           out.push(
-            `| ${t.jobs} | ${x.jobsPerSecond} | ${x.ceilingJobsPerSecond} | ${x.ratio} | ${x.watchedCeilingJobsPerSecond ?? "–"} | ${x.ratioToWatchedCeiling ?? "–"} | ${x.controlPlaneCpuMsPerJob} / ${x.ceilingControlPlaneCpuMsPerJob} / ${x.watchedCeilingControlPlaneCpuMsPerJob ?? "–"} | ${x.controllerCpuMsPerJob} | ${x.sidecarCpuMsPerJob} | ${x.executionsPerJob} |`,
+            `| ${t.jobs} | ${x.jobsPerSecond} (${(x.productRunsJobsPerSecond ?? [x.jobsPerSecond]).join(", ")}) | ${x.ceilingJobsPerSecond} (${(x.ceilingRunsJobsPerSecond ?? []).join(", ")}) | ${x.ratio} (${(x.pairRatios ?? []).join(", ")}) | ${x.ratioToBestCeiling ?? "–"} | ${x.watchedCeilingJobsPerSecond ?? "–"} | ${x.ratioToWatchedCeiling ?? "–"} | ${x.controlPlaneCpuMsPerJob} / ${x.ceilingControlPlaneCpuMsPerJob} / ${x.watchedCeilingControlPlaneCpuMsPerJob ?? "–"} | ${x.controllerCpuMsPerJob} | ${x.sidecarCpuMsPerJob} | ${x.executionsPerJob} |`,
           );
         }
       out.push("");

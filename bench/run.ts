@@ -15,7 +15,9 @@
 //   provider's bill, sparse, saturated and mixed (bench/cost-scenarios.ts; no control plane alone)
 //   --only storage [--storage-pipelines 500]: three-step media pipelines through the object store,
 //   then again from the stage cache (bench/storage.ts)
-//   --split-cores: each throughput size again with the control plane on a core of its own
+//   --split-cores [--split-rounds 2]: each throughput size again with the control plane on a core
+//   of its own, product runs alternating with ceiling runs
+//   --only split: that measurement alone, added to the throughput rows of the last run
 //   --warmup 200: jobs each product run puts through before its clock starts (0: measured cold)
 //   --profile: the throughput runs' controller and sidecar write V8 CPU profiles into
 //   .local/logs/bench/profiles (summarised by `tsx bench/profile-top.ts <file>`), and the control
@@ -106,6 +108,8 @@ const { values: args } = parseArgs({
     // Each throughput size once more with the control plane on core 0 and everything else (the
     // controller, the sidecar, the simulator, the bare client) on core 1.
     "split-cores": { type: "boolean", default: false },
+    // Product runs of the split-cores measurement, each between two ceiling runs.
+    "split-rounds": { type: "string", default: "2" },
     // Jobs each product run puts through the controller and the sidecar before it is measured.
     warmup: { type: "string", default: "200" },
     "cost-sparse": { type: "string" },
@@ -429,6 +433,15 @@ const meteredRunSettled = async (ns: string): Promise<boolean> =>
     await api.get<BillingAccount>("billingaccounts", ns, billingAccountName(METERED_CUSTOMER)),
   );
 
+/** The MediaJob loop's reconciles so far, every outcome, from the controller's /metrics. */
+async function mediaJobPasses(port: number): Promise<number> {
+  const page = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return page
+    .split("\n")
+    .filter((l) => l.startsWith("media_orchestrator_reconcile_total{") && l.includes('controller="mediajob"'))
+    .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+}
+
 /**
  * The warm-up of a product run: `--warmup` jobs (named `w-<i>`, the measured ones are `j-<i>`)
  * created and waited for until they are done (Completed, finalizers off, a metered job's usage
@@ -524,6 +537,7 @@ async function productThroughput(n: number, label = "product", metered = false) 
       ? round((1000 * (cpuSeconds(controller.pid!) - warmupCpuBefore)) / warm, 2)
       : undefined;
     const createdAt = new Map<string, number>();
+    const passesBefore = await mediaJobPasses(ctrlPort);
     const cpuBefore = cpuSeconds(controller.pid!);
     const hooksCpuBefore = cpuSeconds(webhooks.pid!);
     const requestsBefore = await apiserverCounts();
@@ -618,6 +632,9 @@ async function productThroughput(n: number, label = "product", metered = false) 
       controllerRssMiB: round(rssMiB(controller.pid!)),
       controllerCpuSeconds: round(controllerCpu),
       controllerCpuMsPerJob: round((1000 * controllerCpu) / n, 2),
+      // The MediaJob loop's reconciles per job (its own counter): a job's writes each bring one
+      // pass back (its watch event); anything beyond them is a pass that found nothing to do.
+      reconcilesPerJob: round(((await mediaJobPasses(ctrlPort)) - passesBefore) / n, 2),
       // The warm-up's jobs, the first after the controller started: its cold figure.
       warmupJobs: warm,
       ...(coldControllerCpuMsPerJob !== undefined && { coldControllerCpuMsPerJob }),
@@ -646,43 +663,76 @@ async function productThroughput(n: number, label = "product", metered = false) 
 const pinTo = (pid: number, cpus: string) =>
   execFileSync("taskset", ["--all-tasks", "--pid", "--cpu-list", cpus, String(pid)], { stdio: "ignore" });
 
+/** The mean of some numbers. */
+const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
+
 /**
  * The product and its ceiling with the control plane on a core of its own (core 0) and everything
  * else on the other: the shape of a real cluster, where the apiserver and etcd run on control-plane
  * nodes and the operator on a worker, so the operator's own CPU never slows the apiserver. The
  * ratio then says how close the product drives the apiserver to what a bare client gets from it.
+ *
+ * Two runs of the same ceiling minutes apart have differed by up to 40 % here, more than the gap
+ * being measured, and the control plane's speed drifts as a run's objects pile up. So the runs
+ * alternate, ceiling, product, ceiling, product, ceiling (`--split-rounds` products), and each
+ * product run is compared with the two ceiling runs on either side of it: a drift slows both
+ * sides of a pair alike. The ratio is the mean of those pairs' ratios. Beside it, the mean product
+ * against the best ceiling run, the figure that reads every spread against the product.
  */
 async function splitCoresThroughput(n: number) {
   const all = `0-${availableParallelism() - 1}`;
+  const rounds = Math.max(1, Number(args["split-rounds"]));
   pinTo(cp.process.pid!, "0");
   pinTo(process.pid, "1");
   try {
-    const before = await ceiling(n);
-    log(`  split cores: ceiling ${before.jobsPerSecond} jobs/s; now the product...`);
-    const p = await productThroughput(n, "split");
-    const after = await ceiling(n);
+    const ceilings = [await ceiling(n)];
+    const products: Awaited<ReturnType<typeof productThroughput>>[] = [];
+    for (let i = 1; i <= rounds; i++) {
+      log(
+        `  split cores: ceiling ${ceilings.at(-1)!.jobsPerSecond} jobs/s; now the product (${i}/${rounds})...`,
+      );
+      products.push(await productThroughput(n, i === 1 ? "split" : `split${i}`));
+      ceilings.push(await ceiling(n));
+      log(
+        `  split cores: product ${products.at(-1)!.jobsPerSecond} jobs/s, ceiling ${ceilings.at(-1)!.jobsPerSecond} jobs/s after it`,
+      );
+    }
     // The same writes again, with a watch on them as any controller holds: how much of the gap is
     // the watch's events, and how much the product's own work.
     const watched = await ceiling(n, true);
-    const c = better(before, after);
+    const pairRatios = products.map((p, i) =>
+      round(p.jobsPerSecond / mean([ceilings[i]!.jobsPerSecond, ceilings[i + 1]!.jobsPerSecond]), 2),
+    );
+    const jobsPerSecond = round(mean(products.map((p) => p.jobsPerSecond)));
+    const bestCeiling = Math.max(...ceilings.map((c) => c.jobsPerSecond));
+    const meanOf = (rows: Array<Record<string, unknown>>, key: string) =>
+      round(mean(rows.map((r) => r[key] as number)), 2);
     const row = {
-      jobsPerSecond: p.jobsPerSecond,
-      ceilingJobsPerSecond: c.jobsPerSecond,
-      ceilingRunsJobsPerSecond: [before.jobsPerSecond, after.jobsPerSecond],
-      ratio: round(p.jobsPerSecond / c.jobsPerSecond, 2),
+      jobsPerSecond,
+      productRunsJobsPerSecond: products.map((p) => p.jobsPerSecond),
+      ceilingJobsPerSecond: round(mean(ceilings.map((c) => c.jobsPerSecond))),
+      ceilingRunsJobsPerSecond: ceilings.map((c) => c.jobsPerSecond),
+      pairRatios,
+      ratio: round(mean(pairRatios), 2),
+      ratioToBestCeiling: round(jobsPerSecond / bestCeiling, 2),
       watchedCeilingJobsPerSecond: watched.jobsPerSecond,
       watchedCeilingControlPlaneCpuMsPerJob: watched.controlPlaneCpuMsPerJob,
-      ratioToWatchedCeiling: round(p.jobsPerSecond / watched.jobsPerSecond, 2),
-      controlPlaneCpuMsPerJob: p.controlPlaneCpuMsPerJob,
-      ceilingControlPlaneCpuMsPerJob: c.controlPlaneCpuMsPerJob,
-      controllerCpuMsPerJob: p.controllerCpuMsPerJob,
-      sidecarCpuMsPerJob: p.sidecarCpuMsPerJob,
-      executionsPerJob: p.executionsPerJob,
+      ratioToWatchedCeiling: round(jobsPerSecond / watched.jobsPerSecond, 2),
+      controlPlaneCpuMsPerJob: meanOf(products, "controlPlaneCpuMsPerJob"),
+      ceilingControlPlaneCpuMsPerJob: meanOf(
+        ceilings as unknown as Array<Record<string, unknown>>,
+        "controlPlaneCpuMsPerJob",
+      ),
+      controllerCpuMsPerJob: meanOf(products, "controllerCpuMsPerJob"),
+      sidecarCpuMsPerJob: meanOf(products, "sidecarCpuMsPerJob"),
+      executionsPerJob: Math.max(...products.map((p) => p.executionsPerJob)),
     };
     log(
-      `  split cores: product ${p.jobsPerSecond} jobs/s, ceiling ${after.jobsPerSecond} jobs/s after; ` +
-        `${row.ratio} of the ceiling; control plane ${p.controlPlaneCpuMsPerJob} ms per job (ceiling ${c.controlPlaneCpuMsPerJob}); ` +
-        `with a watch the ceiling makes ${watched.jobsPerSecond} jobs/s, ${watched.controlPlaneCpuMsPerJob} ms per job (product ${row.ratioToWatchedCeiling} of it)`,
+      `  split cores: product ${jobsPerSecond} jobs/s (runs ${row.productRunsJobsPerSecond.join(", ")}), ` +
+        `ceiling runs ${row.ceilingRunsJobsPerSecond.join(", ")}; ${row.ratio} of the ceilings beside each run ` +
+        `(pairs ${pairRatios.join(", ")}), ${row.ratioToBestCeiling} of the best; control plane ` +
+        `${row.controlPlaneCpuMsPerJob} ms per job (ceiling ${row.ceilingControlPlaneCpuMsPerJob}); with a watch the ` +
+        `ceiling makes ${watched.jobsPerSecond} jobs/s, ${watched.controlPlaneCpuMsPerJob} ms per job (product ${row.ratioToWatchedCeiling} of it)`,
     );
     return row;
   } finally {
@@ -1459,7 +1509,9 @@ try {
           `(ceiling ${runs.at(-1)!.ceilingTotalCpuMsPerJob}; simulator and job creation ${p.driverCpuMsPerJob}, ` +
           `ceiling client ${c.driverCpuMsPerJob})`,
       );
-      log(`  apiserver per job, product: ${JSON.stringify(p.apiserverRequestsPerJob)}`);
+      log(
+        `  apiserver per job, product: ${JSON.stringify(p.apiserverRequestsPerJob)}; MediaJob reconciles per job ${p.reconcilesPerJob}`,
+      );
       log(`  apiserver per job, ceiling: ${JSON.stringify(c.apiserverRequestsPerJob)}`);
       log(
         `  Kubernetes writes per job: plain ${p.writesPerJob}, metered ${m.writesPerJob} (${m.jobsPerSecond} jobs/s)`,
@@ -1471,6 +1523,14 @@ try {
       }
     }
     results.throughput = runs;
+  }
+  if (only.has("split") && availableParallelism() >= 2) {
+    const rows = [];
+    for (const n of args.jobs!.split(",").map(Number)) {
+      log(`throughput: ${n} jobs with the control plane on a core of its own...`);
+      rows.push({ jobs: n, splitCores: await splitCoresThroughput(n) });
+    }
+    results.splitCores = rows;
   }
   if (only.has("fairness")) {
     log("fairness: bursts of two accounts and a trickle of a third, window on and off...");
@@ -1603,6 +1663,17 @@ function saveResults(results: Record<string, unknown>): void {
     );
     for (const r of results.throughput as Array<{ jobs: number }>) rows.set(r.jobs, r);
     merged.throughput = [...rows.entries()].sort(([a], [b]) => a - b).map(([, r]) => r);
+  }
+  if (Array.isArray(results.splitCores)) {
+    // --only split: each size's split-cores measurement joins that size's throughput row.
+    const rows = (merged.throughput as Array<{ jobs: number; splitCores?: unknown }> | undefined) ?? [];
+    for (const r of results.splitCores as Array<{ jobs: number; splitCores: unknown }>) {
+      const row = rows.find((t) => t.jobs === r.jobs);
+      if (row) row.splitCores = r.splitCores;
+      else rows.push(r);
+    }
+    merged.throughput = rows.sort((a, b) => a.jobs - b.jobs);
+    delete merged.splitCores;
   }
   writeFileSync(latest, `${JSON.stringify(merged, null, 2)}\n`);
   writeReport(merged);
