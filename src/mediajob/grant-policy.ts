@@ -2,13 +2,7 @@
 // (per account, with priority and age), what it has in flight and the workers up, which jobs get a
 // slot now and, when none may, when to look again. The Dispatcher (src/controller/dispatch) holds
 // the state and the timers and applies the decision; nothing here reads a clock or the cache.
-import {
-  pickNext,
-  type AccountWeights,
-  type FairShareState,
-  type Priority,
-  type WaitingJob,
-} from "./fair-share.js";
+import { pickNext, type AccountWeights, type FairShareState, type WaitingJob } from "./fair-share.js";
 import { freeSlots, lowPriorityRoom, type WindowState } from "./window.js";
 
 /** RunPod allows 1,000 /run per 10 s per endpoint; the dispatcher grants at most 900, for retries. */
@@ -29,7 +23,10 @@ export interface GrantInput {
   used: GrantUse;
   /** When each grant of the last RUN_LIMIT_WINDOW_MS was made, oldest first. */
   recentGrants: readonly number[];
-  /** The waiting jobs, one list per account (any order within it). */
+  /**
+   * The waiting jobs, one list per account, each in the order slots go to them: priority, then
+   * age, then arrival (a WaitingQueue's order). Only the front of each is read.
+   */
   waiting: Iterable<Iterable<WaitingJob>>;
   /** The workers up at the last /health look and the work there that is not ours. */
   workersIdle: number;
@@ -62,26 +59,34 @@ export function decideGrants(i: GrantInput): GrantDecision {
       return { granted: [], fair: i.fair, recheckInMs: i.recentGrants[0]! + RUN_LIMIT_WINDOW_MS - i.nowMs };
     return { granted: [], fair: i.fair };
   }
+  // Within an account the pick takes at most `free` jobs, and its normal and high priority jobs
+  // come first in its order: its first `free` of them are the only ones the pick can take.
   const normal: WaitingJob[] = [];
-  const low: WaitingJob[][] = [];
+  const rest: Array<{ next: IteratorResult<WaitingJob>; more: Iterator<WaitingJob> }> = [];
   for (const q of i.waiting) {
-    const [n, l] = partition(q, (j) => j.priority !== "low");
-    // Within an account the pick takes at most `free` jobs: only those can come first.
-    normal.push(...firstOf(n, free));
-    if (l.length) low.push(l);
+    const more = q[Symbol.iterator]();
+    let next = more.next();
+    for (let taken = 0; !next.done && next.value.priority !== "low" && taken < free; taken++) {
+      normal.push(next.value);
+      next = more.next();
+    }
+    rest.push({ next, more });
   }
   const first = pick(normal, free, i.fair, i.weights);
   const lowFree = Math.min(
     free - first.picked.length,
     lowRoom({ ...i, used: { normal: i.used.normal + first.picked.length, low: i.used.low } }),
   );
-  if (lowFree <= 0 || low.length === 0) return { granted: first.picked, fair: first.state };
-  const second = pick(
-    low.flatMap((l) => firstOf(l, lowFree)),
-    lowFree,
-    first.state,
-    i.weights,
-  );
+  if (lowFree <= 0) return { granted: first.picked, fair: first.state };
+  // Room is left only when no account offered `free` normal jobs (the pick takes as many as it is
+  // offered, up to `free`), so each account's order was read up to its first low-priority job or
+  // its end: what is left of it is its low-priority jobs, oldest first.
+  const low: WaitingJob[] = [];
+  for (const { more, ...from } of rest)
+    for (let next = from.next, taken = 0; !next.done && taken < lowFree; next = more.next(), taken++)
+      low.push(next.value);
+  if (low.length === 0) return { granted: first.picked, fair: first.state };
+  const second = pick(low, lowFree, first.state, i.weights);
   return { granted: [...first.picked, ...second.picked], fair: second.state };
 }
 
@@ -104,33 +109,4 @@ function pick(
 ): { picked: WaitingJob[]; state: FairShareState } {
   if (candidates.length === 0 || n <= 0) return { picked: [], state: fair };
   return pickNext({ waiting: candidates, n, ...(weights && { weights }), state: fair });
-}
-
-const RANK: Record<Priority, number> = { high: 0, normal: 1, low: 2 };
-const byPriorityThenAge = (a: WaitingJob, b: WaitingJob): number =>
-  RANK[a.priority ?? "normal"] - RANK[b.priority ?? "normal"] || a.createdAt - b.createdAt;
-
-/** The first `n` jobs by priority then age: a scan for the usual one or few slots, else a sort. */
-function firstOf(jobs: Iterable<WaitingJob>, n: number): WaitingJob[] {
-  const all = [...jobs];
-  if (n >= 8 || n >= all.length) return all.sort(byPriorityThenAge).slice(0, n);
-  const best: WaitingJob[] = [];
-  for (const job of all) {
-    if (best.length < n) {
-      best.push(job);
-      best.sort(byPriorityThenAge);
-    } else if (byPriorityThenAge(job, best[n - 1]!) < 0) {
-      best[n - 1] = job;
-      best.sort(byPriorityThenAge);
-    }
-  }
-  return best;
-}
-
-/** The jobs that pass `test`, and the others. */
-function partition<T>(items: Iterable<T>, test: (item: T) => boolean): [T[], T[]] {
-  const yes: T[] = [];
-  const no: T[] = [];
-  for (const item of items) (test(item) ? yes : no).push(item);
-  return [yes, no];
 }

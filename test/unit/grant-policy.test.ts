@@ -1,9 +1,11 @@
 // decideGrants as a table: each row one endpoint's window, what it has in flight, the workers up
 // and the jobs that wait; the jobs given a slot, in order, and when to look again if none may go.
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { fairShareState, type Priority, type WaitingJob } from "../../src/mediajob/fair-share.js";
+import { fairShareState, pickNext, type Priority, type WaitingJob } from "../../src/mediajob/fair-share.js";
 import { decideGrants, lowRoom, RUN_LIMIT, type GrantInput } from "../../src/mediajob/grant-policy.js";
-import { initialWindow } from "../../src/mediajob/window.js";
+import { WaitingQueue } from "../../src/mediajob/waiting-queue.js";
+import { freeSlots, initialWindow } from "../../src/mediajob/window.js";
 
 const NOW = Date.parse("2026-01-01T01:00:00.000Z");
 
@@ -15,19 +17,31 @@ const job = (id: string, account: string, age: number, priority: Priority = "nor
   createdAt: NOW - age * 1000,
 });
 
-/** An endpoint with room for 2 more of ours, nothing in flight, no worker up, nobody waiting. */
-const endpoint = (o: Partial<GrantInput> = {}): GrantInput => ({
+/** The jobs of one account queued as the dispatcher queues them, whatever order they are listed in. */
+const queueOf = (jobs: WaitingJob[]): WaitingQueue => {
+  const q = new WaitingQueue();
+  for (const j of jobs) q.add(j);
+  return q;
+};
+
+/**
+ * An endpoint with room for 2 more of ours, nothing in flight, no worker up, nobody waiting; the
+ * waiting jobs listed per account in any order.
+ */
+const endpoint = (
+  o: Partial<Omit<GrantInput, "waiting">> & { waiting?: WaitingJob[][] } = {},
+): GrantInput => ({
   nowMs: NOW,
   window: initialWindow(),
   ceiling: 2,
   used: { normal: 0, low: 0 },
   recentGrants: [],
-  waiting: [],
   workersIdle: 0,
   workersRunning: 0,
   foreign: 0,
   fair: fairShareState(),
   ...o,
+  waiting: (o.waiting ?? []).map(queueOf),
 });
 
 interface Row {
@@ -165,5 +179,82 @@ describe("lowRoom", () => {
   it("is the workers up less the normal jobs, the foreign work and the low-priority jobs there", () => {
     expect(lowRoom({ used: { normal: 1, low: 1 }, workersIdle: 2, workersRunning: 2, foreign: 1 })).toBe(1);
     expect(lowRoom({ used: { normal: 5, low: 0 }, workersIdle: 2, workersRunning: 0, foreign: 0 })).toBe(0);
+  });
+});
+
+/**
+ * The decision as it was made before queues kept their order: every account's whole list
+ * partitioned, sorted and cut (first `free` normal jobs, first `lowFree` low ones). The policy
+ * reading only the front of ordered queues must decide the same for any waiting jobs.
+ */
+function scanningDecision(i: GrantInput, lists: WaitingJob[][]): string[] {
+  const RANK = { high: 0, normal: 1, low: 2 } as const;
+  const order = (a: WaitingJob, b: WaitingJob) =>
+    RANK[a.priority ?? "normal"] - RANK[b.priority ?? "normal"] || a.createdAt - b.createdAt;
+  const firstOf = (jobs: WaitingJob[], n: number) => [...jobs].sort(order).slice(0, n);
+  const byQueues = decideGrants({ ...i, waiting: [] });
+  if (byQueues.recheckInMs !== undefined) return [];
+  const free = Math.min(
+    freeSlots(i.window, i.ceiling, i.used.normal + i.used.low, i.nowMs),
+    RUN_LIMIT - i.recentGrants.length,
+  );
+  if (free <= 0) return [];
+  const normal = lists.flatMap((l) =>
+    firstOf(
+      l.filter((j) => j.priority !== "low"),
+      free,
+    ),
+  );
+  const first = normal.length
+    ? pickNext({ waiting: normal, n: free, state: i.fair })
+    : { picked: [], state: i.fair };
+  const lowFree = Math.min(
+    free - first.picked.length,
+    lowRoom({ ...i, used: { normal: i.used.normal + first.picked.length, low: i.used.low } }),
+  );
+  const low =
+    lowFree > 0
+      ? lists.flatMap((l) =>
+          firstOf(
+            l.filter((j) => j.priority === "low"),
+            lowFree,
+          ),
+        )
+      : [];
+  const second = low.length ? pickNext({ waiting: low, n: lowFree, state: first.state }).picked : [];
+  return [...first.picked, ...second].map((j) => j.id);
+}
+
+describe("decideGrants on ordered queues", () => {
+  it("grants what a scan of every waiting job would, for any jobs, priorities, ties and room", () => {
+    const waitingJob = fc.record({
+      account: fc.constantFrom("a", "b", "c"),
+      priority: fc.constantFrom<Priority>("high", "normal", "low"),
+      // Few distinct ages: jobs created in the same second tie, as creationTimestamps do.
+      age: fc.integer({ min: 0, max: 4 }),
+    });
+    fc.assert(
+      fc.property(
+        fc.array(waitingJob, { maxLength: 40 }),
+        fc.integer({ min: 0, max: 12 }),
+        fc.integer({ min: 0, max: 6 }),
+        fc.integer({ min: 0, max: 3 }),
+        fc.integer({ min: 0, max: 8 }),
+        (specs, ceiling, normalUsed, lowUsed, workersIdle) => {
+          const jobs = specs.map((s, k) => job(`j${k}`, s.account, s.age, s.priority));
+          const lists = ["a", "b", "c"]
+            .map((a) => jobs.filter((j) => j.account === a))
+            .filter((l) => l.length > 0);
+          const input = endpoint({
+            ceiling,
+            used: { normal: normalUsed, low: lowUsed },
+            workersIdle,
+            waiting: lists,
+          });
+          expect(decideGrants(input).granted.map((j) => j.id)).toEqual(scanningDecision(input, lists));
+        },
+      ),
+      { numRuns: 500 },
+    );
   });
 });

@@ -25,6 +25,7 @@ import {
 } from "../../mediajob/fair-share.js";
 import { windowWait, type SlotFact } from "../../mediajob/queued.js";
 import { decideGrants, lowRoom, RUN_LIMIT_WINDOW_MS } from "../../mediajob/grant-policy.js";
+import { WaitingQueue } from "../../mediajob/waiting-queue.js";
 import {
   ceiling,
   initialWindow,
@@ -411,9 +412,9 @@ export class Dispatcher {
     d.fair ??= this.initialFair(d);
     const account = job.account ?? DEFAULT_ACCOUNT;
     let q = d.waiting.get(account);
-    if (!q) d.waiting.set(account, (q = new Map()));
+    if (!q) d.waiting.set(account, (q = new WaitingQueue()));
     this.positionAt.set(job.id, position);
-    q.set(job.id, job);
+    q.add(job);
     this.waitingAt.set(job.id, id);
   }
 
@@ -438,8 +439,7 @@ export class Dispatcher {
   /** Hands the free slots of an endpoint to the next waiting jobs, and wakes them. */
   private grant(id: string, d: EndpointDispatch): void {
     if (!this.leading) return;
-    const waiting = [...d.waiting.values()].map((q) => q.values());
-    this.commit(id, d, this.round(d, d, this.now(), waiting));
+    this.commit(id, d, this.round(d, d, this.now(), [...d.waiting.values()]));
   }
 
   /**
@@ -453,15 +453,21 @@ export class Dispatcher {
     waiting: Iterable<Iterable<WaitingJob>>,
   ): Round {
     const ttl = this.o.grantTtlMs ?? 30_000;
-    const granted = new Map(d.granted);
-    for (const [key, at] of d.granted) if (nowMs - at > ttl && !d.inFlight.has(key)) granted.delete(key);
+    // The round works on copies, made only when it changes something: most rounds (a job asking
+    // while the window is full) change nothing, and a window of hundreds is copied for nothing.
+    let granted = d.granted;
+    for (const [key, at] of d.granted)
+      if (nowMs - at > ttl && !d.inFlight.has(key)) {
+        if (granted === d.granted) granted = new Map(d.granted);
+        granted.delete(key);
+      }
     // RunPod's /run limit per endpoint (https://docs.runpod.io/serverless/endpoints/send-requests#rate-limits):
     // the grants of the last 10 s, each one /run, stay under it (a window of thousands refilled
     // at once, or jobs that end at once, would otherwise exceed it).
     let past = 0;
     while (past < d.recentGrants.length && nowMs - d.recentGrants[past]! >= RUN_LIMIT_WINDOW_MS) past++;
-    const recentGrants = d.recentGrants.slice(past);
-    const low = new Set(d.low);
+    let recentGrants = past ? d.recentGrants.slice(past) : d.recentGrants;
+    let low = d.low;
     const decision = decideGrants({
       nowMs,
       window: d.window ?? initialWindow(),
@@ -473,6 +479,11 @@ export class Dispatcher {
       fair: d.fair ?? this.initialFair(d),
       ...(this.o.weights && { weights: this.o.weights }),
     });
+    if (decision.granted.length) {
+      if (granted === d.granted) granted = new Map(d.granted);
+      if (recentGrants === d.recentGrants) recentGrants = [...d.recentGrants];
+      low = new Set(d.low);
+    }
     for (const job of decision.granted) {
       granted.set(job.id, nowMs);
       if (job.priority === "low") low.add(job.id);

@@ -4,6 +4,7 @@
 import type { FairShareState, WaitingJob } from "../../mediajob/fair-share.js";
 import type { GrantUse } from "../../mediajob/grant-policy.js";
 import type { SlotFact } from "../../mediajob/queued.js";
+import type { WaitingQueue } from "../../mediajob/waiting-queue.js";
 import type { EndpointCapacity, WindowState } from "../../mediajob/window.js";
 
 /** The endpoint's numbers a window and a grant are sized from (the GpuEndpoint's spec and status). */
@@ -49,8 +50,8 @@ export class EndpointDispatch implements EndpointNumbers {
   readonly inFlight = new Set<string>();
   /** Jobs given a slot whose submission the cache does not show yet, with when. */
   granted = new Map<string, number>();
-  /** Jobs that asked and wait, by account, in arrival order (sorted lazily for a pick). */
-  readonly waiting = new Map<string, Map<string, WaitingJob>>();
+  /** Jobs that asked and wait, by account, each account's in the order slots go to them. */
+  readonly waiting = new Map<string, WaitingQueue>();
   window?: WindowState;
   fair?: FairShareState;
   capacity?: EndpointCapacity;
@@ -86,26 +87,21 @@ export function usedOf(
   return { normal: all - lowUsed, low: lowUsed };
 }
 
-/** The waiting jobs, one list per account, with `joining` at the end of its account's (as enqueued). */
+/** The waiting jobs, one list per account in its order, with `joining` arrived in its account's. */
 export function waitingWith(
-  waiting: ReadonlyMap<string, ReadonlyMap<string, WaitingJob>>,
+  waiting: ReadonlyMap<string, WaitingQueue>,
   joining?: WaitingJob,
 ): Iterable<WaitingJob>[] {
   const lists: Iterable<WaitingJob>[] = [];
   let joined = joining === undefined;
   for (const [account, q] of waiting) {
     if (!joined && account === joining!.account) {
-      lists.push(andThen(q.values(), joining!));
+      lists.push(q.withArriving(joining!));
       joined = true;
-    } else lists.push(q.values());
+    } else lists.push(q);
   }
   if (!joined) lists.push([joining!]);
   return lists;
-}
-
-function* andThen<T>(items: Iterable<T>, last: T): Generator<T> {
-  yield* items;
-  yield last;
 }
 
 /** The workers up at the last look, and the work there that is not ours. */
