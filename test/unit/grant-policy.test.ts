@@ -258,3 +258,23 @@ describe("decideGrants on ordered queues", () => {
     );
   });
 });
+
+describe("decideGrants on a backlog", () => {
+  it("reads only the front of each account's queue: a slot freed does not cost a pass over the backlog", () => {
+    let read = 0;
+    const counted = (q: WaitingQueue): Iterable<WaitingJob> => ({
+      *[Symbol.iterator]() {
+        for (const j of q) {
+          read++;
+          yield j;
+        }
+      },
+    });
+    const backlog = (account: string) =>
+      queueOf(Array.from({ length: 10_000 }, (_, k) => job(`${account}${k}`, account, k % 60)));
+    const d = decideGrants({ ...endpoint(), waiting: [counted(backlog("a")), counted(backlog("b"))] });
+    expect(d.granted).toHaveLength(2);
+    // Each account's first two (the free slots) and the one after them, which says there are more.
+    expect(read).toBeLessThanOrEqual(2 * 3);
+  });
+});
