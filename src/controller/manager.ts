@@ -120,6 +120,8 @@ export class Manager {
       },
       log: log.child({ informer: "mediajobs" }),
       onInvalid: (raw) => this.reportInvalid("mediajobs", raw),
+      // The MediaJob loop's own writes (the loop is set up below, before the informer starts).
+      ownVersion: (raw) => this.mediajob.ownWrites.wrote(raw),
     });
     this.endpoints = new Informer<GpuEndpoint>(api, {
       plural: "gpuendpoints",

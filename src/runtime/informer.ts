@@ -22,6 +22,12 @@ export interface InformerOptions<T> {
   schema?: ZodType<T>;
   /** Called with an object that fails the schema (it is left out of the cache, an older copy evicted). */
   onInvalid?: (raw: KubeObject) => void;
+  /**
+   * Whether an object is a version this process wrote itself (own-writes.ts): it is taken without
+   * the schema check. The copy it was written from passed that check when it came in, and the
+   * apiserver checked the write against the resource's schema: the check is for what others write.
+   */
+  ownVersion?: (raw: KubeObject) => boolean;
   /** Trims an accepted object before it is cached (it may change and return the object it gets). */
   transform?: (obj: T) => T;
   /** Only the objects that match (a list's and a watch's fieldSelector), e.g. `metadata.name=x`. */
@@ -117,7 +123,7 @@ export class Informer<T extends KubeObject> {
   }
 
   private accept(raw: unknown): T | undefined {
-    if (!this.opts.schema) return raw as T;
+    if (!this.opts.schema || this.opts.ownVersion?.(raw as KubeObject)) return raw as T;
     const res = this.opts.schema.safeParse(raw);
     if (res.success) return res.data;
     const meta = (raw as KubeObject | undefined)?.metadata;

@@ -50,6 +50,12 @@ export class OwnWrites {
     return true;
   }
 
+  /** Whether this version of the object is one we wrote and whose event is still to come (claims nothing). */
+  wrote(obj: KubeObject): boolean {
+    const rv = obj.metadata?.resourceVersion;
+    return rv !== undefined && (this.versions.get(objectKey(obj))?.includes(rv) ?? false);
+  }
+
   forget(obj: KubeObject): void {
     this.versions.delete(objectKey(obj));
   }
