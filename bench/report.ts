@@ -182,14 +182,14 @@ export function writeReport(r: Json): void {
         "",
         "The watched ceiling makes the same writes with a watch open on them, as the controller's informer is: the apiserver sends it each write's event. It says how much of the gap is the watch every controller holds, and how much is the product's own work.",
         "",
-        "| jobs | product jobs/s (runs) | same-writes ceiling jobs/s (runs) | ratio (pairs) | ratio to the best ceiling run | watched ceiling jobs/s | ratio to it | control plane ms per job (product / ceiling / watched) | controller ms per job | sidecar ms per job | executions per job |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| jobs | product jobs/s (runs) | same-writes ceiling jobs/s (runs) | ratio (pairs) | ratio to the best ceiling run | watched ceiling jobs/s | ratio to it | control plane ms per job (product / ceiling / watched) | controller ms per job | sidecar ms per job | product writes per job | executions per job |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
       );
       for (const t of r.throughput)
         if (t.splitCores) {
           const x = t.splitCores;
           out.push(
-            `| ${t.jobs} | ${x.jobsPerSecond} (${(x.productRunsJobsPerSecond ?? [x.jobsPerSecond]).join(", ")}) | ${x.ceilingJobsPerSecond} (${(x.ceilingRunsJobsPerSecond ?? []).join(", ")}) | ${x.ratio} (${(x.pairRatios ?? []).join(", ")}) | ${x.ratioToBestCeiling ?? "–"} | ${x.watchedCeilingJobsPerSecond ?? "–"} | ${x.ratioToWatchedCeiling ?? "–"} | ${x.controlPlaneCpuMsPerJob} / ${x.ceilingControlPlaneCpuMsPerJob} / ${x.watchedCeilingControlPlaneCpuMsPerJob ?? "–"} | ${x.controllerCpuMsPerJob} | ${x.sidecarCpuMsPerJob} | ${x.executionsPerJob} |`,
+            `| ${t.jobs} | ${x.jobsPerSecond} (${(x.productRunsJobsPerSecond ?? [x.jobsPerSecond]).join(", ")}) | ${x.ceilingJobsPerSecond} (${(x.ceilingRunsJobsPerSecond ?? []).join(", ")}) | ${x.ratio} (${(x.pairRatios ?? []).join(", ")}) | ${x.ratioToBestCeiling ?? "–"} | ${x.watchedCeilingJobsPerSecond ?? "–"} | ${x.ratioToWatchedCeiling ?? "–"} | ${x.controlPlaneCpuMsPerJob} / ${x.ceilingControlPlaneCpuMsPerJob} / ${x.watchedCeilingControlPlaneCpuMsPerJob ?? "–"} | ${x.controllerCpuMsPerJob} | ${x.sidecarCpuMsPerJob} | ${x.writesPerJob ?? "–"} | ${x.executionsPerJob} |`,
           );
         }
       out.push("");
