@@ -1663,7 +1663,11 @@ function saveResults(results: Record<string, unknown>): void {
     const rows = new Map<number, unknown>(
       (previous.throughput as Array<{ jobs: number }>).map((r) => [r.jobs, r]),
     );
-    for (const r of results.throughput as Array<{ jobs: number }>) rows.set(r.jobs, r);
+    // A row measured without --split-cores keeps the split-cores measurement of the row it replaces.
+    for (const r of results.throughput as Array<{ jobs: number; splitCores?: unknown }>) {
+      const kept = (rows.get(r.jobs) as { splitCores?: unknown } | undefined)?.splitCores;
+      rows.set(r.jobs, r.splitCores || !kept ? r : { ...r, splitCores: kept });
+    }
     merged.throughput = [...rows.entries()].sort(([a], [b]) => a - b).map(([, r]) => r);
   }
   if (Array.isArray(results.splitCores)) {
