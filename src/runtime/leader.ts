@@ -44,6 +44,8 @@ export class LeaderElector {
   private timer?: NodeJS.Timeout;
   private watchdog?: NodeJS.Timeout;
   private observed?: { record: string; at: number };
+  /** The read-and-write of the lease under way, which stop() waits out before it releases. */
+  private attempt?: Promise<void>;
   private lastRenew = 0;
   private readonly leaseDurationMs: number;
   private readonly renewDeadlineMs: number;
@@ -95,7 +97,7 @@ export class LeaderElector {
     this.watchdog.unref();
     const tick = async () => {
       if (this.stopped) return;
-      await this.tryAcquireOrRenew();
+      await (this.attempt = this.tryAcquireOrRenew());
       if (!this.stopped) this.timer = setTimeout(tick, this.retryPeriodMs);
     };
     void tick();
@@ -128,6 +130,8 @@ export class LeaderElector {
       } catch (err) {
         if (!isNotFound(err)) throw err;
       }
+      // Stopped while reading: nothing more is written (stop() releases what we hold).
+      if (this.stopped) return;
       if (!lease) {
         await this.api.rawJson(
           "POST",
@@ -191,6 +195,9 @@ export class LeaderElector {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     if (this.watchdog) clearInterval(this.watchdog);
+    // A renew under way when the stop came may still write the lease (a read answered after the
+    // release saw it free and took it again): the release comes after it, so it is the last word.
+    await this.attempt;
     if (!this.leading) return;
     this.leading = false;
     try {
