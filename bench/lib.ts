@@ -142,11 +142,17 @@ export async function pool<T>(
   );
 }
 
-/** Reads one counter or gauge (summed over labels) from a Prometheus text page. */
-export function metricValue(page: string, name: string): number {
+/**
+ * Reads one counter or gauge (summed over labels) from a Prometheus text page; with `label`
+ * (e.g. `controller="mediajob"`), only the series that carry it.
+ */
+export function metricValue(page: string, name: string, label?: string): number {
   let sum = 0;
   for (const line of page.split("\n")) {
-    if (line.startsWith(`${name} `) || line.startsWith(`${name}{`))
+    if (
+      (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) &&
+      (label === undefined || line.slice(0, line.lastIndexOf(" ")).includes(label))
+    )
       sum += Number(line.slice(line.lastIndexOf(" ") + 1));
   }
   return sum;

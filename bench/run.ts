@@ -436,10 +436,7 @@ const meteredRunSettled = async (ns: string): Promise<boolean> =>
 /** The MediaJob loop's reconciles so far, every outcome, from the controller's /metrics. */
 async function mediaJobPasses(port: number): Promise<number> {
   const page = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return page
-    .split("\n")
-    .filter((l) => l.startsWith("media_orchestrator_reconcile_total{") && l.includes('controller="mediajob"'))
-    .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+  return metricValue(page, "media_orchestrator_reconcile_total", 'controller="mediajob"');
 }
 
 /**
@@ -705,8 +702,7 @@ async function splitCoresThroughput(n: number) {
     );
     const jobsPerSecond = round(mean(products.map((p) => p.jobsPerSecond)));
     const bestCeiling = Math.max(...ceilings.map((c) => c.jobsPerSecond));
-    const meanOf = (rows: Array<Record<string, unknown>>, key: string) =>
-      round(mean(rows.map((r) => r[key] as number)), 2);
+    const meanOf = <R>(rows: R[], value: (r: R) => number) => round(mean(rows.map(value)), 2);
     const row = {
       jobsPerSecond,
       productRunsJobsPerSecond: products.map((p) => p.jobsPerSecond),
@@ -718,16 +714,13 @@ async function splitCoresThroughput(n: number) {
       watchedCeilingJobsPerSecond: watched.jobsPerSecond,
       watchedCeilingControlPlaneCpuMsPerJob: watched.controlPlaneCpuMsPerJob,
       ratioToWatchedCeiling: round(jobsPerSecond / watched.jobsPerSecond, 2),
-      controlPlaneCpuMsPerJob: meanOf(products, "controlPlaneCpuMsPerJob"),
-      ceilingControlPlaneCpuMsPerJob: meanOf(
-        ceilings as unknown as Array<Record<string, unknown>>,
-        "controlPlaneCpuMsPerJob",
-      ),
-      controllerCpuMsPerJob: meanOf(products, "controllerCpuMsPerJob"),
-      sidecarCpuMsPerJob: meanOf(products, "sidecarCpuMsPerJob"),
+      controlPlaneCpuMsPerJob: meanOf(products, (p) => p.controlPlaneCpuMsPerJob),
+      ceilingControlPlaneCpuMsPerJob: meanOf(ceilings, (c) => c.controlPlaneCpuMsPerJob),
+      controllerCpuMsPerJob: meanOf(products, (p) => p.controllerCpuMsPerJob),
+      sidecarCpuMsPerJob: meanOf(products, (p) => p.sidecarCpuMsPerJob),
       executionsPerJob: Math.max(...products.map((p) => p.executionsPerJob)),
       // Under a burst the controller drops Events its buffer cannot hold; the ceiling writes all 8.
-      writesPerJob: meanOf(products, "writesPerJob"),
+      writesPerJob: meanOf(products, (p) => p.writesPerJob),
     };
     log(
       `  split cores: product ${jobsPerSecond} jobs/s (runs ${row.productRunsJobsPerSecond.join(", ")}), ` +

@@ -32,7 +32,8 @@ export interface FairShareState {
   finish: ReadonlyMap<string, number>;
 }
 
-const RANK: Record<Priority, number> = { high: 0, normal: 1, low: 2 };
+/** Which priority goes first: the lower rank. */
+export const PRIORITY_RANK: Record<Priority, number> = { high: 0, normal: 1, low: 2 };
 
 const accountOf = (job: WaitingJob): string => job.account ?? DEFAULT_ACCOUNT;
 
@@ -75,7 +76,7 @@ export function fairShareState(
 /** Within an account: high before normal before low, then oldest first, then by id. */
 function compareWithinAccount(a: WaitingJob, b: WaitingJob): number {
   return (
-    RANK[a.priority ?? "normal"] - RANK[b.priority ?? "normal"] ||
+    PRIORITY_RANK[a.priority ?? "normal"] - PRIORITY_RANK[b.priority ?? "normal"] ||
     a.createdAt - b.createdAt ||
     (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
   );

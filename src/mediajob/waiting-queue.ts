@@ -2,9 +2,7 @@
 // priority (high, normal, low), then age, then arrival. A grant round reads only the front of each
 // account's queue (grant-policy.ts), so a backlog of thousands costs a round what its few free
 // slots need, not a scan and a sort of the whole backlog per slot freed.
-import type { Priority, WaitingJob } from "./fair-share.js";
-
-const RANK: Record<Priority, number> = { high: 0, normal: 1, low: 2 };
+import { PRIORITY_RANK, type WaitingJob } from "./fair-share.js";
 
 interface Entry {
   job: WaitingJob;
@@ -21,7 +19,11 @@ const before = (a: Entry, b: Entry): boolean =>
       ? a.job.createdAt < b.job.createdAt
       : a.seq < b.seq;
 
-const entryOf = (job: WaitingJob, seq: number): Entry => ({ job, rank: RANK[job.priority ?? "normal"], seq });
+const entryOf = (job: WaitingJob, seq: number): Entry => ({
+  job,
+  rank: PRIORITY_RANK[job.priority ?? "normal"],
+  seq,
+});
 
 export class WaitingQueue implements Iterable<WaitingJob> {
   private readonly entries: Entry[] = [];
@@ -43,10 +45,6 @@ export class WaitingQueue implements Iterable<WaitingJob> {
     // Entries are unique in the order, so the first not before this one is this one.
     this.entries.splice(this.indexOf(entry), 1);
     return true;
-  }
-
-  has(id: string): boolean {
-    return this.byId.has(id);
   }
 
   get size(): number {
